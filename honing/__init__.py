@@ -1,0 +1,1 @@
+"""honing: a torch-native trainer for language and vision-language models."""

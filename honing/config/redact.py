@@ -1,0 +1,36 @@
+"""Hide secrets before a config is written to disk or a log."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import yaml
+
+SECRET_KEY_PATTERN = re.compile(r"(api[_-]?key|token|secret|password|passwd|access[_-]?key|credential)", re.I)
+# A tokenizer's token settings are not secrets; these key names are exempt.
+NOT_SECRETS = {"max_new_tokens", "max_tokens", "eos_token", "pad_token", "bos_token", "tokens"}
+REDACTED = "***"
+
+
+def is_secret_key(key: str) -> bool:
+    """True when a key's name says its value is a secret (api_key, token, password, ...)."""
+    return key not in NOT_SECRETS and bool(SECRET_KEY_PATTERN.search(key))
+
+
+def redact(value: Any) -> Any:
+    """A copy of a nested mapping / list with every secret value replaced by ``***``."""
+    if isinstance(value, dict):
+        return {
+            key: (REDACTED if is_secret_key(str(key)) and item is not None else redact(item))
+            for key, item in value.items()
+        }
+    if isinstance(value, list):
+        return [redact(item) for item in value]
+    return value
+
+
+def to_yaml(config: Any) -> str:
+    """The config as YAML text with secrets redacted (what is saved as ``config.yaml``)."""
+    data = config.model_dump(mode="json") if hasattr(config, "model_dump") else config
+    return yaml.safe_dump(redact(data), sort_keys=False)

@@ -1,0 +1,234 @@
+"""The run config: one typed model per section, validated by pydantic.
+
+Pydantic rather than dataclasses: it gives type coercion from YAML, error locations as
+key paths, and a JSON schema for editors, which we would otherwise write by hand.
+"""
+
+from __future__ import annotations
+
+import re
+
+from typing import Any, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+# Mirrors honing.train.duration's parser (config may not import it): "200steps", "2epochs",
+# "5e6tokens", "1chinchilla" (20 tokens per parameter, times the number given).
+DURATION_PATTERN = r"^\s*\d+(\.\d+)?([eE]\d+)?\s*(steps?|epochs?|tokens?|chinchilla)\s*$"
+
+
+class Section(BaseModel):
+    """Base for every config section: unknown keys are errors, values are checked on assignment."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class StepRange(Section):
+    """Steps ``start <= step < stop`` whose batches are consumed but not trained on."""
+
+    start: int = Field(ge=1)
+    stop: int = Field(ge=1)
+
+
+class TrainerSection(Section):
+    """Where the run writes, how long it trains, and how it resumes."""
+
+    save_folder: str = "runs/honing"
+    load_path: Optional[str] = None
+    load_strategy: Literal["if_available", "always", "never"] = "if_available"
+    max_duration: str = "100steps"
+    hard_stop: Optional[str] = None
+    seed: int = 0
+    precision: Literal["fp32", "bf16-mixed", "bf16"] = "fp32"
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    num_threads: Optional[int] = Field(default=None, ge=1)
+    metrics_collect_interval: int = Field(default=10, ge=1)
+    cancel_check_interval: int = Field(default=10, ge=1)
+    steps_to_skip: list[StepRange] = Field(default_factory=list)
+    save_overwrite: bool = False
+
+    @field_validator("max_duration", "hard_stop")
+    @classmethod
+    def _is_duration(cls, value: Optional[str]) -> Optional[str]:
+        if value is not None and not re.match(DURATION_PATTERN, str(value)):
+            raise ValueError(
+                f"expected a duration like '200steps', '2epochs', '5e6tokens' or '1chinchilla', got {value!r}"
+            )
+        return value
+
+
+class SourceSection(Section):
+    """One data source: a file, folder or glob (local or any fsspec URL)."""
+
+    path: str
+    format: str = "auto"
+    weight: float = 1.0
+    text_field: str = "text"
+    max_samples: Optional[int] = Field(default=None, ge=1)
+
+
+class SplitSection(Section):
+    """A set of sources for one split (train or validation)."""
+
+    sources: list[SourceSection] = Field(min_length=1)
+
+
+class DataSection(Section):
+    """What the model reads and how it is batched."""
+
+    train: SplitSection
+    validation: Optional[SplitSection] = None
+    validation_split: float = Field(default=0.0, ge=0.0, lt=1.0)
+    seq_len: int = Field(default=256, ge=2)
+    global_batch_size: int = Field(default=16, ge=1)
+    micro_batch_size: Optional[int] = Field(default=None, ge=1)
+    shuffle: bool = True
+    cache_dir: Optional[str] = None
+
+    @model_validator(mode="after")
+    def _micro_divides_global(self) -> "DataSection":
+        if self.micro_batch_size is not None and self.global_batch_size % self.micro_batch_size:
+            raise ValueError(
+                f"data.micro_batch_size ({self.micro_batch_size}) must divide "
+                f"data.global_batch_size ({self.global_batch_size})"
+            )
+        return self
+
+
+class TokenizerSection(Section):
+    """Which tokenizer: byte-level, character, BPE trained here, or a pretrained one."""
+
+    kind: Literal["byte", "char", "bpe", "pretrained"] = "byte"
+    vocab_size: int = Field(default=4096, ge=300)
+    path: Optional[str] = None
+    trust_remote_code: bool = False
+
+    @model_validator(mode="after")
+    def _pretrained_needs_path(self) -> "TokenizerSection":
+        if self.kind == "pretrained" and not self.path:
+            raise ValueError("tokenizer.path is required when tokenizer.kind is 'pretrained'")
+        return self
+
+
+class ModelSection(Section):
+    """A Hugging Face model by name or folder, or one built from a transformers config."""
+
+    name_or_path: Optional[str] = None
+    config: Optional[dict[str, Any]] = None
+    attn_implementation: Optional[str] = "sdpa"
+    trust_remote_code: bool = False
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "ModelSection":
+        if (self.name_or_path is None) == (self.config is None):
+            raise ValueError("give exactly one of model.name_or_path and model.config")
+        return self
+
+
+class OptimSection(Section):
+    """AdamW settings; weight decay skips biases, norms and embeddings."""
+
+    lr: float = Field(default=3e-4, gt=0)
+    weight_decay: float = Field(default=0.1, ge=0)
+    betas: tuple[float, float] = (0.9, 0.95)
+    eps: float = Field(default=1e-8, gt=0)
+    grad_clip: Optional[float] = Field(default=1.0, gt=0)
+    fused: Optional[bool] = None
+
+
+class SchedulerSection(Section):
+    """Learning-rate schedule with linear warmup."""
+
+    name: Literal["constant", "linear", "cosine", "wsd"] = "cosine"
+    warmup_steps: int = Field(default=0, ge=0)
+    min_lr_ratio: float = Field(default=0.1, ge=0, le=1)
+    decay_fraction: float = Field(default=0.2, gt=0, le=1)
+
+
+class CheckpointerSection(Section):
+    """When to save checkpoints and how many to keep."""
+
+    save_interval: int = Field(default=1000, ge=1)
+    ephemeral_save_interval: Optional[int] = Field(default=None, ge=1)
+    keep_last: Optional[int] = Field(default=None, ge=1)
+    async_save: bool = True
+
+
+class EvaluatorSection(Section):
+    """Validation loss every ``interval`` steps over at most ``max_batches`` batches."""
+
+    enabled: bool = True
+    interval: int = Field(default=100, ge=1)
+    max_batches: Optional[int] = Field(default=None, ge=1)
+    batch_size: Optional[int] = Field(default=None, ge=1)
+
+
+class ConsoleSection(Section):
+    """The live progress display (rich on a terminal, plain lines otherwise)."""
+
+    enabled: bool = True
+    log_interval: Optional[int] = Field(default=None, ge=1)
+    plain: Optional[bool] = None
+
+
+class SpeedMonitorSection(Section):
+    """Throughput and MFU; ``peak_flops`` overrides the device's known or probed peak."""
+
+    enabled: bool = True
+    peak_flops: Optional[float] = Field(default=None, gt=0)
+
+
+class GarbageCollectorSection(Section):
+    """Python's automatic GC off, a collection every ``interval`` steps."""
+
+    enabled: bool = True
+    interval: int = Field(default=100, ge=1)
+
+
+class SampleSection(Section):
+    """Text generated from fixed prompts at the end of training."""
+
+    enabled: bool = True
+    prompts: list[str] = Field(default_factory=lambda: ["def "])
+    max_new_tokens: int = Field(default=64, ge=1)
+    temperature: float = Field(default=0.8, ge=0)
+
+
+class CustomCallbackSection(Section):
+    """A user callback loaded by import path ``package.module:ClassName``."""
+
+    import_path: str
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("import_path")
+    @classmethod
+    def _has_colon(cls, value: str) -> str:
+        if ":" not in value:
+            raise ValueError(f"expected 'package.module:ClassName', got {value!r}")
+        return value
+
+
+class CallbacksSection(Section):
+    """Built-in callbacks and user callbacks."""
+
+    checkpointer: CheckpointerSection = Field(default_factory=CheckpointerSection)
+    evaluator: EvaluatorSection = Field(default_factory=EvaluatorSection)
+    console: ConsoleSection = Field(default_factory=ConsoleSection)
+    speed_monitor: SpeedMonitorSection = Field(default_factory=SpeedMonitorSection)
+    garbage_collector: GarbageCollectorSection = Field(default_factory=GarbageCollectorSection)
+    sample: SampleSection = Field(default_factory=SampleSection)
+    custom: list[CustomCallbackSection] = Field(default_factory=list)
+
+
+class RunConfig(Section):
+    """The whole run: what to train, on what data, for how long, and what to record."""
+
+    method: Literal["pretrain"] = "pretrain"
+    run_name: Optional[str] = None
+    trainer: TrainerSection = Field(default_factory=TrainerSection)
+    data: DataSection
+    tokenizer: TokenizerSection = Field(default_factory=TokenizerSection)
+    model: ModelSection
+    optim: OptimSection = Field(default_factory=OptimSection)
+    scheduler: SchedulerSection = Field(default_factory=SchedulerSection)
+    callbacks: CallbacksSection = Field(default_factory=CallbacksSection)

@@ -1,0 +1,91 @@
+"""Process-group set-up and rank helpers: the only place that calls ``init_process_group``."""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+from datetime import timedelta
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+log = logging.getLogger(__name__)
+
+
+def is_distributed() -> bool:
+    """True inside an initialised process group."""
+    return dist.is_available() and dist.is_initialized()
+
+
+def get_rank() -> int:
+    """This process's global rank (0 when not distributed)."""
+    return dist.get_rank() if is_distributed() else 0
+
+
+def get_world_size() -> int:
+    """The number of processes (1 when not distributed)."""
+    return dist.get_world_size() if is_distributed() else 1
+
+
+def get_local_rank() -> int:
+    """This process's rank on its node, as torchrun sets it."""
+    return int(os.environ.get("LOCAL_RANK", 0))
+
+
+def is_rank0() -> bool:
+    """True on the process that prints and writes shared files."""
+    return get_rank() == 0
+
+
+def launched_by_torchrun() -> bool:
+    """True when torchrun (or another launcher) set the rendezvous variables."""
+    return "RANK" in os.environ and "WORLD_SIZE" in os.environ
+
+
+def default_device() -> torch.device:
+    """CUDA (this process's local GPU) when available, else CPU."""
+    if torch.cuda.is_available():
+        return torch.device("cuda", get_local_rank())
+    return torch.device("cpu")
+
+
+def seed_all(seed: int) -> None:
+    """Seed Python's, NumPy's and torch's (CPU and CUDA) random number generators."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def prepare_training_environment(*, seed: int | None = None, backend: str | None = None,
+                                 timeout: timedelta = timedelta(minutes=10)) -> None:
+    """Seed every RNG; under torchrun also join the process group (nccl on CUDA, gloo on CPU)."""
+    if launched_by_torchrun() and not is_distributed() and int(os.environ["WORLD_SIZE"]) > 1:
+        if backend is None:
+            backend = "cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo"
+        if torch.cuda.is_available():
+            torch.cuda.set_device(get_local_rank())
+        dist.init_process_group(backend=backend, timeout=timeout)
+        log.info("joined process group: rank %d of %d (%s)", get_rank(), get_world_size(), backend)
+    if seed is not None:
+        seed_all(seed)
+
+
+def teardown_training_environment() -> None:
+    """Leave the process group, if any."""
+    if is_distributed():
+        dist.destroy_process_group()
+
+
+def barrier() -> None:
+    """Wait for every rank (a no-op when not distributed)."""
+    if is_distributed():
+        dist.barrier()
+
+
+def all_reduce_sum(tensor: torch.Tensor) -> torch.Tensor:
+    """Sum ``tensor`` over ranks in place and return it (unchanged when not distributed)."""
+    if is_distributed():
+        dist.all_reduce(tensor)
+    return tensor

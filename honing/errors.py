@@ -1,0 +1,14 @@
+"""All of honing's user-error types in one place (the config layer defines the base)."""
+
+from honing.config.errors import ConfigError, HoningError
+
+
+class DataError(HoningError):
+    """A data file, row or source is invalid or missing."""
+
+
+class CheckpointError(HoningError):
+    """A checkpoint is missing, incomplete or unreadable."""
+
+
+__all__ = ["HoningError", "ConfigError", "DataError", "CheckpointError"]

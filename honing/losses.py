@@ -1,0 +1,32 @@
+"""Loss functions as pure functions, tested against hand-computed numbers."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+IGNORE_INDEX = -100
+
+
+def next_token_targets(labels: torch.Tensor) -> torch.Tensor:
+    """Labels shifted left by one: position t is trained to predict token t+1; the last has no target."""
+    return F.pad(labels[..., 1:], (0, 1), value=IGNORE_INDEX)
+
+
+def count_target_tokens(labels: torch.Tensor) -> torch.Tensor:
+    """How many positions of ``labels`` (unshifted) carry a next-token loss."""
+    return (next_token_targets(labels) != IGNORE_INDEX).sum()
+
+
+def cross_entropy_sum(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Summed next-token cross-entropy and the number of correct argmax predictions.
+
+    Summing (not averaging) lets the caller divide by the token count of the whole optimizer
+    step, so the update does not depend on how the batch is split into micro-batches.
+    """
+    targets = next_token_targets(labels).reshape(-1)
+    flat = logits.reshape(-1, logits.size(-1)).float()
+    loss_sum = F.cross_entropy(flat, targets, ignore_index=IGNORE_INDEX, reduction="sum")
+    with torch.no_grad():
+        correct = ((flat.argmax(-1) == targets) & (targets != IGNORE_INDEX)).sum()
+    return loss_sum, correct

@@ -1,0 +1,1 @@
+"""Train modules, one per method family."""

@@ -1,0 +1,60 @@
+"""Load a Hugging Face causal LM by name or folder, or build one from a transformers config."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Mapping
+
+import torch
+from transformers import AutoConfig, AutoModelForCausalLM, PretrainedConfig
+
+from honing.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+DTYPES = {"fp32": torch.float32, "float32": torch.float32, "bf16": torch.bfloat16,
+          "bfloat16": torch.bfloat16, "fp16": torch.float16, "float16": torch.float16}
+
+
+def build_model_config(config: Mapping[str, Any], *, vocab_size: int | None = None,
+                       max_position_embeddings: int | None = None,
+                       special_token_ids: Mapping[str, int | None] | None = None) -> PretrainedConfig:
+    """A transformers config from a mapping with ``model_type``; vocabulary size, maximum length
+    and special-token ids follow from the tokenizer and data unless the mapping gives them."""
+    values = dict(config)
+    model_type = values.pop("model_type", None)
+    if not model_type:
+        raise ConfigError("model.config.model_type: required key is missing (e.g. llama, qwen2, gpt2)")
+    if vocab_size is not None:
+        values.setdefault("vocab_size", vocab_size)
+    if max_position_embeddings is not None:
+        values.setdefault("max_position_embeddings", max_position_embeddings)
+    for key, value in (special_token_ids or {}).items():
+        if value is not None:
+            values.setdefault(key, value)
+    try:
+        return AutoConfig.for_model(model_type, **values)
+    except ValueError as error:
+        raise ConfigError(f"model.config: {error}") from None
+
+
+def build_model_from_config(config: PretrainedConfig, *, attn_implementation: str | None = "sdpa",
+                            dtype: torch.dtype = torch.float32) -> torch.nn.Module:
+    """A randomly initialised causal LM (deterministic under the current torch seed)."""
+    return AutoModelForCausalLM.from_config(config, attn_implementation=attn_implementation, dtype=dtype)
+
+
+def load_pretrained_model(name_or_path: str, *, attn_implementation: str | None = "sdpa",
+                          dtype: torch.dtype = torch.float32, trust_remote_code: bool = False) -> torch.nn.Module:
+    """A causal LM from a local folder or a hub name; remote code only when the config allows it."""
+    try:
+        return AutoModelForCausalLM.from_pretrained(
+            name_or_path, attn_implementation=attn_implementation, dtype=dtype,
+            trust_remote_code=trust_remote_code)
+    except OSError as error:
+        raise ConfigError(f"model.name_or_path: cannot load {name_or_path!r}: {error}") from None
+
+
+def count_parameters(model: torch.nn.Module, *, trainable_only: bool = False) -> int:
+    """The number of (trainable) parameters, counting tied weights once."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad or not trainable_only)

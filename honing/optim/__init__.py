@@ -1,0 +1,1 @@
+"""Optimizers, parameter groups and learning-rate schedules."""

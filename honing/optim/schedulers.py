@@ -1,0 +1,33 @@
+"""Learning-rate schedules as pure functions of the step: easy to test, nothing to checkpoint."""
+
+from __future__ import annotations
+
+import math
+
+
+def lr_factor(step: int, *, name: str, max_steps: int, warmup_steps: int = 0,
+              min_lr_ratio: float = 0.0, decay_fraction: float = 0.2) -> float:
+    """The multiplier of the base LR at ``step`` (1-based: the step being taken).
+
+    ``constant``, ``linear`` (to ``min_lr_ratio`` at ``max_steps``), ``cosine`` (likewise), and
+    ``wsd`` (warmup, stable, then a linear decay over the last ``decay_fraction`` of the steps).
+    All start with a linear warmup from 1/warmup_steps to 1.
+    """
+    if warmup_steps and step <= warmup_steps:
+        return step / warmup_steps
+    if name == "constant":
+        return 1.0
+    total = max(max_steps - warmup_steps, 1)
+    progress = min(max(step - warmup_steps, 0) / total, 1.0)
+    if name == "linear":
+        return 1.0 - (1.0 - min_lr_ratio) * progress
+    if name == "cosine":
+        return min_lr_ratio + (1.0 - min_lr_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))
+    if name == "wsd":
+        decay_steps = max(int(round(decay_fraction * max_steps)), 1)
+        decay_start = max_steps - decay_steps
+        if step <= decay_start:
+            return 1.0
+        decay_progress = min((step - decay_start) / decay_steps, 1.0)
+        return 1.0 - (1.0 - min_lr_ratio) * decay_progress
+    raise ValueError(f"unknown scheduler {name!r}: expected constant, linear, cosine or wsd")

@@ -1,0 +1,58 @@
+"""The callback base class: every event the Trainer emits, each a no-op by default."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from honing.train.trainer import Trainer
+
+
+class Callback:
+    """Hook into training; higher ``priority`` runs earlier. State returned by ``state_dict`` is checkpointed."""
+
+    priority: int = 0
+    trainer: "Trainer"
+
+    def attach(self, trainer: "Trainer") -> None:
+        """Called by the Trainer when the callback is registered."""
+        self.trainer = trainer
+
+    @property
+    def step(self) -> int:
+        """The trainer's current global step."""
+        return self.trainer.global_step
+
+    def on_train_begin(self) -> None:
+        """Before the first step (after any checkpoint is loaded)."""
+
+    def on_epoch_begin(self) -> None:
+        """At the start of each epoch (also a resumed one)."""
+
+    def on_step_begin(self) -> None:
+        """Before a step's batch is trained on."""
+
+    def on_step_end(self) -> None:
+        """After a step's optimizer update."""
+
+    def on_epoch_end(self) -> None:
+        """After the last batch of an epoch."""
+
+    def on_train_end(self) -> None:
+        """After training stops for any normal reason (duration, hard stop, cancel)."""
+
+    def on_checkpoint_saved(self, path: str) -> None:
+        """After a checkpoint at ``path`` is complete on storage."""
+
+    def on_log(self, step: int, metrics: dict[str, float]) -> None:
+        """With the collected (rank-reduced) metrics of one step."""
+
+    def on_error(self, error: BaseException) -> None:
+        """When training raises; the error is re-raised afterwards."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """State to save in checkpoints."""
+        return {}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Restore what ``state_dict`` returned."""

@@ -1,0 +1,91 @@
+"""Save checkpoints at intervals, keep the last few, and always save when training ends."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from honing.distributed import is_rank0
+from honing.train.callbacks.base import Callback
+from honing.train.checkpoint import Checkpointer
+
+log = logging.getLogger(__name__)
+
+
+class CheckpointerCallback(Callback):
+    """Saves ``SAVE_FOLDER/stepN`` every ``save_interval`` steps (async by default) and at the end.
+
+    Ephemeral checkpoints (every ``ephemeral_save_interval`` steps) are deleted once a later
+    checkpoint is complete; ``keep_last`` permanent ones are kept.
+    """
+
+    # Run after the other step-end callbacks (evaluator, user callbacks) so the saved callback
+    # states include this step; only the console's summary comes later.
+    priority = -50
+
+    def __init__(self, *, save_interval: int, ephemeral_save_interval: int | None = None,
+                 keep_last: int | None = None, async_save: bool = True, protected_steps: set[int] | None = None):
+        self.save_interval = save_interval
+        self.ephemeral_save_interval = ephemeral_save_interval
+        self.keep_last = keep_last
+        self.async_save = async_save
+        # steps other callbacks want kept (e.g. the best model) even past keep_last
+        self.protected_steps: set[int] = set(protected_steps or ())
+        self._ephemeral: list[int] = []
+        self._permanent: list[int] = []
+
+    def next_save_step(self) -> int:
+        """The next step at which a checkpoint will be saved."""
+        intervals = [self.save_interval] + ([self.ephemeral_save_interval] if self.ephemeral_save_interval else [])
+        return min((self.step // i + 1) * i for i in intervals)
+
+    def on_step_end(self) -> None:
+        step = self.step
+        if step % self.save_interval == 0:
+            self._save(ephemeral=False)
+        elif self.ephemeral_save_interval and step % self.ephemeral_save_interval == 0:
+            self._save(ephemeral=True)
+
+    def on_train_end(self) -> None:
+        if self.trainer.last_checkpoint_step != self.step:
+            self.async_save = False  # the process is about to exit: write it now
+            self._save(ephemeral=False)
+
+    def on_checkpoint_saved(self, path: str) -> None:
+        self._prune()
+
+    def _save(self, *, ephemeral: bool) -> None:
+        (self._ephemeral if ephemeral else self._permanent).append(self.step)
+        if self.async_save:
+            self.trainer.save_checkpoint_async()
+        else:
+            self.trainer.save_checkpoint()
+
+    def _prune(self) -> None:
+        # only complete checkpoints older than the newest complete one are ever removed
+        complete = {step for step, _ in Checkpointer.find_checkpoints(self.trainer.save_folder)}
+        newest = max(complete, default=None)
+        if newest is None:
+            return
+        doomed = [s for s in self._ephemeral if s < newest and s in complete]
+        self._ephemeral = [s for s in self._ephemeral if s not in doomed]
+        if self.keep_last:
+            saved = [s for s in self._permanent if s in complete]
+            old = saved[: max(0, len(saved) - self.keep_last)]
+            doomed += old
+            self._permanent = [s for s in self._permanent if s not in old]
+        for step in doomed:
+            if step in self.protected_steps or step == newest:
+                continue
+            if is_rank0():
+                log.info("removing old checkpoint step%d", step)
+                self.trainer.checkpointer.delete(self.trainer.checkpoint_dir(step))
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"ephemeral": list(self._ephemeral), "permanent": list(self._permanent),
+                "protected": sorted(self.protected_steps)}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self._ephemeral = list(state_dict.get("ephemeral", []))
+        self._permanent = list(state_dict.get("permanent", []))
+        self.protected_steps |= set(state_dict.get("protected", []))

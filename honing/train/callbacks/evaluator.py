@@ -1,0 +1,68 @@
+"""Validation loss every ``interval`` steps and at the end of training."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable
+
+import torch
+
+from honing.train.callbacks.base import Callback
+from honing.train.metrics import ReduceType
+
+
+class EvaluatorCallback(Callback):
+    """Runs ``train_module.eval_batch`` over the validation batches and records ``eval/loss``.
+
+    ``eval_batch`` returns sums (``loss_sum``, ``tokens`` and optionally ``correct``) so the mean is
+    over tokens, not batches, and is reduced across ranks exactly.
+    """
+
+    priority = 200  # before the checkpointer, so a checkpoint of this step can be chosen by its eval loss
+
+    def __init__(self, *, batches: Iterable[dict[str, Any]], interval: int, max_batches: int | None = None,
+                 name: str = "eval"):
+        self.batches = batches
+        self.interval = interval
+        self.max_batches = max_batches
+        self.name = name
+        self.last_eval_step: int | None = None
+
+    def on_step_end(self) -> None:
+        if self.step % self.interval == 0:
+            self.evaluate()
+
+    def on_train_end(self) -> None:
+        if self.last_eval_step != self.step:
+            self.evaluate()
+
+    @torch.no_grad()
+    def evaluate(self) -> dict[str, float]:
+        """Evaluate now and record the metrics for the current step."""
+        module = self.trainer.train_module
+        was_training = module.model.training
+        totals: dict[str, torch.Tensor] = {}
+        try:
+            for index, batch in enumerate(self.batches):
+                if self.max_batches is not None and index >= self.max_batches:
+                    break
+                for key, value in module.eval_batch(batch).items():
+                    totals[key] = totals.get(key, 0) + value.detach().double()
+        finally:
+            module.model.train(was_training)
+        if not totals:
+            return {}
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            stacked = torch.stack([totals[k].cpu() for k in sorted(totals)])
+            torch.distributed.all_reduce(stacked)
+            totals = dict(zip(sorted(totals), stacked))
+        tokens = max(float(totals["tokens"]), 1.0)
+        loss = float(totals["loss_sum"]) / tokens
+        results = {f"{self.name}/loss": loss, f"{self.name}/perplexity": math.exp(min(loss, 50.0))}
+        if "correct" in totals:
+            results[f"{self.name}/token_accuracy"] = float(totals["correct"]) / tokens
+        for key, value in results.items():
+            # already reduced above, so every rank holds the same value
+            self.trainer.record_metric(key, value, ReduceType.max)
+        self.last_eval_step = self.step
+        return results

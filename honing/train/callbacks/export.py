@@ -1,0 +1,32 @@
+"""Export the final model (e.g. to Hugging Face format) when training ends."""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Callable
+
+from honing.distributed import barrier
+from honing.train.callbacks.base import Callback
+
+log = logging.getLogger(__name__)
+
+
+class ExportCallback(Callback):
+    """Calls ``export_fn(SAVE_FOLDER/folder_name)`` at the end of training.
+
+    The trainer does not know the model's format; the recipe passes the function that writes it.
+    ``export_fn`` runs on every rank (gathering sharded weights needs all of them) and writes on rank 0.
+    """
+
+    priority = -60  # after the checkpointer (-50): the final checkpoint is written first
+
+    def __init__(self, export_fn: Callable[[str], None], *, folder_name: str = "hf"):
+        self.export_fn = export_fn
+        self.folder_name = folder_name
+
+    def on_train_end(self) -> None:
+        path = os.path.join(self.trainer.save_folder, self.folder_name)
+        self.export_fn(path)
+        barrier()
+        log.info("exported the model to %s", path)

@@ -1,0 +1,133 @@
+"""Record throughput (tokens/s, steps/s, MFU) and peak memory every step."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+import torch
+
+from honing.distributed import get_world_size
+from honing.train.callbacks.base import Callback
+from honing.train.metrics import ReduceType
+from honing.train.peak_flops import peak_flops
+
+try:
+    import resource
+except ImportError:  # Windows
+    resource = None  # type: ignore[assignment]
+
+GIB = 2**30
+
+
+class SpeedMonitorCallback(Callback):
+    """Records ``throughput/*`` (tokens/s, steps/s, step time, total tokens, MFU) and ``system/*`` memory.
+
+    Timing never adds a host-device sync. On CPU the work is done when ``train_batch`` returns,
+    so a step is timed from ``on_step_begin`` to ``on_step_end``. On CUDA (and other async devices)
+    ``on_step_end`` is reached once the kernels are queued, so a step is timed from the previous
+    step's end to this one: the wall time per step then includes the work, because the trainer's
+    periodic metric collection syncs and that wait lands in the step that pays it. Single CUDA
+    steps are therefore noisy; the running average is not.
+
+    The first ``warmup_steps`` after ``on_train_begin`` (which follows any checkpoint load) are
+    still recorded but left out of ``throughput/avg_tokens_per_s``: they pay for allocator and
+    kernel warm-up. MFU is ``flops_per_token * tokens_per_s / (peak_flops * world_size)``, with
+    the peak from ``peak_flops`` (given, the GPU table, or the CPU probe) and the FLOPs from the
+    TrainModule's ``num_flops_per_token(seq_len)``; it is not recorded when either is unknown.
+    """
+
+    # end the step's clock before the evaluator (200) and checkpointer (100) do their work in on_step_end
+    priority = 1000
+    warmup_steps = 2
+
+    def __init__(self, *, seq_len: int | None = None, peak_flops: float | None = None, precision: str = "fp32",
+                 device: torch.device | None = None):
+        self.seq_len = seq_len
+        self.peak_flops = peak_flops
+        self.precision = precision
+        self.device = device
+        # both known after on_train_begin
+        self.flops_per_token: float | None = None
+        self.peak: float | None = None
+        self._device = torch.device("cpu")
+        self._synchronous = True
+        self._step_begin = 0.0
+        self._last_step_end = 0.0
+        self._tokens_at_last_end = 0
+        self._steps_timed = 0
+        self._avg_tokens = 0
+        self._avg_seconds = 0.0
+
+    def on_train_begin(self) -> None:
+        device = torch.device(self.device) if self.device is not None else self._train_device()
+        self._synchronous = device.type == "cpu"
+        self.flops_per_token = self._model_flops_per_token()
+        # only probe or look up a peak when MFU can be computed from it
+        if self.flops_per_token:
+            self.peak = self.peak_flops or peak_flops(device, self.precision)
+        self._device = device
+        self._last_step_end = time.perf_counter()
+        self._tokens_at_last_end = self.trainer.global_train_tokens_seen
+        self._steps_timed = 0
+        self._avg_tokens = 0
+        self._avg_seconds = 0.0
+
+    def on_step_begin(self) -> None:
+        self._step_begin = time.perf_counter()
+
+    def on_step_end(self) -> None:
+        now = time.perf_counter()
+        step_time = now - (self._step_begin if self._synchronous else self._last_step_end)
+        self._last_step_end = now
+        total_tokens = self.trainer.global_train_tokens_seen
+        tokens = total_tokens - self._tokens_at_last_end
+        self._tokens_at_last_end = total_tokens
+        self._steps_timed += 1
+
+        record = self.trainer.record_metric
+        # an int64 tensor is kept as float64: a float would be rounded to float32 past 2**24 tokens
+        record("throughput/total_tokens", torch.tensor(total_tokens, dtype=torch.int64), ReduceType.max)
+        self._record_memory()
+        if step_time <= 0:
+            return
+        tokens_per_s = tokens / step_time
+        record("throughput/step_time_s", step_time, ReduceType.max)
+        record("throughput/steps_per_s", 1.0 / step_time, ReduceType.mean)
+        record("throughput/tokens_per_s", tokens_per_s, ReduceType.mean)
+        if self._steps_timed > self.warmup_steps:
+            self._avg_tokens += tokens
+            self._avg_seconds += step_time
+            record("throughput/avg_tokens_per_s", self._avg_tokens / self._avg_seconds, ReduceType.mean)
+        if self.flops_per_token and self.peak:
+            # tokens are global, the peak is one device's
+            mfu = self.flops_per_token * tokens_per_s / (self.peak * get_world_size())
+            record("throughput/mfu", mfu, ReduceType.mean)
+
+    def _record_memory(self) -> None:
+        if resource is not None:
+            max_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+            rss_bytes = max_rss if sys.platform == "darwin" else max_rss * 1024  # Linux reports KiB
+            self.trainer.record_metric("system/peak_rss_gib", rss_bytes / GIB, ReduceType.max)
+        if self._device.type == "cuda":
+            allocated = torch.cuda.max_memory_allocated(self._device)  # host-side counter: no sync
+            self.trainer.record_metric("system/cuda_max_allocated_gib", allocated / GIB, ReduceType.max)
+
+    def _model_flops_per_token(self) -> float | None:
+        seq_len = self.seq_len or getattr(self.trainer.data_loader, "seq_len", None)
+        flops_fn = getattr(self.trainer.train_module, "num_flops_per_token", None)
+        if not seq_len or flops_fn is None:
+            return None
+        return flops_fn(seq_len)
+
+    def _train_device(self) -> torch.device:
+        train_module: Any = self.trainer.train_module
+        device = getattr(train_module, "device", None)
+        if device is not None:
+            return torch.device(device)
+        model = getattr(train_module, "model", None)
+        if isinstance(model, torch.nn.Module):
+            for parameter in model.parameters():
+                return parameter.device
+        return torch.device("cpu")

@@ -1,0 +1,307 @@
+"""Save and load ``SAVE_FOLDER/stepN`` checkpoints: sharded model and optimizer state (DCP), per-rank
+trainer state and extra files, made visible all at once by a ``.complete`` marker and a rename."""
+
+from __future__ import annotations
+
+import copy
+import io
+import json
+import logging
+import re
+import warnings
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.api import CheckpointException
+
+from honing import io as fileio
+from honing.distributed import get_rank, get_world_size, is_distributed
+from honing.errors import CheckpointError
+from honing.train.train_module import TrainModule
+
+log = logging.getLogger(__name__)
+
+MODEL_AND_OPTIM_DIR = "model_and_optim"
+TRAIN_DIR = "train"
+MARKER = ".complete"
+TEMP_SUFFIX = ".tmp"
+RESERVED_NAMES = (MODEL_AND_OPTIM_DIR, TRAIN_DIR, MARKER)
+_STEP_DIR = re.compile(r"^step(\d+)$")
+_TEMP_STEP_DIR = re.compile(r"^step(\d+)" + re.escape(TEMP_SUFFIX) + "$")
+
+# A single process saving and loading without a process group is the intended mode, not a mistake.
+warnings.filterwarnings("ignore", message="torch.distributed is disabled, unavailable or uninitialized")
+
+
+class Checkpointer:
+    """Writes and reads checkpoint directories; at most one asynchronous save is in flight at a time."""
+
+    def __init__(self, *, process_group: dist.ProcessGroup | None = None, save_overwrite: bool = False):
+        self.process_group = process_group
+        self.save_overwrite = save_overwrite
+        self._executor: ThreadPoolExecutor | None = None
+        self._pending: Future | None = None
+        self._background_group: dist.ProcessGroup | None = None
+
+    # --- saving -------------------------------------------------------------------------
+    def save(self, dir: str, train_module: TrainModule, train_state: dict[str, Any], *,
+             extra_files: dict[str, str | bytes] | None = None) -> None:
+        """Write a checkpoint of ``train_module`` and ``train_state`` to ``dir`` and return when it is complete."""
+        self.wait()
+        extra_files = self._check_save(dir, extra_files)
+        trainer_bytes = _serialize_trainer_state(train_state, dir)
+        self._write(dir, train_module.state_dict_to_save(), trainer_bytes, extra_files, self.process_group)
+
+    def save_async(self, dir: str, train_module: TrainModule, train_state: dict[str, Any], *,
+                   extra_files: dict[str, str | bytes] | None = None) -> Future:
+        """Copy the state to CPU memory, then write it in a background thread; the future completes
+        when ``dir`` is a complete checkpoint."""
+        self.wait()
+        extra_files = self._check_save(dir, extra_files)
+        trainer_bytes = _serialize_trainer_state(train_state, dir)
+        staged = _copy_to_cpu(train_module.state_dict_to_save())
+        group = self._group_for_background()
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="honing-checkpoint")
+        self._pending = self._executor.submit(self._write, dir, staged, trainer_bytes, extra_files, group)
+        return self._pending
+
+    def wait(self) -> None:
+        """Block until the pending asynchronous save (if any) has finished, re-raising its error."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.result()
+
+    def _check_save(self, dir: str, extra_files: dict[str, str | bytes] | None) -> dict[str, str | bytes]:
+        # Checked on the caller's thread on every rank (the folder is shared), so all ranks agree and
+        # the error reaches the training loop instead of a background future.
+        if self.dir_is_checkpoint(dir) and not self.save_overwrite:
+            raise CheckpointError(f"{dir}: a checkpoint already exists there; set save_overwrite to replace it")
+        extra_files = dict(extra_files or {})
+        for name in extra_files:
+            parts = name.replace("\\", "/").split("/")
+            if name.startswith("/") or ".." in parts or parts[0] in RESERVED_NAMES:
+                raise CheckpointError(f"{dir}: extra file name {name!r} must be a relative path inside the "
+                                      f"checkpoint, not starting with one of {', '.join(RESERVED_NAMES)}")
+        return extra_files
+
+    def _group_for_background(self) -> dist.ProcessGroup | None:
+        if not is_distributed() or self.process_group is not None:
+            return self.process_group
+        if self._background_group is None:
+            # The writer thread must not issue collectives on the default group while training uses it
+            # (NCCL would interleave them); a gloo group of its own is safe. Created on the main thread,
+            # where every rank reaches it in the same order.
+            self._background_group = dist.new_group(backend="gloo")
+        return self._background_group
+
+    def _write(self, dir: str, state: dict[str, Any], trainer_bytes: bytes, extra_files: dict[str, str | bytes],
+               group: dist.ProcessGroup | None) -> None:
+        rank, distributed = get_rank(), is_distributed()
+        temp = _temp_dir(dir)
+        try:
+            if rank == 0:
+                fileio.rm(temp)  # left by a save that crashed
+                fileio.makedirs(fileio.join(temp, TRAIN_DIR))
+            _barrier(group)
+            fileio.write_bytes(fileio.join(temp, TRAIN_DIR, f"rank{rank}.pt"), trainer_bytes)
+            if rank == 0:
+                for name, contents in extra_files.items():
+                    fileio.write_bytes(fileio.join(temp, name),
+                                       contents.encode() if isinstance(contents, str) else contents)
+            model_dir = fileio.join(temp, MODEL_AND_OPTIM_DIR)
+            dcp.save(state, checkpoint_id=model_dir, storage_writer=_storage_writer(model_dir),
+                     process_group=group, no_dist=not distributed)
+            _barrier(group)
+            if rank == 0:
+                marker = json.dumps({"world_size": get_world_size()}).encode()
+                # A local rename is atomic, so the marker goes in first; on an object store a move is a
+                # copy that could expose a marker before the data, so there it is written after.
+                atomic_rename = not fileio.is_url(dir)
+                if atomic_rename:
+                    fileio.write_bytes(fileio.join(temp, MARKER), marker)
+                if fileio.exists(dir):  # an older checkpoint being overwritten, or a crashed save's leftovers
+                    _remove_checkpoint(dir)
+                fileio.rename(temp, dir)
+                if not atomic_rename:
+                    fileio.write_bytes(fileio.join(dir, MARKER), marker)
+            _barrier(group)  # no rank returns before the checkpoint is visible
+        except (OSError, CheckpointException) as error:  # DCP reports a rank's failed write as the latter
+            raise CheckpointError(f"{dir}: could not save checkpoint: {_describe(error)}") from error
+        log.debug("saved checkpoint %s", dir)
+
+    # --- loading ------------------------------------------------------------------------
+    def load(self, dir: str, train_module: TrainModule, *, load_optimizer_state: bool = True,
+             load_trainer_state: bool = True) -> dict[str, Any] | None:
+        """Load model (and optimizer) state from ``dir`` into ``train_module`` in place; return this rank's
+        trainer state, or None when ``load_trainer_state`` is False."""
+        self.wait()
+        if not self.dir_is_checkpoint(dir):
+            raise CheckpointError(f"{dir}: not a complete checkpoint (no {MARKER} marker)")
+        # Read the small trainer state first so a corrupt file is found before the model is touched.
+        trainer_state = _read_trainer_state(dir) if load_trainer_state else None
+        state = train_module.state_dict_to_load(load_optimizer_state=load_optimizer_state)
+        model_dir = fileio.join(dir, MODEL_AND_OPTIM_DIR)
+        # DCP wraps every rank's failure (missing, truncated or mismatched data) in a CheckpointException,
+        # which is a BaseException; either way the checkpoint cannot be loaded into this module.
+        try:
+            dcp.load(state, checkpoint_id=model_dir, storage_reader=_storage_reader(model_dir),
+                     process_group=self.process_group, no_dist=not is_distributed())
+        except (Exception, CheckpointException) as error:
+            raise CheckpointError(f"{dir}: cannot load model and optimizer state: {_describe(error)}") from error
+        train_module.load_state_dict(state)
+        return trainer_state
+
+    # --- finding and removing -----------------------------------------------------------
+    @staticmethod
+    def dir_is_checkpoint(dir: str) -> bool:
+        """True when ``dir`` is a complete checkpoint (it holds the ``.complete`` marker)."""
+        return fileio.exists(fileio.join(dir, MARKER))
+
+    @classmethod
+    def find_checkpoints(cls, folder: str) -> list[tuple[int, str]]:
+        """The complete ``stepN`` checkpoints in ``folder`` as ``(step, path)``, oldest first."""
+        found = []
+        for name in fileio.listdir(folder):
+            match = _STEP_DIR.match(name)
+            if match and cls.dir_is_checkpoint(fileio.join(folder, name)):
+                found.append((int(match.group(1)), fileio.join(folder, name)))
+        return sorted(found)
+
+    @classmethod
+    def contains_checkpoint(cls, folder: str) -> bool:
+        """True when ``folder`` holds at least one complete ``stepN`` checkpoint."""
+        return bool(cls.find_checkpoints(folder))
+
+    @classmethod
+    def latest_checkpoint(cls, folder: str) -> str:
+        """The path of the newest complete checkpoint in ``folder``."""
+        found = cls.find_checkpoints(folder)
+        if not found:
+            raise FileNotFoundError(f"no complete checkpoint (stepN folder with a {MARKER} marker) in {folder}")
+        return found[-1][1]
+
+    @classmethod
+    def clean_incomplete(cls, folder: str) -> list[str]:
+        """Remove ``stepN`` folders without a marker and leftover temporary folders; return what was removed.
+
+        A temporary folder that is complete (a save crashed between writing the marker and the rename)
+        is finished instead: renamed to its ``stepN`` name. Call only while no save is in flight.
+        """
+        removed = []
+        names = fileio.listdir(folder)
+        for name in names:
+            path = fileio.join(folder, name)
+            if _STEP_DIR.match(name) and fileio.isdir(path) and not cls.dir_is_checkpoint(path):
+                fileio.rm(path)
+                removed.append(path)
+        for name in names:
+            path = fileio.join(folder, name)
+            if not _TEMP_STEP_DIR.match(name):
+                continue
+            final = path[: -len(TEMP_SUFFIX)]
+            if cls.dir_is_checkpoint(path) and not fileio.exists(final):
+                fileio.rename(path, final)
+                log.info("finished interrupted save: renamed %s to %s", path, final)
+            else:
+                fileio.rm(path)
+                removed.append(path)
+        return removed
+
+    def delete(self, dir: str) -> None:
+        """Remove the checkpoint ``dir``; its marker goes first so a half-deleted folder is never loaded."""
+        _remove_checkpoint(dir)
+
+
+def _read_trainer_state(dir: str) -> dict[str, Any]:
+    """This rank's trainer state, or rank 0's (flagged) when the run now has more ranks."""
+    rank = get_rank()
+    path = fileio.join(dir, TRAIN_DIR, f"rank{rank}.pt")
+    world_size_changed = not fileio.exists(path)
+    if world_size_changed:  # more ranks now than when saved: start from rank 0's progress
+        path = fileio.join(dir, TRAIN_DIR, "rank0.pt")
+        if not fileio.exists(path):
+            raise CheckpointError(f"{dir}: no trainer state (neither {TRAIN_DIR}/rank{rank}.pt "
+                                  f"nor {TRAIN_DIR}/rank0.pt)")
+    try:
+        state = torch.load(io.BytesIO(fileio.read_bytes(path)), map_location="cpu", weights_only=True)
+    except Exception as error:
+        raise CheckpointError(f"{dir}: cannot read trainer state {path}: {_describe(error)}") from error
+    if not isinstance(state, dict):
+        raise CheckpointError(f"{dir}: trainer state {path} holds a {type(state).__name__}, expected a dict")
+    if world_size_changed:
+        state["_world_size_changed"] = True
+    return state
+
+
+def _temp_dir(dir: str) -> str:
+    return str(dir).rstrip("/") + TEMP_SUFFIX
+
+
+def _remove_checkpoint(dir: str) -> None:
+    fileio.rm(fileio.join(dir, MARKER))
+    fileio.rm(dir)
+
+
+def _barrier(group: dist.ProcessGroup | None) -> None:
+    if is_distributed():
+        dist.barrier(group=group)
+
+
+def _storage_writer(path: str) -> dcp.StorageWriter | None:
+    # Local folders get DCP's file-system writer explicitly: inferring it from the path requires a
+    # writable existing parent. For URLs, DCP picks its fsspec writer from checkpoint_id.
+    return None if fileio.is_url(path) else dcp.FileSystemWriter(path)
+
+
+def _storage_reader(path: str) -> dcp.StorageReader | None:
+    # Explicit for the same reason: inference would refuse a checkpoint in a read-only folder.
+    return None if fileio.is_url(path) else dcp.FileSystemReader(path)
+
+
+def _copy_to_cpu(value: Any) -> Any:
+    """A deep copy with every tensor copied to CPU memory, so training may change the live tensors."""
+    if isinstance(value, torch.Tensor):
+        # .to(copy=True) copies a DTensor's local shard and keeps its placement, which DCP needs.
+        return value.detach().to("cpu", copy=True)
+    if isinstance(value, dict):
+        return {key: _copy_to_cpu(item) for key, item in value.items()}
+    if type(value) in (list, tuple):
+        return type(value)(_copy_to_cpu(item) for item in value)
+    return copy.deepcopy(value)
+
+
+def _serialize_trainer_state(state: dict[str, Any], dir: str) -> bytes:
+    """``torch.save`` bytes of ``state``, checked to load back with ``weights_only=True``.
+
+    Checking now turns a state that could never be resumed from into an error at save time.
+    """
+    buffer = io.BytesIO()
+    try:
+        torch.save(state, buffer)
+        torch.load(io.BytesIO(buffer.getvalue()), weights_only=True)
+    except Exception as error:
+        raise CheckpointError(
+            f"{dir}: the trainer state cannot be checkpointed: {_describe(error)}; callbacks' and the data "
+            f"loader's state_dict() must hold only numbers, strings, lists, tuples, dicts and tensors") from error
+    return buffer.getvalue()
+
+
+def _describe(error: BaseException) -> str:
+    """The useful first line of an error message (torch's weights_only errors bury it mid-paragraph)."""
+    if isinstance(error, CheckpointException) and error.failures:
+        rank, (cause, _) = next(iter(sorted(error.failures.items())))
+        return f"rank {rank}: {_describe(cause)}"
+    message = str(error)
+    if "WeightsUnpickler error: " in message:
+        message = message.split("WeightsUnpickler error: ", 1)[1]
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    first = lines[0] if lines else ""
+    if len(first) > 300:
+        first = first[:300] + "..."
+    if not first and isinstance(error, EOFError):
+        first = "a file ends early (truncated?)"
+    return f"{type(error).__name__}: {first}" if first else type(error).__name__

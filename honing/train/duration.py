@@ -1,0 +1,82 @@
+"""How long to train: a number of steps, epochs or tokens."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from enum import Enum
+
+from honing.errors import ConfigError
+
+CHINCHILLA_TOKENS_PER_PARAM = 20  # Hoffmann et al. 2022: compute-optimal ≈ 20 tokens per parameter
+
+
+class DurationUnit(str, Enum):
+    """The unit a Duration counts in."""
+
+    steps = "steps"
+    epochs = "epochs"
+    tokens = "tokens"
+
+
+@dataclass(frozen=True)
+class Duration:
+    """A training length, e.g. ``Duration.steps(200)`` or ``Duration.parse("5e6tokens")``."""
+
+    value: int
+    unit: DurationUnit
+
+    @classmethod
+    def steps(cls, steps: int) -> "Duration":
+        """A duration of ``steps`` optimizer steps."""
+        return cls(int(steps), DurationUnit.steps)
+
+    @classmethod
+    def epochs(cls, epochs: int) -> "Duration":
+        """A duration of ``epochs`` passes over the training data."""
+        return cls(int(epochs), DurationUnit.epochs)
+
+    @classmethod
+    def tokens(cls, tokens: int) -> "Duration":
+        """A duration of ``tokens`` training tokens (summed over all ranks)."""
+        return cls(int(tokens), DurationUnit.tokens)
+
+    @classmethod
+    def chinchilla_tokens(cls, multiple: float, *, model_params: int) -> "Duration":
+        """``multiple`` × the compute-optimal token count, 20 tokens per parameter."""
+        return cls.tokens(int(multiple * CHINCHILLA_TOKENS_PER_PARAM * model_params))
+
+    @classmethod
+    def parse(cls, text: str | int | "Duration", *, model_params: int | None = None) -> "Duration":
+        """Parse ``"200steps"``, ``"2epochs"``, ``"5e6tokens"`` or ``"1chinchilla"`` (needs model_params)."""
+        if isinstance(text, Duration):
+            return text
+        if isinstance(text, int):
+            return cls.steps(text)
+        match = re.fullmatch(r"\s*(\d+(?:\.\d+)?(?:[eE]\d+)?)\s*([a-z_]+)\s*", str(text))
+        units = {"step": "steps", "steps": "steps", "epoch": "epochs", "epochs": "epochs",
+                 "token": "tokens", "tokens": "tokens", "chinchilla": "chinchilla"}
+        if not match or match.group(2) not in units:
+            raise ConfigError(
+                f"invalid duration {text!r}: expected e.g. '200steps', '2epochs', '5e6tokens' or '1chinchilla'"
+            )
+        number, unit = float(match.group(1)), units[match.group(2)]
+        if unit == "chinchilla":
+            if model_params is None:
+                raise ConfigError(f"duration {text!r} needs the model's parameter count")
+            return cls.chinchilla_tokens(number, model_params=model_params)
+        if number != math.floor(number):
+            raise ConfigError(f"invalid duration {text!r}: {unit} must be a whole number")
+        return cls(int(number), DurationUnit(unit))
+
+    def due(self, *, step: int, tokens: int, epoch: int) -> bool:
+        """True once training has reached this duration (``epoch`` counts completed epochs + 1)."""
+        if self.unit == DurationUnit.steps:
+            return step >= self.value
+        if self.unit == DurationUnit.tokens:
+            return tokens >= self.value
+        return epoch > self.value
+
+    def __str__(self) -> str:
+        return f"{self.value}{self.unit.value}"

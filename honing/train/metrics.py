@@ -1,0 +1,127 @@
+"""Metrics recorded on the hot path as tensors, reduced across ranks and merged only at collect time."""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from enum import Enum
+from typing import Union
+
+import torch
+import torch.distributed as dist
+
+log = logging.getLogger(__name__)
+
+MetricValue = Union[torch.Tensor, float, int]
+
+
+class ReduceType(str, Enum):
+    """How a metric is combined across ranks."""
+
+    mean = "mean"
+    sum = "sum"
+    max = "max"
+    l2_norm = "l2_norm"
+
+
+class MetricMergeStrategy(str, Enum):
+    """What to do when the same metric is recorded twice in one step."""
+
+    warn = "warn"
+    latest = "latest"
+    oldest = "oldest"
+    mean = "mean"
+    sum = "sum"
+    max = "max"
+    min = "min"
+
+
+def merge_values(old: torch.Tensor, new: torch.Tensor, strategy: MetricMergeStrategy, count: int) -> torch.Tensor:
+    """Combine a metric's earlier value (an average of ``count`` values for ``mean``) with a new one."""
+    if strategy in (MetricMergeStrategy.latest, MetricMergeStrategy.warn):
+        return new
+    if strategy == MetricMergeStrategy.oldest:
+        return old
+    if strategy == MetricMergeStrategy.mean:
+        return (old * count + new) / (count + 1)
+    if strategy == MetricMergeStrategy.sum:
+        return old + new
+    if strategy == MetricMergeStrategy.max:
+        return torch.maximum(old, new)
+    return torch.minimum(old, new)
+
+
+def reduce_across_ranks(values: dict[str, float], reduce_types: dict[str, ReduceType],
+                        group: dist.ProcessGroup | None = None) -> dict[str, float]:
+    """Reduce each metric over ranks by its ReduceType: one collective per type, not per metric."""
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size(group) == 1:
+        return dict(values)
+    world = dist.get_world_size(group)
+    out: dict[str, float] = {}
+    by_type: dict[ReduceType, list[str]] = defaultdict(list)
+    for name in sorted(values):  # the same order on every rank
+        by_type[reduce_types.get(name, ReduceType.mean)].append(name)
+    for reduce_type in ReduceType:
+        names = by_type.get(reduce_type, [])
+        # every rank must take part in every collective, even with nothing to send
+        tensor = torch.tensor([values[n] for n in names] or [0.0], dtype=torch.float64)
+        if reduce_type == ReduceType.l2_norm:
+            tensor = tensor.square()
+        op = dist.ReduceOp.MAX if reduce_type == ReduceType.max else dist.ReduceOp.SUM
+        dist.all_reduce(tensor, op=op, group=group)
+        if reduce_type == ReduceType.mean:
+            tensor = tensor / world
+        elif reduce_type == ReduceType.l2_norm:
+            tensor = tensor.sqrt()
+        out.update(zip(names, tensor.tolist()))
+    return out
+
+
+class MetricsBuffer:
+    """Per-step metrics kept as tensors until ``collect`` moves them to the host in one go."""
+
+    def __init__(self) -> None:
+        self._values: dict[int, dict[str, torch.Tensor]] = defaultdict(dict)
+        self._counts: dict[int, dict[str, int]] = defaultdict(dict)
+        self.reduce_types: dict[str, ReduceType] = {}
+        self._warned: set[str] = set()
+
+    def record(self, step: int, name: str, value: MetricValue, reduce_type: ReduceType | str | None = None,
+               merge_strategy: MetricMergeStrategy | str = MetricMergeStrategy.warn) -> None:
+        """Add ``name`` for ``step``; a second value in the same step is merged by ``merge_strategy``."""
+        tensor = value.detach() if isinstance(value, torch.Tensor) else torch.tensor(float(value))
+        tensor = tensor.float() if tensor.is_floating_point() or tensor.dtype == torch.bool else tensor.double()
+        if reduce_type is not None:
+            self.reduce_types[name] = ReduceType(reduce_type)
+        step_values = self._values[step]
+        if name in step_values:
+            strategy = MetricMergeStrategy(merge_strategy)
+            if strategy == MetricMergeStrategy.warn and name not in self._warned:
+                self._warned.add(name)
+                log.warning("metric %r was recorded twice in step %d; keeping the latest "
+                            "(pass merge_strategy to choose)", name, step)
+            count = self._counts[step][name]
+            step_values[name] = merge_values(step_values[name], tensor, strategy, count)
+            self._counts[step][name] = count + 1
+        else:
+            step_values[name] = tensor
+            self._counts[step][name] = 1
+
+    def get(self, step: int, name: str) -> torch.Tensor | None:
+        """The value recorded for ``name`` at ``step``, if any (not yet collected)."""
+        return self._values.get(step, {}).get(name)
+
+    def collect(self, group: dist.ProcessGroup | None = None) -> dict[int, dict[str, float]]:
+        """Return and clear every pending step's metrics as floats, reduced across ranks."""
+        keys = [(step, name) for step in sorted(self._values) for name in sorted(self._values[step])]
+        out: dict[int, dict[str, float]] = {}
+        if keys:
+            # one device-to-host copy for all pending values, not one per metric
+            host = torch.stack([self._values[s][n].reshape(()).double().cpu() for s, n in keys]).tolist()
+            local: dict[int, dict[str, float]] = defaultdict(dict)
+            for (step, name), value in zip(keys, host):
+                local[step][name] = value
+            out = {step: reduce_across_ranks(m, self.reduce_types, group) for step, m in local.items()}
+        self._values.clear()
+        self._counts.clear()
+        return out

@@ -1,0 +1,64 @@
+"""Tiny models and data for tests: build in milliseconds, deterministic under a seed."""
+
+from __future__ import annotations
+
+import torch
+
+
+class TokenDataset(torch.utils.data.Dataset):
+    """Random token rows (seeded), shaped like PretrainDataset's items."""
+
+    def __init__(self, rows: int = 64, seq_len: int = 16, vocab: int = 64, seed: int = 0):
+        generator = torch.Generator().manual_seed(seed)
+        self.data = torch.randint(0, vocab, (rows, seq_len), generator=generator)
+        self.tokens_per_row = seq_len
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
+        return {"input_ids": self.data[index], "labels": self.data[index]}
+
+
+def tiny_llama(vocab: int = 64, seed: int = 0, **overrides):
+    """A 2-layer Llama with hidden size 32, deterministic under ``seed``."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    values = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=2,
+                  intermediate_size=64, vocab_size=vocab, max_position_embeddings=64)
+    values.update(overrides)
+    return LlamaForCausalLM(LlamaConfig(**values))
+
+
+def make_trainer(save_folder, *, max_duration="12steps", seed=0, rows=64, global_batch_size=8,
+                 micro_batch_size=4, callbacks=None, save_interval=4, async_save=False, dropout=0.1,
+                 init_seed=None,
+                 **trainer_kwargs):
+    """A complete tiny run: Llama with dropout, AdamW, cosine schedule, checkpointer and metrics file."""
+    from honing.data.loader import DataLoader
+    from honing.distributed import seed_all
+    from honing.methods.lm import LMTrainModule
+    from honing.optim.param_groups import build_adamw
+    from honing.train import TrainerConfig
+    from honing.train.callbacks.checkpointer import CheckpointerCallback
+    from honing.train.callbacks.metrics_file import MetricsFileCallback
+
+    seed_all(seed)
+    model = tiny_llama(seed=seed if init_seed is None else init_seed, attention_dropout=dropout)
+    seed_all(seed)
+    optimizer = build_adamw(model, lr=1e-2, weight_decay=0.1, betas=(0.9, 0.95), eps=1e-8)
+    module = LMTrainModule(model, optimizer, micro_batch_size=micro_batch_size, grad_clip=1.0,
+                           scheduler={"name": "cosine", "warmup_steps": 2, "min_lr_ratio": 0.1})
+    loader = DataLoader(TokenDataset(rows=rows), global_batch_size=global_batch_size, seed=seed)
+    all_callbacks = {"checkpointer": CheckpointerCallback(save_interval=save_interval, async_save=async_save),
+                     "metrics_file": MetricsFileCallback()}
+    all_callbacks.update(callbacks or {})
+    config = TrainerConfig(save_folder=str(save_folder), max_duration=max_duration, metrics_collect_interval=2,
+                           cancel_check_interval=1, callbacks=all_callbacks, **trainer_kwargs)
+    return config.build(module, loader)
+
+
+def flat_weights(trainer):
+    """Every parameter of the trainer's model, flattened into one tensor."""
+    return torch.cat([p.detach().flatten() for p in trainer.train_module.model.parameters()])

@@ -1,0 +1,23 @@
+import torch
+
+from honing.data.eval_batches import EvalBatches
+from honing.train.callbacks.evaluator import EvaluatorCallback
+from tests.helpers import TokenDataset, make_trainer
+
+
+def test_eval_loss_is_token_weighted_mean_and_leaves_model_in_train_mode(tmp_path):
+    validation = EvalBatches(TokenDataset(rows=12, seed=5), batch_size=4)
+    evaluator = EvaluatorCallback(batches=validation, interval=3, max_batches=2)
+    trainer = make_trainer(tmp_path, max_duration="3steps", callbacks={"evaluator": evaluator}, dropout=0.0)
+    trainer.fit()
+    model = trainer.train_module.model
+    model.eval()
+    with torch.no_grad():
+        rows = [validation.dataset[i]["input_ids"] for i in range(8)]  # the first 2 batches
+        expected = model(input_ids=torch.stack(rows), labels=torch.stack(rows)).loss.item()
+    model.train()
+    result = evaluator.evaluate()
+    assert abs(result["eval/loss"] - expected) < 1e-5
+    assert 0.0 <= result["eval/token_accuracy"] <= 1.0
+    assert evaluator.last_eval_step == 3
+    assert model.training

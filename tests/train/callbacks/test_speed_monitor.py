@@ -1,0 +1,113 @@
+from __future__ import annotations
+
+import resource
+
+import pytest
+import torch
+
+from honing.train.callbacks import speed_monitor
+from honing.train.callbacks.speed_monitor import SpeedMonitorCallback
+
+
+def run_steps(trainer, clock, steps):
+    """Each step is (data-load seconds, compute seconds, tokens); the clock moves accordingly."""
+    for load_seconds, compute_seconds, tokens in steps:
+        clock.now += load_seconds
+        trainer.global_step += 1
+        trainer.global_train_tokens_seen += tokens
+        trainer.emit("on_step_begin")
+        clock.now += compute_seconds
+        trainer.emit("on_step_end")
+    return trainer.collect()
+
+
+@pytest.fixture
+def setup(make_trainer, clock, monkeypatch):
+    monkeypatch.setattr(speed_monitor, "time", clock)
+
+    def build(**kwargs):
+        trainer_kwargs = {k: kwargs.pop(k) for k in ("flops_per_token", "seq_len") if k in kwargs}
+        trainer = make_trainer(**trainer_kwargs)
+        callback = trainer.add_callback("speed_monitor", SpeedMonitorCallback(**kwargs))
+        trainer.emit("on_train_begin")
+        return trainer, callback
+    return build
+
+
+def test_cpu_throughput_is_tokens_over_step_time(setup, clock):
+    trainer, _ = setup()
+    logs = run_steps(trainer, clock, [(0.5, 0.5, 1000), (0.0, 0.25, 1000), (0.1, 1.0, 1000), (0.1, 0.5, 1000)])
+    # on CPU a step is timed from its begin to its end: data loading is not in it
+    assert logs[1]["throughput/step_time_s"] == pytest.approx(0.5)
+    assert logs[1]["throughput/tokens_per_s"] == pytest.approx(2000)
+    assert logs[1]["throughput/steps_per_s"] == pytest.approx(2.0)
+    assert logs[2]["throughput/tokens_per_s"] == pytest.approx(4000)
+    assert logs[3]["throughput/tokens_per_s"] == pytest.approx(1000)
+    assert [logs[s]["throughput/total_tokens"] for s in (1, 2, 3, 4)] == [1000, 2000, 3000, 4000]
+    # the running average skips the first two (warm-up) steps
+    assert "throughput/avg_tokens_per_s" not in logs[1] and "throughput/avg_tokens_per_s" not in logs[2]
+    assert logs[3]["throughput/avg_tokens_per_s"] == pytest.approx(1000)
+    assert logs[4]["throughput/avg_tokens_per_s"] == pytest.approx(2000 / 1.5)
+    assert "throughput/mfu" not in logs[4]  # no FLOPs per token known
+
+
+def test_counting_restarts_after_train_begin_from_a_loaded_checkpoint(setup, clock, make_trainer, monkeypatch):
+    monkeypatch.setattr(speed_monitor, "time", clock)
+    trainer = make_trainer()
+    trainer.global_step, trainer.global_train_tokens_seen = 100, 10**8  # as loaded from a checkpoint
+    trainer.add_callback("speed_monitor", SpeedMonitorCallback())
+    trainer.emit("on_train_begin")
+    logs = run_steps(trainer, clock, [(0.0, 1.0, 500)] * 3)
+    assert logs[101]["throughput/tokens_per_s"] == pytest.approx(500)
+    # past 2**24 a float32 would round the count; it is recorded exactly
+    assert logs[103]["throughput/total_tokens"] == 10**8 + 1500
+    assert "throughput/avg_tokens_per_s" not in logs[102] and "throughput/avg_tokens_per_s" in logs[103]
+
+
+def test_mfu_is_model_flops_over_peak(setup, clock):
+    trainer, callback = setup(seq_len=16, flops_per_token=6000, peak_flops=1e8)
+    logs = run_steps(trainer, clock, [(0.0, 0.5, 1000)])
+    assert callback.flops_per_token == 6000
+    assert logs[1]["throughput/mfu"] == pytest.approx(6000 * 2000 / 1e8)
+
+
+def test_peak_comes_from_the_device_when_not_given(setup, clock, monkeypatch):
+    calls = []
+    monkeypatch.setattr(speed_monitor, "peak_flops", lambda device, precision: calls.append((device, precision)) or 4e8)
+    trainer, callback = setup(seq_len=16, flops_per_token=6000, precision="bf16", device=torch.device("cpu"))
+    logs = run_steps(trainer, clock, [(0.0, 1.0, 1000)])
+    assert calls == [(torch.device("cpu"), "bf16")]
+    assert callback.peak == 4e8
+    assert logs[1]["throughput/mfu"] == pytest.approx(6000 * 1000 / 4e8)
+
+
+def test_no_peak_lookup_without_model_flops(setup, monkeypatch):
+    monkeypatch.setattr(speed_monitor, "peak_flops", lambda *a: pytest.fail("probed a peak MFU cannot use"))
+    _, callback = setup(seq_len=16)
+    assert callback.peak is None
+
+
+def test_async_device_times_from_step_end_to_step_end(setup, clock, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda device=None: 3 * 2**30)
+    trainer, _ = setup(device=torch.device("cuda"), peak_flops=1e12)
+    logs = run_steps(trainer, clock, [(0.5, 0.5, 1000), (0.25, 0.25, 1000)])
+    # with queued kernels, begin-to-end is launch time only; end-to-end includes the work
+    assert logs[1]["throughput/step_time_s"] == pytest.approx(1.0)  # from train begin
+    assert logs[2]["throughput/step_time_s"] == pytest.approx(0.5)
+    assert logs[2]["throughput/tokens_per_s"] == pytest.approx(2000)
+    assert logs[2]["system/cuda_max_allocated_gib"] == pytest.approx(3.0)
+
+
+def test_peak_rss_is_recorded_in_gib(setup, clock):
+    trainer, _ = setup()
+    logs = run_steps(trainer, clock, [(0.0, 1.0, 10)])
+    expected = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # Linux: KiB
+    assert logs[1]["system/peak_rss_gib"] == pytest.approx(expected, rel=0.05)
+    assert "system/cuda_max_allocated_gib" not in logs[1]
+
+
+def test_a_zero_length_step_records_counts_but_no_rates(setup, clock):
+    trainer, _ = setup()
+    logs = run_steps(trainer, clock, [(0.0, 0.0, 10)])
+    assert logs[1]["throughput/total_tokens"] == 10
+    assert "throughput/tokens_per_s" not in logs[1]

@@ -1,0 +1,38 @@
+import pytest
+
+from honing.errors import ConfigError
+from honing.train.duration import Duration, DurationUnit
+
+
+@pytest.mark.parametrize("text, value, unit", [
+    ("200steps", 200, DurationUnit.steps), ("1step", 1, DurationUnit.steps), ("2epochs", 2, DurationUnit.epochs),
+    ("5e6tokens", 5_000_000, DurationUnit.tokens), ("1.5e3tokens", 1500, DurationUnit.tokens),
+    (" 10 steps ", 10, DurationUnit.steps), (7, 7, DurationUnit.steps),
+])
+def test_parse(text, value, unit):
+    assert Duration.parse(text) == Duration(value, unit)
+
+
+@pytest.mark.parametrize("text", ["10stpes", "steps", "1.5steps", "-3steps", ""])
+def test_parse_rejects(text):
+    with pytest.raises(ConfigError, match="duration"):
+        Duration.parse(text)
+
+
+def test_chinchilla_arithmetic():
+    assert Duration.chinchilla_tokens(1, model_params=1_000_000) == Duration.tokens(20_000_000)
+    assert Duration.chinchilla_tokens(0.5, model_params=3_000_000) == Duration.tokens(30_000_000)
+    assert Duration.parse("2chinchilla", model_params=1_000) == Duration.tokens(40_000)
+    with pytest.raises(ConfigError, match="parameter count"):
+        Duration.parse("1chinchilla")
+
+
+def test_due():
+    assert not Duration.steps(10).due(step=9, tokens=0, epoch=1)
+    assert Duration.steps(10).due(step=10, tokens=0, epoch=1)
+    assert Duration.tokens(100).due(step=1, tokens=100, epoch=1)
+    assert not Duration.tokens(100).due(step=1, tokens=99, epoch=1)
+    # epoch counts the epoch in progress: 2 epochs are done once epoch 3 begins
+    assert not Duration.epochs(2).due(step=50, tokens=0, epoch=2)
+    assert Duration.epochs(2).due(step=50, tokens=0, epoch=3)
+    assert str(Duration.epochs(2)) == "2epochs"
