@@ -18,12 +18,21 @@ import subprocess
 import sys
 import time
 
-SEQ_LEN = 256
-BATCH = 16
-VOCAB = 261  # byte-level: 256 bytes + the quickstart tokenizer's special tokens
+VOCAB = 258  # byte-level: 256 bytes + the quickstart tokenizer's end-of-document and padding tokens
 LR = 3e-3
-MODEL = dict(hidden_size=128, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=4,
-             intermediate_size=512, vocab_size=VOCAB, max_position_embeddings=SEQ_LEN)
+# "quickstart": the quickstart's model and batch, where compute dominates a step (~0.27 s).
+# "tiny": a step of a few milliseconds, where whatever a trainer adds per step shows.
+SIZES = {
+    "quickstart": dict(seq_len=256, batch=16, hidden_size=128, num_hidden_layers=4, num_attention_heads=4,
+                       intermediate_size=512),
+    "tiny": dict(seq_len=64, batch=8, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
+                 intermediate_size=128),
+}
+SIZE = SIZES[os.environ.get("HONING_BENCH_SIZE", "quickstart")]
+SEQ_LEN, BATCH = SIZE["seq_len"], SIZE["batch"]
+MODEL = dict(hidden_size=SIZE["hidden_size"], num_hidden_layers=SIZE["num_hidden_layers"],
+             num_attention_heads=SIZE["num_attention_heads"], num_key_value_heads=SIZE["num_attention_heads"],
+             intermediate_size=SIZE["intermediate_size"], vocab_size=VOCAB, max_position_embeddings=SEQ_LEN)
 
 
 class Rows:
@@ -154,7 +163,8 @@ def measure_in_subprocess(system: str, args: argparse.Namespace) -> float:
     code = (f"import sys, json, torch; sys.path.insert(0, {os.path.dirname(__file__)!r}); "
             f"torch.set_num_threads({args.threads}); import trainer_overhead as b; "
             f"print(json.dumps(b.SYSTEMS[{system!r}]({args.warmup}, {args.steps}, {args.precision!r})))")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    env = {**os.environ, "HONING_BENCH_SIZE": args.size}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False, env=env)
     if result.returncode != 0:
         raise RuntimeError(f"{system} failed:\n{result.stderr[-3000:]}")
     return float(result.stdout.strip().splitlines()[-1])
@@ -167,6 +177,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--precision", choices=["fp32", "bf16-mixed"], default="fp32")
+    parser.add_argument("--size", choices=sorted(SIZES), default="quickstart")
     args = parser.parse_args()
 
     results: dict[str, list[float]] = {name: [] for name in SYSTEMS}
@@ -178,8 +189,10 @@ def main() -> None:
             print(f"round {round_index + 1} {system:22s} {tokens_per_s:10,.0f} tokens/s", flush=True)
 
     median = {name: statistics.median(values) for name, values in results.items()}
+    size = SIZES[args.size]
     print(f"\n{platform.processor() or platform.machine()}, {args.threads} threads, precision {args.precision}, "
-          f"model {MODEL['hidden_size']}x{MODEL['num_hidden_layers']} ({SEQ_LEN} tokens x {BATCH} rows), "
+          f"size {args.size}: hidden {size['hidden_size']} x {size['num_hidden_layers']} layers, "
+          f"{size['seq_len']} tokens x {size['batch']} rows, "
           f"{args.steps} timed steps after {args.warmup} warm-up, median of {args.rounds} rounds")
     for name, value in median.items():
         print(f"{name:22s} {value:10,.0f} tokens/s")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from honing.train import Callback
+
 
 class TokenDataset(torch.utils.data.Dataset):
     """Random token rows (seeded), shaped like PretrainDataset's items."""
@@ -62,3 +64,16 @@ def make_trainer(save_folder, *, max_duration="12steps", seed=0, rows=64, global
 def flat_weights(trainer):
     """Every parameter of the trainer's model, flattened into one tensor."""
     return torch.cat([p.detach().flatten() for p in trainer.train_module.model.parameters()])
+
+
+
+class CountingCallback(Callback):
+    """A user callback that tests load by import path: records every instance that saw a step end."""
+
+    instances: list["CountingCallback"] = []
+
+    def __init__(self, label: str = ""):
+        self.label = label
+
+    def on_step_end(self) -> None:
+        CountingCallback.instances.append(self)

@@ -7,9 +7,12 @@ from typing import Any
 
 import yaml
 
-SECRET_KEY_PATTERN = re.compile(r"(api[_-]?key|token|secret|password|passwd|access[_-]?key|credential)", re.I)
-# A tokenizer's token settings are not secrets; these key names are exempt.
-NOT_SECRETS = {"max_new_tokens", "max_tokens", "eos_token", "pad_token", "bos_token", "tokens"}
+# "token" only as a whole name part (hf_token, auth-token), so "tokenizer" or "max_tokens" are not secrets.
+SECRET_KEY_PATTERN = re.compile(
+    r"(api[_-]?key|(^|[_-])token$|secret|password|passwd|access[_-]?key|credential)", re.I
+)
+# A tokenizer's special-token settings are not secrets; these key names are exempt.
+NOT_SECRETS = {"eos_token", "pad_token", "bos_token", "unk_token"}
 REDACTED = "***"
 
 

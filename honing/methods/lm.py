@@ -9,7 +9,7 @@ import torch
 
 from honing.distributed import all_reduce_sum, get_world_size
 from honing.errors import ConfigError
-from honing.losses import count_target_tokens, cross_entropy_sum
+from honing.losses import count_correct, count_target_tokens, cross_entropy_sum
 from honing.optim.schedulers import lr_factor
 from honing.train.metrics import ReduceType
 from honing.train.train_module import TrainModule
@@ -31,6 +31,7 @@ class LMTrainModule(TrainModule):
         self.grad_clip = grad_clip
         self.precision = precision
         self.device = torch.device(device)
+        self._params: list[torch.nn.Parameter] | None = None
 
     # --- the step ---------------------------------------------------------------------
     def autocast(self) -> contextlib.AbstractContextManager:
@@ -45,11 +46,10 @@ class LMTrainModule(TrainModule):
         return [{k: v[i:i + size].to(self.device, non_blocking=True) for k, v in batch.items()
                  if isinstance(v, torch.Tensor)} for i in range(0, rows, size)]
 
-    def _forward(self, micro: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    def _logits(self, micro: dict[str, torch.Tensor]) -> torch.Tensor:
         inputs = {k: micro[k] for k in MODEL_INPUT_KEYS if k in micro}
         with self.autocast():
-            logits = self.model(**inputs, use_cache=False).logits
-        return cross_entropy_sum(logits, micro["labels"])
+            return self.model(**inputs, use_cache=False).logits
 
     def train_batch(self, batch: dict[str, Any], dry_run: bool = False) -> None:
         """Forward/backward every micro-batch; each contributes loss_sum / (tokens in the whole step)."""
@@ -63,7 +63,7 @@ class LMTrainModule(TrainModule):
         scale = get_world_size() / step_tokens
         loss_total = torch.zeros((), device=self.device)
         for micro in micro_batches:
-            loss_sum, _ = self._forward(micro)
+            loss_sum = cross_entropy_sum(self._logits(micro), micro["labels"])
             (loss_sum * scale).backward()
             loss_total += loss_sum.detach()
         if self.trainer is not None and not dry_run:
@@ -78,9 +78,9 @@ class LMTrainModule(TrainModule):
         correct = torch.zeros((), device=self.device, dtype=torch.long)
         tokens = torch.zeros((), device=self.device, dtype=torch.long)
         for micro in self._micro_batches(batch):
-            micro_loss, micro_correct = self._forward(micro)
-            loss_sum += micro_loss.double()
-            correct += micro_correct
+            logits = self._logits(micro)
+            loss_sum += cross_entropy_sum(logits, micro["labels"]).double()
+            correct += count_correct(logits, micro["labels"])
             tokens += count_target_tokens(micro["labels"])
         return {"loss_sum": loss_sum, "tokens": tokens, "correct": correct}
 
@@ -96,11 +96,13 @@ class LMTrainModule(TrainModule):
 
     def optim_step(self) -> None:
         """Clip (and log) the gradient norm, set this step's LR, and step AdamW."""
-        params = [p for p in self.model.parameters() if p.grad is not None]
+        if self._params is None:  # listing parameters every step costs more than clipping a small model
+            self._params = [p for group in self.optimizer.param_groups for p in group["params"]]
+        params = self._params
         if self.grad_clip is not None:
             grad_norm = torch.nn.utils.clip_grad_norm_(params, self.grad_clip)
         else:
-            grad_norm = torch.nn.utils.get_total_norm([p.grad for p in params])
+            grad_norm = torch.nn.utils.get_total_norm([p.grad for p in params if p.grad is not None])
         factor = self.current_lr_factor()
         for group in self.optimizer.param_groups:
             group["lr"] = group["initial_lr"] * factor

@@ -78,10 +78,11 @@ def reduce_across_ranks(values: dict[str, float], reduce_types: dict[str, Reduce
 
 
 class MetricsBuffer:
-    """Per-step metrics kept as tensors until ``collect`` moves them to the host in one go."""
+    """Per-step metrics: tensors stay on their device and numbers stay Python numbers until
+    ``collect`` moves every tensor to the host in one copy per device."""
 
     def __init__(self) -> None:
-        self._values: dict[int, dict[str, torch.Tensor]] = defaultdict(dict)
+        self._values: dict[int, dict[str, MetricValue]] = defaultdict(dict)
         self._counts: dict[int, dict[str, int]] = defaultdict(dict)
         self.reduce_types: dict[str, ReduceType] = {}
         self._warned: set[str] = set()
@@ -89,39 +90,48 @@ class MetricsBuffer:
     def record(self, step: int, name: str, value: MetricValue, reduce_type: ReduceType | str | None = None,
                merge_strategy: MetricMergeStrategy | str = MetricMergeStrategy.warn) -> None:
         """Add ``name`` for ``step``; a second value in the same step is merged by ``merge_strategy``."""
-        tensor = value.detach() if isinstance(value, torch.Tensor) else torch.tensor(float(value))
-        tensor = tensor.float() if tensor.is_floating_point() or tensor.dtype == torch.bool else tensor.double()
+        if isinstance(value, torch.Tensor):
+            value = value.detach()
         if reduce_type is not None:
             self.reduce_types[name] = ReduceType(reduce_type)
         step_values = self._values[step]
-        if name in step_values:
-            strategy = MetricMergeStrategy(merge_strategy)
-            if strategy == MetricMergeStrategy.warn and name not in self._warned:
-                self._warned.add(name)
-                log.warning("metric %r was recorded twice in step %d; keeping the latest "
-                            "(pass merge_strategy to choose)", name, step)
-            count = self._counts[step][name]
-            step_values[name] = merge_values(step_values[name], tensor, strategy, count)
-            self._counts[step][name] = count + 1
-        else:
-            step_values[name] = tensor
+        if name not in step_values:
+            step_values[name] = value
             self._counts[step][name] = 1
+            return
+        strategy = MetricMergeStrategy(merge_strategy)
+        if strategy == MetricMergeStrategy.warn and name not in self._warned:
+            self._warned.add(name)
+            log.warning("metric %r was recorded twice in step %d; keeping the latest "
+                        "(pass merge_strategy to choose)", name, step)
+        count = self._counts[step][name]
+        step_values[name] = merge_values(_as_tensor(step_values[name]), _as_tensor(value), strategy, count)
+        self._counts[step][name] = count + 1
 
-    def get(self, step: int, name: str) -> torch.Tensor | None:
+    def get(self, step: int, name: str) -> MetricValue | None:
         """The value recorded for ``name`` at ``step``, if any (not yet collected)."""
         return self._values.get(step, {}).get(name)
 
     def collect(self, group: dist.ProcessGroup | None = None) -> dict[int, dict[str, float]]:
         """Return and clear every pending step's metrics as floats, reduced across ranks."""
-        keys = [(step, name) for step in sorted(self._values) for name in sorted(self._values[step])]
-        out: dict[int, dict[str, float]] = {}
-        if keys:
-            # one device-to-host copy for all pending values, not one per metric
-            host = torch.stack([self._values[s][n].reshape(()).double().cpu() for s, n in keys]).tolist()
-            local: dict[int, dict[str, float]] = defaultdict(dict)
-            for (step, name), value in zip(keys, host):
-                local[step][name] = value
-            out = {step: reduce_across_ranks(m, self.reduce_types, group) for step, m in local.items()}
+        local: dict[int, dict[str, float]] = defaultdict(dict)
+        on_device: dict[torch.device, list[tuple[int, str, torch.Tensor]]] = defaultdict(list)
+        for step in sorted(self._values):
+            for name in sorted(self._values[step]):
+                value = self._values[step][name]
+                if isinstance(value, torch.Tensor):
+                    on_device[value.device].append((step, name, value))
+                else:
+                    local[step][name] = float(value)
+        for entries in on_device.values():
+            # one device-to-host copy per device for all pending values, not one per metric
+            host = torch.stack([t.reshape(()).double() for _, _, t in entries]).cpu().tolist()
+            for (step, name, _), number in zip(entries, host):
+                local[step][name] = number
         self._values.clear()
         self._counts.clear()
-        return out
+        return {step: reduce_across_ranks(local[step], self.reduce_types, group) for step in sorted(local)}
+
+
+def _as_tensor(value: MetricValue) -> torch.Tensor:
+    return value.double() if isinstance(value, torch.Tensor) else torch.tensor(float(value), dtype=torch.float64)

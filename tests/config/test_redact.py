@@ -4,7 +4,7 @@ from honing.config.redact import REDACTED, is_secret_key, redact
 def test_secret_key_names():
     for key in ["api_key", "WANDB_API_KEY", "token", "hf_token", "aws_secret_access_key", "password", "access_key_id"]:
         assert is_secret_key(key), key
-    for key in ["max_new_tokens", "eos_token", "lr", "path", "tokens"]:
+    for key in ["max_new_tokens", "eos_token", "lr", "path", "tokens", "tokenizer", "tokens_per_batch"]:
         assert not is_secret_key(key), key
 
 

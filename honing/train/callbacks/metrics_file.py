@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import threading
 from typing import Any
 
 from honing.distributed import is_rank0
@@ -20,6 +21,8 @@ class MetricsFileCallback(Callback):
 
     def __init__(self, *, file_name: str = "metrics.jsonl"):
         self.file_name = file_name
+        self._pending: list[str] = []
+        self._lock = threading.Lock()
 
     @property
     def path(self) -> str:
@@ -31,9 +34,16 @@ class MetricsFileCallback(Callback):
             return
         record: dict[str, Any] = {"step": step}
         record.update({k: (v if math.isfinite(v) else str(v)) for k, v in sorted(metrics.items())})
-        self.trainer.run_bookkeeping_op(self._append, json.dumps(record) + "\n")
+        with self._lock:
+            self._pending.append(json.dumps(record) + "\n")
+            first = len(self._pending) == 1
+        if first:  # one write for all the steps logged together, not one per step
+            self.trainer.run_bookkeeping_op(self._flush)
 
-    def _append(self, line: str) -> None:
-        os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
-        with open(self.path, "a", encoding="utf-8") as handle:
-            handle.write(line)
+    def _flush(self) -> None:
+        with self._lock:
+            lines, self._pending = self._pending, []
+        if lines:
+            os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+            with open(self.path, "a", encoding="utf-8") as handle:
+                handle.writelines(lines)

@@ -87,8 +87,7 @@ class SpeedMonitorCallback(Callback):
         self._steps_timed += 1
 
         record = self.trainer.record_metric
-        # an int64 tensor is kept as float64: a float would be rounded to float32 past 2**24 tokens
-        record("throughput/total_tokens", torch.tensor(total_tokens, dtype=torch.int64), ReduceType.max)
+        record("throughput/total_tokens", total_tokens, ReduceType.max)
         self._record_memory()
         if step_time <= 0:
             return

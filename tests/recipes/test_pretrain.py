@@ -1,0 +1,60 @@
+import json
+
+import pytest
+
+from honing.config import ConfigError, validate
+from honing.recipes import PretrainRecipe
+from honing.train import Checkpointer
+
+
+def tiny_config(tmp_path, **sections):
+    text = tmp_path / "corpus.txt"
+    text.write_text("the quick brown fox jumps over the lazy dog. " * 200)
+    held_out = tmp_path / "held_out.txt"
+    held_out.write_text("a lazy dog sleeps while the quick fox runs. " * 40)
+    raw = {
+        "trainer": {"save_folder": str(tmp_path / "run"), "max_duration": "6steps", "num_threads": 1},
+        "data": {"train": {"sources": [{"path": str(text)}]}, "validation": {"sources": [{"path": str(held_out)}]},
+                 "seq_len": 32, "global_batch_size": 4, "micro_batch_size": 2, "cache_dir": str(tmp_path / "cache")},
+        "tokenizer": {"kind": "char"},
+        "model": {"config": {"model_type": "llama", "hidden_size": 32, "num_hidden_layers": 1,
+                             "num_attention_heads": 2, "num_key_value_heads": 2, "intermediate_size": 64}},
+        "callbacks": {"checkpointer": {"save_interval": 3}, "evaluator": {"interval": 3},
+                      "sample": {"enabled": False}, "console": {"enabled": False}},
+    }
+    for section, values in sections.items():
+        raw.setdefault(section, {}).update(values)
+    return validate(raw)
+
+
+def test_char_tokenizer_validation_sources_and_outputs(tmp_path):
+    config = tiny_config(tmp_path)
+    trainer = PretrainRecipe(config).run()
+    assert trainer.global_step == 6
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows if "eval/loss" in r] == [3, 6]
+    # the char vocabulary is the corpus's characters + eos, pad, unk; the model's follows it
+    vocabulary = sorted(set("the quick brown fox jumps over the lazy dog. "))
+    recipe_model_vocab = trainer.train_module.model.config.vocab_size
+    assert recipe_model_vocab == len(vocabulary) + 3
+    checkpoint = Checkpointer.latest_checkpoint(str(tmp_path / "run"))
+    assert (tmp_path / "run" / "step6" / "tokenizer" / "tokenizer.json").exists()
+    assert checkpoint.endswith("step6")
+    saved = (tmp_path / "run" / "config.yaml").read_text()
+    assert "kind: char" in saved
+
+
+def test_custom_callback_by_import_path(tmp_path):
+    from tests.helpers import CountingCallback
+
+    CountingCallback.instances.clear()
+    config = tiny_config(tmp_path, callbacks={"custom": [{"import_path": "tests.helpers:CountingCallback",
+                                                          "kwargs": {"label": "mine"}}]})
+    PretrainRecipe(config).run()
+    assert len(CountingCallback.instances) == 6 and CountingCallback.instances[0].label == "mine"
+
+
+def test_bad_callback_import_path_is_a_config_error(tmp_path):
+    config = tiny_config(tmp_path, callbacks={"custom": [{"import_path": "tests.helpers:Nope"}]})
+    with pytest.raises(ConfigError, match=r"callbacks.custom\[0\].import_path: cannot import 'tests.helpers:Nope'"):
+        PretrainRecipe(config).run()
