@@ -6,10 +6,12 @@ import argparse
 import json
 import logging
 import os
+import subprocess
 import sys
+import traceback
 from pathlib import Path
 
-from honing.config import HoningError, load_config, to_yaml
+from honing.config import ConfigError, HoningError, load_config, to_yaml
 from honing.config.schema import RunConfig
 
 QUICKSTART = Path(__file__).resolve().parent.parent / "configs" / "quickstart.yaml"
@@ -23,10 +25,27 @@ def build_parser() -> argparse.ArgumentParser:
     train = verbs.add_parser("train", help="train from a YAML config with key.path=value overrides")
     train.add_argument("config", nargs="?", help="YAML config (default: the quickstart)")
     train.add_argument("overrides", nargs="*", help="dotted overrides, e.g. trainer.max_duration=200steps")
+    train.add_argument("--nproc", type=int, metavar="N",
+                       help="train with N processes on this machine (one per GPU), started by torchrun")
 
     export = verbs.add_parser("export", help="export a checkpoint to a Hugging Face folder")
     export.add_argument("checkpoint", help="a SAVE_FOLDER/stepN checkpoint directory")
     export.add_argument("out_dir", help="where to write the Hugging Face folder")
+
+    merge = verbs.add_parser("merge", help="merge a LoRA checkpoint into a full Hugging Face model")
+    merge.add_argument("checkpoint", help="a SAVE_FOLDER/stepN checkpoint directory of a LoRA run")
+    merge.add_argument("out_dir", help="where to write the merged Hugging Face folder")
+
+    plot = verbs.add_parser("plot", help="draw loss, lr, grad norm and throughput of runs into a PNG")
+    plot.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="save folders holding metrics.jsonl")
+    plot.add_argument("-o", "--output", help="the PNG to write (default: RUN_DIR/plot.png, or ./plot.png "
+                                             "for several runs)")
+    plot.add_argument("--x", choices=["step", "tokens"], default="step", help="the horizontal axis")
+
+    data = verbs.add_parser("data", help="report on a config's training data as training will see it")
+    data.add_argument("config", help="YAML config")
+    data.add_argument("overrides", nargs="*", help="dotted overrides, as for train")
+    data.add_argument("-o", "--output", help="folder for data_report.txt / .png (default: the save folder)")
 
     config = verbs.add_parser("config", help="inspect configs")
     config_verbs = config.add_subparsers(dest="config_verb", required=True)
@@ -54,16 +73,34 @@ def setup_logging() -> None:
 def run(args: argparse.Namespace) -> int:
     """Carry out one parsed command; returns the exit code."""
     if args.verb == "train":
-        from honing.recipes import RECIPES
+        from honing.recipes import recipe_class
 
         path, overrides = split_config_and_overrides(args.config, args.overrides)
-        config = load_config(path, overrides)
-        RECIPES[config.method](config).run()
+        config = load_config(path, overrides)  # checked here, so a bad config fails once, before any launch
+        if args.nproc is not None and "RANK" not in os.environ:
+            return launch_torchrun(args.nproc, path, overrides)
+        recipe_class(config.method)(config).run()
         return 0
     if args.verb == "export":
         from honing.models.checkpoint_export import export_checkpoint
 
         print(f"exported {args.checkpoint} to {export_checkpoint(args.checkpoint, args.out_dir)}")
+        return 0
+    if args.verb == "merge":
+        from honing.models.merge import merge_checkpoint
+
+        print(f"merged {args.checkpoint} into {merge_checkpoint(args.checkpoint, args.out_dir)}")
+        return 0
+    if args.verb == "plot":
+        from honing.plot import plot_runs
+
+        print(f"wrote {plot_runs(args.run_dirs, args.output, x=args.x)}")
+        return 0
+    if args.verb == "data":
+        from honing.data_report import write_data_report
+
+        text, text_path, png_path = write_data_report(load_config(args.config, args.overrides), args.output)
+        print(f"{text}\nwrote {text_path} and {png_path}")
         return 0
     if args.config_verb == "show":
         print(to_yaml(load_config(args.config, args.overrides)), end="")
@@ -72,15 +109,70 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def launch_torchrun(nproc: int, config: str, overrides: list[str]) -> int:
+    """Run ``honing train`` in ``nproc`` processes under ``torch.distributed.run``; its exit code."""
+    if nproc < 1:
+        raise ConfigError(f"--nproc: expected a number of processes >= 1, got {nproc}")
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
+               "-m", "honing", "train", config, *overrides]
+    with subprocess.Popen(command) as process:
+        try:
+            code = process.wait()
+        except KeyboardInterrupt:  # torchrun got the same Ctrl-C and stops its workers; wait for that
+            code = process.wait()
+    if code != 0:
+        print(f"honing: error: the {nproc}-process run failed (exit code {code}); the failed rank is named "
+              f"above", file=sys.stderr)
+    return code
+
+
+def distributed_rank() -> int | None:
+    """This process's rank when it is one of several started by torchrun, else None."""
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and "RANK" in os.environ:
+        return int(os.environ["RANK"])
+    return None
+
+
+def report_failed_rank(rank: int, error: BaseException) -> None:
+    """Print ``rank N failed: ...`` (with the traceback for internal errors) and leave the error where
+    torchrun's failure summary finds it."""
+    from torch.distributed.elastic.multiprocessing.errors import ErrorHandler
+
+    print(f"honing: rank {rank} failed: {type(error).__name__}: {error}", file=sys.stderr)
+    if "TORCHELASTIC_ERROR_FILE" in os.environ:
+        ErrorHandler().record_exception(error)  # torchrun's failure summary shows it with the traceback
+    elif not isinstance(error, HoningError):
+        traceback.print_exception(error, file=sys.stderr)
+    sys.stderr.flush()
+    sys.stdout.flush()
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``honing`` command."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown and (args.verb != "train" or not all("=" in item and not item.startswith("-") for item in unknown)):
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    if unknown:  # overrides after --nproc N: argparse has already closed the positionals
+        args.overrides = [*args.overrides, *unknown]
     setup_logging()
+    rank = distributed_rank()
     try:
         return run(args)
     except HoningError as error:
-        print(f"honing: error: {error}", file=sys.stderr)
-        return 2
+        if rank is None:
+            print(f"honing: error: {error}", file=sys.stderr)
+            return 2
+        report_failed_rank(rank, error)
+        code = 2
+    except Exception as error:
+        if rank is None:
+            raise
+        report_failed_rank(rank, error)
+        code = 1
+    # Leave at once: background threads (checkpoint writes, metric reductions) may wait in a collective
+    # for peers that will never join, and would hold the process at interpreter exit.
+    os._exit(code)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,8 @@ import torch.distributed as dist
 
 log = logging.getLogger(__name__)
 
+_timeout = timedelta(minutes=10)  # the run's collective timeout, also given to groups created later
+
 
 def is_distributed() -> bool:
     """True inside an initialised process group."""
@@ -60,8 +62,11 @@ def seed_all(seed: int) -> None:
 
 def prepare_training_environment(*, seed: int | None = None, backend: str | None = None,
                                  timeout: timedelta = timedelta(minutes=10)) -> None:
-    """Seed every RNG; under torchrun also join the process group (nccl on CUDA, gloo on CPU)."""
+    """Seed every RNG; under torchrun also join the process group (nccl on CUDA, gloo on CPU). A collective
+    that waits longer than ``timeout`` (e.g. for a rank that hangs) fails the run."""
+    global _timeout
     if launched_by_torchrun() and not is_distributed() and int(os.environ["WORLD_SIZE"]) > 1:
+        _timeout = timeout
         if backend is None:
             backend = "cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo"
         if torch.cuda.is_available():
@@ -76,6 +81,13 @@ def teardown_training_environment() -> None:
     """Leave the process group, if any."""
     if is_distributed():
         dist.destroy_process_group()
+
+
+def new_background_group() -> dist.ProcessGroup:
+    """A gloo group of every rank, with the run's timeout, for collectives in a background thread
+    (metric reduction, checkpoint writes) that must not interleave with training's. Every rank must
+    create it, in the same order relative to other groups."""
+    return dist.new_group(backend="gloo", timeout=_timeout)
 
 
 def barrier() -> None:

@@ -4,8 +4,66 @@ from __future__ import annotations
 
 import os
 import shutil
+from typing import Any
 
 import fsspec
+import fsspec.config
+
+from honing.config.redact import REDACTED, is_secret_key
+
+# s3fs names its credentials ``key`` and ``secret``, which the config's secret-name rule does not catch.
+_SECRET_OPTIONS = ("key", "secret", "token", "password")
+
+
+def set_storage_options(protocol: str, **options: Any) -> None:
+    """Options every ``protocol`` file system of this process is created with (e.g. ``s3``: endpoint_url,
+    key, secret); none given: back to the library defaults (for S3, the standard ``AWS_*`` variables).
+
+    They go into fsspec's own defaults, so every fsspec user (data sources, DCP's readers) sees them.
+    """
+    if options:
+        fsspec.config.conf[protocol] = dict(options)
+    else:
+        fsspec.config.conf.pop(protocol, None)
+
+
+def s3_storage_options(*, endpoint_url: str | None = None, aws_access_key_id: str | None = None,
+                       aws_secret_access_key: str | None = None, region: str | None = None) -> dict[str, Any]:
+    """s3fs options for the values given; unset ones fall back to ``AWS_ENDPOINT_URL``,
+    ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY`` and ``AWS_DEFAULT_REGION``."""
+    options: dict[str, Any] = {}
+    if endpoint_url:
+        options["endpoint_url"] = endpoint_url
+    if aws_access_key_id:
+        options["key"] = aws_access_key_id
+    if aws_secret_access_key:
+        options["secret"] = aws_secret_access_key
+    if region:
+        options["client_kwargs"] = {"region_name": region}
+    return options
+
+
+def redact_secrets(text: str) -> str:
+    """``text`` with every configured storage secret (key, secret, token ...) replaced by ``***``."""
+    for options in fsspec.config.conf.values():
+        for key, value in options.items() if isinstance(options, dict) else ():
+            if isinstance(value, str) and value and (key in _SECRET_OPTIONS or is_secret_key(key)):
+                text = text.replace(value, REDACTED)
+    return text
+
+
+def filesystem(path: str, **overrides: Any) -> tuple[fsspec.AbstractFileSystem, str]:
+    """The fsspec file system for ``path`` (local paths too) and the path inside it; ``overrides`` are
+    merged over the configured storage options (dict values key by key)."""
+    if not overrides:
+        return fsspec.core.url_to_fs(path)
+    protocol = fsspec.core.split_protocol(path)[0] or "file"
+    cls = fsspec.get_filesystem_class(protocol)
+    options = fsspec.config.apply_config(cls, {})
+    for key, value in overrides.items():
+        options[key] = {**options[key], **value} if isinstance(value, dict) and isinstance(options.get(key), dict) \
+            else value
+    return fsspec.core.url_to_fs(path, **options)
 
 
 def is_url(path: str) -> bool:
@@ -49,6 +107,7 @@ def listdir(path: str) -> list[str]:
     """The names (not paths) directly inside folder ``path``; empty when it does not exist."""
     if is_url(path):
         fs, root = _fs(path)
+        fs.invalidate_cache(root)  # object-store listings are cached; another process may have written since
         if not fs.isdir(root):
             return []
         return sorted(os.path.basename(entry.rstrip("/")) for entry in fs.ls(root, detail=False))
@@ -84,7 +143,11 @@ def rename(source: str, target: str) -> None:
     then delete on object stores."""
     if is_url(source):
         fs, root = _fs(source)
-        fs.mv(root, _fs(target)[1], recursive=True)
+        root, destination = root.rstrip("/"), _fs(target)[1].rstrip("/")
+        # File by file: s3fs's recursive mv also copies the folder itself, a key that does not exist.
+        for path in fs.find(root):
+            fs.copy(path, destination + path[len(root):])
+        fs.rm(root, recursive=True)
     else:
         os.rename(_local(source), _local(target))
 
@@ -113,3 +176,20 @@ def read_bytes(path: str) -> bytes:
             return handle.read()
     with open(_local(path), "rb") as handle:
         return handle.read()
+
+
+def file_sizes(folder: str, **overrides: Any) -> dict[str, int]:
+    """Every file under ``folder``, recursively, as ``relative/path`` → size in bytes; empty when absent
+    (``overrides``: storage options, as for ``filesystem``)."""
+    if not is_url(folder):
+        local, sizes = _local(folder), {}
+        for parent, _, names in os.walk(local):
+            for name in names:
+                path = os.path.join(parent, name)
+                sizes[os.path.relpath(path, local).replace(os.sep, "/")] = os.path.getsize(path)
+        return sizes
+    fs, root = filesystem(folder, **overrides)
+    fs.invalidate_cache(root)  # another process (or a server restart) may have changed it
+    root = root.rstrip("/")
+    found = fs.find(root, detail=True) if fs.exists(root) else {}
+    return {name[len(root) + 1:]: int(info["size"]) for name, info in found.items() if name != root}

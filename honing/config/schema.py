@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from typing import Any, Literal, Optional
+from typing import Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -58,10 +58,13 @@ class TrainerSection(Section):
 
 
 class SourceSection(Section):
-    """One data source: a file, folder or glob (local or any fsspec URL)."""
+    """One data source: a file, folder, glob, saved or hub ``datasets`` name (local or any fsspec URL),
+    or ``generated:TASK`` for a task the project generates (see ``honing.data.generated``)."""
 
     path: str
-    format: str = "auto"
+    # pretraining reads text / jsonl; fine-tuning reads conversation / alpaca / sharegpt /
+    # prompt_completion / text; auto detects from the file name or the first row.
+    format: Literal["auto", "text", "jsonl", "conversation", "alpaca", "sharegpt", "prompt_completion"] = "auto"
     weight: float = 1.0
     text_field: str = "text"
     max_samples: Optional[int] = Field(default=None, ge=1)
@@ -84,6 +87,13 @@ class DataSection(Section):
     micro_batch_size: Optional[int] = Field(default=None, ge=1)
     shuffle: bool = True
     cache_dir: Optional[str] = None
+    # fine-tuning only
+    chat_template: Optional[str] = None
+    train_on: Literal["assistant", "all"] = "assistant"
+    packing: bool = True
+    group_by_length: bool = True
+    overlong: Literal["truncate", "drop"] = "truncate"
+    bad_rows: Literal["fail", "skip"] = "fail"
 
     @model_validator(mode="after")
     def _micro_divides_global(self) -> "DataSection":
@@ -96,9 +106,10 @@ class DataSection(Section):
 
 
 class TokenizerSection(Section):
-    """Which tokenizer: byte-level, character, BPE trained here, or a pretrained one."""
+    """Which tokenizer: byte-level, character, BPE trained here, or a pretrained one
+    (``auto``: the model's own when ``model.name_or_path`` is set, else byte-level)."""
 
-    kind: Literal["byte", "char", "bpe", "pretrained"] = "byte"
+    kind: Literal["auto", "byte", "char", "bpe", "pretrained"] = "auto"
     vocab_size: int = Field(default=4096, ge=300)
     path: Optional[str] = None
     trust_remote_code: bool = False
@@ -110,6 +121,18 @@ class TokenizerSection(Section):
         return self
 
 
+class LoraSection(Section):
+    """LoRA adapters through peft (absent or null: full fine-tuning)."""
+
+    rank: int = Field(default=8, ge=1)
+    alpha: float = Field(default=16, gt=0)
+    dropout: float = Field(default=0.0, ge=0, lt=1)
+    bias: Literal["none", "all", "lora_only"] = "none"
+    target_modules: Union[str, list[str]] = "all-linear"
+    task_type: str = "CAUSAL_LM"
+    modules_to_save: Optional[list[str]] = None
+
+
 class ModelSection(Section):
     """A Hugging Face model by name or folder, or one built from a transformers config."""
 
@@ -117,12 +140,23 @@ class ModelSection(Section):
     config: Optional[dict[str, Any]] = None
     attn_implementation: Optional[str] = "sdpa"
     trust_remote_code: bool = False
+    dtype: Optional[Literal["float32", "bfloat16", "float16"]] = None  # None: from trainer.precision
+    lora: Optional[LoraSection] = None
+    freeze_layers: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _one_source(self) -> "ModelSection":
         if (self.name_or_path is None) == (self.config is None):
             raise ValueError("give exactly one of model.name_or_path and model.config")
         return self
+
+
+class ParamGroupSection(Section):
+    """Parameters matching ``params`` (name patterns) trained with their own LR / weight decay."""
+
+    params: Union[str, list[str]]
+    lr: Optional[float] = Field(default=None, gt=0)
+    weight_decay: Optional[float] = Field(default=None, ge=0)
 
 
 class OptimSection(Section):
@@ -134,6 +168,7 @@ class OptimSection(Section):
     eps: float = Field(default=1e-8, gt=0)
     grad_clip: Optional[float] = Field(default=1.0, gt=0)
     fused: Optional[bool] = None
+    param_groups: list[ParamGroupSection] = Field(default_factory=list)
 
 
 class SchedulerSection(Section):
@@ -161,6 +196,8 @@ class EvaluatorSection(Section):
     interval: int = Field(default=100, ge=1)
     max_batches: Optional[int] = Field(default=None, ge=1)
     batch_size: Optional[int] = Field(default=None, ge=1)
+    metric_for_best_model: Optional[str] = None  # e.g. eval/loss; the best checkpoint is kept and exported
+    greater_is_better: Optional[bool] = None  # None: False for names with "loss" or "perplexity"
 
 
 class ConsoleSection(Section):
@@ -194,6 +231,57 @@ class SampleSection(Section):
     temperature: float = Field(default=0.8, ge=0)
 
 
+class GenerationEvalSection(Section):
+    """Exact-match accuracy of greedy answers to held-out prompts (the validation conversations'
+    last assistant turn), before training, every ``interval`` steps and at the end."""
+
+    enabled: bool = False
+    num_prompts: int = Field(default=50, ge=1)
+    max_new_tokens: int = Field(default=32, ge=1)
+    interval: Optional[int] = Field(default=None, ge=1)
+
+
+class WandbSection(Section):
+    """Weights & Biases logging into ``SAVE_FOLDER/wandb/`` (rank 0; a failure warns and training goes on)."""
+
+    enabled: bool = False
+    project: Optional[str] = None
+    entity: Optional[str] = None
+    name: Optional[str] = None  # None: the run's run_name
+    tags: list[str] = Field(default_factory=list)
+    group: Optional[str] = None
+    mode: Optional[Literal["online", "offline", "disabled"]] = None  # None: WANDB_MODE, else online
+    api_key: Optional[str] = None  # None: WANDB_API_KEY; never saved or sent as config
+
+
+class TensorBoardSection(Section):
+    """TensorBoard scalars in ``SAVE_FOLDER/tensorboard/`` (rank 0; a failure warns and training goes on)."""
+
+    enabled: bool = False
+
+
+class ProfilerSection(Section):
+    """A ``torch.profiler`` trace of steps ``start`` to ``stop`` (inclusive) in ``SAVE_FOLDER/profiler/``."""
+
+    enabled: bool = False
+    start: int = Field(default=5, ge=1)
+    stop: int = Field(default=6, ge=1)
+
+    @model_validator(mode="after")
+    def _start_before_stop(self) -> "ProfilerSection":
+        if self.stop < self.start:
+            raise ValueError(f"stop ({self.stop}) must be >= start ({self.start}): steps start..stop are profiled")
+        return self
+
+
+class UploadSection(Section):
+    """Copy every checkpoint, and the final ``hf/`` and ``best/`` exports, to ``save_path``: a local
+    folder or an ``s3://`` (any fsspec) URL; in the background, each folder marked complete last."""
+
+    enabled: bool = True
+    save_path: Optional[str] = None  # None: no copies
+
+
 class CustomCallbackSection(Section):
     """A user callback loaded by import path ``package.module:ClassName``."""
 
@@ -217,13 +305,45 @@ class CallbacksSection(Section):
     speed_monitor: SpeedMonitorSection = Field(default_factory=SpeedMonitorSection)
     garbage_collector: GarbageCollectorSection = Field(default_factory=GarbageCollectorSection)
     sample: SampleSection = Field(default_factory=SampleSection)
+    generation_eval: GenerationEvalSection = Field(default_factory=GenerationEvalSection)
+    wandb: WandbSection = Field(default_factory=WandbSection)
+    tensorboard: TensorBoardSection = Field(default_factory=TensorBoardSection)
+    profiler: ProfilerSection = Field(default_factory=ProfilerSection)
+    upload: UploadSection = Field(default_factory=UploadSection)
     custom: list[CustomCallbackSection] = Field(default_factory=list)
+
+
+class ParallelSection(Section):
+    """How several processes share the training (``torchrun`` or ``honing train --nproc N``)."""
+
+    strategy: Literal["auto", "ddp", "fsdp", "none"] = "auto"  # auto: fsdp with several processes
+    reshard_after_forward: bool = True  # FSDP2: free gathered weights after forward (less memory, more traffic)
+    activation_checkpointing: Literal["none", "full", "every_n"] = "none"
+    activation_checkpointing_every: int = Field(default=2, ge=1)  # every_n: the N-th, 2N-th, ... block
+    compile: bool = False  # torch.compile each block
+    mixed_precision: Literal["auto", "none", "bf16"] = "auto"  # auto: bf16 FSDP2 params for bf16-mixed on CUDA
+    timeout_seconds: float = Field(default=600, gt=0)  # a collective waiting longer fails the run
+
+
+class StorageSection(Section):
+    """Remote storage for ``s3://`` paths (save folder, load path, data, uploads). Unset values come from
+    ``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY`` and ``AWS_DEFAULT_REGION``;
+    the keys are redacted from the saved config and never logged."""
+
+    endpoint_url: Optional[str] = None  # an S3-compatible server (MinIO, R2, moto ...)
+    aws_access_key_id: Optional[str] = None
+    aws_secret_access_key: Optional[str] = None
+    region: Optional[str] = None
+    work_dir: Optional[str] = None  # local copies of a remote save folder; None: $HONING_CACHE_DIR/work
+    retry_initial_seconds: float = Field(default=1.0, gt=0)  # upload retries back off from here ...
+    retry_max_seconds: float = Field(default=60.0, gt=0)  # ... doubling up to here
+    upload_wait_seconds: float = Field(default=600.0, ge=0)  # the end of training waits this long for uploads
 
 
 class RunConfig(Section):
     """The whole run: what to train, on what data, for how long, and what to record."""
 
-    method: Literal["pretrain"] = "pretrain"
+    method: Literal["pretrain", "sft"] = "pretrain"
     run_name: Optional[str] = None
     trainer: TrainerSection = Field(default_factory=TrainerSection)
     data: DataSection
@@ -232,3 +352,5 @@ class RunConfig(Section):
     optim: OptimSection = Field(default_factory=OptimSection)
     scheduler: SchedulerSection = Field(default_factory=SchedulerSection)
     callbacks: CallbacksSection = Field(default_factory=CallbacksSection)
+    parallel: ParallelSection = Field(default_factory=ParallelSection)
+    storage: StorageSection = Field(default_factory=StorageSection)

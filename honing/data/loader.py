@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from honing.data.padding import length_grouped_order
 from honing.errors import DataError
 
 log = logging.getLogger(__name__)
@@ -32,7 +33,8 @@ class DataLoader:
     """Full global batches in a seeded per-epoch order; rank r gets its slice; resumable mid-epoch."""
 
     def __init__(self, dataset: Any, *, global_batch_size: int, collate_fn: Callable[[list], Any] | None = None,
-                 seed: int = 0, shuffle: bool = True, rank: int = 0, world_size: int = 1):
+                 seed: int = 0, shuffle: bool = True, rank: int = 0, world_size: int = 1,
+                 group_by_length: bool = False):
         if world_size < 1 or not 0 <= rank < world_size:
             raise DataError(f"rank {rank} is not valid for world_size {world_size}")
         if global_batch_size < 1 or global_batch_size % world_size:
@@ -55,6 +57,15 @@ class DataLoader:
         self.batches_consumed = 0
         self._length = len(dataset)
         self._order_cache: tuple[int, np.ndarray] | None = None
+        # Length grouping needs every row's length up front; the order stays a pure function of
+        # (seed, epoch, lengths), so it is resumable and the same global batch on every rank.
+        self._lengths: np.ndarray | None = None
+        if group_by_length:
+            lengths = getattr(dataset, "lengths", None)
+            if lengths is None or len(lengths) != self._length:
+                raise DataError(f"group_by_length needs a dataset with one length per row in `lengths` (such as "
+                                f"PaddedDataset); {type(dataset).__name__} has none")
+            self._lengths = np.asarray(lengths)
 
     @property
     def batches_per_epoch(self) -> int:
@@ -70,10 +81,11 @@ class DataLoader:
     def order(self, epoch: int) -> np.ndarray:
         """The dataset indices in the order epoch ``epoch`` (1-based) visits them."""
         if self._order_cache is None or self._order_cache[0] != epoch:
-            if self.shuffle:
-                order = np.random.default_rng([self.seed, epoch]).permutation(self._length)
-            else:
-                order = np.arange(self._length)
+            rng = np.random.default_rng([self.seed, epoch])
+            order = rng.permutation(self._length) if self.shuffle else np.arange(self._length)
+            if self._lengths is not None:
+                order = length_grouped_order(order, self._lengths, self.global_batch_size,
+                                             rng=rng if self.shuffle else None)
             self._order_cache = (epoch, order)
         return self._order_cache[1]
 
@@ -90,9 +102,19 @@ class DataLoader:
         self.batches_consumed = 0
 
     def global_num_tokens_in_batch(self, batch: dict[str, Any]) -> int:
-        """Tokens in the global batch: the local attention_mask's ones (or input_ids) times world_size."""
+        """Tokens in the global batch: the local real (non-pad) tokens times world_size.
+
+        Real tokens are ``num_real_tokens`` (packed and padded SFT batches), else the attention_mask's
+        ones, else every input id.
+        """
+        real = batch.get("num_real_tokens")
         mask = batch.get("attention_mask")
-        local = int(mask.sum().item()) if mask is not None else batch["input_ids"].numel()
+        if real is not None:
+            local = int(torch.as_tensor(real).sum().item())
+        elif mask is not None:
+            local = int(mask.sum().item())
+        else:
+            local = batch["input_ids"].numel()
         return local * self.world_size
 
     def state_dict(self) -> dict[str, int]:

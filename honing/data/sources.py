@@ -87,22 +87,27 @@ def load_documents(sources: Sequence[Mapping[str, Any] | object], *, seed: int =
     """The documents of every source, each repeated by its weight (a seeded fraction for the remainder)."""
     documents: list[Document] = []
     for index, source in enumerate(sources):
-        fields = _source_fields(source, index)
+        fields = source_fields(source, index)
         path, weight, max_samples = fields["path"], fields["weight"], fields["max_samples"]
         found = list(islice(iter_text_documents(path, format=fields["format"], text_field=fields["text_field"]),
                             max_samples))
         if not found:
             raise DataError(f"data source {index} ({path!r}) holds no non-empty documents")
-        whole, fraction = divmod(weight, 1.0)
-        chosen = round(fraction * len(found))
-        # Seeded by (seed, source index) so adding a source later leaves earlier sources' picks unchanged.
-        picks = np.sort(np.random.default_rng([seed, index]).choice(len(found), size=chosen, replace=False))
-        weighted = found * int(whole) + [found[i] for i in picks]
+        weighted = [found[i] for i in weighted_indices(len(found), weight, seed=seed, source_index=index)]
         if not weighted:
             log.warning("data source %d (%r) contributes no documents: weight %s of %d document(s) rounds to 0",
                         index, path, weight, len(found))
         documents.extend(weighted)
     return documents
+
+
+def weighted_indices(count: int, weight: float, *, seed: int, source_index: int) -> list[int]:
+    """Indices into a source's ``count`` items repeated by ``weight``: whole copies, then a seeded sorted fraction."""
+    whole, fraction = divmod(weight, 1.0)
+    chosen = round(fraction * count)
+    # Seeded by (seed, source index) so adding a source later leaves earlier sources' picks unchanged.
+    picks = np.sort(np.random.default_rng([seed, source_index]).choice(count, size=chosen, replace=False))
+    return list(range(count)) * int(whole) + picks.tolist()
 
 
 def _iter_jsonl(url: str, text_field: str) -> Iterator[Document]:
@@ -135,7 +140,8 @@ def _iter_jsonl(url: str, text_field: str) -> Iterator[Document]:
                 yield Document(text, where)
 
 
-def _source_fields(source: Mapping[str, Any] | object, index: int) -> dict[str, Any]:
+def source_fields(source: Mapping[str, Any] | object, index: int) -> dict[str, Any]:
+    """A source's fields (from a mapping or an object's attributes) with defaults; path, weight, max_samples checked."""
     if isinstance(source, Mapping):
         unknown = sorted(set(source) - set(SOURCE_FIELDS))
         if unknown:

@@ -6,10 +6,13 @@ import contextlib
 from typing import Any
 
 import torch
+from torch.distributed.tensor import DTensor
 
 from honing.distributed import all_reduce_sum, get_world_size
 from honing.errors import ConfigError
 from honing.losses import count_correct, count_target_tokens, cross_entropy_sum
+from honing.models.export import unwrap_model
+from honing.models.parallel import gradient_sync
 from honing.optim.schedulers import lr_factor
 from honing.train.metrics import ReduceType
 from honing.train.train_module import TrainModule
@@ -62,9 +65,11 @@ class LMTrainModule(TrainModule):
         step_tokens = all_reduce_sum(local_tokens.detach().clone()).clamp(min=1)
         scale = get_world_size() / step_tokens
         loss_total = torch.zeros((), device=self.device)
-        for micro in micro_batches:
-            loss_sum = cross_entropy_sum(self._logits(micro), micro["labels"])
-            (loss_sum * scale).backward()
+        for index, micro in enumerate(micro_batches):
+            # DDP / FSDP reduce gradients over ranks once, after the step's last micro-batch
+            with gradient_sync(self.model, index == len(micro_batches) - 1):
+                loss_sum = cross_entropy_sum(self._logits(micro), micro["labels"])
+                (loss_sum * scale).backward()
             loss_total += loss_sum.detach()
         if self.trainer is not None and not dry_run:
             self.trainer.record_ce_loss(loss_total / local_tokens.clamp(min=1), ReduceType.mean)
@@ -103,6 +108,8 @@ class LMTrainModule(TrainModule):
             grad_norm = torch.nn.utils.clip_grad_norm_(params, self.grad_clip)
         else:
             grad_norm = torch.nn.utils.get_total_norm([p.grad for p in params if p.grad is not None])
+        if isinstance(grad_norm, DTensor):  # FSDP2: the global norm, replicated on every rank
+            grad_norm = grad_norm.full_tensor()
         factor = self.current_lr_factor()
         for group in self.optimizer.param_groups:
             group["lr"] = group["initial_lr"] * factor
@@ -115,10 +122,11 @@ class LMTrainModule(TrainModule):
     def num_flops_per_token(self, seq_len: int) -> int | None:
         """6 FLOPs per weight per token (forward + backward) for the matmul weights and the LM head,
         plus 12·layers·hidden·seq_len for attention scores (PaLM, appendix B)."""
-        config = getattr(self.model, "config", None)
-        params = sum(p.numel() for p in self.model.parameters())
-        embeddings = self.model.get_input_embeddings()
-        head = self.model.get_output_embeddings()
+        model = unwrap_model(self.model)  # a DDP wrapper has no config or embeddings of its own
+        config = getattr(model, "config", None)
+        params = sum(p.numel() for p in model.parameters())  # FSDP2 DTensors count their full size
+        embeddings = model.get_input_embeddings()
+        head = model.get_output_embeddings()
         matmul_params = params - embeddings.weight.numel()
         if head is not None and head.weight is embeddings.weight:
             matmul_params += head.weight.numel()  # a tied head still costs its matmul

@@ -1,4 +1,4 @@
-"""Export any honing checkpoint directory to a Hugging Face folder."""
+"""Export any honing checkpoint directory to a Hugging Face folder (LoRA checkpoints merged)."""
 
 from __future__ import annotations
 
@@ -6,12 +6,16 @@ import os
 from typing import Any
 
 import torch
+import yaml
+from pydantic import ValidationError
 from torch.distributed.checkpoint.state_dict import get_model_state_dict, set_model_state_dict
 from transformers import AutoConfig, AutoTokenizer
 
+from honing.config.schema import LoraSection
 from honing.errors import CheckpointError
 from honing.models.export import export_hf
 from honing.models.loading import build_model_from_config
+from honing.models.lora import apply_lora
 from honing.train.checkpoint import Checkpointer
 from honing.train.train_module import TrainModule
 
@@ -30,17 +34,52 @@ class ModelOnly(TrainModule):
 
 
 def load_model_from_checkpoint(checkpoint_dir: str) -> tuple[torch.nn.Module, Any]:
-    """The model (with the checkpoint's weights) and tokenizer saved in ``checkpoint_dir``."""
+    """The model (with the checkpoint's weights) and tokenizer saved in ``checkpoint_dir``; a peft model
+    when the run's ``config.yaml`` sets ``model.lora``."""
     if not Checkpointer.dir_is_checkpoint(checkpoint_dir):
         raise CheckpointError(f"{checkpoint_dir}: not a complete honing checkpoint (no .complete marker)")
     model_dir = os.path.join(checkpoint_dir, "model")
     if not os.path.exists(os.path.join(model_dir, "config.json")):
         raise CheckpointError(f"{checkpoint_dir}: has no model/config.json, so the architecture is unknown")
     model = build_model_from_config(AutoConfig.from_pretrained(model_dir))
+    model_section = run_model_section(checkpoint_dir)
+    lora = lora_settings(model_section, checkpoint_dir)
+    if lora is not None:  # the saved state is the peft-wrapped model's, so wrap the same way before loading
+        # peft records this as the adapter's base model: the run's, not this weightless config folder
+        model.name_or_path = model_section.get("name_or_path") or ""
+        model = apply_lora(model, **lora.model_dump())
     Checkpointer().load(checkpoint_dir, ModelOnly(model), load_optimizer_state=False, load_trainer_state=False)
     tokenizer_dir = os.path.join(checkpoint_dir, "tokenizer")
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir) if os.path.isdir(tokenizer_dir) else None
     return model, tokenizer
+
+
+def run_model_section(checkpoint_dir: str) -> dict[str, Any]:
+    """The ``model`` section of the checkpoint's run config ``config.yaml`` (empty without one)."""
+    path = os.path.join(checkpoint_dir, "config.yaml")
+    if not os.path.exists(path):
+        return {}
+    try:
+        with open(path, encoding="utf-8") as handle:
+            config = yaml.safe_load(handle)
+    except (OSError, yaml.YAMLError) as error:
+        raise CheckpointError(f"{path}: cannot read the run config: {type(error).__name__}: {error}") from None
+    model = config.get("model") if isinstance(config, dict) else None
+    return model if isinstance(model, dict) else {}
+
+
+def lora_settings(model_section: dict[str, Any], checkpoint_dir: str) -> LoraSection | None:
+    """The validated ``model.lora`` settings of a run's model section (None: the run trained all weights)."""
+    lora = model_section.get("lora")
+    if lora is None:
+        return None
+    try:
+        return LoraSection.model_validate(lora)
+    except ValidationError as error:
+        problem = error.errors()[0]
+        key = ".".join(["model", "lora", *map(str, problem["loc"])])
+        path = os.path.join(checkpoint_dir, "config.yaml")
+        raise CheckpointError(f"{path}: {key}: {problem['msg']} (got {lora!r})") from None
 
 
 def export_checkpoint(checkpoint_dir: str, out_dir: str) -> str:

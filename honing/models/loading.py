@@ -47,6 +47,9 @@ def build_model_from_config(config: PretrainedConfig, *, attn_implementation: st
 def load_pretrained_model(name_or_path: str, *, attn_implementation: str | None = "sdpa",
                           dtype: torch.dtype = torch.float32, trust_remote_code: bool = False) -> torch.nn.Module:
     """A causal LM from a local folder or a hub name; remote code only when the config allows it."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # a bar per shard of a small model is noise in the run's log
     try:
         return AutoModelForCausalLM.from_pretrained(
             name_or_path, attn_implementation=attn_implementation, dtype=dtype,

@@ -1,10 +1,13 @@
-"""AdamW parameter groups: no weight decay on biases, norms and embeddings."""
+"""AdamW parameter groups: no weight decay on biases, norms and embeddings; user groups with their own LR."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 import torch
+
+from honing.errors import ConfigError
+from honing.models.lora import example_names, matches, named_parameters
 
 NO_DECAY_NAME_PARTS = ("bias", "norm", "embed", "wte", "wpe", "ln_")
 
@@ -15,28 +18,63 @@ def decays(name: str, param: torch.nn.Parameter) -> bool:
     return param.ndim >= 2 and not any(part in lowered for part in NO_DECAY_NAME_PARTS)
 
 
-def build_param_groups(model: torch.nn.Module, *, weight_decay: float) -> list[dict[str, Any]]:
-    """Two groups of trainable parameters: decayed and not decayed (empty groups are dropped)."""
-    decay, no_decay = [], []
-    for name, param in model.named_parameters():
-        if param.requires_grad:
-            (decay if decays(name, param) else no_decay).append(param)
-    groups = [{"params": decay, "weight_decay": weight_decay, "name": "decay"},
-              {"params": no_decay, "weight_decay": 0.0, "name": "no_decay"}]
-    return [group for group in groups if group["params"]]
+def build_param_groups(model: torch.nn.Module, *, weight_decay: float,
+                       groups: Sequence[Mapping[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """Trainable parameters in torch optimizer groups (empty groups are dropped).
+
+    Each of ``groups`` (``optim.param_groups``: ``{"params": pattern(s), "lr": float | None,
+    "weight_decay": float | None}``) takes the parameters whose names match its fnmatch patterns, first
+    group first; its ``lr`` (if set) replaces the optimizer's, its ``weight_decay`` (if set) applies to
+    all its parameters, else it is split by the default rule into ``param_groups.I`` (decayed) and
+    ``param_groups.I.no_decay``. The remaining parameters form ``decay`` and ``no_decay``. Frozen
+    parameters are in no group.
+    """
+    trainable = [(name, param) for name, param in named_parameters(model) if param.requires_grad]
+    remaining = trainable
+    out: list[dict[str, Any]] = []
+    for index, spec in enumerate(groups or []):
+        spec = spec.model_dump() if hasattr(spec, "model_dump") else spec  # a ParamGroupSection works too
+        patterns = [spec["params"]] if isinstance(spec["params"], str) else list(spec["params"])
+        key = f"optim.param_groups[{index}].params"
+        if not any(matches(name, patterns) for name, _ in trainable):
+            raise ConfigError(f"{key}: {patterns} matches no trainable parameter; trainable parameter names "
+                              f"look like {example_names([name for name, _ in trainable] or ['(none)'])}")
+        mine = [(name, param) for name, param in remaining if matches(name, patterns)]
+        if not mine:
+            raise ConfigError(f"{key}: {patterns} matches only parameters that an earlier group already took")
+        remaining = [(name, param) for name, param in remaining if not matches(name, patterns)]
+        extra = {"lr": spec["lr"]} if spec.get("lr") is not None else {}
+        group_name = f"param_groups.{index}"
+        if spec.get("weight_decay") is not None:
+            out.append({"params": [param for _, param in mine], "weight_decay": spec["weight_decay"],
+                        "name": group_name, **extra})
+        else:
+            out.extend(split_by_decay(mine, weight_decay, group_name, f"{group_name}.no_decay", extra))
+    out.extend(split_by_decay(remaining, weight_decay, "decay", "no_decay", {}))
+    return [group for group in out if group["params"]]
+
+
+def split_by_decay(params: list[tuple[str, torch.nn.Parameter]], weight_decay: float, decay_name: str,
+                   no_decay_name: str, extra: dict[str, Any]) -> list[dict[str, Any]]:
+    """Two groups: parameters that ``decays`` and those that do not."""
+    decay = [param for name, param in params if decays(name, param)]
+    no_decay = [param for name, param in params if not decays(name, param)]
+    return [{"params": decay, "weight_decay": weight_decay, "name": decay_name, **extra},
+            {"params": no_decay, "weight_decay": 0.0, "name": no_decay_name, **extra}]
 
 
 def build_adamw(model: torch.nn.Module, *, lr: float, weight_decay: float, betas: tuple[float, float],
-                eps: float, fused: bool | None = None) -> torch.optim.AdamW:
+                eps: float, fused: bool | None = None,
+                groups: Sequence[Mapping[str, Any]] | None = None) -> torch.optim.AdamW:
     """AdamW over ``build_param_groups``; each group remembers its base LR as ``initial_lr``.
 
     ``fused=None`` picks torch's fused kernel where it exists (CPU and CUDA): one kernel for all
     parameters instead of a loop of small ops, the largest optimizer cost for small models.
     """
-    groups = build_param_groups(model, weight_decay=weight_decay)
+    param_groups = build_param_groups(model, weight_decay=weight_decay, groups=groups)
     if fused is None:
-        fused = all(p.device.type in ("cpu", "cuda") for g in groups for p in g["params"])
-    optimizer = torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps, fused=fused)
+        fused = all(p.device.type in ("cpu", "cuda") for g in param_groups for p in g["params"])
+    optimizer = torch.optim.AdamW(param_groups, lr=lr, betas=betas, eps=eps, fused=fused)
     for group in optimizer.param_groups:
         group.setdefault("initial_lr", group["lr"])
     return optimizer

@@ -1,8 +1,28 @@
-"""One recipe per training method; ``RECIPES[config.method]`` picks it."""
+"""One recipe per training method; ``recipe_class(config.method)`` picks it."""
+
+import importlib
 
 from honing.recipes.base import Recipe
-from honing.recipes.pretrain import PretrainRecipe
 
-RECIPES: dict[str, type[Recipe]] = {"pretrain": PretrainRecipe}
+# method → "module:Class", imported on first use so `honing train` loads only the method it runs
+RECIPES: dict[str, str] = {
+    "pretrain": "honing.recipes.pretrain:PretrainRecipe",
+    "sft": "honing.recipes.sft:SFTRecipe",
+}
 
-__all__ = ["RECIPES", "Recipe", "PretrainRecipe"]
+
+def recipe_class(method: str) -> type[Recipe]:
+    """The recipe class that trains ``method``."""
+    module, _, name = RECIPES[method].partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def __getattr__(name: str):  # `from honing.recipes import PretrainRecipe` keeps working
+    for path in RECIPES.values():
+        module, _, class_name = path.partition(":")
+        if class_name == name:
+            return getattr(importlib.import_module(module), name)
+    raise AttributeError(name)
+
+
+__all__ = ["RECIPES", "Recipe", "recipe_class"]

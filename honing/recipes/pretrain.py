@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from honing.data.eval_batches import EvalBatches
 from honing.data.loader import DataLoader
 from honing.data.pretrain_corpus import PretrainDataset, default_cache_dir, split_documents, tokenize_documents
+from honing.data.report import DataReport
 from honing.data.sources import load_documents
 from honing.data.tokenizer import build_tokenizer
 from honing.distributed import get_rank, get_world_size
-from honing.methods.lm import LMTrainModule
 from honing.recipes.base import Recipe
 
 
@@ -37,28 +39,33 @@ class PretrainRecipe(Recipe):
 
     def build_tokenizer(self) -> Any:
         cfg = self.config.tokenizer
-        needs_text = cfg.kind in ("char", "bpe")
-        return build_tokenizer(cfg.kind, texts=self.documents()[0] if needs_text else None,
-                               vocab_size=cfg.vocab_size, path=cfg.path, trust_remote_code=cfg.trust_remote_code,
+        kind, path = self.tokenizer_kind()
+        needs_text = kind in ("char", "bpe")
+        return build_tokenizer(kind, texts=self.documents()[0] if needs_text else None,
+                               vocab_size=cfg.vocab_size, path=path, trust_remote_code=cfg.trust_remote_code,
                                cache_dir=self.cache_dir())
+
+    def rows(self, docs: list[str], split: str) -> PretrainDataset:
+        """Tokenize ``docs`` (cached) into rows of ``seq_len``; the split's numbers go to ``data_reports``."""
+        corpus = tokenize_documents(docs, self.tokenizer, cache_dir=self.cache_dir())
+        dataset = PretrainDataset(corpus, self.config.data.seq_len)
+        report = DataReport()
+        for length in np.diff(corpus.doc_starts, append=len(corpus.tokens)).tolist():
+            report.add(length, length)  # every token carries loss in pretraining
+        report.rows, report.row_length = len(dataset), self.config.data.seq_len
+        # rows are cut from one stream of documents: every slot is a real token, only the tail is left out
+        report.packing_efficiency = 1.0
+        self.data_reports[split] = report
+        return dataset
 
     def build_data(self) -> tuple[DataLoader, EvalBatches | None]:
         data = self.config.data
         train_docs, validation_docs = self.documents()
-        train = PretrainDataset(tokenize_documents(train_docs, self.tokenizer, cache_dir=self.cache_dir()), data.seq_len)
+        train = self.rows(train_docs, "train")
         loader = DataLoader(train, global_batch_size=data.global_batch_size, seed=self.config.trainer.seed,
                             shuffle=data.shuffle, rank=get_rank(), world_size=get_world_size())
         if not validation_docs:
             return loader, None
-        validation = PretrainDataset(tokenize_documents(validation_docs, self.tokenizer, cache_dir=self.cache_dir()),
-                                     data.seq_len)
+        validation = self.rows(validation_docs, "validation")
         batch_size = self.config.callbacks.evaluator.batch_size or self.micro_batch_size()
         return loader, EvalBatches(validation, batch_size=batch_size, rank=get_rank(), world_size=get_world_size())
-
-    def build_train_module(self) -> LMTrainModule:
-        sched = self.config.scheduler
-        return LMTrainModule(
-            self.model, self.build_optimizer(self.model), micro_batch_size=self.micro_batch_size(),
-            scheduler={"name": sched.name, "warmup_steps": sched.warmup_steps, "min_lr_ratio": sched.min_lr_ratio,
-                       "decay_fraction": sched.decay_fraction},
-            grad_clip=self.config.optim.grad_clip, precision=self.config.trainer.precision, device=self.device)

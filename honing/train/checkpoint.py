@@ -1,5 +1,10 @@
 """Save and load ``SAVE_FOLDER/stepN`` checkpoints: sharded model and optimizer state (DCP), per-rank
-trainer state and extra files, made visible all at once by a ``.complete`` marker and a rename."""
+trainer state and extra files, made visible all at once by a ``.complete`` marker and a rename.
+
+A remote save folder (``s3://...``) with an uploader is written to a local work copy first and uploaded
+in the background (see ``honing.train.remote``): training never waits on the network. The work copy
+must be on storage all ranks share (one node); rank 0 uploads once every rank's files are written.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,9 @@ import copy
 import io
 import json
 import logging
+import os
 import re
+import time
 import warnings
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -20,6 +27,7 @@ from torch.distributed.checkpoint.api import CheckpointException
 from honing import io as fileio
 from honing.distributed import get_rank, get_world_size, is_distributed
 from honing.errors import CheckpointError
+from honing.train.remote import Uploader, work_folder_for
 from honing.train.train_module import TrainModule
 
 log = logging.getLogger(__name__)
@@ -39,12 +47,21 @@ warnings.filterwarnings("ignore", message="torch.distributed is disabled, unavai
 class Checkpointer:
     """Writes and reads checkpoint directories; at most one asynchronous save is in flight at a time."""
 
-    def __init__(self, *, process_group: dist.ProcessGroup | None = None, save_overwrite: bool = False):
+    def __init__(self, *, process_group: dist.ProcessGroup | None = None, save_overwrite: bool = False,
+                 uploader: Uploader | None = None, work_dir: str | None = None, upload_wait_seconds: float = 600.0):
         self.process_group = process_group
         self.save_overwrite = save_overwrite
+        # With an uploader, remote checkpoints are written under work_dir (default: the cache) and uploaded
+        # by it; without one they are written to the URL directly, on the saving thread.
+        self.uploader = uploader
+        self.work_dir = work_dir
+        self.upload_wait_seconds = upload_wait_seconds
         self._executor: ThreadPoolExecutor | None = None
         self._pending: Future | None = None
         self._background_group: dist.ProcessGroup | None = None
+        self._other_uploaders: list[Uploader] = []
+        self._deferred_deletes: list[str] = []  # local copies to remove once no upload reads them
+        self._listed: set[str] = set()  # remote folders whose complete checkpoints the uploader knows
 
     # --- saving -------------------------------------------------------------------------
     def save(self, dir: str, train_module: TrainModule, train_state: dict[str, Any], *,
@@ -75,10 +92,94 @@ class Checkpointer:
         if pending is not None:
             pending.result()
 
+    # --- remote folders ---------------------------------------------------------------------
+    def uploads_in_background(self, path: str) -> bool:
+        """True when checkpoints under ``path`` are written locally first and uploaded in the background."""
+        return self.uploader is not None and fileio.is_url(path)
+
+    def local_folder(self, folder: str) -> str:
+        """Where files bound for ``folder`` are written: ``folder`` itself, or its local work folder when
+        ``folder`` is remote and uploaded in the background."""
+        return work_folder_for(folder, self.work_dir) if self.uploads_in_background(folder) else folder
+
+    def local_dir(self, dir: str) -> str:
+        """Where checkpoint ``dir``'s files are written (its local work copy for a remote ``dir``)."""
+        if not self.uploads_in_background(dir):
+            return dir
+        parent, name = str(dir).rstrip("/").rsplit("/", 1)
+        return os.path.join(self.local_folder(parent), name)
+
+    def add_uploader(self, uploader: Uploader) -> None:
+        """Register another uploader reading local checkpoints: no local copy it still reads is deleted,
+        and ``wait_for_uploads`` waits for it too."""
+        self._other_uploaders.append(uploader)
+
+    def confirmed_checkpoints(self, folder: str) -> list[tuple[int, str]]:
+        """The complete checkpoints in ``folder`` as ``(step, path)``, oldest first; for a folder uploaded
+        in the background, those whose upload is confirmed (the storage is listed once, then not asked)."""
+        if not self.uploads_in_background(folder):
+            return self.find_checkpoints(folder)
+        self._list_once(folder)
+        prefix = str(folder).rstrip("/") + "/"
+        found = []
+        for path in self.uploader.confirmed():
+            match = _STEP_DIR.match(path[len(prefix):]) if path.startswith(prefix) else None
+            if match:
+                found.append((int(match.group(1)), path))
+        return sorted(found)
+
+    def wait_for_uploads(self, timeout: float | None = None) -> bool:
+        """Wait (at most ``timeout``, default ``upload_wait_seconds``) for every pending upload; True when
+        all arrived. What has not arrived stays in the local work copies, as the warning says."""
+        uploaders = [u for u in (self.uploader, *self._other_uploaders) if u is not None]
+        pending = [target for uploader in uploaders for target in uploader.pending]
+        done = True
+        if pending:
+            timeout = self.upload_wait_seconds if timeout is None else timeout
+            log.info("waiting up to %g s for %d upload(s) to finish: %s", timeout, len(pending), ", ".join(pending))
+            for uploader in uploaders:
+                uploader.retry_now()  # not the rest of a long backoff: the storage may be back already
+            deadline = time.monotonic() + timeout
+            done = all([uploader.wait(max(0.0, deadline - time.monotonic())) for uploader in uploaders])
+            if not done:
+                left = [target for uploader in uploaders for target in uploader.pending]
+                sources = sorted({source for uploader in uploaders for source in uploader.pending_sources})
+                log.warning("%d upload(s) did not finish within %g s and are abandoned: %s; the local copies "
+                            "are kept: %s", len(left), timeout, ", ".join(left), ", ".join(sources))
+        self._delete_deferred()
+        return done
+
+    def _list_once(self, folder: str) -> None:
+        # Checkpoints already in the folder (an earlier run's) count as confirmed: keep_last may prune them,
+        # and saving over one needs save_overwrite, as for a local folder.
+        if folder in self._listed:
+            return
+        self._listed.add(folder)
+        try:
+            for _, path in self.find_checkpoints(folder):
+                self.uploader.mark_confirmed(path)
+        except Exception as error:
+            log.warning("cannot list %s (%s): checkpoints already there are neither pruned nor protected from "
+                        "being overwritten", folder, fileio.redact_secrets(_describe(error)))
+
+    def _delete_deferred(self) -> None:
+        for path in list(self._deferred_deletes):
+            if not self._read_by_uploads(path):
+                self._deferred_deletes.remove(path)
+                _remove_checkpoint(path)
+
+    def _read_by_uploads(self, path: str) -> bool:
+        return any(u.reads_from(path) for u in (self.uploader, *self._other_uploaders) if u is not None)
+
     def _check_save(self, dir: str, extra_files: dict[str, str | bytes] | None) -> dict[str, str | bytes]:
         # Checked on the caller's thread on every rank (the folder is shared), so all ranks agree and
         # the error reaches the training loop instead of a background future.
-        if self.dir_is_checkpoint(dir) and not self.save_overwrite:
+        if self.uploads_in_background(dir):
+            self._list_once(str(dir).rstrip("/").rsplit("/", 1)[0])
+            exists = self.uploader.is_confirmed(dir)  # the local copy is only a cache: never an obstacle
+        else:
+            exists = self.dir_is_checkpoint(dir)
+        if exists and not self.save_overwrite:
             raise CheckpointError(f"{dir}: a checkpoint already exists there; set save_overwrite to replace it")
         extra_files = dict(extra_files or {})
         for name in extra_files:
@@ -98,10 +199,11 @@ class Checkpointer:
             self._background_group = dist.new_group(backend="gloo")
         return self._background_group
 
-    def _write(self, dir: str, state: dict[str, Any], trainer_bytes: bytes, extra_files: dict[str, str | bytes],
-               group: dist.ProcessGroup | None) -> None:
+    def _write(self, dir: str, state: dict[str, Any], trainer_bytes: bytes,
+               extra_files: dict[str, str | bytes], group: dist.ProcessGroup | None) -> None:
         rank, distributed = get_rank(), is_distributed()
-        temp = _temp_dir(dir)
+        local = self.local_dir(dir)  # where the files go first (dir itself unless uploaded afterwards)
+        temp = _temp_dir(local)
         try:
             if rank == 0:
                 fileio.rm(temp)  # left by a save that crashed
@@ -120,18 +222,20 @@ class Checkpointer:
                 marker = json.dumps({"world_size": get_world_size()}).encode()
                 # A local rename is atomic, so the marker goes in first; on an object store a move is a
                 # copy that could expose a marker before the data, so there it is written after.
-                atomic_rename = not fileio.is_url(dir)
+                atomic_rename = not fileio.is_url(local)
                 if atomic_rename:
                     fileio.write_bytes(fileio.join(temp, MARKER), marker)
-                if fileio.exists(dir):  # an older checkpoint being overwritten, or a crashed save's leftovers
-                    _remove_checkpoint(dir)
-                fileio.rename(temp, dir)
+                if fileio.exists(local):  # an older checkpoint being overwritten, or a crashed save's leftovers
+                    _remove_checkpoint(local)
+                fileio.rename(temp, local)
                 if not atomic_rename:
-                    fileio.write_bytes(fileio.join(dir, MARKER), marker)
+                    fileio.write_bytes(fileio.join(local, MARKER), marker)
             _barrier(group)  # no rank returns before the checkpoint is visible
         except (OSError, CheckpointException) as error:  # DCP reports a rank's failed write as the latter
-            raise CheckpointError(f"{dir}: could not save checkpoint: {_describe(error)}") from error
-        log.debug("saved checkpoint %s", dir)
+            raise CheckpointError(f"{local}: could not save checkpoint: {_describe(error)}") from error
+        if rank == 0 and local != dir:  # every rank's files are written (the barrier above)
+            self.uploader.upload_folder(local, dir, marker=MARKER)
+        log.debug("saved checkpoint %s", local)
 
     # --- loading ------------------------------------------------------------------------
     def load(self, dir: str, train_module: TrainModule, *, load_optimizer_state: bool = True,
@@ -212,8 +316,19 @@ class Checkpointer:
         return removed
 
     def delete(self, dir: str) -> None:
-        """Remove the checkpoint ``dir``; its marker goes first so a half-deleted folder is never loaded."""
-        _remove_checkpoint(dir)
+        """Remove the checkpoint ``dir``; its marker goes first so a half-deleted folder is never loaded.
+
+        A local copy that an upload still reads is removed once that upload is done; a remote ``dir``
+        uploaded in the background is removed remotely after the uploads queued before.
+        """
+        local = self.local_dir(dir)
+        if local != dir:
+            self.uploader.delete_folder(dir, marker=MARKER)
+        if self._read_by_uploads(local):
+            self._deferred_deletes.append(local)
+        else:
+            _remove_checkpoint(local)
+        self._delete_deferred()
 
 
 def _read_trainer_state(dir: str) -> dict[str, Any]:

@@ -54,17 +54,25 @@ def merge_values(old: torch.Tensor, new: torch.Tensor, strategy: MetricMergeStra
 def reduce_across_ranks(values: dict[str, float], reduce_types: dict[str, ReduceType],
                         group: dist.ProcessGroup | None = None) -> dict[str, float]:
     """Reduce each metric over ranks by its ReduceType: one collective per type, not per metric."""
+    return reduce_steps({0: values}, reduce_types, group).get(0, {})
+
+
+def reduce_steps(steps: dict[int, dict[str, float]], reduce_types: dict[str, ReduceType],
+                 group: dist.ProcessGroup | None = None) -> dict[int, dict[str, float]]:
+    """Reduce every step's metrics over ranks by their ReduceType, with one collective per type for
+    all the steps together. Every rank must pass the same steps and names."""
     if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size(group) == 1:
-        return dict(values)
+        return {step: dict(steps[step]) for step in sorted(steps)}
     world = dist.get_world_size(group)
-    out: dict[str, float] = {}
-    by_type: dict[ReduceType, list[str]] = defaultdict(list)
-    for name in sorted(values):  # the same order on every rank
-        by_type[reduce_types.get(name, ReduceType.mean)].append(name)
+    out: dict[int, dict[str, float]] = {step: {} for step in sorted(steps)}
+    by_type: dict[ReduceType, list[tuple[int, str]]] = defaultdict(list)
+    for step in sorted(steps):  # the same order on every rank
+        for name in sorted(steps[step]):
+            by_type[reduce_types.get(name, ReduceType.mean)].append((step, name))
     for reduce_type in ReduceType:
-        names = by_type.get(reduce_type, [])
+        keys = by_type.get(reduce_type, [])
         # every rank must take part in every collective, even with nothing to send
-        tensor = torch.tensor([values[n] for n in names] or [0.0], dtype=torch.float64)
+        tensor = torch.tensor([steps[step][name] for step, name in keys] or [0.0], dtype=torch.float64)
         if reduce_type == ReduceType.l2_norm:
             tensor = tensor.square()
         op = dist.ReduceOp.MAX if reduce_type == ReduceType.max else dist.ReduceOp.SUM
@@ -73,7 +81,8 @@ def reduce_across_ranks(values: dict[str, float], reduce_types: dict[str, Reduce
             tensor = tensor / world
         elif reduce_type == ReduceType.l2_norm:
             tensor = tensor.sqrt()
-        out.update(zip(names, tensor.tolist()))
+        for (step, name), number in zip(keys, tensor.tolist()):
+            out[step][name] = number
     return out
 
 
@@ -112,8 +121,9 @@ class MetricsBuffer:
         """The value recorded for ``name`` at ``step``, if any (not yet collected)."""
         return self._values.get(step, {}).get(name)
 
-    def collect(self, group: dist.ProcessGroup | None = None) -> dict[int, dict[str, float]]:
-        """Return and clear every pending step's metrics as floats, reduced across ranks."""
+    def collect_local(self) -> tuple[dict[int, dict[str, float]], dict[str, ReduceType]]:
+        """Return and clear every pending step's metrics as this rank's floats, with the reduce types
+        to pass to ``reduce_steps`` (which may then run off the training thread)."""
         local: dict[int, dict[str, float]] = defaultdict(dict)
         on_device: dict[torch.device, list[tuple[int, str, torch.Tensor]]] = defaultdict(list)
         for step in sorted(self._values):
@@ -130,7 +140,12 @@ class MetricsBuffer:
                 local[step][name] = number
         self._values.clear()
         self._counts.clear()
-        return {step: reduce_across_ranks(local[step], self.reduce_types, group) for step in sorted(local)}
+        return dict(local), dict(self.reduce_types)
+
+    def collect(self, group: dist.ProcessGroup | None = None) -> dict[int, dict[str, float]]:
+        """Return and clear every pending step's metrics as floats, reduced across ranks."""
+        local, reduce_types = self.collect_local()
+        return reduce_steps(local, reduce_types, group)
 
 
 def _as_tensor(value: MetricValue) -> torch.Tensor:

@@ -12,13 +12,23 @@ from typing import Any, Callable
 import torch
 import torch.distributed as dist
 
-from honing.distributed import barrier, get_rank, get_world_size, is_distributed, is_rank0
+from honing.distributed import (
+    barrier,
+    get_rank,
+    get_world_size,
+    is_distributed,
+    is_rank0,
+    new_background_group,
+    seed_all,
+)
+from honing import io as fileio
 from honing.errors import CheckpointError
 from honing.train.callbacks.base import Callback
-from honing.train.checkpoint import Checkpointer
+from honing.train.checkpoint import MARKER, Checkpointer
 from honing.train.duration import Duration, DurationUnit
-from honing.train.metrics import MetricMergeStrategy, MetricsBuffer, MetricValue, ReduceType
+from honing.train.metrics import MetricMergeStrategy, MetricsBuffer, MetricValue, ReduceType, reduce_steps
 from honing.train.rng import rng_state, set_rng_state
+from honing.train.remote import Uploader
 from honing.train.signals import GracefulStop
 from honing.train.train_module import TrainModule
 from honing.train.trainer_config import LoadStrategy, StepSkipRange
@@ -46,7 +56,8 @@ class Trainer:
         self.cancel_check_interval = cancel_check_interval
         self.steps_to_skip = steps_to_skip or []
         self.extra_checkpoint_files = extra_checkpoint_files or {}
-        self.checkpointer = Checkpointer(save_overwrite=save_overwrite)
+        # A remote save folder is written to a local work folder and uploaded in the background.
+        self.checkpointer = Checkpointer(save_overwrite=save_overwrite, uploader=Uploader())
 
         self.global_step = 0
         self.global_train_tokens_seen = 0
@@ -59,6 +70,10 @@ class Trainer:
         self._bookkeeping_futures: list[Future] = []
         self._last_checkpoint_step: int | None = None
         self._pending_saved: list[str] = []  # async saves finished, not yet announced to callbacks
+        # Metrics are reduced across ranks in the bookkeeping thread, on a gloo group of their own so
+        # those collectives never interleave with training's; created here, where every rank reaches it.
+        self._metrics_group = new_background_group() if get_world_size() > 1 else None
+        self._pending_logs: list[Future] = []  # reductions in flight, announced in order
 
         self.callbacks: dict[str, Callback] = {}
         for name, callback in (callbacks or {}).items():
@@ -108,6 +123,11 @@ class Trainer:
             step=self.global_step, tokens=self.global_train_tokens_seen, epoch=self.data_loader.epoch)
 
     @property
+    def is_last_step(self) -> bool:
+        """True during the run's final step (duration or hard stop reached), before its metrics are logged."""
+        return self.training_complete or self.global_step == self.stop_step
+
+    @property
     def training_complete(self) -> bool:
         """True once the duration or hard stop is reached, or the run was canceled."""
         return self.canceled or self._due(self.max_duration) or self._due(self.hard_stop)
@@ -131,8 +151,21 @@ class Trainer:
         """A metric recorded this step (or at ``step``) that has not been collected yet."""
         return self._metrics.get(self.global_step if step is None else step, name)
 
-    def _log_metrics(self) -> None:
-        for step, metrics in self._metrics.collect().items():
+    def _log_metrics(self, *, wait: bool = False) -> None:
+        local, reduce_types = self._metrics.collect_local()
+        if local and self._metrics_group is None:  # one process: nothing to reduce
+            self._emit_logs(local)
+        elif local:
+            self._pending_logs.append(self.run_bookkeeping_op(reduce_steps, local, reduce_types, self._metrics_group))
+        self._announce_logs(wait=wait)
+
+    def _announce_logs(self, *, wait: bool = False) -> None:
+        # on_log runs on the training thread, once a step's reduction is done (at once when ``wait``)
+        while self._pending_logs and (wait or self._pending_logs[0].done()):
+            self._emit_logs(self._pending_logs.pop(0).result())
+
+    def _emit_logs(self, steps: dict[int, dict[str, float]]) -> None:
+        for step, metrics in steps.items():
             self._emit("on_log", step, metrics)
 
     # --- cancel ---------------------------------------------------------------------
@@ -165,23 +198,43 @@ class Trainer:
             future.result()
         self._bookkeeping_futures.clear()
 
+    @property
+    def work_folder(self) -> str:
+        """The local folder for the run's files: the save folder, or for a remote one its local work folder."""
+        return self.checkpointer.local_folder(self.save_folder)
+
     def write_file(self, name: str, contents: str | bytes) -> str:
-        """Write ``contents`` to ``SAVE_FOLDER/name`` (rank 0) and return the path."""
-        path = os.path.join(self.save_folder, name)
+        """Write ``contents`` to ``SAVE_FOLDER/name`` (rank 0; a remote save folder gets it uploaded in the
+        background from the work folder) and return the path."""
+        path = fileio.join(self.save_folder, name)
         if is_rank0():
-            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-            tmp = f"{path}.tmp"
+            local = os.path.join(self.work_folder, name)
+            os.makedirs(os.path.dirname(local) or ".", exist_ok=True)
+            tmp = f"{local}.tmp"
             with open(tmp, "wb") as handle:
                 handle.write(contents.encode() if isinstance(contents, str) else contents)
-            os.replace(tmp, path)
+            os.replace(tmp, local)
+            if local != path:
+                self.checkpointer.uploader.upload_file(local, path)
         return path
 
     def persist_working_file(self, path: str) -> str:
-        """Copy a local working file into the save folder under the same name (rank 0)."""
-        target = os.path.join(self.save_folder, os.path.basename(path))
-        if is_rank0() and os.path.abspath(path) != os.path.abspath(target):
+        """Copy a local working file (or folder) into the save folder under the same name (rank 0); to a
+        remote save folder it is uploaded in the background, a folder with a ``.complete`` marker last."""
+        target = fileio.join(self.save_folder, os.path.basename(path.rstrip(os.sep)))
+        if not is_rank0():
+            return target
+        if fileio.is_url(target):
+            if os.path.isdir(path):
+                self.checkpointer.uploader.upload_folder(path, target, marker=MARKER)
+            else:
+                self.checkpointer.uploader.upload_file(path, target)
+        elif os.path.abspath(path) != os.path.abspath(target):
             os.makedirs(self.save_folder, exist_ok=True)
-            shutil.copyfile(path, target)
+            if os.path.isdir(path):
+                shutil.copytree(path, target, dirs_exist_ok=True)
+            else:
+                shutil.copyfile(path, target)
         return target
 
     # --- state ----------------------------------------------------------------------
@@ -207,8 +260,13 @@ class Trainer:
         if same_world:
             set_rng_state(state["rng"])
         else:
-            log.warning("world size changed since the checkpoint (%s → %d): RNG states are re-derived",
-                        state.get("world_size"), get_world_size())
+            # Saved per-rank states do not map onto the new ranks; every rank restarts from the run's
+            # seed (torch's initial seed, set by prepare_training_environment) plus the step.
+            seed_all(torch.initial_seed() + self.global_step)
+            log.warning("world size changed since the checkpoint (%s → %d): the data position is kept, RNG "
+                        "states are re-seeded from the seed plus the step (%d), so random draws (e.g. dropout) "
+                        "differ from an uninterrupted run", state.get("world_size"), get_world_size(),
+                        self.global_step)
         for name, callback_state in state.get("callbacks", {}).items():
             if name in self.callbacks:
                 self.callbacks[name].load_state_dict(callback_state)
@@ -216,7 +274,7 @@ class Trainer:
     # --- checkpoints ----------------------------------------------------------------
     def checkpoint_dir(self, step: int | None = None) -> str:
         """``SAVE_FOLDER/stepN`` for this (or the given) step."""
-        return os.path.join(self.save_folder, f"step{self.global_step if step is None else step}")
+        return fileio.join(self.save_folder, f"step{self.global_step if step is None else step}")
 
     def save_checkpoint(self) -> str:
         """Save a checkpoint of the current step and wait for it to be complete."""
@@ -257,7 +315,7 @@ class Trainer:
         """Load the newest loadable checkpoint in ``folder`` (default: the save folder), falling back
         to older ones when the newest is corrupt. Returns whether one was loaded."""
         folder = folder or self.save_folder
-        if is_rank0() and os.path.isdir(folder):
+        if is_rank0() and fileio.isdir(folder):
             for removed in Checkpointer.clean_incomplete(folder):
                 log.warning("removed incomplete checkpoint %s", removed)
         barrier()
@@ -293,16 +351,30 @@ class Trainer:
                 self._emit("on_train_begin")
                 while not self.training_complete:
                     self._fit_epoch()
-                self._log_metrics()
+                self._log_metrics(wait=True)
                 self._emit("on_train_end")
+                self._log_metrics(wait=True)  # anything recorded at train end (e.g. a canceled run's evaluation)
                 self.checkpointer.wait()
                 self._announce_async_saves()
                 self.wait_for_bookkeeping()
+                self.checkpointer.wait_for_uploads()  # bounded: what has not arrived stays in the work folder
         except BaseException as error:
             self._emit("on_error", error)
+            self._finish_staged_checkpoint()
+            # A failed rank must exit promptly: its bookkeeping may wait in a collective for a peer that
+            # never joins, and other ranks learn of the failure only when this process is gone.
+            self._bookkeeping.shutdown(wait=not is_distributed(), cancel_futures=True)
             raise
-        finally:
+        else:
             self._bookkeeping.shutdown(wait=True)
+
+    def _finish_staged_checkpoint(self) -> None:
+        # An asynchronous save staged before the failure is still written: every rank's writer thread
+        # runs apart from training, so it does not wait on the failed step (it fails fast if a peer died).
+        try:
+            self.checkpointer.wait()
+        except Exception as error:
+            log.warning("the checkpoint being written when training failed is incomplete: %s", error)
 
     def _fit_epoch(self) -> None:
         self.epoch = self.data_loader.epoch
@@ -325,6 +397,7 @@ class Trainer:
             self.train_module.optim_step()
         self._emit("on_step_end")
         self._announce_async_saves()
+        self._announce_logs()
         if self.global_step % self.cancel_check_interval == 0:
             self.check_if_canceled()
         if self.global_step % self.metrics_collect_interval == 0 or self.training_complete:

@@ -35,7 +35,7 @@ def test_yaml_and_overrides_resolve(tmp_path):
     ("trainer.seed=abc", "trainer.seed: Input should be a valid integer"),
     ("trainer.max_duration=10stpes", "trainer.max_duration: expected a duration like"),
     ("optim.lr=-1", "optim.lr: Input should be greater than 0 (got -1)"),
-    ("tokenizer.kind=words", "tokenizer.kind: Input should be 'byte', 'char', 'bpe' or 'pretrained'"),
+    ("tokenizer.kind=words", "tokenizer.kind: Input should be 'auto', 'byte', 'char', 'bpe' or 'pretrained'"),
 ])
 def test_bad_values_name_the_key(override, message):
     raw = copy.deepcopy(BASE)

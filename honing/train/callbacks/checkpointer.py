@@ -7,7 +7,6 @@ from typing import Any
 
 from honing.distributed import is_rank0
 from honing.train.callbacks.base import Callback
-from honing.train.checkpoint import Checkpointer
 
 log = logging.getLogger(__name__)
 
@@ -33,11 +32,30 @@ class CheckpointerCallback(Callback):
         self.protected_steps: set[int] = set(protected_steps or ())
         self._ephemeral: list[int] = []
         self._permanent: list[int] = []
+        # saved on request (save_extra) or released from protection: removed once unprotected
+        self._extra: list[int] = []
 
     def next_save_step(self) -> int:
         """The next step at which a checkpoint will be saved."""
         intervals = [self.save_interval] + ([self.ephemeral_save_interval] if self.ephemeral_save_interval else [])
         return min((self.step // i + 1) * i for i in intervals)
+
+    def saves_at(self, step: int) -> bool:
+        """True when this callback saves a checkpoint at ``step`` on its own."""
+        return step % self.save_interval == 0 or bool(
+            self.ephemeral_save_interval and step % self.ephemeral_save_interval == 0)
+
+    def save_extra(self) -> None:
+        """Save a checkpoint of this step outside the interval (kept while it is protected)."""
+        if self.trainer.last_checkpoint_step != self.step:
+            self._extra.append(self.step)
+            self._save_now()
+
+    def release(self, step: int) -> None:
+        """Stop protecting ``step``; it is removed later unless keep_last still keeps it."""
+        self.protected_steps.discard(step)
+        if step not in self._permanent and step not in self._extra:
+            self._extra.append(step)
 
     def on_step_end(self) -> None:
         step = self.step
@@ -56,19 +74,26 @@ class CheckpointerCallback(Callback):
 
     def _save(self, *, ephemeral: bool) -> None:
         (self._ephemeral if ephemeral else self._permanent).append(self.step)
+        self._save_now()
+
+    def _save_now(self) -> None:
         if self.async_save:
             self.trainer.save_checkpoint_async()
         else:
             self.trainer.save_checkpoint()
 
     def _prune(self) -> None:
-        # only complete checkpoints older than the newest complete one are ever removed
-        complete = {step for step, _ in Checkpointer.find_checkpoints(self.trainer.save_folder)}
+        # only complete checkpoints older than the newest complete one are ever removed; for a remote save
+        # folder "complete" means uploaded, so a local copy whose upload is not confirmed is kept
+        complete = {step for step, _ in self.trainer.checkpointer.confirmed_checkpoints(self.trainer.save_folder)}
         newest = max(complete, default=None)
         if newest is None:
             return
         doomed = [s for s in self._ephemeral if s < newest and s in complete]
         self._ephemeral = [s for s in self._ephemeral if s not in doomed]
+        released = [s for s in self._extra if s < newest and s in complete and s not in self.protected_steps]
+        self._extra = [s for s in self._extra if s not in released]
+        doomed += released
         if self.keep_last:
             saved = [s for s in self._permanent if s in complete]
             old = saved[: max(0, len(saved) - self.keep_last)]
@@ -83,9 +108,10 @@ class CheckpointerCallback(Callback):
 
     def state_dict(self) -> dict[str, Any]:
         return {"ephemeral": list(self._ephemeral), "permanent": list(self._permanent),
-                "protected": sorted(self.protected_steps)}
+                "extra": list(self._extra), "protected": sorted(self.protected_steps)}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self._ephemeral = list(state_dict.get("ephemeral", []))
         self._permanent = list(state_dict.get("permanent", []))
+        self._extra = list(state_dict.get("extra", []))
         self.protected_steps |= set(state_dict.get("protected", []))

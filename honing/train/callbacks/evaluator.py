@@ -29,10 +29,11 @@ class EvaluatorCallback(Callback):
         self.last_eval_step: int | None = None
 
     def on_step_end(self) -> None:
-        if self.step % self.interval == 0:
+        # the last step is evaluated here, not at train end, so its metrics are logged with the step's
+        if self.step % self.interval == 0 or self.trainer.is_last_step:
             self.evaluate()
 
-    def on_train_end(self) -> None:
+    def on_train_end(self) -> None:  # a canceled run
         if self.last_eval_step != self.step:
             self.evaluate()
 

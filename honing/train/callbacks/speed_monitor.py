@@ -1,4 +1,4 @@
-"""Record throughput (tokens/s, steps/s, MFU) and peak memory every step."""
+"""Record throughput (tokens/s, steps/s, MFU) and peak memory (MiB) every step."""
 
 from __future__ import annotations
 
@@ -18,11 +18,11 @@ try:
 except ImportError:  # Windows
     resource = None  # type: ignore[assignment]
 
-GIB = 2**30
+MIB = 2**20
 
 
 class SpeedMonitorCallback(Callback):
-    """Records ``throughput/*`` (tokens/s, steps/s, step time, total tokens, MFU) and ``system/*`` memory.
+    """Records ``throughput/*`` (tokens/s, steps/s, step time, total tokens, MFU) and ``system/*`` peak memory.
 
     Timing never adds a host-device sync. On CPU the work is done when ``train_batch`` returns,
     so a step is timed from ``on_step_begin`` to ``on_step_end``. On CUDA (and other async devices)
@@ -36,6 +36,9 @@ class SpeedMonitorCallback(Callback):
     kernel warm-up. MFU is ``flops_per_token * tokens_per_s / (peak_flops * world_size)``, with
     the peak from ``peak_flops`` (given, the GPU table, or the CPU probe) and the FLOPs from the
     TrainModule's ``num_flops_per_token(seq_len)``; it is not recorded when either is unknown.
+
+    Memory is in MiB: ``system/peak_rss_mib`` (the process's peak resident set, from ``getrusage``)
+    and, on CUDA, ``system/cuda_max_allocated_mib`` (``torch.cuda.max_memory_allocated``).
     """
 
     # end the step's clock before the evaluator (200) and checkpointer (100) do their work in on_step_end
@@ -108,10 +111,10 @@ class SpeedMonitorCallback(Callback):
         if resource is not None:
             max_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
             rss_bytes = max_rss if sys.platform == "darwin" else max_rss * 1024  # Linux reports KiB
-            self.trainer.record_metric("system/peak_rss_gib", rss_bytes / GIB, ReduceType.max)
+            self.trainer.record_metric("system/peak_rss_mib", rss_bytes / MIB, ReduceType.max)
         if self._device.type == "cuda":
             allocated = torch.cuda.max_memory_allocated(self._device)  # host-side counter: no sync
-            self.trainer.record_metric("system/cuda_max_allocated_gib", allocated / GIB, ReduceType.max)
+            self.trainer.record_metric("system/cuda_max_allocated_mib", allocated / MIB, ReduceType.max)
 
     def _model_flops_per_token(self) -> float | None:
         seq_len = self.seq_len or getattr(self.trainer.data_loader, "seq_len", None)

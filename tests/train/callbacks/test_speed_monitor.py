@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import resource
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -95,15 +96,18 @@ def test_async_device_times_from_step_end_to_step_end(setup, clock, monkeypatch)
     assert logs[1]["throughput/step_time_s"] == pytest.approx(1.0)  # from train begin
     assert logs[2]["throughput/step_time_s"] == pytest.approx(0.5)
     assert logs[2]["throughput/tokens_per_s"] == pytest.approx(2000)
-    assert logs[2]["system/cuda_max_allocated_gib"] == pytest.approx(3.0)
+    assert logs[2]["system/cuda_max_allocated_mib"] == pytest.approx(3072.0)
 
 
-def test_peak_rss_is_recorded_in_gib(setup, clock):
+def test_peak_rss_is_recorded_in_mib(setup, clock, monkeypatch):
+    # Linux reports ru_maxrss in KiB: 3,145,728 KiB is 3072 MiB
+    fake = SimpleNamespace(RUSAGE_SELF=resource.RUSAGE_SELF,
+                           getrusage=lambda who: SimpleNamespace(ru_maxrss=3 * 2**20))
+    monkeypatch.setattr(speed_monitor, "resource", fake)
     trainer, _ = setup()
     logs = run_steps(trainer, clock, [(0.0, 1.0, 10)])
-    expected = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # Linux: KiB
-    assert logs[1]["system/peak_rss_gib"] == pytest.approx(expected, rel=0.05)
-    assert "system/cuda_max_allocated_gib" not in logs[1]
+    assert logs[1]["system/peak_rss_mib"] == 3072.0
+    assert "system/cuda_max_allocated_mib" not in logs[1]
 
 
 def test_a_zero_length_step_records_counts_but_no_rates(setup, clock):

@@ -1,0 +1,62 @@
+"""Named chat templates (ChatML, Llama-3) with and without `{% generation %}` markers, and their special tokens."""
+
+from __future__ import annotations
+
+import re
+
+# Matches `{% generation %}` / `{%- endgeneration -%}` in any whitespace-control spelling, like transformers does.
+GENERATION_MARKER = re.compile(r"\{%-?\s*(?:end)?generation\s*-?%\}")
+
+# Qwen2 / Qwen2.5 structure without tools and without Qwen's implicit default system prompt. The loss block is the
+# assistant's content plus <|im_end|>; the newline after <|im_end|> stays outside it because it only separates
+# turns: generation stops at <|im_end|> and never produces that newline.
+_CHATML = (
+    "{%- for message in messages %}"
+    "{%- if message['role'] == 'assistant' %}"
+    "{{- '<|im_start|>assistant\\n' }}"
+    "{%- generation %}{{- message['content'] + '<|im_end|>' }}{%- endgeneration %}"
+    "{{- '\\n' }}"
+    "{%- else %}"
+    "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
+    "{%- endif %}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
+)
+
+# Llama-3.1 structure without tools and without its "Cutting Knowledge Date" system preamble. <|begin_of_text|> is
+# written literally rather than through bos_token so a tokenizer without a bos token still renders it.
+_LLAMA3 = (
+    "{{- '<|begin_of_text|>' }}"
+    "{%- for message in messages %}"
+    "{{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n' }}"
+    "{%- if message['role'] == 'assistant' %}"
+    "{%- generation %}{{- message['content'] | trim + '<|eot_id|>' }}{%- endgeneration %}"
+    "{%- else %}"
+    "{{- message['content'] | trim + '<|eot_id|>' }}"
+    "{%- endif %}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{%- endif %}"
+)
+
+NAMED_TEMPLATES: dict[str, str] = {"chatml": _CHATML, "llama3": _LLAMA3}
+
+
+def strip_generation_markers(template: str) -> str:
+    """``template`` without its `{% generation %}` / `{% endgeneration %}` tags (it renders the same text)."""
+    return GENERATION_MARKER.sub("", template)
+
+
+def has_generation_markers(template: str) -> bool:
+    """Whether ``template`` marks assistant content with `{% generation %}` blocks."""
+    return GENERATION_MARKER.search(template) is not None
+
+
+NAMED_TEMPLATES_PLAIN: dict[str, str] = {name: strip_generation_markers(text) for name, text in NAMED_TEMPLATES.items()}
+
+TEMPLATE_SPECIAL_TOKENS: dict[str, tuple[str, ...]] = {
+    "chatml": ("<|im_start|>", "<|im_end|>"),
+    "llama3": ("<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"),
+}
+
+# The token that closes an assistant turn: generation must stop on it (set it as the eos for sampling).
+END_OF_TURN_TOKENS: dict[str, str] = {"chatml": "<|im_end|>", "llama3": "<|eot_id|>"}

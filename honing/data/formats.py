@@ -1,0 +1,299 @@
+"""Typed training examples (Oumi's ``Conversation``, plain text) and converters from the common row formats."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from honing.errors import DataError
+
+ROLES = ("system", "user", "assistant", "tool")
+IMAGE_TYPES = ("image_url", "image_path", "image_base64")
+EXAMPLE_FORMATS = ("conversation", "alpaca", "sharegpt", "prompt_completion", "text")
+
+# ShareGPT speaker names (FastChat, LLaMA-Factory) mapped to roles. Tool-side names cover LLaMA-Factory's
+# function_call / observation and the OpenAI / Llama-3 spellings; any other name is a bad row, because mapping
+# unknown names to "tool" would silently mask a typo such as "humna" out of the loss.
+SHAREGPT_ROLES = {
+    "human": "user", "user": "user",
+    "gpt": "assistant", "assistant": "assistant", "chatgpt": "assistant",
+    "system": "system",
+    "tool": "tool", "function_call": "tool", "observation": "tool", "function": "tool", "ipython": "tool",
+}
+
+
+class RowError(DataError):
+    """A row that does not fit its format; the message is the reason, and the caller prefixes file:line."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+class ContentItem(BaseModel):
+    """One part of a message: text, or an image given by URL, local path or base64 data."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    type: Literal["text", "image_url", "image_path", "image_base64"]
+    content: str
+
+    @property
+    def is_image(self) -> bool:
+        """True for the image types."""
+        return self.type in IMAGE_TYPES
+
+
+class Message(BaseModel):
+    """One turn of a conversation: a role and its content (a string, or a list of text and image items)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str | list[ContentItem]
+
+    def text(self, separator: str = " ") -> str:
+        """The message's text: the string content, or its text items joined by ``separator`` (as Oumi does)."""
+        if isinstance(self.content, str):
+            return self.content
+        return separator.join(item.content for item in self.content if item.type == "text")
+
+    def images(self) -> list[ContentItem]:
+        """The message's image items, in order."""
+        return [] if isinstance(self.content, str) else [item for item in self.content if item.is_image]
+
+
+class Conversation(BaseModel):
+    """A list of messages (at least one) plus free-form metadata, as in Oumi."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    messages: list[Message]
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("messages")
+    @classmethod
+    def _not_empty(cls, messages: list[Message]) -> list[Message]:
+        if not messages:
+            raise ValueError("a conversation needs at least one message, got an empty list")
+        return messages
+
+    def to_hf_messages(self) -> list[dict[str, str]]:
+        """``[{"role": ..., "content": str}]`` for ``apply_chat_template``; images are left out (see ``images``)."""
+        return [{"role": message.role, "content": message.text()} for message in self.messages]
+
+    def images(self) -> list[ContentItem]:
+        """Every image item of every message, in conversation order."""
+        return [image for message in self.messages for image in message.images()]
+
+    def has_assistant(self) -> bool:
+        """True when at least one message is from the assistant."""
+        return any(message.role == "assistant" for message in self.messages)
+
+
+class PlainText(BaseModel):
+    """A text row trained on every token, as in pretraining."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    text: str
+
+
+Example = Conversation | PlainText
+
+
+def detect_format(row: dict[str, Any], *, text_field: str = "text") -> str:
+    """The row format its keys announce; a ``RowError`` naming the keys found when none matches."""
+    if not isinstance(row, dict):
+        raise RowError(f"expected a JSON object, got {_kind(row)}")
+    if "messages" in row:
+        return "conversation"
+    if "conversations" in row:
+        return "sharegpt"
+    if "instruction" in row and "output" in row:
+        return "alpaca"
+    if "prompt" in row and "completion" in row:
+        return "prompt_completion"
+    if text_field in row:
+        return "text"
+    raise RowError(f"cannot detect the format from the keys {_keys(row)}; expected 'messages' (conversation), "
+                   "'conversations' (sharegpt), 'instruction' + 'output' (alpaca), 'prompt' + 'completion' "
+                   f"(prompt_completion) or {text_field!r} (text)")
+
+
+def to_example(row: dict[str, Any], format: str, *, text_field: str = "text") -> Example:
+    """The example a row holds in ``format``; a ``RowError`` saying what is wrong when it does not fit."""
+    if format not in EXAMPLE_FORMATS:
+        raise DataError(f"unknown example format {format!r}; expected one of: {', '.join(EXAMPLE_FORMATS)}")
+    if not isinstance(row, dict):
+        raise RowError(f"expected a JSON object, got {_kind(row)}")
+    if format == "text":
+        return _from_text(row, text_field)
+    return _CONVERTERS[format](row)
+
+
+def _from_conversation(row: dict[str, Any]) -> Conversation:
+    messages = _messages(_required(row, "messages"), "messages")
+    metadata = row.get("metadata") or {}
+    if not isinstance(metadata, dict):
+        raise RowError(f"'metadata' must be an object, got {_kind(metadata)}")
+    return _with_assistant(Conversation(messages=messages, metadata=metadata), "messages")
+
+
+def _from_alpaca(row: dict[str, Any]) -> Conversation:
+    instruction = _string(row, "instruction")
+    extra = _optional_string(row, "input")
+    output = _string(row, "output")
+    messages = []
+    system = _optional_string(row, "system")
+    if system:
+        messages.append(Message(role="system", content=system))
+    # LLaMA-Factory's optional multi-turn prefix: [[instruction, response], ...] before the current turn.
+    history = row.get("history") or []
+    if not isinstance(history, list):
+        raise RowError(f"'history' must be a list of [instruction, response] pairs, got {_kind(history)}")
+    for index, turn in enumerate(history):
+        if not (isinstance(turn, list) and len(turn) == 2 and all(isinstance(part, str) for part in turn)):
+            raise RowError(f"history[{index}] must be a pair of strings [instruction, response], got {_kind(turn)}")
+        messages += [Message(role="user", content=turn[0]), Message(role="assistant", content=turn[1])]
+    user = f"{instruction}\n\n{extra}" if extra else instruction
+    messages += [Message(role="user", content=user), Message(role="assistant", content=output)]
+    return Conversation(messages=messages)
+
+
+def _from_sharegpt(row: dict[str, Any]) -> Conversation:
+    turns = _required(row, "conversations")
+    if not isinstance(turns, list):
+        raise RowError(f"'conversations' must be a list of {{'from', 'value'}} objects, got {_kind(turns)}")
+    if not turns:
+        raise RowError("'conversations' is an empty list; expected at least one message")
+    messages = []
+    system = _optional_string(row, "system")
+    if system:
+        messages.append(Message(role="system", content=system))
+    for index, turn in enumerate(turns):
+        where = f"conversations[{index}]"
+        if not isinstance(turn, dict):
+            raise RowError(f"{where} must be an object with 'from' and 'value', got {_kind(turn)}")
+        speaker = turn.get("from")
+        if speaker not in SHAREGPT_ROLES:
+            raise RowError(f"unknown role {speaker!r} in {where}; expected 'from' to be one of: "
+                           f"{', '.join(SHAREGPT_ROLES)}")
+        value = turn.get("value")
+        if not isinstance(value, str):
+            raise RowError(f"'value' must be a string, got {_kind(value)} in {where}")
+        messages.append(Message(role=SHAREGPT_ROLES[speaker], content=value))
+    return _with_assistant(Conversation(messages=messages), "conversations")
+
+
+def _from_prompt_completion(row: dict[str, Any]) -> Conversation:
+    prompt, completion = _required(row, "prompt"), _required(row, "completion")
+    if isinstance(prompt, str) and isinstance(completion, str):
+        return Conversation(messages=[Message(role="user", content=prompt),
+                                      Message(role="assistant", content=completion)])
+    if isinstance(prompt, list) and isinstance(completion, list):
+        completion_messages = _messages(completion, "completion")
+        if not any(message.role == "assistant" for message in completion_messages):
+            raise RowError("no assistant message in 'completion'; it holds the reply to learn")
+        return Conversation(messages=_messages(prompt, "prompt") + completion_messages)
+    raise RowError(f"'prompt' and 'completion' must both be strings or both be lists of messages, got "
+                   f"{_kind(prompt)} and {_kind(completion)}")
+
+
+def _from_text(row: dict[str, Any], text_field: str) -> PlainText:
+    text = _string(row, text_field)
+    if not text:
+        raise RowError(f"{text_field!r} is an empty string")
+    return PlainText(text=text)
+
+
+_CONVERTERS: dict[str, Callable[[dict[str, Any]], Conversation]] = {
+    "conversation": _from_conversation,
+    "alpaca": _from_alpaca,
+    "sharegpt": _from_sharegpt,
+    "prompt_completion": _from_prompt_completion,
+}
+
+
+def _messages(value: Any, key: str) -> list[Message]:
+    if not isinstance(value, list):
+        raise RowError(f"{key!r} must be a list of messages, got {_kind(value)}")
+    if not value:
+        raise RowError(f"{key!r} is an empty list; expected at least one message")
+    return [_message(item, f"{key}[{index}]") for index, item in enumerate(value)]
+
+
+def _message(item: Any, where: str) -> Message:
+    if not isinstance(item, dict):
+        raise RowError(f"{where} must be an object with 'role' and 'content', got {_kind(item)}")
+    if "role" not in item:
+        raise RowError(f"missing 'role' in {where} (keys: {_keys(item)})")
+    role = item["role"]
+    if role not in ROLES:
+        raise RowError(f"unknown role {role!r} in {where}; expected one of: {', '.join(ROLES)}")
+    content = item.get("content")
+    if isinstance(content, str):
+        return Message(role=role, content=content)
+    if isinstance(content, list):
+        return Message(role=role, content=[_content_item(part, f"{where}.content[{index}]")
+                                           for index, part in enumerate(content)])
+    raise RowError(f"'content' must be a string or a list of content items, got {_kind(content)} in {where}")
+
+
+def _content_item(part: Any, where: str) -> ContentItem:
+    if not isinstance(part, dict):
+        raise RowError(f"{where} must be an object with 'type' and 'content', got {_kind(part)}")
+    kind = part.get("type")
+    if kind not in ("text",) + IMAGE_TYPES:
+        raise RowError(f"unknown content type {kind!r} in {where}; expected one of: text, {', '.join(IMAGE_TYPES)}")
+    value = part.get("content")
+    # OpenAI-style items, which many chat datasets use: {"type": "text", "text": ...} and
+    # {"type": "image_url", "image_url": {"url": ...}}.
+    if value is None and kind == "text":
+        value = part.get("text")
+    if value is None and kind == "image_url":
+        value = part.get("image_url")
+        value = value.get("url") if isinstance(value, dict) else value
+    if not isinstance(value, str):
+        raise RowError(f"'content' must be a string, got {_kind(value)} in {where}")
+    if kind != "text" and not value:
+        raise RowError(f"'content' of a {kind} item is empty in {where}; expected the image's {kind[6:]}")
+    return ContentItem(type=kind, content=value)
+
+
+def _with_assistant(conversation: Conversation, key: str) -> Conversation:
+    if not conversation.has_assistant():
+        roles = ", ".join(message.role for message in conversation.messages)
+        raise RowError(f"no assistant message in {key!r} (roles: {roles}); fine-tuning needs a reply to learn")
+    return conversation
+
+
+def _required(row: dict[str, Any], key: str) -> Any:
+    if key not in row:
+        raise RowError(f"missing key {key!r} (keys: {_keys(row)})")
+    return row[key]
+
+
+def _string(row: dict[str, Any], key: str) -> str:
+    value = _required(row, key)
+    if not isinstance(value, str):
+        raise RowError(f"{key!r} must be a string, got {_kind(value)}")
+    return value
+
+
+def _optional_string(row: dict[str, Any], key: str) -> str:
+    # Parquet and datasets tables fill a column a row lacks with null, so null means absent.
+    value = row.get(key)
+    if value is not None and not isinstance(value, str):
+        raise RowError(f"{key!r} must be a string, got {_kind(value)}")
+    return value or ""
+
+
+def _kind(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def _keys(row: dict[str, Any]) -> str:
+    return ", ".join(repr(key) for key in row) or "none"

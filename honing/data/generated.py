@@ -1,0 +1,89 @@
+"""Tasks the project generates in code, so fine-tuning examples run anywhere without downloads.
+
+A source path ``generated:TASK`` (optionally ``generated:TASK?samples=N&seed=S``) names one; it is
+written once as a conversation-format JSONL file in the cache folder and read like any other file.
+Different seeds give different examples, so ``seed=1`` makes a held-out set for ``seed=0``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import string
+from collections.abc import Callable
+from urllib.parse import parse_qsl
+
+from honing.data.cache import atomic_write
+from honing.errors import DataError
+
+PREFIX = "generated:"
+DEFAULT_SAMPLES = 2000
+# part of the cached file's name: bump it whenever a task's rows change, so old files are not reused
+VERSION = 2
+
+
+def _reverse(rng: random.Random) -> tuple[str, str]:
+    word = "".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(3, 8)))
+    return f"Reverse the letters: {word}", word[::-1]
+
+
+def _addition(rng: random.Random) -> tuple[str, str]:
+    a, b = rng.randint(0, 999), rng.randint(0, 999)
+    return f"What is {a} + {b}?", str(a + b)
+
+
+def _sort_digits(rng: random.Random) -> tuple[str, str]:
+    digits = "".join(rng.choice(string.digits) for _ in range(rng.randint(3, 9)))
+    return f"Sort these digits: {digits}", "".join(sorted(digits))
+
+
+TASKS: dict[str, Callable[[random.Random], tuple[str, str]]] = {
+    "reverse": _reverse,
+    "addition": _addition,
+    "sort_digits": _sort_digits,
+}
+
+
+def is_generated(path: str) -> bool:
+    """True for a ``generated:TASK`` source path."""
+    return path.startswith(PREFIX)
+
+
+def parse_generated(path: str) -> tuple[str, int, int]:
+    """The task name, number of samples and seed a ``generated:`` path asks for."""
+    name, _, query = path[len(PREFIX):].partition("?")
+    if name not in TASKS:
+        raise DataError(f"{path}: unknown generated task {name!r}; expected one of: {', '.join(sorted(TASKS))}")
+    options = dict(parse_qsl(query, strict_parsing=bool(query)))
+    unknown = set(options) - {"samples", "seed"}
+    if unknown:
+        raise DataError(f"{path}: unknown option(s) {', '.join(sorted(unknown))}; expected samples and seed")
+    try:
+        samples, seed = int(options.get("samples", DEFAULT_SAMPLES)), int(options.get("seed", 0))
+    except ValueError as error:
+        raise DataError(f"{path}: samples and seed must be integers ({error})") from None
+    if samples < 1:
+        raise DataError(f"{path}: samples must be >= 1, got {samples}")
+    return name, samples, seed
+
+
+def generate_rows(task: str, *, samples: int, seed: int) -> list[dict]:
+    """``samples`` conversation rows of ``task``: the question from the user, the answer from the assistant."""
+    rng = random.Random(f"{task}:{seed}")  # string seeds are stable across Python runs
+    rows = []
+    for _ in range(samples):
+        question, answer = TASKS[task](rng)
+        rows.append({"messages": [{"role": "user", "content": question},
+                                  {"role": "assistant", "content": answer}]})
+    return rows
+
+
+def materialize(path: str, cache_dir: str) -> str:
+    """Write the rows a ``generated:`` path names to a JSONL file under ``cache_dir`` (once); its path."""
+    task, samples, seed = parse_generated(path)
+    out = os.path.join(cache_dir, "generated", f"{task}-{samples}-{seed}-v{VERSION}.jsonl")
+    if not os.path.exists(out):
+        text = "".join(json.dumps(row) + "\n" for row in generate_rows(task, samples=samples, seed=seed))
+        atomic_write(out, lambda handle: handle.write(text.encode("utf-8")))
+    return out

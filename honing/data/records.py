@@ -1,0 +1,360 @@
+"""Rows of fine-tuning sources (JSONL, JSON, Parquet, saved or hub ``datasets``) and the examples they hold, weighted.
+
+A source path is read as, in order:
+
+- a folder written by ``datasets.Dataset.save_to_disk`` (or ``DatasetDict.save_to_disk``, as ``folder:split``);
+- ``folder:split`` for any other local folder: ``datasets.load_dataset(folder, split=split, streaming=True)``;
+- a file, folder, glob or fsspec URL (``honing.data.sources.expand_paths``): ``.jsonl``, ``.json`` (an array or
+  JSON Lines), ``.parquet``, each optionally compressed (``.gz``, ``.bz2``, ``.xz``);
+- when nothing exists at the path and it looks like ``owner/name`` or ``owner/name:split``: that Hugging Face
+  Hub dataset, streamed (split ``train`` by default).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import fsspec
+import numpy as np
+
+from honing.data.formats import EXAMPLE_FORMATS, Example, RowError, detect_format, to_example
+from honing.data.sources import expand_paths, source_fields, weighted_indices
+from honing.errors import DataError
+
+log = logging.getLogger(__name__)
+
+SOURCE_FORMATS = ("auto",) + EXAMPLE_FORMATS
+COMPRESSION_SUFFIXES = (".gz", ".bz2", ".xz")
+SAVED_DATASET_MARKERS = ("state.json", "dataset_info.json", "dataset_dict.json")
+DATA_SUFFIXES = (".jsonl", ".json", ".parquet", ".txt", ".csv", ".arrow") + COMPRESSION_SUFFIXES
+PARQUET_BATCH_ROWS = 1024
+MAX_REASONS = 5
+HUB_NAME = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+SPLIT_SUFFIX = re.compile(r"^(?P<base>[^:]+):(?P<split>[\w.-]+)$")
+
+BadRowHandler = Callable[[str, str], None]
+
+
+@dataclass
+class Record:
+    """One row and where it came from: ``path:line`` (JSONL, 1-based) or ``path[index]`` (0-based)."""
+
+    row: dict[str, Any]
+    origin: str
+
+
+@dataclass
+class BadRowReport:
+    """Rows skipped as bad: how many, the first few ``origin: reason`` lines, and the count per source path."""
+
+    count: int = 0
+    first_reasons: list[str] = field(default_factory=list)
+    per_source: dict[str, int] = field(default_factory=dict)
+
+    def add(self, source: str, origin: str, reason: str) -> None:
+        """Count one bad row of ``source``."""
+        self.count += 1
+        self.per_source[source] = self.per_source.get(source, 0) + 1
+        if len(self.first_reasons) < MAX_REASONS:
+            self.first_reasons.append(f"{origin}: {reason}")
+
+    def summary(self) -> str:
+        """One line: the count, the count per source and the first reasons."""
+        if not self.count:
+            return "no bad rows"
+        sources = ", ".join(f"{source}: {count}" for source, count in self.per_source.items())
+        return f"skipped {self.count} bad row(s) ({sources}); first: " + "; ".join(self.first_reasons)
+
+
+@dataclass
+class ExampleSet:
+    """The examples of every source after weighting, each example's origin, and the bad rows skipped."""
+
+    examples: list[Example]
+    origins: list[str]
+    report: BadRowReport
+
+
+def iter_records(path: str, *, on_bad_row: BadRowHandler | None = None) -> Iterator[Record]:
+    """Every row under ``path``; an unreadable row raises ``DataError`` or, given ``on_bad_row``, is passed to it
+    as ``(origin, reason)`` and skipped."""
+    target = _datasets_target(path)
+    if target is not None:
+        yield from target()
+        return
+    files = expand_paths(path)
+    unsupported = []
+    for url in files:
+        reader = _reader(url)
+        if reader is None:
+            if len(files) == 1:
+                raise DataError(f"{url}: unsupported file type; expected .jsonl, .json or .parquet (optionally "
+                                f"{', '.join(COMPRESSION_SUFFIXES)}), a saved datasets folder or a hub name")
+            unsupported.append(url)
+            continue
+        yield from reader(url, lambda origin, reason: _bad_row(on_bad_row, origin, reason))
+    if unsupported:  # once per path: a folder may hold a README and other files beside its data
+        log.warning("skipped %d file(s) under %r that are not .jsonl, .json or .parquet (first: %s)",
+                    len(unsupported), path, unsupported[0])
+
+
+def load_examples(sources: Sequence[Mapping[str, Any] | object], *, seed: int = 0,
+                  bad_rows: Literal["fail", "skip"] = "fail") -> ExampleSet:
+    """The examples of every source in order, each repeated by its weight like ``load_documents``.
+
+    A source gives at most ``max_samples`` examples: the first valid ones in file order. Weight ``w`` then keeps
+    ``int(w)`` copies of them plus a seeded sample of ``round((w % 1) * n)``.
+    """
+    _check_policy(bad_rows)
+    report = BadRowReport()
+    examples: list[Example] = []
+    origins: list[str] = []
+    for index, source in enumerate(sources):
+        fields = _fields(source, index)
+        found = list(_source_examples(fields, index, bad_rows=bad_rows, report=report))
+        picks = weighted_indices(len(found), fields["weight"], seed=seed, source_index=index)
+        if not picks:
+            log.warning("data source %d (%r) contributes no examples: weight %s of %d example(s) rounds to 0",
+                        index, fields["path"], fields["weight"], len(found))
+        examples.extend(found[i][0] for i in picks)
+        origins.extend(found[i][1] for i in picks)
+    _warn_skipped(report)
+    return ExampleSet(examples, origins, report)
+
+
+def iter_examples(sources: Sequence[Mapping[str, Any] | object], *, seed: int = 0,
+                  bad_rows: Literal["fail", "skip"] = "fail",
+                  report: BadRowReport | None = None) -> Iterator[tuple[Example, str]]:
+    """Every example of every source once, streamed, as ``(example, origin)``.
+
+    Sources are interleaved by a seeded draw in proportion to their weights until all are exhausted, so weights
+    set the mix along the stream, not how often examples repeat. Bad rows skipped are counted in ``report``.
+    """
+    _check_policy(bad_rows)
+    report = report if report is not None else BadRowReport()
+    fields = [_fields(source, index) for index, source in enumerate(sources)]
+    streams = [_source_examples(f, index, bad_rows=bad_rows, report=report) for index, f in enumerate(fields)]
+    rng = np.random.default_rng(seed)
+    active = list(range(len(streams)))
+    while active:
+        weights = np.array([fields[i]["weight"] for i in active])
+        chosen = active[rng.choice(len(active), p=weights / weights.sum())]
+        item = next(streams[chosen], None)
+        if item is None:
+            active.remove(chosen)
+            continue
+        yield item
+    _warn_skipped(report)
+
+
+def _source_examples(fields: dict[str, Any], index: int, *, bad_rows: str,
+                     report: BadRowReport) -> Iterator[tuple[Example, str]]:
+    path, text_field, max_samples = fields["path"], fields["text_field"], fields["max_samples"]
+
+    def bad(origin: str, reason: str) -> None:
+        if bad_rows == "fail":
+            raise DataError(f"{origin}: {reason}")
+        report.add(path, origin, reason)
+
+    format = None if fields["format"] == "auto" else fields["format"]
+    detected_at = None
+    count = 0
+    for record in iter_records(path, on_bad_row=bad):
+        try:
+            if format is None:
+                format, detected_at = detect_format(record.row, text_field=text_field), record.origin
+            example = to_example(record.row, format, text_field=text_field)
+        except RowError as error:
+            bad(record.origin, _mismatch(record.row, format, detected_at, text_field) or error.reason)
+            continue
+        yield example, record.origin
+        count += 1
+        if count == max_samples:  # stop reading: max_samples exists to sample a head of a large source
+            return
+    if not count:
+        skipped = report.per_source.get(path, 0)
+        raise DataError(f"data source {index} ({path!r}) holds no examples"
+                        + (f" ({skipped} bad row(s) skipped: {report.summary()})" if skipped else ""))
+
+
+def _mismatch(row: Any, format: str | None, detected_at: str | None, text_field: str) -> str | None:
+    """Why an auto-detected source rejects a row that is in another format, if it is."""
+    if detected_at is None:
+        return None
+    try:
+        other = detect_format(row, text_field=text_field)
+    except RowError:
+        return None
+    if other == format:
+        return None
+    return (f"row is in format {other!r} but the source's format is {format!r} (detected from {detected_at}); "
+            "a source holds one format, so split the files into two sources")
+
+
+def _fields(source: Mapping[str, Any] | object, index: int) -> dict[str, Any]:
+    fields = source_fields(source, index)
+    if fields["format"] not in SOURCE_FORMATS:
+        hint = " ('jsonl' reads text for pretraining; here use 'text')" if fields["format"] == "jsonl" else ""
+        raise DataError(f"data source {index} ({fields['path']!r}): unknown format {fields['format']!r}{hint}; "
+                        f"expected one of: {', '.join(SOURCE_FORMATS)}")
+    if not isinstance(fields["text_field"], str) or not fields["text_field"]:
+        raise DataError(f"data source {index} ({fields['path']!r}): text_field must be a non-empty string, "
+                        f"got {fields['text_field']!r}")
+    return fields
+
+
+def _check_policy(bad_rows: str) -> None:
+    if bad_rows not in ("fail", "skip"):
+        raise DataError(f"bad_rows must be 'fail' or 'skip', got {bad_rows!r}")
+
+
+def _warn_skipped(report: BadRowReport) -> None:
+    if report.count:
+        log.warning("%s; fix those rows, or set data.bad_rows: fail to stop at the first one", report.summary())
+
+
+def _bad_row(on_bad_row: BadRowHandler | None, origin: str, reason: str) -> None:
+    if on_bad_row is None:
+        raise DataError(f"{origin}: {reason}")
+    on_bad_row(origin, reason)
+
+
+# ---- file readers -------------------------------------------------------------------------------------------
+
+
+def _reader(url: str) -> Callable[[str, BadRowHandler], Iterator[Record]] | None:
+    name = url
+    for suffix in COMPRESSION_SUFFIXES:
+        name = name.removesuffix(suffix)
+    if name.endswith(".jsonl"):
+        return _iter_jsonl
+    if name.endswith(".json"):
+        return _iter_json
+    if name.endswith(".parquet") and name == url:
+        return _iter_parquet
+    return None
+
+
+def _iter_jsonl(url: str, bad: BadRowHandler) -> Iterator[Record]:
+    with fsspec.open(url, "rb", compression="infer") as file:
+        for line_number, raw in enumerate(file, start=1):
+            origin = f"{url}:{line_number}"
+            if not raw.strip():
+                continue
+            try:
+                row = json.loads(raw.rstrip(b"\r\n").decode("utf-8-sig" if line_number == 1 else "utf-8"))
+            except UnicodeDecodeError as error:
+                bad(origin, f"not valid UTF-8 ({error.reason} at byte {error.start})")
+                continue
+            except json.JSONDecodeError as error:
+                bad(origin, f"invalid JSON: {error.msg} at column {error.colno}; expected one JSON object per line")
+                continue
+            if not isinstance(row, dict):
+                bad(origin, f"expected a JSON object, got {type(row).__name__}")
+                continue
+            yield Record(row, origin)
+
+
+def _iter_json(url: str, bad: BadRowHandler) -> Iterator[Record]:
+    with fsspec.open(url, "rb", compression="infer") as file:
+        head = file.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n")
+    if not head.startswith(b"["):  # a .json file holding JSON Lines, as many datasets ship them
+        yield from _iter_jsonl(url, bad)
+        return
+    # An array is read whole: a syntax error anywhere makes every row's position unknowable, so it always fails.
+    with fsspec.open(url, "rt", encoding="utf-8-sig", compression="infer") as file:
+        try:
+            rows = json.load(file)
+        except json.JSONDecodeError as error:
+            raise DataError(f"{url}:{error.lineno}: invalid JSON: {error.msg} at column {error.colno}; "
+                            "a JSON array is read whole, so fix the file (or write it as JSON Lines)") from error
+        except UnicodeDecodeError as error:
+            raise DataError(f"{url}: not valid UTF-8 ({error.reason} at byte {error.start})") from error
+    for index, row in enumerate(rows):
+        if isinstance(row, dict):
+            yield Record(row, f"{url}[{index}]")
+        else:
+            bad(f"{url}[{index}]", f"expected a JSON object, got {type(row).__name__}")
+
+
+def _iter_parquet(url: str, bad: BadRowHandler) -> Iterator[Record]:
+    import pyarrow
+    import pyarrow.parquet
+
+    with fsspec.open(url, "rb") as file:
+        try:
+            batches = pyarrow.parquet.ParquetFile(file).iter_batches(batch_size=PARQUET_BATCH_ROWS)
+        except pyarrow.ArrowException as error:
+            raise DataError(f"{url}: not a readable Parquet file ({error})") from error
+        index = 0
+        for batch in batches:
+            for row in batch.to_pylist():
+                yield Record(row, f"{url}[{index}]")
+                index += 1
+
+
+# ---- datasets (saved to disk, or loaded by name) ------------------------------------------------------------
+
+
+def _datasets_target(path: str) -> Callable[[], Iterator[Record]] | None:
+    """How to read ``path`` through ``datasets``, or None when it names plain files."""
+    if "://" in path or os.path.exists(path):
+        return (lambda: _iter_saved(path, None)) if _is_saved_dataset(path) else None
+    base, split = path, None
+    match = SPLIT_SUFFIX.match(path)
+    if match:
+        base, split = match["base"], match["split"]
+        if os.path.isdir(base):
+            return (lambda: _iter_saved(base, split)) if _is_saved_dataset(base) else (lambda: _iter_hub(base, split))
+    # A missing file such as "data/train.jsonl" also has the owner/name shape; it must fail as a missing path.
+    if HUB_NAME.match(base) and not base.endswith(DATA_SUFFIXES):
+        return lambda: _iter_hub(base, split or "train")
+    return None
+
+
+def _is_saved_dataset(path: str) -> bool:
+    fs, root = fsspec.core.url_to_fs(path)
+    return fs.isdir(root) and any(fs.isfile(f"{root.rstrip('/')}/{marker}") for marker in SAVED_DATASET_MARKERS)
+
+
+def _iter_saved(path: str, split: str | None) -> Iterator[Record]:
+    datasets = _import_datasets(path)
+    loaded = datasets.load_from_disk(path)
+    where = path
+    if isinstance(loaded, datasets.DatasetDict):
+        names = list(loaded)
+        split = split or ("train" if "train" in loaded else names[0] if len(names) == 1 else None)
+        if split not in loaded:
+            raise DataError(f"{path!r} holds the splits {', '.join(map(repr, names))}; name one as "
+                            f"'{path}:SPLIT'" + (f", not {split!r}" if split else ""))
+        loaded, where = loaded[split], f"{path}:{split}"
+    elif split is not None:
+        raise DataError(f"{path!r} holds a single saved split, so it takes no ':{split}' suffix")
+    for index, row in enumerate(loaded):
+        yield Record(row, f"{where}[{index}]")
+
+
+def _iter_hub(name: str, split: str) -> Iterator[Record]:
+    datasets = _import_datasets(name)
+    try:
+        loaded = datasets.load_dataset(name, split=split, streaming=True)
+    except Exception as error:  # hub, network and split errors all mean: this name cannot be read
+        raise DataError(f"cannot load dataset {name!r} split {split!r} with datasets.load_dataset "
+                        f"({type(error).__name__}: {error}); expected an existing path, or a Hugging Face Hub "
+                        "dataset 'owner/name' or 'owner/name:split'") from error
+    for index, row in enumerate(loaded):
+        yield Record(row, f"{name}:{split}[{index}]")
+
+
+def _import_datasets(path: str) -> Any:
+    try:
+        import datasets
+    except ImportError as error:
+        raise DataError(f"reading {path!r} needs the 'datasets' package: pip install datasets") from error
+    return datasets

@@ -1,0 +1,64 @@
+"""``honing data CONFIG``: the training data as the trainer will see it, before training.
+
+It runs the config's own recipe up to its data step (the same sources, tokenizer, chat template,
+truncation and packing), so what it reports is what training gets.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from honing.distributed import seed_all
+
+REPORT_TEXT = "data_report.txt"
+REPORT_PNG = "data_report.png"
+
+
+def prepare_data(config: Any) -> dict[str, Any]:
+    """Build the recipe's tokenizer and data (no model); the per-split DataReports."""
+    from honing.recipes import recipe_class
+
+    seed_all(config.trainer.seed)
+    recipe = recipe_class(config.method)(config)
+    recipe.tokenizer = recipe.build_tokenizer()
+    recipe.build_data()
+    return recipe.data_reports
+
+
+def draw_histograms(reports: dict[str, Any], path: str) -> str:
+    """One length histogram per split into a PNG (matplotlib, Agg backend)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    splits = [split for split, report in reports.items() if report.lengths]
+    figure, axes = plt.subplots(1, max(len(splits), 1), figsize=(6 * max(len(splits), 1), 4), squeeze=False)
+    for axis, split in zip(axes[0], splits):
+        report = reports[split]
+        axis.hist(report.lengths, bins=40, color="tab:blue")
+        if report.row_length:
+            axis.axvline(report.row_length, color="tab:red", linestyle="--", label=f"row length {report.row_length}")
+            axis.legend()
+        axis.set_title(f"{split}: {report.examples:,} examples, {report.loss_share:.0%} of tokens with loss")
+        axis.set_xlabel("tokens per example")
+        axis.set_ylabel("examples")
+    figure.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return path
+
+
+def write_data_report(config: Any, out_dir: str | None = None) -> tuple[str, str, str]:
+    """Write ``data_report.txt`` and ``data_report.png`` to ``out_dir`` (default: the save folder);
+    returns the text and both paths."""
+    reports = prepare_data(config)
+    out_dir = out_dir or config.trainer.save_folder
+    text = "\n\n".join(report.text(split) for split, report in reports.items()) + "\n"
+    os.makedirs(out_dir, exist_ok=True)
+    text_path = os.path.join(out_dir, REPORT_TEXT)
+    with open(text_path, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    return text, text_path, draw_histograms(reports, os.path.join(out_dir, REPORT_PNG))

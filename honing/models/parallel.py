@@ -1,0 +1,170 @@
+"""Data parallelism applied to a model from outside: DDP or FSDP2, activation checkpointing,
+per-block torch.compile, and the helpers that differ by strategy (gradient sync, full weights)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+import torch.utils.checkpoint
+from torch import nn
+
+from honing.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+STRATEGIES = ("auto", "ddp", "fsdp", "none")
+ACTIVATION_CHECKPOINTING = ("none", "full", "every_n")
+MIXED_PRECISION = ("auto", "none", "bf16")
+
+
+def resolve_strategy(strategy: str, world_size: int) -> str:
+    """``auto`` becomes ``fsdp`` with several processes and ``none`` with one; ``ddp`` and ``fsdp``
+    on a single process become ``none`` (there is nothing to replicate or shard)."""
+    if strategy not in STRATEGIES:
+        raise ConfigError(f"parallel.strategy: expected one of {', '.join(STRATEGIES)}, got {strategy!r}")
+    if world_size <= 1:
+        return "none"
+    if strategy == "none":
+        raise ConfigError(f"parallel.strategy: 'none' with {world_size} processes would train {world_size} "
+                          f"separate models on different data; expected auto, ddp or fsdp")
+    return "fsdp" if strategy == "auto" else strategy
+
+
+def find_blocks(model: nn.Module) -> list[nn.ModuleList]:
+    """The lists of repeated blocks (e.g. ``model.model.layers``, also inside a peft wrapper): every
+    ``nn.ModuleList`` of same-class modules that hold parameters, outermost lists only."""
+    found: list[tuple[str, nn.ModuleList]] = []
+    for name, module in model.named_modules():
+        if not isinstance(module, nn.ModuleList) or len(module) == 0:
+            continue
+        if any(name.startswith(f"{outer}.") for outer, _ in found):
+            continue  # e.g. the experts inside a decoder layer: sharded with their layer
+        kinds = {type(child) for child in module}
+        if len(kinds) == 1 and any(True for _ in module.parameters()):
+            found.append((name, module))
+    return [blocks for _, blocks in found]
+
+
+def checkpoint_block(block: nn.Module) -> None:
+    """Recompute ``block``'s activations in backward instead of keeping them.
+
+    The block's ``forward`` is replaced on the instance rather than the block wrapped, so parameter
+    names (and so checkpoints and exports) do not change.
+    """
+    forward = block.forward
+
+    def checkpointed_forward(*args: Any, **kwargs: Any) -> Any:
+        if not (block.training and torch.is_grad_enabled()):
+            return forward(*args, **kwargs)  # evaluation and generation keep nothing for backward anyway
+        return torch.utils.checkpoint.checkpoint(forward, *args, use_reentrant=False, **kwargs)
+
+    block.forward = checkpointed_forward
+
+
+def apply_activation_checkpointing(blocks: list[nn.ModuleList], mode: str, every: int = 2) -> int:
+    """Checkpoint every block (``full``) or every ``every``-th one (``every_n``: the every-th,
+    2·every-th, ...); returns how many blocks were checkpointed."""
+    if mode not in ACTIVATION_CHECKPOINTING:
+        raise ConfigError(f"parallel.activation_checkpointing: expected one of "
+                          f"{', '.join(ACTIVATION_CHECKPOINTING)}, got {mode!r}")
+    if mode == "none":
+        return 0
+    if every < 1:
+        raise ConfigError(f"parallel.activation_checkpointing_every: expected an integer >= 1, got {every}")
+    count = 0
+    for module_list in blocks:
+        for index, block in enumerate(module_list):
+            if mode == "full" or (index + 1) % every == 0:
+                checkpoint_block(block)
+                count += 1
+    return count
+
+
+def mixed_precision_policy(mixed_precision: str, *, precision: str, device: torch.device) -> Any:
+    """FSDP2's policy: bf16 parameters with fp32 gradient reduction for ``bf16-mixed`` on CUDA
+    (``auto``) or when asked (``bf16``); fp32 throughout otherwise."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy
+
+    if mixed_precision not in MIXED_PRECISION:
+        raise ConfigError(f"parallel.mixed_precision: expected one of {', '.join(MIXED_PRECISION)}, "
+                          f"got {mixed_precision!r}")
+    bf16 = mixed_precision == "bf16" or (mixed_precision == "auto" and precision == "bf16-mixed"
+                                          and device.type == "cuda")
+    if bf16:
+        return MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    return MixedPrecisionPolicy()
+
+
+def parallelize(model: nn.Module, *, strategy: str, world_size: int, device: torch.device,
+                reshard_after_forward: bool = True, activation_checkpointing: str = "none",
+                activation_checkpointing_every: int = 2, compile: bool = False, mixed_precision: str = "auto",
+                precision: str = "fp32") -> nn.Module:
+    """Apply activation checkpointing, per-block compile, then DDP or FSDP2 (torchtitan's order) and
+    return the model to train: the same object for FSDP2 and ``none``, a DDP wrapper for ``ddp``."""
+    strategy = resolve_strategy(strategy, world_size)
+    blocks = find_blocks(model)
+    if activation_checkpointing != "none" and not blocks:
+        log.warning("parallel.activation_checkpointing: no list of repeated blocks found in %s; "
+                    "nothing is checkpointed", type(model).__name__)
+    apply_activation_checkpointing(blocks, activation_checkpointing, activation_checkpointing_every)
+    if compile:
+        for module_list in blocks:
+            for block in module_list:
+                block.compile()  # in place: parameter names keep no "_orig_mod." part
+    if strategy == "ddp":
+        # Buffers (e.g. rotary frequencies) are the same on every rank; broadcasting them on every
+        # forward would also make evaluation hang when ranks run different numbers of batches.
+        return nn.parallel.DistributedDataParallel(
+            model, device_ids=[device.index] if device.type == "cuda" else None, broadcast_buffers=False)
+    if strategy == "fsdp":
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp import fully_shard
+
+        mesh = init_device_mesh(device.type, (world_size,))
+        policy = mixed_precision_policy(mixed_precision, precision=precision, device=device)
+        if not blocks:
+            log.warning("parallel.strategy fsdp: no list of repeated blocks found in %s; the whole model is "
+                        "one FSDP unit (no overlap of communication and compute)", type(model).__name__)
+        for module_list in blocks:
+            for index, block in enumerate(module_list):
+                # backward starts with the last block: keeping it gathered after forward saves an all-gather
+                last = index == len(module_list) - 1
+                fully_shard(block, mesh=mesh, mp_policy=policy,
+                            reshard_after_forward=reshard_after_forward and not last)
+        fully_shard(model, mesh=mesh, mp_policy=policy, reshard_after_forward=reshard_after_forward)
+        # transformers' generate() then keeps every rank running forward until all ranks finish
+        # (synced_gpus), so sampling under FSDP never leaves one rank waiting in an all-gather.
+        model._is_fsdp_managed_module = True
+    return model
+
+
+def is_fsdp(model: nn.Module) -> bool:
+    """True when ``model`` is sharded with FSDP2 (its weights are split over ranks)."""
+    from torch.distributed.fsdp import FSDPModule
+
+    return isinstance(model, FSDPModule)
+
+
+@contextlib.contextmanager
+def gradient_sync(model: nn.Module, enabled: bool) -> Iterator[None]:
+    """Reduce gradients across ranks in this backward only when ``enabled`` (the last micro-batch);
+    earlier micro-batches accumulate locally without communication."""
+    if isinstance(model, nn.parallel.DistributedDataParallel) and not enabled:
+        with model.no_sync():
+            yield
+        return
+    if is_fsdp(model):
+        model.set_requires_gradient_sync(enabled)
+    yield
+
+
+def full_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
+    """The model's full (unsharded) weights on CPU, keyed as in the unwrapped model. Call on every
+    rank (FSDP2 gathers with collectives); rank 0 gets the weights, other ranks an empty dict."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+    return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))

@@ -1,0 +1,108 @@
+"""Track the best checkpoint by a validation metric, keep it past ``keep_last``, export it at the end."""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from typing import Any, Callable
+
+from honing.distributed import barrier
+from honing.train.callbacks.base import Callback
+from honing.train.callbacks.checkpointer import CheckpointerCallback
+
+log = logging.getLogger(__name__)
+
+
+def lower_is_better(metric: str) -> bool:
+    """Losses and perplexities improve downwards; accuracies and the like upwards."""
+    return any(part in metric.lower() for part in ("loss", "perplexity"))
+
+
+class BestModelCallback(Callback):
+    """Watches ``metric`` (recorded by the evaluator at this step); a new best step gets a checkpoint
+    (saved now when the checkpointer would not save this step) that ``keep_last`` never deletes.
+
+    At the end the best checkpoint is written by ``export_fn(checkpoint_dir, out_dir)`` to
+    ``SAVE_FOLDER/best`` (e.g. merged, when training LoRA adapters).
+    """
+
+    # After the evaluator (200), before the checkpointer (-50) so a new best is protected before pruning.
+    priority = 150
+
+    def __init__(self, checkpointer: CheckpointerCallback, *, metric: str, greater_is_better: bool | None = None,
+                 export_fn: Callable[[str, str], Any] | None = None, folder_name: str = "best"):
+        self.checkpointer = checkpointer
+        self.metric = metric
+        self.greater_is_better = (not lower_is_better(metric)) if greater_is_better is None else greater_is_better
+        self.export_fn = export_fn
+        self.folder_name = folder_name
+        self.best_step: int | None = None
+        self.best_value: float | None = None
+
+    def is_better(self, value: float) -> bool:
+        """True when ``value`` beats the best so far (NaN never does)."""
+        if math.isnan(value):
+            return False
+        if self.best_value is None:
+            return True
+        return value > self.best_value if self.greater_is_better else value < self.best_value
+
+    def on_step_end(self) -> None:
+        self._check(final=False)
+
+    def on_train_end(self) -> None:
+        self._check(final=True)
+
+    def _check(self, *, final: bool) -> None:
+        value = self.trainer.get_metric(self.metric, self.step)
+        if value is None:
+            return
+        value = float(value)
+        if not self.is_better(value):
+            return
+        previous = self.best_step
+        self.best_step, self.best_value = self.step, value
+        self.checkpointer.protected_steps.add(self.step)
+        if previous is not None and previous != self.step:
+            self.checkpointer.release(previous)
+        log.info("new best %s = %.4f at step %d", self.metric, value, self.step)
+        # The checkpointer saves on its own at its interval and when training ends.
+        if not final and not self.checkpointer.saves_at(self.step):
+            self.checkpointer.save_extra()
+
+    @property
+    def best_checkpoint(self) -> str | None:
+        """The best step's checkpoint folder, once it is known."""
+        return None if self.best_step is None else self.trainer.checkpoint_dir(self.best_step)
+
+    def export_best(self) -> str | None:
+        """Write the best checkpoint with ``export_fn`` to ``SAVE_FOLDER/best`` (every rank calls it)."""
+        if self.export_fn is None or self.best_step is None:
+            return None
+        self.trainer.checkpointer.wait()
+        out = os.path.join(self.trainer.save_folder, self.folder_name)
+        self.export_fn(self.best_checkpoint, out)
+        barrier()
+        log.info("exported the best model (%s = %.4f, step %d) to %s", self.metric, self.best_value,
+                 self.best_step, out)
+        return out
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"best_step": self.best_step, "best_value": self.best_value}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.best_step = state_dict.get("best_step")
+        self.best_value = state_dict.get("best_value")
+
+
+class BestModelExportCallback(Callback):
+    """Runs the best model's export after the final checkpoint is written (the checkpointer is at -50)."""
+
+    priority = -65
+
+    def __init__(self, best: BestModelCallback):
+        self.best = best
+
+    def on_train_end(self) -> None:
+        self.best.export_best()

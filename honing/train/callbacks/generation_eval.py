@@ -1,0 +1,78 @@
+"""Exact-match accuracy of generated answers on held-out prompts: did the model learn the task?"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from typing import Any, Callable, Sequence
+
+import torch
+
+from honing.distributed import is_rank0
+from honing.train.callbacks.base import Callback
+from honing.train.metrics import ReduceType
+
+log = logging.getLogger(__name__)
+
+
+class GenerationEvalCallback(Callback):
+    """Answers each ``(prompt, expected)`` with ``answer_fn(prompt) -> text`` (greedy) before training,
+    every ``interval`` steps, and at the end; records ``eval/exact_match`` and appends the answers to
+    ``SAVE_FOLDER/generation_eval.jsonl``.
+
+    ``prompt`` is whatever ``answer_fn`` takes (e.g. the conversation without its last assistant turn).
+    Every rank answers every prompt, so models sharded across ranks take part in generation.
+    """
+
+    priority = 190  # just after the evaluator, so both land in the same step's metrics
+
+    def __init__(self, answer_fn: Callable[[Any], str], examples: Sequence[tuple[Any, str]], *,
+                 interval: int | None = None, printer: Callable[[str], Any] = print, name: str = "eval"):
+        self.answer_fn = answer_fn
+        self.examples = list(examples)
+        self.interval = interval
+        self.printer = printer
+        self.name = name
+        self.history: list[tuple[int, float]] = []
+
+    def on_train_begin(self) -> None:
+        self.evaluate(label="before training" if self.step == 0 else f"at step {self.step} (resumed)")
+
+    def on_step_end(self) -> None:
+        if self.trainer.is_last_step:
+            self.evaluate(label=f"after training (step {self.step})")
+        elif self.interval and self.step % self.interval == 0:
+            self.evaluate(label=f"at step {self.step}")
+
+    def on_train_end(self) -> None:  # a canceled run
+        if not self.history or self.history[-1][0] != self.step:
+            self.evaluate(label=f"after training (step {self.step})")
+
+    @torch.no_grad()
+    def evaluate(self, *, label: str) -> float:
+        """Answer every prompt now; record and print the exact-match accuracy."""
+        model = self.trainer.train_module.model
+        was_training = model.training
+        rows = []
+        try:
+            with torch.random.fork_rng(devices=[]):  # generation must not move the training RNG
+                for prompt, expected in self.examples:
+                    answer = self.answer_fn(prompt).strip()
+                    rows.append({"step": self.step, "expected": expected, "answer": answer,
+                                 "correct": answer == expected.strip()})
+        finally:
+            model.train(was_training)
+        correct = sum(row["correct"] for row in rows)
+        accuracy = correct / max(len(rows), 1)
+        self.history.append((self.step, accuracy))
+        self.trainer.record_metric(f"{self.name}/exact_match", accuracy, ReduceType.max)
+        if is_rank0():
+            path = os.path.join(self.trainer.save_folder, "generation_eval.jsonl")
+            os.makedirs(self.trainer.save_folder, exist_ok=True)
+            with open(path, "a", encoding="utf-8") as handle:
+                handle.writelines(json.dumps(row) + "\n" for row in rows)
+            shown = rows[0] if rows else None
+            example = f" (e.g. expected {shown['expected']!r}, got {shown['answer']!r})" if shown else ""
+            self.printer(f"held-out exact match {label}: {accuracy:.1%} ({correct}/{len(rows)}){example}")
+        return accuracy

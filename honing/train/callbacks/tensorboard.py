@@ -1,0 +1,49 @@
+"""Log every metric as a TensorBoard scalar in ``SAVE_FOLDER/tensorboard/``."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Mapping
+
+import yaml
+
+from honing.train.callbacks.tracker import TrackerCallback
+
+
+class TensorBoardCallback(TrackerCallback):
+    """Scalars for every logged metric, the (redacted) config once as text, flushed at train end.
+
+    A resumed run purges events from the step after its checkpoint on, so steps the stopped run
+    logged past its last checkpoint are not drawn twice.
+    """
+
+    backend = "tensorboard"
+
+    def __init__(self, *, config: Mapping[str, Any] | None = None, folder_name: str = "tensorboard"):
+        super().__init__(config=config)
+        self.folder_name = folder_name
+        self.writer: Any = None
+
+    @property
+    def log_dir(self) -> str:
+        """Where the event files are written."""
+        return os.path.join(self.trainer.save_folder, self.folder_name)
+
+    def start(self) -> None:
+        from torch.utils.tensorboard import SummaryWriter
+
+        resumed_at = self.trainer.global_step
+        self.writer = SummaryWriter(log_dir=self.log_dir, purge_step=resumed_at + 1 if resumed_at else None)
+        if self.config is not None:
+            # indented four spaces: a Markdown code block, so TensorBoard keeps the YAML's layout
+            text = "".join(f"    {line}\n" for line in yaml.safe_dump(self.config, sort_keys=False).splitlines())
+            self.writer.add_text("config", text, global_step=resumed_at)
+
+    def log_metrics(self, step: int, metrics: dict[str, float]) -> None:
+        for name, value in metrics.items():
+            self.writer.add_scalar(name, value, global_step=step)
+
+    def finish(self, *, failed: bool) -> None:
+        if self.writer is not None:
+            writer, self.writer = self.writer, None
+            writer.close()  # flushes first
