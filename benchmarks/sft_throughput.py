@@ -4,7 +4,10 @@ chat data, model and tokenizer; prints real (non-padding) tokens per second of e
 The same for every system:
 - data: the Alpaca demo (999 rows) read by honing's loader as user/assistant conversations, shuffled once
   (seed 0), truncated to ``--max-length`` tokens; rows left with no assistant token are dropped for everyone;
-- tokenizer: honing's byte-level one plus the ChatML tokens, with honing's ChatML template (its
+- tokenizer: a 4,096-token BPE trained here on the rows' text (``--tokenizer bpe``, the default: subword
+  lengths, as a real model's tokenizer gives) or honing's byte-level one (``--tokenizer byte``: rows of
+  ~600 tokens, most cut at max_length, so little padding is left to save), plus the ChatML tokens, with
+  honing's ChatML template (its
   ``{% generation %}`` markers give TRL's ``assistant_only_loss`` the same assistant mask honing uses);
 - loss on the assistant tokens only (honing ``train_on=assistant``, TRL ``assistant_only_loss=True``);
 - model: a random Llama (hidden 128 x 4 layers, seed 0), fp32, sdpa attention, no gradient checkpointing;
@@ -43,6 +46,8 @@ from typing import Any
 
 DEFAULT_DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data",
                             "alpaca_demo", "alpaca_en_demo.json")
+TOKENIZER = "bpe"  # set by --tokenizer in each measuring subprocess
+BPE_VOCAB = 4096
 BATCH = 8  # rows per step: packed rows of max_length, or examples when padded
 SEED = 0
 LR = 2e-4
@@ -53,13 +58,20 @@ MODEL = dict(hidden_size=128, num_hidden_layers=4, num_attention_heads=4, num_ke
 
 
 # --- shared assets ------------------------------------------------------------------------------------------
-def build_tokenizer() -> Any:
-    """honing's byte-level tokenizer with the ChatML tokens and template (with generation markers)."""
+def build_tokenizer(data: str) -> Any:
+    """honing's byte-level tokenizer, or a BPE one trained here on the data's text (``TOKENIZER``), with the
+    ChatML tokens and template (with generation markers)."""
+    from honing.data.cache import default_cache_dir
     from honing.data.chat import ensure_special_tokens
     from honing.data.chat_templates import NAMED_TEMPLATES
     from honing.data.tokenizer import build_tokenizer as honing_tokenizer
 
-    tokenizer = honing_tokenizer("byte")
+    if TOKENIZER == "byte":
+        tokenizer = honing_tokenizer("byte")
+    else:  # trained on the rows' text; cached by content, so every subprocess gets the same one
+        with open(data, encoding="utf-8") as handle:
+            texts = [" ".join(str(value) for value in row.values()) for row in json.load(handle)]
+        tokenizer = honing_tokenizer("bpe", texts=texts, vocab_size=BPE_VOCAB, cache_dir=default_cache_dir())
     ensure_special_tokens(tokenizer, "chatml")
     tokenizer.chat_template = NAMED_TEMPLATES["chatml"]
     return tokenizer
@@ -147,7 +159,7 @@ def run_honing(data: str, max_length: int, warmup: int, steps: int, *, packed: b
             if self.step in (warmup, warmup + steps):
                 times[self.step] = time.perf_counter()
 
-    tokenizer = build_tokenizer()
+    tokenizer = build_tokenizer(data)
     tokenized = [tokenize(tokenizer, m, max_length) for m in conversations(data, tokenizer, max_length)]
     pad_id = tokenizer.pad_token_id
     if packed:
@@ -205,7 +217,7 @@ def run_trl(data: str, max_length: int, warmup: int, steps: int, *, packing: boo
             if state.global_step in (warmup, warmup + steps):
                 times[state.global_step] = time.perf_counter()
 
-    tokenizer = build_tokenizer()
+    tokenizer = build_tokenizer(data)
     dataset = datasets.Dataset.from_list([{"messages": m} for m in conversations(data, tokenizer, max_length)])
     model = build_model(len(tokenizer), max_length)
     with tempfile.TemporaryDirectory() as folder:
@@ -251,7 +263,7 @@ SYSTEMS = {
 def measure_in_subprocess(system: str, args: argparse.Namespace) -> dict[str, float]:
     """Run one system in a fresh interpreter with the benchmark's thread count; return its measurement."""
     code = (f"import sys, json, torch; sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r}); "
-            f"torch.set_num_threads({args.threads}); import sft_throughput as b; "
+            f"torch.set_num_threads({args.threads}); import sft_throughput as b; b.TOKENIZER = {args.tokenizer!r}; "
             f"print(json.dumps(b.SYSTEMS[{system!r}]({args.data!r}, {args.max_length}, {args.warmup}, "
             f"{args.steps})))")
     # Nothing may be fetched from the hub; TRL and transformers would otherwise try for model cards and the like.
@@ -282,6 +294,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--data", default=os.path.normpath(DEFAULT_DATA))
     parser.add_argument("--max-length", type=int, default=512)
+    parser.add_argument("--tokenizer", choices=["bpe", "byte"], default="bpe",
+                        help=f"bpe: {BPE_VOCAB} tokens trained here on the data (subword lengths, as with a real "
+                             "model's tokenizer); byte: one token per byte (long rows, most cut at max_length)")
     args = parser.parse_args()
     args.data = os.path.abspath(args.data)
     if not os.path.isfile(args.data):
@@ -312,7 +327,8 @@ def main() -> None:
     trl = [name for name in median if name.startswith("TRL")]
     trl_best = max(trl, key=median.get) if trl else None
     print(f"\n{platform.processor() or platform.machine()}, {args.threads} threads, fp32, hidden "
-          f"{MODEL['hidden_size']} x {MODEL['num_hidden_layers']} layers, {BATCH} rows per step, max_length "
+          f"{MODEL['hidden_size']} x {MODEL['num_hidden_layers']} layers, {args.tokenizer} tokenizer, "
+          f"{BATCH} rows per step, max_length "
           f"{args.max_length}, {args.steps} timed steps after {args.warmup} warm-up, median of {args.rounds} "
           f"rounds ({time.perf_counter() - started:.0f} s in all)")
     for name in SYSTEMS:

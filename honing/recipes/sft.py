@@ -210,8 +210,9 @@ class SFTRecipe(Recipe):
             return
         export_hf(self.model, self.tokenizer, out_dir, state_dict=state_dict)
         if is_lora(self.model):
-            save_adapter(self.model, os.path.join(os.path.dirname(out_dir.rstrip("/")), "adapter"),
-                         state_dict=state_dict)
+            adapter_dir = os.path.join(os.path.dirname(out_dir.rstrip("/")), "adapter")
+            save_adapter(self.model, adapter_dir, state_dict=state_dict)
+            self.trainer.persist_working_file(adapter_dir)  # uploaded when the save folder is remote
 
     def build_callbacks(self) -> dict[str, Callback]:
         callbacks = super().build_callbacks()

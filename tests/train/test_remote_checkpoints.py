@@ -158,8 +158,10 @@ def test_an_outage_is_reported_once_and_the_queue_catches_up_in_order(tmp_path, 
     dest = tmp_path / "remote"
     attempts = {"left": 4}
     put_file = Uploader._put_file
+    queued = threading.Event()
 
     def down_four_times(self, fs, source, target):
+        assert queued.wait(10)  # every task is in the queue before the first failure is reported
         if attempts["left"]:
             attempts["left"] -= 1
             raise ConnectionError("Could not connect to the endpoint URL")
@@ -172,6 +174,7 @@ def test_an_outage_is_reported_once_and_the_queue_catches_up_in_order(tmp_path, 
         uploader.upload_file(os.path.join(metrics, "metrics.jsonl"), str(dest / "metrics.jsonl"))
         uploader.upload_file(os.path.join(metrics, "metrics.jsonl"), str(dest / "metrics.jsonl"))  # merged
         uploader.delete_folder(str(dest / "step1"), marker=MARKER)
+        queued.set()
         assert uploader.wait(10)
     assert os.listdir(dest) == ["metrics.jsonl"]  # uploaded, then deleted: the order was kept
     assert uploader.confirmed() == [str(dest / "metrics.jsonl")]

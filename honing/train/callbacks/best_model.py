@@ -81,9 +81,11 @@ class BestModelCallback(Callback):
         if self.export_fn is None or self.best_step is None:
             return None
         self.trainer.checkpointer.wait()
-        out = os.path.join(self.trainer.save_folder, self.folder_name)
-        self.export_fn(self.best_checkpoint, out)
+        local = os.path.join(self.trainer.work_folder, self.folder_name)
+        # the local copy of the checkpoint (for a remote save folder, in the work folder)
+        self.export_fn(self.trainer.checkpointer.local_dir(self.best_checkpoint), local)
         barrier()
+        out = self.trainer.persist_working_file(local)
         log.info("exported the best model (%s = %.4f, step %d) to %s", self.metric, self.best_value,
                  self.best_step, out)
         return out

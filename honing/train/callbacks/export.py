@@ -26,7 +26,8 @@ class ExportCallback(Callback):
         self.folder_name = folder_name
 
     def on_train_end(self) -> None:
-        path = os.path.join(self.trainer.save_folder, self.folder_name)
-        self.export_fn(path)
+        local = os.path.join(self.trainer.work_folder, self.folder_name)
+        self.export_fn(local)
         barrier()
+        path = self.trainer.persist_working_file(local)  # uploaded when the save folder is remote
         log.info("exported the model to %s", path)

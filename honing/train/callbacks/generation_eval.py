@@ -68,10 +68,11 @@ class GenerationEvalCallback(Callback):
         self.history.append((self.step, accuracy))
         self.trainer.record_metric(f"{self.name}/exact_match", accuracy, ReduceType.max)
         if is_rank0():
-            path = os.path.join(self.trainer.save_folder, "generation_eval.jsonl")
-            os.makedirs(self.trainer.save_folder, exist_ok=True)
+            path = os.path.join(self.trainer.work_folder, "generation_eval.jsonl")
+            os.makedirs(self.trainer.work_folder, exist_ok=True)
             with open(path, "a", encoding="utf-8") as handle:
                 handle.writelines(json.dumps(row) + "\n" for row in rows)
+            self.trainer.persist_working_file(path)  # uploaded when the save folder is remote
             shown = rows[0] if rows else None
             example = f" (e.g. expected {shown['expected']!r}, got {shown['answer']!r})" if shown else ""
             self.printer(f"held-out exact match {label}: {accuracy:.1%} ({correct}/{len(rows)}){example}")

@@ -8,6 +8,7 @@ import os
 import threading
 from typing import Any
 
+from honing import io as fileio
 from honing.distributed import is_rank0
 from honing.train.callbacks.base import Callback
 
@@ -26,8 +27,29 @@ class MetricsFileCallback(Callback):
 
     @property
     def path(self) -> str:
-        """Where the metrics are written."""
-        return os.path.join(self.trainer.save_folder, self.file_name)
+        """Where the metrics are written: the save folder, or a remote one's local work folder."""
+        return os.path.join(self.trainer.work_folder, self.file_name)
+
+    def on_train_begin(self) -> None:
+        remote = fileio.join(self.trainer.save_folder, self.file_name)
+        # a run resumed on another machine continues the remote file rather than starting a new one
+        if is_rank0() and fileio.is_url(remote) and not os.path.exists(self.path) and fileio.exists(remote):
+            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            with open(self.path, "wb") as handle:
+                handle.write(fileio.read_bytes(remote))
+
+    def on_checkpoint_saved(self, path: str) -> None:
+        if is_rank0():  # a remote save folder gets the file with every checkpoint (no-op when local)
+            self.trainer.run_bookkeeping_op(self._persist)
+
+    def on_train_end(self) -> None:
+        if is_rank0():
+            self._persist()
+
+    def _persist(self) -> None:
+        self._flush()
+        if os.path.exists(self.path):
+            self.trainer.persist_working_file(self.path)
 
     def on_log(self, step: int, metrics: dict[str, float]) -> None:
         if not is_rank0():
@@ -41,9 +63,9 @@ class MetricsFileCallback(Callback):
             self.trainer.run_bookkeeping_op(self._flush)
 
     def _flush(self) -> None:
-        with self._lock:
+        with self._lock:  # held while writing: a flush at train end may race the bookkeeping thread's
             lines, self._pending = self._pending, []
-        if lines:
-            os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
-            with open(self.path, "a", encoding="utf-8") as handle:
-                handle.writelines(lines)
+            if lines:
+                os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+                with open(self.path, "a", encoding="utf-8") as handle:
+                    handle.writelines(lines)

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 from torch.profiler import ProfilerAction, ProfilerActivity
 
-from honing.distributed import get_rank
+from honing.distributed import get_rank, is_rank0
 from honing.train.callbacks.base import Callback
 
 log = logging.getLogger(__name__)
@@ -41,7 +41,7 @@ class ProfilerCallback(Callback):
     @property
     def trace_dir(self) -> str:
         """Where the traces are written."""
-        return os.path.join(self.trainer.save_folder, self.folder_name)
+        return os.path.join(self.trainer.work_folder, self.folder_name)
 
     def action_for(self, step: int) -> ProfilerAction:
         """What the profiler does during training step ``step``."""
@@ -90,3 +90,5 @@ class ProfilerCallback(Callback):
         if self.profiler is not None:
             profiler, self.profiler = self.profiler, None
             profiler.stop()
+            if is_rank0() and os.path.isdir(self.trace_dir):
+                self.trainer.persist_working_file(self.trace_dir)  # uploaded when the save folder is remote

@@ -35,9 +35,11 @@ class TextSampleCallback(Callback):
             self.samples = [{"step": self.step, "prompt": p, "text": self.generate_fn(p)} for p in self.prompts]
         if not is_rank0():
             return
-        path = os.path.join(self.trainer.save_folder, "samples.jsonl")
+        path = os.path.join(self.trainer.work_folder, "samples.jsonl")
+        os.makedirs(self.trainer.work_folder, exist_ok=True)
         with open(path, "a", encoding="utf-8") as handle:
             for sample in self.samples:
                 handle.write(json.dumps(sample) + "\n")
+        self.trainer.persist_working_file(path)  # uploaded when the save folder is remote
         for sample in self.samples:
             self.printer(f"--- sample (step {sample['step']}) ---\n{sample['prompt']}{sample['text']}")

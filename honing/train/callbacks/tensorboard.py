@@ -27,7 +27,7 @@ class TensorBoardCallback(TrackerCallback):
     @property
     def log_dir(self) -> str:
         """Where the event files are written."""
-        return os.path.join(self.trainer.save_folder, self.folder_name)
+        return os.path.join(self.trainer.work_folder, self.folder_name)
 
     def start(self) -> None:
         from torch.utils.tensorboard import SummaryWriter
@@ -47,3 +47,4 @@ class TensorBoardCallback(TrackerCallback):
         if self.writer is not None:
             writer, self.writer = self.writer, None
             writer.close()  # flushes first
+            self.trainer.persist_working_file(self.log_dir)  # uploaded when the save folder is remote

@@ -42,11 +42,11 @@ class WandbCallback(TrackerCallback):
 
         self.run_id = self.run_id or uuid.uuid4().hex[:16]
         # wandb adds the wandb/ folder itself: the run lands in SAVE_FOLDER/wandb/
-        os.makedirs(self.trainer.save_folder, exist_ok=True)
+        os.makedirs(self.trainer.work_folder, exist_ok=True)  # wandb syncs its own files; keep them local
         with _environment(API_KEY_ENV, self._api_key):
             # create_new: a run the user opened in this process is neither finished nor reused
             self.run = wandb.init(project=self.project, entity=self.entity, name=self.name, tags=self.tags or None,
-                                  group=self.group, mode=self.mode, dir=self.trainer.save_folder,
+                                  group=self.group, mode=self.mode, dir=self.trainer.work_folder,
                                   id=self.run_id, resume="allow", config=self.config, reinit="create_new")
 
     def log_metrics(self, step: int, metrics: dict[str, float]) -> None:
