@@ -69,6 +69,16 @@ def autocast(precision: str):
     return torch.autocast("cpu", dtype=torch.bfloat16) if precision == "bf16-mixed" else contextlib.nullcontext()
 
 
+def timing(ends: list[float]) -> dict[str, float]:
+    """From the end times of the warm-up's last step and every timed step: tokens/s over the whole
+    window, and tokens/s at the median step time (which ignores the odd step another process
+    interrupted; at millisecond steps those interruptions spread whole-window figures by ±25 %)."""
+    durations = [later - earlier for earlier, later in zip(ends, ends[1:])]
+    tokens = BATCH * SEQ_LEN
+    return {"tokens_per_s": len(durations) * tokens / (ends[-1] - ends[0]),
+            "median_step_tokens_per_s": tokens / statistics.median(durations)}
+
+
 def run_hand_loop(warmup: int, steps: int, precision: str) -> float:
     """The minimal loop: forward, loss, backward, clip, fused AdamW step (the default of both trainers)."""
     import torch
@@ -77,10 +87,12 @@ def run_hand_loop(warmup: int, steps: int, precision: str) -> float:
     model, data = build(0)
     optimizer = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=0.1, betas=(0.9, 0.95), fused=True)
     model.train()
-    start = None
-    for step in range(warmup + steps):
-        if step == warmup:
-            start = time.perf_counter()
+    ends = []
+    for step in range(warmup + steps + 1):
+        if step >= warmup:
+            ends.append(time.perf_counter())  # the end of step ``step`` (numbered from 1 like the trainers')
+        if step == warmup + steps:
+            break
         batch = data[(step * BATCH) % len(data):][:BATCH]
         with autocast(precision):
             logits = model(input_ids=batch, use_cache=False).logits
@@ -90,7 +102,7 @@ def run_hand_loop(warmup: int, steps: int, precision: str) -> float:
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         loss.item()  # a loop that never looks at its loss is not a realistic baseline
-    return steps * BATCH * SEQ_LEN / (time.perf_counter() - start)
+    return timing(ends)
 
 
 def run_honing(warmup: int, steps: int, precision: str) -> float:
@@ -108,11 +120,11 @@ def run_honing(warmup: int, steps: int, precision: str) -> float:
     from honing.train.callbacks.speed_monitor import SpeedMonitorCallback
 
     class Timer(Callback):
-        times: dict[int, float] = {}
+        ends: list[float] = []
 
         def on_step_end(self):
-            if self.step in (warmup, warmup + steps):
-                self.times[self.step] = time.perf_counter()
+            if warmup <= self.step <= warmup + steps:
+                self.ends.append(time.perf_counter())
 
     model, data = build(0)
     optimizer = build_adamw(model, lr=LR, weight_decay=0.1, betas=(0.9, 0.95), eps=1e-8)
@@ -127,7 +139,7 @@ def run_honing(warmup: int, steps: int, precision: str) -> float:
                        "speed_monitor": SpeedMonitorCallback(seq_len=SEQ_LEN, precision=precision),
                        "gc": GarbageCollectorCallback(interval=100)},
         ).build(module, loader).fit()
-    return steps * BATCH * SEQ_LEN / (timer.times[warmup + steps] - timer.times[warmup])
+    return timing(timer.ends)
 
 
 def run_hf_trainer(warmup: int, steps: int, precision: str) -> float:
@@ -137,12 +149,12 @@ def run_hf_trainer(warmup: int, steps: int, precision: str) -> float:
     import torch
     from transformers import Trainer, TrainerCallback, TrainingArguments
 
-    times: dict[int, float] = {}
+    ends: list[float] = []
 
     class Timer(TrainerCallback):
         def on_step_end(self, args, state, control, **kwargs):
-            if state.global_step in (warmup, warmup + steps):
-                times[state.global_step] = time.perf_counter()
+            if warmup <= state.global_step <= warmup + steps:
+                ends.append(time.perf_counter())
 
     model, data = build(0)
     with tempfile.TemporaryDirectory() as folder:
@@ -152,14 +164,14 @@ def run_hf_trainer(warmup: int, steps: int, precision: str) -> float:
             logging_steps=10, save_strategy="no", report_to=[], use_cpu=True, bf16=precision == "bf16-mixed",
             dataloader_num_workers=0, seed=0, disable_tqdm=True)
         Trainer(model=model, args=args, train_dataset=Rows(data), callbacks=[Timer()]).train()
-    return steps * BATCH * SEQ_LEN / (times[warmup + steps] - times[warmup])
+    return timing(ends)
 
 
 SYSTEMS = {"hand-written loop": run_hand_loop, "honing": run_honing, "transformers Trainer": run_hf_trainer}
 
 
-def measure_in_subprocess(system: str, args: argparse.Namespace) -> float:
-    """Run one system in a fresh interpreter with the benchmark's thread count; return tokens/s."""
+def measure_in_subprocess(system: str, args: argparse.Namespace) -> dict[str, float]:
+    """Run one system in a fresh interpreter with the benchmark's thread count; return its ``timing``."""
     code = (f"import sys, json, torch; sys.path.insert(0, {os.path.dirname(__file__)!r}); "
             f"torch.set_num_threads({args.threads}); import trainer_overhead as b; "
             f"print(json.dumps(b.SYSTEMS[{system!r}]({args.warmup}, {args.steps}, {args.precision!r})))")
@@ -167,7 +179,7 @@ def measure_in_subprocess(system: str, args: argparse.Namespace) -> float:
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False, env=env)
     if result.returncode != 0:
         raise RuntimeError(f"{system} failed:\n{result.stderr[-3000:]}")
-    return float(result.stdout.strip().splitlines()[-1])
+    return json.loads(result.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
@@ -180,26 +192,31 @@ def main() -> None:
     parser.add_argument("--size", choices=sorted(SIZES), default="quickstart")
     args = parser.parse_args()
 
-    results: dict[str, list[float]] = {name: [] for name in SYSTEMS}
+    results: dict[str, list[dict[str, float]]] = {name: [] for name in SYSTEMS}
     for round_index in range(args.rounds):
         order = list(SYSTEMS) if round_index % 2 == 0 else list(reversed(SYSTEMS))
         for system in order:
-            tokens_per_s = measure_in_subprocess(system, args)
-            results[system].append(tokens_per_s)
-            print(f"round {round_index + 1} {system:22s} {tokens_per_s:10,.0f} tokens/s", flush=True)
+            timing_ = measure_in_subprocess(system, args)
+            results[system].append(timing_)
+            print(f"round {round_index + 1} {system:22s} {timing_['tokens_per_s']:10,.0f} tokens/s "
+                  f"({timing_['median_step_tokens_per_s']:,.0f} at the median step time)", flush=True)
 
-    median = {name: statistics.median(values) for name, values in results.items()}
     size = SIZES[args.size]
     print(f"\n{platform.processor() or platform.machine()}, {args.threads} threads, precision {args.precision}, "
           f"size {args.size}: hidden {size['hidden_size']} x {size['num_hidden_layers']} layers, "
           f"{size['seq_len']} tokens x {size['batch']} rows, "
           f"{args.steps} timed steps after {args.warmup} warm-up, median of {args.rounds} rounds")
-    for name, value in median.items():
-        print(f"{name:22s} {value:10,.0f} tokens/s")
-    print(f"honing / hand-written loop    = {median['honing'] / median['hand-written loop']:.3f}")
-    print(f"honing / transformers Trainer = {median['honing'] / median['transformers Trainer']:.3f}")
-    print(json.dumps({"median_tokens_per_s": median, "args": vars(args)}))
-
+    summary = {}
+    for key, label in (("tokens_per_s", "tokens/s over the timed steps"),
+                       ("median_step_tokens_per_s", "tokens/s at the median step time")):
+        median = {name: statistics.median(r[key] for r in runs) for name, runs in results.items()}
+        summary[key] = median
+        print(f"\n{label}:")
+        for name, value in median.items():
+            print(f"  {name:22s} {value:10,.0f}")
+        print(f"  honing / hand-written loop    = {median['honing'] / median['hand-written loop']:.3f}")
+        print(f"  honing / transformers Trainer = {median['honing'] / median['transformers Trainer']:.3f}")
+    print(json.dumps({"median": summary, "args": vars(args)}))
 
 if __name__ == "__main__":
     main()

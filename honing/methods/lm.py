@@ -8,7 +8,7 @@ from typing import Any
 import torch
 from torch.distributed.tensor import DTensor
 
-from honing.distributed import all_reduce_sum, get_world_size
+from honing.distributed import all_reduce_sum, get_world_size, is_distributed
 from honing.errors import ConfigError
 from honing.losses import count_correct, count_target_tokens, cross_entropy_sum
 from honing.models.export import unwrap_model
@@ -63,15 +63,15 @@ class LMTrainModule(TrainModule):
         # Divide by the target tokens of the whole step on all ranks, times the world size because
         # DDP/FSDP average gradients over ranks: the update is then the mean over every target
         # token of the step, however the batch is split into ranks and micro-batches.
-        step_tokens = all_reduce_sum(local_tokens.detach().clone()).clamp(min=1)
-        scale = get_world_size() / step_tokens
-        loss_total = torch.zeros((), device=self.device)
+        step_tokens = all_reduce_sum(local_tokens.clone()) if is_distributed() else local_tokens
+        scale = get_world_size() / step_tokens.clamp(min=1)
+        loss_total: torch.Tensor | None = None
         for index, micro in enumerate(micro_batches):
             # DDP / FSDP reduce gradients over ranks once, after the step's last micro-batch
             with gradient_sync(self.model, index == len(micro_batches) - 1):
                 loss_sum = cross_entropy_sum(self._logits(micro), micro["labels"])
-                (loss_sum * scale).backward()
-            loss_total += loss_sum.detach()
+                loss_sum.backward(scale)  # d(loss_sum * scale): no extra multiply in the graph
+            loss_total = loss_sum.detach() if loss_total is None else loss_total + loss_sum.detach()
         if self.trainer is not None and not dry_run:
             self.trainer.record_ce_loss(loss_total / local_tokens.clamp(min=1), ReduceType.mean)
             self.trainer.record_metric("train/target_tokens", local_tokens, ReduceType.sum)

@@ -1,4 +1,5 @@
 import json
+import math
 import logging
 import os
 
@@ -26,6 +27,8 @@ def test_fit_trains_logs_and_checkpoints(tmp_path):
     assert [r["step"] for r in rows] == list(range(1, 13))
     for key in ("train/loss", "optim/lr", "optim/grad_norm"):
         assert all(key in r for r in rows), key
+    # perplexity is derived from the logged loss, not recorded on the hot path
+    assert all(r["train/perplexity"] == pytest.approx(math.exp(r["train/loss"])) for r in rows)
     assert rows[-1]["train/loss"] < rows[0]["train/loss"]
     assert [s for s, _ in Checkpointer.find_checkpoints(str(tmp_path))] == [4, 8, 12]
 
@@ -180,3 +183,27 @@ def test_callback_state_is_checkpointed(tmp_path):
     resumed_callback = Stateful()
     make_trainer(tmp_path, max_duration="8steps", callbacks={"stateful": resumed_callback}).fit()
     assert resumed_callback.count == 8
+
+
+class StepCounter(Callback):
+    """Overrides two events only: the trainer calls just the events a callback overrides."""
+
+    def __init__(self):
+        self.ends = 0
+        self.logged_steps = []
+
+    def on_step_end(self):
+        self.ends += 1
+
+    def on_log(self, step, metrics):
+        self.logged_steps.append(step)
+
+
+def test_events_reach_callbacks_added_after_the_first_emit(tmp_path):
+    first, late = StepCounter(), StepCounter()
+    trainer = make_trainer(tmp_path, max_duration="3steps", callbacks={"first": first})
+    trainer._emit("on_log", 0, {})  # builds the handler lists before "late" exists
+    trainer.add_callback("late", late)
+    trainer.fit()
+    assert (first.ends, late.ends) == (3, 3)
+    assert first.logged_steps == [0, 1, 2, 3] and late.logged_steps == [1, 2, 3]
