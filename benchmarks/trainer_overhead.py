@@ -109,7 +109,6 @@ def run_honing(warmup: int, steps: int, precision: str) -> float:
     """honing's Trainer with its default bookkeeping callbacks (metrics file, speed monitor, GC)."""
     import tempfile
 
-    import torch
 
     from honing.data.loader import DataLoader
     from honing.methods.lm import LMTrainModule
@@ -146,7 +145,6 @@ def run_hf_trainer(warmup: int, steps: int, precision: str) -> float:
     """transformers.Trainer with the same model, data, batch, optimizer settings; no eval, no saves."""
     import tempfile
 
-    import torch
     from transformers import Trainer, TrainerCallback, TrainingArguments
 
     ends: list[float] = []

@@ -223,10 +223,12 @@ class GarbageCollectorSection(Section):
 
 
 class SampleSection(Section):
-    """Text generated from fixed prompts at the end of training."""
+    """Text generated from fixed prompts every ``interval`` steps (null: only at the end) and at the
+    end of training; written to samples.jsonl, the console and the trackers (a W&B table)."""
 
     enabled: bool = True
     prompts: list[str] = Field(default_factory=lambda: ["def "])
+    interval: Optional[int] = Field(default=None, ge=1)
     max_new_tokens: int = Field(default=64, ge=1)
     temperature: float = Field(default=0.8, ge=0)
 

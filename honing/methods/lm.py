@@ -73,7 +73,9 @@ class LMTrainModule(TrainModule):
                 loss_sum.backward(scale)  # d(loss_sum * scale): no extra multiply in the graph
             loss_total = loss_sum.detach() if loss_total is None else loss_total + loss_sum.detach()
         if self.trainer is not None and not dry_run:
-            self.trainer.record_ce_loss(loss_total / local_tokens.clamp(min=1), ReduceType.mean)
+            # loss_sum · world / step_tokens on each rank, averaged over ranks: the step's mean over
+            # every target token, also when ranks hold different numbers of them (assistant-only SFT)
+            self.trainer.record_ce_loss(loss_total * scale, ReduceType.mean)
             self.trainer.record_metric("train/target_tokens", local_tokens, ReduceType.sum)
 
     @torch.no_grad()

@@ -48,7 +48,9 @@ def load_model_from_checkpoint(checkpoint_dir: str) -> tuple[torch.nn.Module, An
         # peft records this as the adapter's base model: the run's, not this weightless config folder
         model.name_or_path = model_section.get("name_or_path") or ""
         model = apply_lora(model, **lora.model_dump())
-    Checkpointer().load(checkpoint_dir, ModelOnly(model), load_optimizer_state=False, load_trainer_state=False)
+    # a whole model in this one process: under torchrun only rank 0 exports, so no collectives
+    Checkpointer().load(checkpoint_dir, ModelOnly(model), load_optimizer_state=False, load_trainer_state=False,
+                        this_process_only=True)
     tokenizer_dir = os.path.join(checkpoint_dir, "tokenizer")
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir) if os.path.isdir(tokenizer_dir) else None
     return model, tokenizer

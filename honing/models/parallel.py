@@ -135,18 +135,35 @@ def parallelize(model: nn.Module, *, strategy: str, world_size: int, device: tor
                 last = index == len(module_list) - 1
                 fully_shard(block, mesh=mesh, mp_policy=policy,
                             reshard_after_forward=reshard_after_forward and not last)
-        fully_shard(model, mesh=mesh, mp_policy=policy, reshard_after_forward=reshard_after_forward)
+        # The root is the Hugging Face model itself, also inside a peft wrapper: generate() calls its
+        # forward directly, and the root's hooks must run there to gather the weights outside the blocks.
+        root = hf_model(model)
+        fully_shard(root, mesh=mesh, mp_policy=policy, reshard_after_forward=reshard_after_forward)
         # transformers' generate() then keeps every rank running forward until all ranks finish
         # (synced_gpus), so sampling under FSDP never leaves one rank waiting in an all-gather.
-        model._is_fsdp_managed_module = True
+        root._is_fsdp_managed_module = True
     return model
+
+
+def hf_model(model: nn.Module) -> nn.Module:
+    """The Hugging Face model a peft wrapper holds (``model`` itself when it is not one)."""
+    get_base_model = getattr(type(model), "get_base_model", None)  # on the class: peft's __getattr__ forwards
+    return get_base_model(model) if get_base_model is not None else model
+
+
+def fsdp_root(model: nn.Module) -> Any:
+    """The FSDP2 root module of ``model`` (itself or, for LoRA, the model inside peft), or None."""
+    from torch.distributed.fsdp import FSDPModule
+
+    for candidate in (model, hf_model(model)):
+        if isinstance(candidate, FSDPModule):
+            return candidate
+    return None
 
 
 def is_fsdp(model: nn.Module) -> bool:
     """True when ``model`` is sharded with FSDP2 (its weights are split over ranks)."""
-    from torch.distributed.fsdp import FSDPModule
-
-    return isinstance(model, FSDPModule)
+    return fsdp_root(model) is not None
 
 
 @contextlib.contextmanager
@@ -157,8 +174,9 @@ def gradient_sync(model: nn.Module, enabled: bool) -> Iterator[None]:
         with model.no_sync():
             yield
         return
-    if is_fsdp(model):
-        model.set_requires_gradient_sync(enabled)
+    root = fsdp_root(model)
+    if root is not None:
+        root.set_requires_gradient_sync(enabled)  # recurses into every block
     yield
 
 

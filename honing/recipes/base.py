@@ -160,16 +160,27 @@ class Recipe:
     def generate_text(self, prompt: str) -> str:
         """Sample a continuation of ``prompt`` from the model (for the end-of-run sample)."""
         cfg = self.config.callbacks.sample
-        # Under DDP the wrapped model generates on its own; under FSDP2 every rank runs this (the sample
-        # callback calls it on all ranks) and transformers keeps their forwards in step (synced_gpus).
-        model = unwrap_model(self.model)
         ids = self.tokenizer(prompt, return_tensors="pt", add_special_tokens=False)["input_ids"].to(self.device)
-        model.eval()
-        with torch.no_grad():
-            out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=cfg.max_new_tokens,
-                                 do_sample=cfg.temperature > 0, temperature=cfg.temperature or None, top_k=50,
-                                 pad_token_id=self.tokenizer.pad_token_id)
+        out = self.generate(ids, max_new_tokens=cfg.max_new_tokens, do_sample=cfg.temperature > 0,
+                            temperature=cfg.temperature or None, top_k=50)
         return self.tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True)
+
+    def generate(self, ids: torch.Tensor, **generate_kwargs: Any) -> torch.Tensor:
+        """``model.generate`` on one prompt's ids in eval mode, the model's mode restored afterwards
+        (samples and generation evals run between training steps).
+
+        Under DDP the wrapped model generates on its own; under FSDP2 every rank runs this (the
+        callbacks call it on all ranks) and transformers keeps their forwards in step (synced_gpus).
+        """
+        model = unwrap_model(self.model)
+        was_training = model.training
+        model.eval()
+        try:
+            with torch.no_grad():
+                return model.generate(input_ids=ids, attention_mask=torch.ones_like(ids),
+                                      pad_token_id=self.tokenizer.pad_token_id, **generate_kwargs)
+        finally:
+            model.train(was_training)
 
     def export(self, out_dir: str) -> None:
         """Write the trained model and tokenizer as a Hugging Face folder: every rank gathers sharded
@@ -202,7 +213,7 @@ class Recipe:
                                                        max_batches=cfg.evaluator.max_batches)
         if cfg.sample.enabled and cfg.sample.prompts:
             callbacks["sample"] = TextSampleCallback(self.generate_text, prompts=cfg.sample.prompts,
-                                                     printer=self.print)
+                                                     interval=cfg.sample.interval, printer=self.print)
         callbacks.update(self.build_tracking_callbacks())
         if cfg.upload.enabled and cfg.upload.save_path:
             storage = self.config.storage

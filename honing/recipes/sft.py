@@ -29,7 +29,7 @@ from honing.data.tokenizer import build_tokenizer
 from honing.distributed import get_rank, get_world_size, is_rank0
 from honing.errors import DataError
 from honing.models.checkpoint_export import export_checkpoint
-from honing.models.export import export_hf, unwrap_model
+from honing.models.export import export_hf
 from honing.models.lora import apply_lora, freeze_layers, is_lora
 from honing.models.merge import save_adapter
 from honing.models.parallel import full_state_dict, is_fsdp
@@ -182,14 +182,9 @@ class SFTRecipe(Recipe):
                                                     add_generation_prompt=True)
         ids = self.tokenizer(prompt, return_tensors="pt", add_special_tokens=False)["input_ids"].to(self.device)
         stop = {self.tokenizer.eos_token_id, *self.end_of_turn_ids()} - {None}
-        # every rank calls this; under FSDP2 transformers keeps their forwards in step (see parallelize)
-        model = unwrap_model(self.model)
-        model.eval()
-        with torch.no_grad():
-            out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids),
-                                      max_new_tokens=max_new_tokens, do_sample=temperature > 0,
-                                      temperature=temperature or None, top_k=50 if temperature > 0 else None,
-                                      eos_token_id=sorted(stop), pad_token_id=self.tokenizer.pad_token_id)
+        out = self.generate(ids, max_new_tokens=max_new_tokens, do_sample=temperature > 0,
+                            temperature=temperature or None, top_k=50 if temperature > 0 else None,
+                            eos_token_id=sorted(stop))
         return self.tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True)
 
     def end_of_turn_ids(self) -> list[int]:

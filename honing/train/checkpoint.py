@@ -239,9 +239,10 @@ class Checkpointer:
 
     # --- loading ------------------------------------------------------------------------
     def load(self, dir: str, train_module: TrainModule, *, load_optimizer_state: bool = True,
-             load_trainer_state: bool = True) -> dict[str, Any] | None:
+             load_trainer_state: bool = True, this_process_only: bool = False) -> dict[str, Any] | None:
         """Load model (and optimizer) state from ``dir`` into ``train_module`` in place; return this rank's
-        trainer state, or None when ``load_trainer_state`` is False."""
+        trainer state, or None when ``load_trainer_state`` is False. ``this_process_only`` reads without
+        collectives, for one rank loading a whole model on its own (e.g. rank 0 exporting the best model)."""
         self.wait()
         if not self.dir_is_checkpoint(dir):
             raise CheckpointError(f"{dir}: not a complete checkpoint (no {MARKER} marker)")
@@ -253,7 +254,7 @@ class Checkpointer:
         # which is a BaseException; either way the checkpoint cannot be loaded into this module.
         try:
             dcp.load(state, checkpoint_id=model_dir, storage_reader=_storage_reader(model_dir),
-                     process_group=self.process_group, no_dist=not is_distributed())
+                     process_group=self.process_group, no_dist=this_process_only or not is_distributed())
         except (Exception, CheckpointException) as error:
             raise CheckpointError(f"{dir}: cannot load model and optimizer state: {_describe(error)}") from error
         train_module.load_state_dict(state)

@@ -14,7 +14,6 @@ import torch.distributed as dist
 
 from honing.distributed import (
     barrier,
-    get_rank,
     get_world_size,
     is_distributed,
     is_rank0,
@@ -90,16 +89,19 @@ class Trainer:
         self._handlers.clear()
 
     def _emit(self, event: str, *args: Any) -> None:
+        for handler in self._handlers_for(event):
+            handler(*args)
+
+    def _handlers_for(self, event: str) -> list[Callable[..., Any]]:
+        """The callbacks' methods for ``event``, by priority: only those that override it, since at
+        millisecond steps calling every callback's no-op on_step_begin/on_step_end shows in tokens/s."""
         handlers = self._handlers.get(event)
         if handlers is None:
-            # Only the callbacks that override an event are called for it: at millisecond steps,
-            # calling every callback's no-op on_step_begin/on_step_end shows in tokens/s.
             base = getattr(Callback, event)
             handlers = self._handlers[event] = [
                 getattr(callback, event) for callback in self.callbacks.values()
                 if getattr(getattr(callback, event), "__func__", None) is not base]
-        for handler in handlers:
-            handler(*args)
+        return handlers
 
     # --- progress -------------------------------------------------------------------
     @property
@@ -155,6 +157,10 @@ class Trainer:
         """Record the training cross-entropy loss; its perplexity is logged with it, computed from the
         loss once it is reduced across ranks (as OLMo-core does), so the hot path pays for one metric."""
         self.record_metric("train/loss", value, reduce_type)
+
+    def log_samples(self, name: str, rows: list[dict[str, Any]]) -> None:
+        """Hand generated text (rows of the same keys) to the callbacks, e.g. as a W&B table."""
+        self._emit("on_log_samples", self.global_step, name, rows)
 
     def get_metric(self, name: str, step: int | None = None) -> torch.Tensor | None:
         """A metric recorded this step (or at ``step``) that has not been collected yet."""
@@ -363,8 +369,7 @@ class Trainer:
                 while not self.training_complete:
                     self._fit_epoch()
                 self._log_metrics(wait=True)
-                self._emit("on_train_end")
-                self._log_metrics(wait=True)  # anything recorded at train end (e.g. a canceled run's evaluation)
+                self._emit_train_end()
                 self.checkpointer.wait()
                 self._announce_async_saves()
                 self.wait_for_bookkeeping()
@@ -378,6 +383,13 @@ class Trainer:
             raise
         else:
             self._bookkeeping.shutdown(wait=True)
+
+    def _emit_train_end(self) -> None:
+        # What a callback records at train end (a canceled run's evaluation) is logged before the next
+        # callback's on_train_end, so the trackers, which close last, still receive it.
+        for handler in self._handlers_for("on_train_end"):
+            handler()
+            self._log_metrics(wait=True)
 
     def _finish_staged_checkpoint(self) -> None:
         # An asynchronous save staged before the failure is still written: every rank's writer thread

@@ -58,3 +58,30 @@ def test_bad_callback_import_path_is_a_config_error(tmp_path):
     config = tiny_config(tmp_path, callbacks={"custom": [{"import_path": "tests.helpers:Nope"}]})
     with pytest.raises(ConfigError, match=r"callbacks.custom\[0\].import_path: cannot import 'tests.helpers:Nope'"):
         PretrainRecipe(config).run()
+
+
+def test_samples_every_interval_leave_training_unchanged(tmp_path):
+    import torch
+
+    from honing.models.export import unwrap_model
+
+    def run(folder, sample):
+        model = {"config": {"model_type": "llama", "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
+                            "num_key_value_heads": 2, "intermediate_size": 64, "attention_dropout": 0.1}}
+        folder.mkdir()
+        config = tiny_config(folder, model=model, callbacks={"sample": sample, "checkpointer": {"save_interval": 3},
+                                                             "console": {"enabled": False}})
+        recipe = PretrainRecipe(config)
+        trainer = recipe.run()
+        return recipe, torch.cat([p.detach().flatten() for p in trainer.train_module.model.parameters()])
+
+    recipe, sampled = run(tmp_path / "a", {"enabled": True, "prompts": ["the "], "interval": 2, "max_new_tokens": 3})
+    _, plain = run(tmp_path / "b", {"enabled": False})
+    steps = [json.loads(line)["step"] for line in (tmp_path / "a" / "run" / "samples.jsonl").read_text().splitlines()]
+    assert steps == [2, 4, 6]
+    # generation switches to eval mode (no dropout) and back, and draws from a forked RNG
+    assert torch.equal(sampled, plain)
+    model = unwrap_model(recipe.model)
+    model.train()
+    recipe.generate_text("the ")
+    assert model.training and all(m.training for m in model.modules())

@@ -47,6 +47,9 @@ class Callback:
     def on_log(self, step: int, metrics: dict[str, float]) -> None:
         """With the collected (rank-reduced) metrics of one step."""
 
+    def on_log_samples(self, step: int, name: str, rows: list[dict[str, Any]]) -> None:
+        """With text generated at ``step`` (rows of the same keys, e.g. prompt and text), for trackers."""
+
     def on_error(self, error: BaseException) -> None:
         """When training raises; the error is re-raised afterwards."""
 

@@ -1,9 +1,8 @@
-"""Print and log text generated from fixed prompts at the end of training."""
+"""Print and log text generated from fixed prompts every N steps and at the end of training."""
 
 from __future__ import annotations
 
 import json
-import logging
 import os
 from typing import Any, Callable
 
@@ -12,25 +11,39 @@ import torch
 from honing.distributed import is_rank0
 from honing.train.callbacks.base import Callback
 
-log = logging.getLogger(__name__)
-
 
 class TextSampleCallback(Callback):
-    """Generates from ``prompts`` with ``generate_fn(prompt) -> text`` when training ends.
+    """Generates from ``prompts`` with ``generate_fn(prompt) -> text`` every ``interval`` steps (None:
+    only at the end) and when training ends.
 
-    Runs inside ``torch.random.fork_rng`` so sampling never changes the training RNG stream.
-    Samples are appended to ``SAVE_FOLDER/samples.jsonl`` and shown on the console.
+    Every rank generates (FSDP2 needs all of them in each forward), inside ``torch.random.fork_rng``
+    so sampling never changes the training RNG stream. Rank 0 appends the samples to
+    ``SAVE_FOLDER/samples.jsonl``, shows them on the console and hands them to the trackers
+    (``Trainer.log_samples``: a W&B table, TensorBoard text).
     """
 
     priority = -70  # after the final checkpoint and export, before the console summary
 
-    def __init__(self, generate_fn: Callable[[str], str], *, prompts: list[str], printer: Callable[[str], Any] = print):
+    def __init__(self, generate_fn: Callable[[str], str], *, prompts: list[str], interval: int | None = None,
+                 printer: Callable[[str], Any] = print):
+        if interval is not None and interval < 1:
+            raise ValueError(f"interval must be at least 1, got {interval}")
         self.generate_fn = generate_fn
         self.prompts = prompts
+        self.interval = interval
         self.printer = printer
         self.samples: list[dict[str, Any]] = []
 
+    def on_step_end(self) -> None:
+        # the last step samples once, in on_train_end
+        if self.interval and self.step % self.interval == 0 and not self.trainer.is_last_step:
+            self.sample()
+
     def on_train_end(self) -> None:
+        self.sample()
+
+    def sample(self) -> None:
+        """Generate from every prompt now, and write, print and log the samples."""
         with torch.random.fork_rng(devices=[]):
             self.samples = [{"step": self.step, "prompt": p, "text": self.generate_fn(p)} for p in self.prompts]
         if not is_rank0():
@@ -43,3 +56,4 @@ class TextSampleCallback(Callback):
         self.trainer.persist_working_file(path)  # uploaded when the save folder is remote
         for sample in self.samples:
             self.printer(f"--- sample (step {sample['step']}) ---\n{sample['prompt']}{sample['text']}")
+        self.trainer.log_samples("samples", [{"prompt": s["prompt"], "text": s["text"]} for s in self.samples])

@@ -43,8 +43,22 @@ class TensorBoardCallback(TrackerCallback):
         for name, value in metrics.items():
             self.writer.add_scalar(name, value, global_step=step)
 
+    def log_samples(self, step: int, name: str, rows: list[dict[str, Any]]) -> None:
+        if not rows:
+            return
+        # a Markdown table: TensorBoard's text tab renders it
+        columns = list(rows[0])
+        lines = ["| " + " | ".join(columns) + " |", "|" + " --- |" * len(columns)]
+        lines += ["| " + " | ".join(_cell(row[c]) for c in columns) + " |" for row in rows]
+        self.writer.add_text(f"samples/{name}", "\n".join(lines), global_step=step)
+
     def finish(self, *, failed: bool) -> None:
         if self.writer is not None:
             writer, self.writer = self.writer, None
             writer.close()  # flushes first
             self.trainer.persist_working_file(self.log_dir)  # uploaded when the save folder is remote
+
+
+def _cell(value: Any) -> str:
+    """A value as one Markdown table cell: pipes escaped, line breaks shown as <br>."""
+    return str(value).replace("|", "\\|").replace("\n", "<br>")

@@ -21,6 +21,9 @@ class TrackerCallback(Callback):
     """
 
     backend = "tracker"
+    # on_train_end closes the run: after the final evaluation, checkpoint, export, samples and
+    # uploads have logged what they log, and before the console's summary (-100)
+    priority = -90
 
     def __init__(self, *, config: Mapping[str, Any] | None = None):
         # redacted here too, so no caller can hand a secret to an outside service by mistake
@@ -40,6 +43,9 @@ class TrackerCallback(Callback):
         """Flush and close the tracker's run."""
         raise NotImplementedError
 
+    def log_samples(self, step: int, name: str, rows: list[dict[str, Any]]) -> None:
+        """Send generated text as a table (a tracker without tables ignores it)."""
+
     def on_train_begin(self) -> None:
         if not is_rank0():
             return
@@ -49,6 +55,9 @@ class TrackerCallback(Callback):
     def on_log(self, step: int, metrics: dict[str, float]) -> None:
         # both backends queue the write to their own background writer, so this does not block the step
         self._guard("logging", self.log_metrics, step, metrics)
+
+    def on_log_samples(self, step: int, name: str, rows: list[dict[str, Any]]) -> None:
+        self._guard("logging samples", self.log_samples, step, name, rows)
 
     def on_train_end(self) -> None:
         if self._guard("finishing", self.finish, failed=False):

@@ -34,6 +34,9 @@ class WandbCallback(TrackerCallback):
         self.mode = mode
         self.run_id: str | None = None
         self.run: Any = None
+        # W&B drops rows logged at a step below its current one, and samples of step N arrive before
+        # N's metrics are collected: they wait for step N's metrics (or the finish).
+        self._pending_tables: list[tuple[int, str, Any]] = []
         self._api_key = api_key
         self._secrets = tuple(s for s in (api_key, os.environ.get(API_KEY_ENV)) if s)
 
@@ -50,11 +53,23 @@ class WandbCallback(TrackerCallback):
                                   id=self.run_id, resume="allow", config=self.config, reinit="create_new")
 
     def log_metrics(self, step: int, metrics: dict[str, float]) -> None:
-        self.run.log(dict(metrics), step=step)
+        due = {key: table for table_step, key, table in self._pending_tables if table_step <= step}
+        self._pending_tables = [entry for entry in self._pending_tables if entry[0] > step]
+        self.run.log({**metrics, **due}, step=step)
+
+    def log_samples(self, step: int, name: str, rows: list[dict[str, Any]]) -> None:
+        import wandb
+
+        columns = ["step", *rows[0]] if rows else ["step"]
+        table = wandb.Table(columns=columns, data=[[step, *row.values()] for row in rows])
+        self._pending_tables.append((step, f"samples/{name}", table))
 
     def finish(self, *, failed: bool) -> None:
         if self.run is not None:
             run, self.run = self.run, None
+            for _, key, table in self._pending_tables:  # at the step W&B is on: the last one logged
+                run.log({key: table})
+            self._pending_tables = []
             run.finish(exit_code=1 if failed else 0)
 
     def state_dict(self) -> dict[str, Any]:

@@ -70,3 +70,32 @@ def test_a_writer_failure_warns_once_and_training_goes_on(tmp_path, monkeypatch,
     assert len(warnings) == 1
     assert warnings[0].startswith("tensorboard start failed (PermissionError: read-only file system)")
     assert sorted(jsonl(tmp_path / "run")) == [1, 2, 3, 4]
+
+
+def test_samples_are_a_text_table_at_their_step(tmp_path):
+    from honing.train.callbacks.sample import TextSampleCallback
+
+    save = tmp_path / "run"
+    sample = TextSampleCallback(lambda prompt: " a|b\nc", prompts=["p"], interval=2, printer=lambda text: None)
+    make_run(save, max_duration="3steps", callbacks={"tensorboard": TensorBoardCallback(), "sample": sample}).fit()
+
+    texts = events(save).Tensors("samples/samples/text_summary")
+    assert [t.step for t in texts] == [2, 3]
+    assert texts[0].tensor_proto.string_val[0].decode() == "| prompt | text |\n| --- | --- |\n| p |  a\\|b<br>c |"
+
+
+def test_metrics_recorded_at_train_end_reach_the_tracker_before_it_closes(tmp_path):
+    from honing.train import Callback
+
+    class FinalMetric(Callback):
+        """Like a canceled run's final evaluation: a metric recorded in on_train_end."""
+
+        priority = 100
+
+        def on_train_end(self):
+            self.trainer.record_metric("final/value", 7.0)
+
+    save = tmp_path / "run"
+    make_run(save, max_duration="3steps", callbacks={"tensorboard": TensorBoardCallback(), "final": FinalMetric()}).fit()
+    assert [(s.step, s.value) for s in events(save).Scalars("final/value")] == [(3, 7.0)]
+    assert jsonl(save)[3]["final/value"] == 7.0

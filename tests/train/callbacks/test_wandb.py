@@ -164,3 +164,24 @@ def test_state_dict_round_trips_the_run_id():
     assert callback.state_dict() == {}
     callback.load_state_dict({"run_id": "abc123"})
     assert callback.state_dict() == {"run_id": "abc123"}
+
+
+def test_samples_become_a_table_at_their_step(tmp_path):
+    from honing.train.callbacks.sample import TextSampleCallback
+
+    save = tmp_path / "run"
+    sample = TextSampleCallback(lambda prompt: prompt.upper(), prompts=["abc"], interval=2, printer=lambda text: None)
+    make_run(save, max_duration="5steps", callbacks={"wandb": WandbCallback(mode="offline"), "sample": sample}).fit()
+
+    [path] = offline_runs(save)
+    logged = history(path)
+    # a table is logged as its file's reference, nested under the key
+    tables = {step: row["samples/samples/_type"] for step, row in logged.items() if "samples/samples/_type" in row}
+    assert tables == {2: "table-file", 4: "table-file", 5: "table-file"}
+    # the metrics of those steps are all there too (W&B drops rows logged behind its current step)
+    assert all("train/loss" in logged[step] for step in range(1, 6))
+    table_files = glob.glob(os.path.join(os.path.dirname(path), "files", "media", "table", "samples", "*.table.json"))
+    contents = [json.load(open(f)) for f in table_files]
+    assert len(contents) == 3
+    assert all(c["columns"] == ["step", "prompt", "text"] for c in contents)
+    assert sorted(c["data"][0][0] for c in contents) == [2, 4, 5] and contents[0]["data"][0][1:] == ["abc", "ABC"]
