@@ -1,5 +1,6 @@
-"""LoRA under FSDP2 (``honing train --nproc 2``): the same losses as one process, and rank 0 gathers the
-sharded adapters and ``modules_to_save`` into the merged ``hf/``, the peft ``adapter/`` and ``best/``."""
+"""LoRA under FSDP2 and DDP (``honing train --nproc 2``): the same losses as one process, and rank 0 gathers
+the (FSDP2-sharded) adapters and ``modules_to_save`` into the merged ``hf/``, the peft ``adapter/`` and
+``best/``."""
 
 import pytest
 import torch
@@ -36,22 +37,27 @@ callbacks:
 """
 
 
-def lora_run(tmp_path, name, nproc=None):
+def lora_run(tmp_path, name, strategy=None):
     save_folder = tmp_path / name
     config = tmp_path / f"{name}.yaml"
     config.write_text(CONFIG.format(save_folder=save_folder, steps=STEPS, cache=tmp_path / "cache"))
-    result = honing_train(str(config), *(["parallel.strategy=fsdp"] if nproc else []), nproc=nproc, timeout=240)
+    result = honing_train(str(config), *([f"parallel.strategy={strategy}"] if strategy else []),
+                          nproc=2 if strategy else None, timeout=240)
     assert result.returncode == 0, result.stderr[-4000:]
     return save_folder, result
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    tmp_path = tmp_path_factory.mktemp("lora")
-    return lora_run(tmp_path, "single"), lora_run(tmp_path, "fsdp", nproc=2)
+def single(tmp_path_factory):
+    return lora_run(tmp_path_factory.mktemp("lora"), "single")
 
 
-def test_lora_fsdp_matches_one_process(runs):
+@pytest.fixture(scope="module", params=["fsdp", "ddp"])
+def runs(request, single, tmp_path_factory):
+    return single, lora_run(tmp_path_factory.mktemp("lora"), request.param, request.param)
+
+
+def test_lora_two_processes_match_one(runs):
     (single, _), (sharded, result) = runs
     assert "joined process group: rank 0 of 2" in result.stderr
     one, two = metrics(single), metrics(sharded)
@@ -63,7 +69,7 @@ def test_lora_fsdp_matches_one_process(runs):
     assert one[STEPS]["train/loss"] < one[1]["train/loss"]  # the adapters did train
 
 
-def test_lora_fsdp_exports_gathered_merged_model_adapter_and_best(runs):
+def test_lora_two_processes_export_gathered_merged_model_adapter_and_best(runs):
     (single, _), (sharded, result) = runs
     for folder, file in (("hf", "model.safetensors"), ("best", "model.safetensors"),
                          ("adapter", "adapter_model.safetensors")):
