@@ -101,7 +101,7 @@ def conversations(data: str, tokenizer: Any, max_length: int) -> list[list[dict[
     import numpy as np
 
     from honing.data.chat import has_trainable_tokens
-    from honing.data.records import load_examples
+    from honing.data.finetune_rows import load_examples
 
     examples = load_examples([{"path": data, "format": "alpaca"}], seed=SEED).examples
     messages = [example.to_hf_messages() for example in examples]

@@ -8,8 +8,8 @@ from honing.data.loader import DataLoader, stack_collate
 from honing.data.packing import PackedDataset, best_fit_decreasing
 from honing.data.padding import PaddedDataset, pad_collate
 from honing.data.pretrain_corpus import PretrainDataset, TokenizedCorpus, split_documents, tokenize_documents
-from honing.data.sources import STDLIB_PLACEHOLDER, Document, expand_paths, iter_text_documents, load_documents
-from honing.data.records import iter_examples, load_examples
+from honing.data.pretrain_text import STDLIB_PLACEHOLDER, Document, expand_paths, iter_text_documents, load_documents
+from honing.data.finetune_rows import iter_examples, load_examples
 from honing.data.tokenizer import build_tokenizer, tokenizer_fingerprint
 
 __all__ = [

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from honing import io as fileio
+from honing import storage
 from honing.config import RunConfig, to_yaml
 from honing.distributed import (
     default_device,
@@ -216,10 +216,10 @@ class Recipe:
                                                      interval=cfg.sample.interval, printer=self.print)
         callbacks.update(self.build_tracking_callbacks())
         if cfg.upload.enabled and cfg.upload.save_path:
-            storage = self.config.storage
+            storage_cfg = self.config.storage
             callbacks["upload"] = CheckpointUploadCallback(
-                cfg.upload.save_path, retry_initial_seconds=storage.retry_initial_seconds,
-                retry_max_seconds=storage.retry_max_seconds)
+                cfg.upload.save_path, retry_initial_seconds=storage_cfg.retry_initial_seconds,
+                retry_max_seconds=storage_cfg.retry_max_seconds)
         for index, custom in enumerate(cfg.custom):
             callbacks[f"custom{index}"] = load_callback(custom.import_path, custom.kwargs,
                                                         key=f"callbacks.custom[{index}]")
@@ -252,13 +252,13 @@ class Recipe:
     def configure_storage(self) -> None:
         """Credentials and endpoint from ``storage.*`` for every ``s3://`` path of this process."""
         cfg = self.config.storage
-        fileio.set_storage_options("s3", **fileio.s3_storage_options(
+        storage.set_storage_options("s3", **storage.s3_storage_options(
             endpoint_url=cfg.endpoint_url, aws_access_key_id=cfg.aws_access_key_id,
             aws_secret_access_key=cfg.aws_secret_access_key, region=cfg.region))
 
     def build_trainer(self) -> Trainer:
         """The Trainer over the train module and data loader."""
-        cfg, storage = self.config.trainer, self.config.storage
+        cfg, storage_cfg = self.config.trainer, self.config.storage
         trainer = TrainerConfig(
             save_folder=cfg.save_folder, max_duration=cfg.max_duration, hard_stop=cfg.hard_stop,
             load_path=cfg.load_path, load_strategy=cfg.load_strategy,
@@ -269,10 +269,10 @@ class Recipe:
             model_params=count_parameters(self.model),
         ).build(self.train_module, self.train_loader)
         # where a remote save folder is staged, and how its uploads retry and are waited for
-        trainer.checkpointer.work_dir = storage.work_dir
-        trainer.checkpointer.upload_wait_seconds = storage.upload_wait_seconds
-        trainer.checkpointer.uploader.retry_initial_seconds = storage.retry_initial_seconds
-        trainer.checkpointer.uploader.retry_max_seconds = storage.retry_max_seconds
+        trainer.checkpointer.work_dir = storage_cfg.work_dir
+        trainer.checkpointer.upload_wait_seconds = storage_cfg.upload_wait_seconds
+        trainer.checkpointer.uploader.retry_initial_seconds = storage_cfg.retry_initial_seconds
+        trainer.checkpointer.uploader.retry_max_seconds = storage_cfg.retry_max_seconds
         return trainer
 
     # --- running ----------------------------------------------------------------------

@@ -10,7 +10,7 @@ from honing.data.eval_batches import EvalBatches
 from honing.data.loader import DataLoader
 from honing.data.pretrain_corpus import PretrainDataset, default_cache_dir, split_documents, tokenize_documents
 from honing.data.report import DataReport
-from honing.data.sources import load_documents
+from honing.data.pretrain_text import load_documents
 from honing.data.tokenizer import build_tokenizer
 from honing.distributed import get_rank, get_world_size
 from honing.recipes.base import Recipe

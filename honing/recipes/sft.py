@@ -23,7 +23,7 @@ from honing.data.loader import DataLoader
 from honing.data.packing import PackedDataset
 from honing.data.padding import PaddedDataset, pad_collate
 from honing.data.pretrain_corpus import default_cache_dir, split_documents
-from honing.data.records import load_examples
+from honing.data.finetune_rows import load_examples
 from honing.data.report import DataReport
 from honing.data.tokenizer import build_tokenizer
 from honing.distributed import get_rank, get_world_size, is_rank0

@@ -24,7 +24,7 @@ import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.api import CheckpointException
 
-from honing import io as fileio
+from honing import storage
 from honing.distributed import get_rank, get_world_size, is_distributed
 from honing.errors import CheckpointError
 from honing.train.remote import Uploader, work_folder_for
@@ -95,7 +95,7 @@ class Checkpointer:
     # --- remote folders ---------------------------------------------------------------------
     def uploads_in_background(self, path: str) -> bool:
         """True when checkpoints under ``path`` are written locally first and uploaded in the background."""
-        return self.uploader is not None and fileio.is_url(path)
+        return self.uploader is not None and storage.is_url(path)
 
     def local_folder(self, folder: str) -> str:
         """Where files bound for ``folder`` are written: ``folder`` itself, or its local work folder when
@@ -160,7 +160,7 @@ class Checkpointer:
                 self.uploader.mark_confirmed(path)
         except Exception as error:
             log.warning("cannot list %s (%s): checkpoints already there are neither pruned nor protected from "
-                        "being overwritten", folder, fileio.redact_secrets(_describe(error)))
+                        "being overwritten", folder, storage.redact_secrets(_describe(error)))
 
     def _delete_deferred(self) -> None:
         for path in list(self._deferred_deletes):
@@ -206,15 +206,15 @@ class Checkpointer:
         temp = _temp_dir(local)
         try:
             if rank == 0:
-                fileio.rm(temp)  # left by a save that crashed
-                fileio.makedirs(fileio.join(temp, TRAIN_DIR))
+                storage.rm(temp)  # left by a save that crashed
+                storage.makedirs(storage.join(temp, TRAIN_DIR))
             _barrier(group)
-            fileio.write_bytes(fileio.join(temp, TRAIN_DIR, f"rank{rank}.pt"), trainer_bytes)
+            storage.write_bytes(storage.join(temp, TRAIN_DIR, f"rank{rank}.pt"), trainer_bytes)
             if rank == 0:
                 for name, contents in extra_files.items():
-                    fileio.write_bytes(fileio.join(temp, name),
+                    storage.write_bytes(storage.join(temp, name),
                                        contents.encode() if isinstance(contents, str) else contents)
-            model_dir = fileio.join(temp, MODEL_AND_OPTIM_DIR)
+            model_dir = storage.join(temp, MODEL_AND_OPTIM_DIR)
             dcp.save(state, checkpoint_id=model_dir, storage_writer=_storage_writer(model_dir),
                      process_group=group, no_dist=not distributed)
             _barrier(group)
@@ -222,14 +222,14 @@ class Checkpointer:
                 marker = json.dumps({"world_size": get_world_size()}).encode()
                 # A local rename is atomic, so the marker goes in first; on an object store a move is a
                 # copy that could expose a marker before the data, so there it is written after.
-                atomic_rename = not fileio.is_url(local)
+                atomic_rename = not storage.is_url(local)
                 if atomic_rename:
-                    fileio.write_bytes(fileio.join(temp, MARKER), marker)
-                if fileio.exists(local):  # an older checkpoint being overwritten, or a crashed save's leftovers
+                    storage.write_bytes(storage.join(temp, MARKER), marker)
+                if storage.exists(local):  # an older checkpoint being overwritten, or a crashed save's leftovers
                     _remove_checkpoint(local)
-                fileio.rename(temp, local)
+                storage.rename(temp, local)
                 if not atomic_rename:
-                    fileio.write_bytes(fileio.join(local, MARKER), marker)
+                    storage.write_bytes(storage.join(local, MARKER), marker)
             _barrier(group)  # no rank returns before the checkpoint is visible
         except (OSError, CheckpointException) as error:  # DCP reports a rank's failed write as the latter
             raise CheckpointError(f"{local}: could not save checkpoint: {_describe(error)}") from error
@@ -249,7 +249,7 @@ class Checkpointer:
         # Read the small trainer state first so a corrupt file is found before the model is touched.
         trainer_state = _read_trainer_state(dir) if load_trainer_state else None
         state = train_module.state_dict_to_load(load_optimizer_state=load_optimizer_state)
-        model_dir = fileio.join(dir, MODEL_AND_OPTIM_DIR)
+        model_dir = storage.join(dir, MODEL_AND_OPTIM_DIR)
         # DCP wraps every rank's failure (missing, truncated or mismatched data) in a CheckpointException,
         # which is a BaseException; either way the checkpoint cannot be loaded into this module.
         try:
@@ -264,16 +264,16 @@ class Checkpointer:
     @staticmethod
     def dir_is_checkpoint(dir: str) -> bool:
         """True when ``dir`` is a complete checkpoint (it holds the ``.complete`` marker)."""
-        return fileio.exists(fileio.join(dir, MARKER))
+        return storage.exists(storage.join(dir, MARKER))
 
     @classmethod
     def find_checkpoints(cls, folder: str) -> list[tuple[int, str]]:
         """The complete ``stepN`` checkpoints in ``folder`` as ``(step, path)``, oldest first."""
         found = []
-        for name in fileio.listdir(folder):
+        for name in storage.listdir(folder):
             match = _STEP_DIR.match(name)
-            if match and cls.dir_is_checkpoint(fileio.join(folder, name)):
-                found.append((int(match.group(1)), fileio.join(folder, name)))
+            if match and cls.dir_is_checkpoint(storage.join(folder, name)):
+                found.append((int(match.group(1)), storage.join(folder, name)))
         return sorted(found)
 
     @classmethod
@@ -297,22 +297,22 @@ class Checkpointer:
         is finished instead: renamed to its ``stepN`` name. Call only while no save is in flight.
         """
         removed = []
-        names = fileio.listdir(folder)
+        names = storage.listdir(folder)
         for name in names:
-            path = fileio.join(folder, name)
-            if _STEP_DIR.match(name) and fileio.isdir(path) and not cls.dir_is_checkpoint(path):
-                fileio.rm(path)
+            path = storage.join(folder, name)
+            if _STEP_DIR.match(name) and storage.isdir(path) and not cls.dir_is_checkpoint(path):
+                storage.rm(path)
                 removed.append(path)
         for name in names:
-            path = fileio.join(folder, name)
+            path = storage.join(folder, name)
             if not _TEMP_STEP_DIR.match(name):
                 continue
             final = path[: -len(TEMP_SUFFIX)]
-            if cls.dir_is_checkpoint(path) and not fileio.exists(final):
-                fileio.rename(path, final)
+            if cls.dir_is_checkpoint(path) and not storage.exists(final):
+                storage.rename(path, final)
                 log.info("finished interrupted save: renamed %s to %s", path, final)
             else:
-                fileio.rm(path)
+                storage.rm(path)
                 removed.append(path)
         return removed
 
@@ -335,15 +335,15 @@ class Checkpointer:
 def _read_trainer_state(dir: str) -> dict[str, Any]:
     """This rank's trainer state, or rank 0's (flagged) when the run now has more ranks."""
     rank = get_rank()
-    path = fileio.join(dir, TRAIN_DIR, f"rank{rank}.pt")
-    world_size_changed = not fileio.exists(path)
+    path = storage.join(dir, TRAIN_DIR, f"rank{rank}.pt")
+    world_size_changed = not storage.exists(path)
     if world_size_changed:  # more ranks now than when saved: start from rank 0's progress
-        path = fileio.join(dir, TRAIN_DIR, "rank0.pt")
-        if not fileio.exists(path):
+        path = storage.join(dir, TRAIN_DIR, "rank0.pt")
+        if not storage.exists(path):
             raise CheckpointError(f"{dir}: no trainer state (neither {TRAIN_DIR}/rank{rank}.pt "
                                   f"nor {TRAIN_DIR}/rank0.pt)")
     try:
-        state = torch.load(io.BytesIO(fileio.read_bytes(path)), map_location="cpu", weights_only=True)
+        state = torch.load(io.BytesIO(storage.read_bytes(path)), map_location="cpu", weights_only=True)
     except Exception as error:
         raise CheckpointError(f"{dir}: cannot read trainer state {path}: {_describe(error)}") from error
     if not isinstance(state, dict):
@@ -358,8 +358,8 @@ def _temp_dir(dir: str) -> str:
 
 
 def _remove_checkpoint(dir: str) -> None:
-    fileio.rm(fileio.join(dir, MARKER))
-    fileio.rm(dir)
+    storage.rm(storage.join(dir, MARKER))
+    storage.rm(dir)
 
 
 def _barrier(group: dist.ProcessGroup | None) -> None:
@@ -370,12 +370,12 @@ def _barrier(group: dist.ProcessGroup | None) -> None:
 def _storage_writer(path: str) -> dcp.StorageWriter | None:
     # Local folders get DCP's file-system writer explicitly: inferring it from the path requires a
     # writable existing parent. For URLs, DCP picks its fsspec writer from checkpoint_id.
-    return None if fileio.is_url(path) else dcp.FileSystemWriter(path)
+    return None if storage.is_url(path) else dcp.FileSystemWriter(path)
 
 
 def _storage_reader(path: str) -> dcp.StorageReader | None:
     # Explicit for the same reason: inference would refuse a checkpoint in a read-only folder.
-    return None if fileio.is_url(path) else dcp.FileSystemReader(path)
+    return None if storage.is_url(path) else dcp.FileSystemReader(path)
 
 
 def _copy_to_cpu(value: Any) -> Any:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
-from honing import io as fileio
+from honing import storage
 from honing.data.cache import default_cache_dir
 
 log = logging.getLogger(__name__)
@@ -173,11 +173,11 @@ class Uploader:
         if failures == 1:  # once per outage: the recovery message closes it
             log.warning("cannot upload to %s: %s; training goes on, local copies are kept and %d upload(s) "
                         "are retried every %g-%g s until the storage answers", _destination(task.target),
-                        fileio.redact_secrets(_describe(error)), len(self._tasks),
+                        storage.redact_secrets(_describe(error)), len(self._tasks),
                         self.retry_initial_seconds, self.retry_max_seconds)
         else:
             log.debug("upload to %s failed again (attempt %d): %s", task.target, failures + 1,
-                      fileio.redact_secrets(_describe(error)))
+                      storage.redact_secrets(_describe(error)))
 
     def _execute(self, task: _Task) -> None:
         fs, root = _filesystem(task.target)
@@ -195,7 +195,7 @@ class Uploader:
             self._upload_folder(fs, root, task)
 
     def _upload_folder(self, fs: fsspec.AbstractFileSystem, root: str, task: _Task) -> None:
-        local = fileio.file_sizes(task.source)
+        local = storage.file_sizes(task.source)
         if not local:
             raise FileNotFoundError(f"{task.source}: no such folder, or it is empty")
         marker = local.pop(task.marker, None)
@@ -227,18 +227,18 @@ class Uploader:
 
     def _put_bytes(self, fs: fsspec.AbstractFileSystem, target: str, data: bytes) -> None:
         if _is_local(fs):
-            fileio.write_bytes(target, data)  # fsynced: the marker must not outlive the data in a crash
+            storage.write_bytes(target, data)  # fsynced: the marker must not outlive the data in a crash
         else:
             fs.pipe_file(target, data)
 
 
 def _filesystem(target: str) -> tuple[fsspec.AbstractFileSystem, str]:
-    fs, root = fileio.filesystem(target, **_upload_options(target))
+    fs, root = storage.filesystem(target, **_upload_options(target))
     return fs, root.rstrip("/")
 
 
 def _sizes(target: str) -> dict[str, int]:
-    return fileio.file_sizes(target, **_upload_options(target))
+    return storage.file_sizes(target, **_upload_options(target))
 
 
 def _upload_options(target: str) -> dict:
@@ -264,7 +264,7 @@ def _inside(path: str, folder: str) -> bool:
 
 def _destination(target: str) -> str:
     """The storage a target lives on, for messages: ``s3://bucket`` or the local folder."""
-    if fileio.is_url(target):
+    if storage.is_url(target):
         protocol, rest = target.split("://", 1)
         return f"{protocol}://{rest.split('/', 1)[0]}"
     return os.path.dirname(target)

@@ -20,7 +20,7 @@ from honing.distributed import (
     new_background_group,
     seed_all,
 )
-from honing import io as fileio
+from honing import storage
 from honing.errors import CheckpointError
 from honing.train.callbacks.base import Callback
 from honing.train.checkpoint import MARKER, Checkpointer
@@ -223,7 +223,7 @@ class Trainer:
     def write_file(self, name: str, contents: str | bytes) -> str:
         """Write ``contents`` to ``SAVE_FOLDER/name`` (rank 0; a remote save folder gets it uploaded in the
         background from the work folder) and return the path."""
-        path = fileio.join(self.save_folder, name)
+        path = storage.join(self.save_folder, name)
         if is_rank0():
             local = os.path.join(self.work_folder, name)
             os.makedirs(os.path.dirname(local) or ".", exist_ok=True)
@@ -238,10 +238,10 @@ class Trainer:
     def persist_working_file(self, path: str) -> str:
         """Copy a local working file (or folder) into the save folder under the same name (rank 0); to a
         remote save folder it is uploaded in the background, a folder with a ``.complete`` marker last."""
-        target = fileio.join(self.save_folder, os.path.basename(path.rstrip(os.sep)))
+        target = storage.join(self.save_folder, os.path.basename(path.rstrip(os.sep)))
         if not is_rank0():
             return target
-        if fileio.is_url(target):
+        if storage.is_url(target):
             if os.path.isdir(path):
                 self.checkpointer.uploader.upload_folder(path, target, marker=MARKER)
             else:
@@ -291,7 +291,7 @@ class Trainer:
     # --- checkpoints ----------------------------------------------------------------
     def checkpoint_dir(self, step: int | None = None) -> str:
         """``SAVE_FOLDER/stepN`` for this (or the given) step."""
-        return fileio.join(self.save_folder, f"step{self.global_step if step is None else step}")
+        return storage.join(self.save_folder, f"step{self.global_step if step is None else step}")
 
     def save_checkpoint(self) -> str:
         """Save a checkpoint of the current step and wait for it to be complete."""
@@ -332,7 +332,7 @@ class Trainer:
         """Load the newest loadable checkpoint in ``folder`` (default: the save folder), falling back
         to older ones when the newest is corrupt. Returns whether one was loaded."""
         folder = folder or self.save_folder
-        if is_rank0() and fileio.isdir(folder):
+        if is_rank0() and storage.isdir(folder):
             for removed in Checkpointer.clean_incomplete(folder):
                 log.warning("removed incomplete checkpoint %s", removed)
         barrier()

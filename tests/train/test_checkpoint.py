@@ -14,7 +14,7 @@ import threading
 import pytest
 import torch
 
-import honing.io
+import honing.storage
 from honing.errors import CheckpointError
 from honing.train import checkpoint as checkpoint_module
 from honing.train.checkpoint import Checkpointer
@@ -246,8 +246,8 @@ def test_delete_removes_the_marker_first(tmp_path, module, monkeypatch):
     target = str(tmp_path / "step1")
     Checkpointer().save(target, module, {})
     removed = []
-    real_rm = honing.io.rm
-    monkeypatch.setattr(honing.io, "rm", lambda path: (removed.append(path), real_rm(path)))
+    real_rm = honing.storage.rm
+    monkeypatch.setattr(honing.storage, "rm", lambda path: (removed.append(path), real_rm(path)))
     Checkpointer().delete(target)
     assert removed == [os.path.join(target, ".complete"), target]
     assert not os.path.exists(target)

@@ -13,7 +13,7 @@ import fsspec.config
 import pytest
 import torch
 
-import honing.io
+import honing.storage
 from honing.errors import CheckpointError
 from honing.train.callbacks.base import Callback
 from honing.train.callbacks.checkpointer import CheckpointerCallback
@@ -47,7 +47,7 @@ class SavedSizes(Callback):
 
     def on_checkpoint_saved(self, path: str) -> None:
         local = self.trainer.checkpointer.local_dir(path)
-        self.sizes[os.path.basename(path)] = honing.io.file_sizes(local)
+        self.sizes[os.path.basename(path)] = honing.storage.file_sizes(local)
 
 
 class AtStep(Callback):
@@ -106,7 +106,7 @@ def events(monkeypatch):
         put_file(self, fs, source, target)
 
     def record_marker(self, fs, target, data):
-        log_.append(("marker", honing.io.file_sizes(os.path.dirname(target))))
+        log_.append(("marker", honing.storage.file_sizes(os.path.dirname(target))))
         put_bytes(self, fs, target, data)
 
     monkeypatch.setattr(Uploader, "_put_file", record_put)
@@ -121,8 +121,8 @@ def test_a_folder_gets_its_marker_last_once_every_file_has_its_size(tmp_path, ev
     uploader.upload_folder(source, target, marker=MARKER)
     assert uploader.wait(10)
     assert events == [("file", "a.bin"), ("file", "b.bin"), ("marker", {"a.bin": 10, "sub/b.bin": 20})]
-    assert honing.io.file_sizes(target) == {"a.bin": 10, "sub/b.bin": 20, MARKER: 17}
-    assert honing.io.read_bytes(os.path.join(target, MARKER)) == b'{"world_size": 1}'
+    assert honing.storage.file_sizes(target) == {"a.bin": 10, "sub/b.bin": 20, MARKER: 17}
+    assert honing.storage.read_bytes(os.path.join(target, MARKER)) == b'{"world_size": 1}'
     assert uploader.is_confirmed(target) and uploader.pending == []
 
 
@@ -145,7 +145,7 @@ def test_a_file_that_arrives_short_is_sent_again_before_the_marker(tmp_path, eve
         assert uploader.wait(10)
     # the second attempt re-sends only the short file; the marker (here "{}": hf has none) comes after
     assert events == [("file", "a.bin"), ("file", "b.bin"), ("file", "b.bin"), ("marker", {"a.bin": 10, "b.bin": 20})]
-    assert honing.io.read_bytes(os.path.join(target, MARKER)) == b"{}"
+    assert honing.storage.read_bytes(os.path.join(target, MARKER)) == b"{}"
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 2
     assert "b.bin (5 bytes, expected 20)" in warnings[0] and UploadError.__name__ in warnings[0]
@@ -198,7 +198,7 @@ def test_a_local_copy_is_deleted_only_after_the_uploads_reading_it(tmp_path):
     gate.set()
     assert checkpointer.wait_for_uploads(10)
     assert not os.path.exists(target)
-    assert honing.io.file_sizes(str(tmp_path / "copy" / "step1"))[MARKER] == 17
+    assert honing.storage.file_sizes(str(tmp_path / "copy" / "step1"))[MARKER] == 17
 
 
 def test_work_folders_are_per_url_and_readable(monkeypatch):
@@ -212,14 +212,14 @@ def test_work_folders_are_per_url_and_readable(monkeypatch):
 
 def test_storage_secrets_are_redacted_from_messages(monkeypatch):
     monkeypatch.setitem(fsspec.config.conf, "s3", {})
-    honing.io.set_storage_options("s3", **honing.io.s3_storage_options(
+    honing.storage.set_storage_options("s3", **honing.storage.s3_storage_options(
         endpoint_url="http://127.0.0.1:9", aws_access_key_id="AKIAHONING", aws_secret_access_key="s3cr3t-value",
         region="eu-west-1"))
     assert fsspec.config.conf["s3"] == {"endpoint_url": "http://127.0.0.1:9", "key": "AKIAHONING",
                                         "secret": "s3cr3t-value", "client_kwargs": {"region_name": "eu-west-1"}}
-    assert honing.io.redact_secrets("denied for AKIAHONING / s3cr3t-value at 127.0.0.1:9") == \
+    assert honing.storage.redact_secrets("denied for AKIAHONING / s3cr3t-value at 127.0.0.1:9") == \
         "denied for *** / *** at 127.0.0.1:9"
-    honing.io.set_storage_options("s3")
+    honing.storage.set_storage_options("s3")
     assert "s3" not in fsspec.config.conf
 
 
@@ -283,7 +283,7 @@ def test_the_storage_going_down_mid_upload_delays_but_never_corrupts_checkpoints
                                                                                   caplog):
     secret = "proxy-secret-0123456789"
     monkeypatch.setitem(fsspec.config.conf, "s3", {})
-    honing.io.set_storage_options("s3", **honing.io.s3_storage_options(
+    honing.storage.set_storage_options("s3", **honing.storage.s3_storage_options(
         endpoint_url=s3_proxy.endpoint, aws_access_key_id="AKIAPROXY", aws_secret_access_key=secret))
     cut = threading.Event()
     put_file = Uploader._put_file

@@ -8,7 +8,7 @@ import os
 import threading
 from typing import Any
 
-from honing import io as fileio
+from honing import storage
 from honing.distributed import is_rank0
 from honing.train.callbacks.base import Callback
 
@@ -31,12 +31,12 @@ class MetricsFileCallback(Callback):
         return os.path.join(self.trainer.work_folder, self.file_name)
 
     def on_train_begin(self) -> None:
-        remote = fileio.join(self.trainer.save_folder, self.file_name)
+        remote = storage.join(self.trainer.save_folder, self.file_name)
         # a run resumed on another machine continues the remote file rather than starting a new one
-        if is_rank0() and fileio.is_url(remote) and not os.path.exists(self.path) and fileio.exists(remote):
+        if is_rank0() and storage.is_url(remote) and not os.path.exists(self.path) and storage.exists(remote):
             os.makedirs(os.path.dirname(self.path), exist_ok=True)
             with open(self.path, "wb") as handle:
-                handle.write(fileio.read_bytes(remote))
+                handle.write(storage.read_bytes(remote))
 
     def on_checkpoint_saved(self, path: str) -> None:
         if is_rank0():  # a remote save folder gets the file with every checkpoint (no-op when local)

@@ -6,7 +6,7 @@ import logging
 import os
 from typing import TYPE_CHECKING
 
-from honing import io as fileio
+from honing import storage
 from honing.distributed import is_rank0
 from honing.train.callbacks.base import Callback
 from honing.train.checkpoint import MARKER
@@ -56,4 +56,4 @@ class CheckpointUploadCallback(Callback):
         log.info("copying checkpoints and exports to %s in the background", self.save_path)
 
     def _target(self, path: str) -> str:
-        return fileio.join(self.save_path, os.path.basename(str(path).rstrip("/")))
+        return storage.join(self.save_path, os.path.basename(str(path).rstrip("/")))

@@ -8,7 +8,7 @@ import os
 import fsspec.config
 import pytest
 
-import honing.io
+import honing.storage
 from honing.train.callbacks.base import Callback
 from honing.train.callbacks.checkpointer import CheckpointerCallback
 from honing.train.callbacks.upload import CheckpointUploadCallback
@@ -55,8 +55,8 @@ def test_every_checkpoint_and_the_export_are_copied_whole_to_a_local_folder(tmp_
     assert steps(copy) == ["step4", "step8", "step10"] and sorted(os.listdir(copy)) == [
         "hf", "step10", "step4", "step8"]  # best/ does not exist, so it is not copied
     for name in ("step4", "step8", "step10"):
-        assert honing.io.file_sizes(str(copy / name)) == honing.io.file_sizes(str(run / name))
-    assert honing.io.file_sizes(str(copy / "hf")) == {"config.json": 2, "model.safetensors": 100, MARKER: 2}
+        assert honing.storage.file_sizes(str(copy / name)) == honing.storage.file_sizes(str(run / name))
+    assert honing.storage.file_sizes(str(copy / "hf")) == {"config.json": 2, "model.safetensors": 100, MARKER: 2}
 
 
 def test_checkpoints_are_copied_to_s3(s3, tmp_path):
@@ -65,9 +65,9 @@ def test_checkpoints_are_copied_to_s3(s3, tmp_path):
     make_run(run, max_duration="8steps", callbacks={"upload": upload}).fit()
     keys = s3.keys("copy")
     for name in ("step4", "step8"):
-        local = honing.io.file_sizes(str(run / name))
+        local = honing.storage.file_sizes(str(run / name))
         assert {key[len(name) + 1:]: size for key, size in keys.items() if key.startswith(f"{name}/")} == local
-    assert len(keys) == 2 * len(honing.io.file_sizes(str(run / "step4")))
+    assert len(keys) == 2 * len(honing.storage.file_sizes(str(run / "step4")))
 
 
 @pytest.mark.slow

@@ -4,7 +4,7 @@ A source path is read as, in order:
 
 - a folder written by ``datasets.Dataset.save_to_disk`` (or ``DatasetDict.save_to_disk``, as ``folder:split``);
 - ``folder:split`` for any other local folder: ``datasets.load_dataset(folder, split=split, streaming=True)``;
-- a file, folder, glob or fsspec URL (``honing.data.sources.expand_paths``): ``.jsonl``, ``.json`` (an array or
+- a file, folder, glob or fsspec URL (``honing.data.pretrain_text.expand_paths``): ``.jsonl``, ``.json`` (an array or
   JSON Lines), ``.parquet``, each optionally compressed (``.gz``, ``.bz2``, ``.xz``);
 - when nothing exists at the path and it looks like ``owner/name`` or ``owner/name:split``: that Hugging Face
   Hub dataset, streamed (split ``train`` by default).
@@ -24,7 +24,7 @@ import fsspec
 import numpy as np
 
 from honing.data.formats import EXAMPLE_FORMATS, Example, RowError, detect_format, to_example
-from honing.data.sources import expand_paths, source_fields, weighted_indices
+from honing.data.pretrain_text import expand_paths, source_fields, weighted_indices
 from honing.errors import DataError
 
 log = logging.getLogger(__name__)

@@ -1,4 +1,4 @@
-"""Tests for honing/data/records.py: readers for every source kind, bad rows, weighting and streaming."""
+"""Tests for honing/data/finetune_rows.py: readers for every source kind, bad rows, weighting and streaming."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from types import SimpleNamespace
 import fsspec
 import pytest
 
-from honing.data import records
+from honing.data import finetune_rows
 from honing.data.formats import Conversation, Message, PlainText
-from honing.data.records import BadRowReport, Record, iter_examples, iter_records, load_examples
-from honing.data.sources import expand_paths
+from honing.data.finetune_rows import BadRowReport, Record, iter_examples, iter_records, load_examples
+from honing.data.pretrain_text import expand_paths
 from honing.errors import DataError
 
 ROWS = [{"text": f"row {i}"} for i in range(5)]
@@ -61,7 +61,7 @@ def test_parquet_streams_in_batches_with_zero_based_index(tmp_path, monkeypatch)
 
     path = tmp_path / "rows.parquet"
     pyarrow.parquet.write_table(pyarrow.Table.from_pylist(ROWS), path, row_group_size=2)
-    monkeypatch.setattr(records, "PARQUET_BATCH_ROWS", 2)  # three batches of 2, 2 and 1 rows
+    monkeypatch.setattr(finetune_rows, "PARQUET_BATCH_ROWS", 2)  # three batches of 2, 2 and 1 rows
     assert list(iter_records(str(path))) == [Record(row, f"{path}[{i}]") for i, row in enumerate(ROWS)]
 
 

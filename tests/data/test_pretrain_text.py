@@ -1,4 +1,4 @@
-"""Tests for honing/data/sources.py: path expansion, text and JSONL reading, weighted loading."""
+"""Tests for honing/data/pretrain_text.py: path expansion, text and JSONL reading, weighted loading."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import fsspec
 import pytest
 
 from honing.config.schema import SourceSection
-from honing.data.sources import Document, expand_paths, iter_text_documents, load_documents
+from honing.data.pretrain_text import Document, expand_paths, iter_text_documents, load_documents
 from honing.errors import DataError
 
 
