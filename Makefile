@@ -25,8 +25,12 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/trainer_overhead.py
 
+# ruff (lint and format check) and the import contracts of DESIGN.md's layers (pyproject.toml [tool.importlinter])
 lint: $(STAMP)
 	$(BIN)/python -m compileall -q honing tests benchmarks
+	$(BIN)/ruff check honing tests benchmarks
+	$(BIN)/ruff format --check honing tests benchmarks
+	$(BIN)/lint-imports
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

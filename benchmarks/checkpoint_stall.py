@@ -29,8 +29,7 @@ sys.path.insert(0, REPO)  # for tests.s3_server (the moto server the tests use)
 SEQ_LEN, BATCH, VOCAB = 64, 8, 8192
 
 
-def build_trainer(save_folder: str, *, hidden: int, saves: int, steps_between: int, async_save: bool,
-                  uploader: bool):
+def build_trainer(save_folder: str, *, hidden: int, saves: int, steps_between: int, async_save: bool, uploader: bool):
     """A Llama of ``hidden`` width with AdamW, saving every ``steps_between`` steps, ``saves`` times."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
@@ -53,14 +52,27 @@ def build_trainer(save_folder: str, *, hidden: int, saves: int, steps_between: i
             return {"input_ids": self.data[index], "labels": self.data[index]}
 
     torch.manual_seed(0)
-    model = LlamaForCausalLM(LlamaConfig(hidden_size=hidden, num_hidden_layers=4, num_attention_heads=4,
-                                         num_key_value_heads=4, intermediate_size=hidden * 2, vocab_size=VOCAB,
-                                         max_position_embeddings=SEQ_LEN))
-    module = LMTrainModule(model, build_adamw(model, lr=1e-3, weight_decay=0.1, betas=(0.9, 0.95), eps=1e-8),
-                           micro_batch_size=BATCH, scheduler={"name": "constant"})
+    model = LlamaForCausalLM(
+        LlamaConfig(
+            hidden_size=hidden,
+            num_hidden_layers=4,
+            num_attention_heads=4,
+            num_key_value_heads=4,
+            intermediate_size=hidden * 2,
+            vocab_size=VOCAB,
+            max_position_embeddings=SEQ_LEN,
+        )
+    )
+    module = LMTrainModule(
+        model,
+        build_adamw(model, lr=1e-3, weight_decay=0.1, betas=(0.9, 0.95), eps=1e-8),
+        micro_batch_size=BATCH,
+        scheduler={"name": "constant"},
+    )
     checkpointer = CheckpointerCallback(save_interval=steps_between, async_save=async_save)
-    trainer = TrainerConfig(save_folder=save_folder, max_duration=f"{saves * steps_between}steps",
-                            callbacks={"checkpointer": checkpointer}).build(module, DataLoader(Rows(), global_batch_size=BATCH))
+    trainer = TrainerConfig(
+        save_folder=save_folder, max_duration=f"{saves * steps_between}steps", callbacks={"checkpointer": checkpointer}
+    ).build(module, DataLoader(Rows(), global_batch_size=BATCH))
     if not uploader:
         trainer.checkpointer.uploader = None  # DCP writes to the URL from the saving thread
     return trainer
@@ -84,12 +96,14 @@ def state_megabytes(trainer) -> float:
 
 def timed(function, durations: list[float]):
     """``function``, appending the seconds each call takes to ``durations``."""
+
     def run(*args, **kwargs):
         start = time.perf_counter()
         try:
             return function(*args, **kwargs)
         finally:
             durations.append(time.perf_counter() - start)
+
     return run
 
 
@@ -128,10 +142,14 @@ def main() -> None:
         probe = build_trainer(os.path.join(scratch, "probe"), async_save=False, uploader=True, **sizes)
         probe.train_module.train_batch(next(iter(probe.data_loader)))
         probe.train_module.optim_step()
-        print(f"model + optimizer state: {state_megabytes(probe):.0f} MB | {args.saves} saves, one every "
-              f"{args.steps_between} steps | torch {torch.__version__}, {torch.get_num_threads()} threads")
-        rows = [("local", "sync", measure(os.path.join(scratch, "sync"), async_save=False, **sizes)),
-                ("local", "async", measure(os.path.join(scratch, "async"), async_save=True, **sizes))]
+        print(
+            f"model + optimizer state: {state_megabytes(probe):.0f} MB | {args.saves} saves, one every "
+            f"{args.steps_between} steps | torch {torch.__version__}, {torch.get_num_threads()} threads"
+        )
+        rows = [
+            ("local", "sync", measure(os.path.join(scratch, "sync"), async_save=False, **sizes)),
+            ("local", "async", measure(os.path.join(scratch, "async"), async_save=True, **sizes)),
+        ]
         if not args.no_s3:
             from tests.s3_server import BUCKET, CREDENTIALS, MotoServer
 
@@ -152,8 +170,10 @@ def main() -> None:
     by = {(storage, mode): total for storage, mode, (_, total, _, _) in rows}
     print(f"local: async / sync blocked time = {by['local', 'async'] / by['local', 'sync']:.1%} (target <= 10%)")
     if not args.no_s3:
-        print(f"s3:    async / sync blocked time = {by['s3', 'async'] / by['s3', 'sync']:.1%} (target <= 10%); "
-              f"async / sync direct = {by['s3', 'async'] / by['s3', 'sync direct']:.1%}")
+        print(
+            f"s3:    async / sync blocked time = {by['s3', 'async'] / by['s3', 'sync']:.1%} (target <= 10%); "
+            f"async / sync direct = {by['s3', 'async'] / by['s3', 'sync direct']:.1%}"
+        )
 
 
 if __name__ == "__main__":

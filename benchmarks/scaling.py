@@ -28,8 +28,15 @@ VOCAB = 258  # byte-level: 256 bytes + the quickstart tokenizer's end-of-documen
 LR = 3e-3
 # The quickstart's model and global batch.
 SEQ_LEN, GLOBAL_BATCH = 256, 16
-MODEL = dict(hidden_size=128, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=4,
-             intermediate_size=512, vocab_size=VOCAB, max_position_embeddings=SEQ_LEN)
+MODEL = dict(
+    hidden_size=128,
+    num_hidden_layers=4,
+    num_attention_heads=4,
+    num_key_value_heads=4,
+    intermediate_size=512,
+    vocab_size=VOCAB,
+    max_position_embeddings=SEQ_LEN,
+)
 # name → (processes, threads per process, parallel strategy)
 SETUPS = {
     "1 process x 2 threads": (1, 2, "none"),
@@ -73,17 +80,29 @@ def worker(strategy: str, warmup: int, steps: int, out: str) -> None:
         data = torch.randint(0, VOCAB, (GLOBAL_BATCH * 64, SEQ_LEN), generator=torch.Generator().manual_seed(0))
         optimizer = build_adamw(model, lr=LR, weight_decay=0.1, betas=(0.9, 0.95), eps=1e-8)
         local_batch = GLOBAL_BATCH // get_world_size()
-        module = LMTrainModule(model, optimizer, micro_batch_size=local_batch, grad_clip=1.0,
-                               scheduler={"name": "constant"})
-        loader = DataLoader(Rows(data), global_batch_size=GLOBAL_BATCH, seed=0, shuffle=False, rank=get_rank(),
-                            world_size=get_world_size())
+        module = LMTrainModule(
+            model, optimizer, micro_batch_size=local_batch, grad_clip=1.0, scheduler={"name": "constant"}
+        )
+        loader = DataLoader(
+            Rows(data),
+            global_batch_size=GLOBAL_BATCH,
+            seed=0,
+            shuffle=False,
+            rank=get_rank(),
+            world_size=get_world_size(),
+        )
         timer = Timer()
         with tempfile.TemporaryDirectory() as folder:
             TrainerConfig(
-                save_folder=folder, max_duration=f"{warmup + steps}steps", metrics_collect_interval=10,
-                callbacks={"metrics_file": MetricsFileCallback(), "timer": timer,
-                           "speed_monitor": SpeedMonitorCallback(seq_len=SEQ_LEN),
-                           "gc": GarbageCollectorCallback(interval=100)},
+                save_folder=folder,
+                max_duration=f"{warmup + steps}steps",
+                metrics_collect_interval=10,
+                callbacks={
+                    "metrics_file": MetricsFileCallback(),
+                    "timer": timer,
+                    "speed_monitor": SpeedMonitorCallback(seq_len=SEQ_LEN),
+                    "gc": GarbageCollectorCallback(interval=100),
+                },
             ).build(module, loader).fit()
         if is_rank0():
             tokens_per_s = steps * GLOBAL_BATCH * SEQ_LEN / (timer.times[warmup + steps] - timer.times[warmup])
@@ -98,18 +117,32 @@ def measure(setup: str, warmup: int, steps: int) -> float:
     processes, threads, strategy = SETUPS[setup]
     with tempfile.TemporaryDirectory() as folder:
         out = os.path.join(folder, "result.json")
-        script = [os.path.abspath(__file__), "--worker", strategy, "--warmup", str(warmup), "--steps", str(steps),
-                  "--out", out]
+        script = [
+            os.path.abspath(__file__),
+            "--worker",
+            strategy,
+            "--warmup",
+            str(warmup),
+            "--steps",
+            str(steps),
+            "--out",
+            out,
+        ]
         if processes == 1:
             command = [sys.executable, *script]
         else:
-            command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-                       f"--nproc_per_node={processes}", *script]
+            command = [
+                sys.executable,
+                "-m",
+                "torch.distributed.run",
+                "--standalone",
+                f"--nproc_per_node={processes}",
+                *script,
+            ]
         env = {**os.environ, "OMP_NUM_THREADS": str(threads), "PYTHONPATH": REPO}
         subprocess.run(command, check=True, env=env, cwd=REPO, capture_output=True)
         with open(out) as handle:
             return json.load(handle)["tokens_per_s"]
-
 
 
 def main() -> None:
@@ -131,9 +164,11 @@ def main() -> None:
             print(f"round {round_index + 1}: {setup}: {results[setup][-1]:,.0f} tokens/s", flush=True)
     medians = {setup: statistics.median(values) for setup, values in results.items()}
     baseline = medians["1 process x 2 threads"]
-    print(f"\nmachine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; model: quickstart "
-          f"({MODEL['hidden_size']} hidden, {MODEL['num_hidden_layers']} layers); global batch "
-          f"{GLOBAL_BATCH}x{SEQ_LEN}; {args.steps} timed steps after {args.warmup}; median of {args.rounds}")
+    print(
+        f"\nmachine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; model: quickstart "
+        f"({MODEL['hidden_size']} hidden, {MODEL['num_hidden_layers']} layers); global batch "
+        f"{GLOBAL_BATCH}x{SEQ_LEN}; {args.steps} timed steps after {args.warmup}; median of {args.rounds}"
+    )
     for setup, median in medians.items():
         print(f"{setup:32s} {median:>10,.0f} tokens/s   ratio to 1 process: {median / baseline:.2f}")
 

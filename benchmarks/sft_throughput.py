@@ -44,8 +44,9 @@ import sys
 import time
 from typing import Any
 
-DEFAULT_DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data",
-                            "alpaca_demo", "alpaca_en_demo.json")
+DEFAULT_DATA = os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data", "alpaca_demo", "alpaca_en_demo.json"
+)
 TOKENIZER = "bpe"  # set by --tokenizer in each measuring subprocess
 BPE_VOCAB = 4096
 BATCH = 8  # rows per step: packed rows of max_length, or examples when padded
@@ -53,15 +54,14 @@ SEED = 0
 LR = 2e-4
 WEIGHT_DECAY = 0.1
 BETAS = (0.9, 0.95)
-MODEL = dict(hidden_size=128, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=4,
-             intermediate_size=512)
+MODEL = dict(hidden_size=128, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=4, intermediate_size=512)
 
 
 # --- shared assets ------------------------------------------------------------------------------------------
 def build_tokenizer(data: str) -> Any:
     """honing's byte-level tokenizer, or a BPE one trained here on the data's text (``TOKENIZER``), with the
     ChatML tokens and template (with generation markers)."""
-    from honing.data.cache import default_cache_dir
+    from honing.cache import default_cache_dir
     from honing.data.chat import ensure_special_tokens
     from honing.data.chat_templates import NAMED_TEMPLATES
     from honing.data.tokenizer import build_tokenizer as honing_tokenizer
@@ -83,8 +83,7 @@ def build_model(vocab_size: int, max_length: int) -> Any:
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(SEED)
-    config = LlamaConfig(**MODEL, vocab_size=vocab_size, max_position_embeddings=max_length,
-                         attn_implementation="sdpa")
+    config = LlamaConfig(**MODEL, vocab_size=vocab_size, max_position_embeddings=max_length, attn_implementation="sdpa")
     return LlamaForCausalLM(config)
 
 
@@ -127,7 +126,7 @@ class CountingCollate:
         """Tokens of steps warmup+1 .. warmup+steps (batch index = step - 1)."""
         if len(self.tokens) < warmup + steps:
             raise RuntimeError(f"only {len(self.tokens)} batches were collated, expected {warmup + steps}")
-        return sum(self.tokens[warmup:warmup + steps])
+        return sum(self.tokens[warmup : warmup + steps])
 
 
 def result(tokens: int, seconds: float, steps: int) -> dict[str, float]:
@@ -136,8 +135,9 @@ def result(tokens: int, seconds: float, steps: int) -> dict[str, float]:
 
 
 # --- honing -------------------------------------------------------------------------------------------------
-def run_honing(data: str, max_length: int, warmup: int, steps: int, *, packed: bool,
-               group_by_length: bool = False) -> dict[str, float]:
+def run_honing(
+    data: str, max_length: int, warmup: int, steps: int, *, packed: bool, group_by_length: bool = False
+) -> dict[str, float]:
     """honing's SFT pipeline (tokenize, pack or pad, DataLoader, LMTrainModule, Trainer) with its default
     bookkeeping callbacks (metrics file, speed monitor, GC)."""
     import tempfile
@@ -169,18 +169,25 @@ def run_honing(data: str, max_length: int, warmup: int, steps: int, *, packed: b
     counter = CountingCollate(collate, pad_id)
     # Padded and ungrouped: the pre-shuffled order as is (TRL's sequential sampler sees the same batches).
     shuffle = packed or group_by_length
-    loader = DataLoader(rows, global_batch_size=BATCH, collate_fn=counter, seed=SEED, shuffle=shuffle,
-                        group_by_length=group_by_length)
+    loader = DataLoader(
+        rows, global_batch_size=BATCH, collate_fn=counter, seed=SEED, shuffle=shuffle, group_by_length=group_by_length
+    )
     model = build_model(len(tokenizer), max_length)
     optimizer = build_adamw(model, lr=LR, weight_decay=WEIGHT_DECAY, betas=BETAS, eps=1e-8)
-    module = LMTrainModule(model, optimizer, micro_batch_size=BATCH, grad_clip=1.0, precision="fp32",
-                           scheduler={"name": "constant"})
+    module = LMTrainModule(
+        model, optimizer, micro_batch_size=BATCH, grad_clip=1.0, precision="fp32", scheduler={"name": "constant"}
+    )
     with tempfile.TemporaryDirectory() as folder:
         TrainerConfig(
-            save_folder=folder, max_duration=f"{warmup + steps}steps", metrics_collect_interval=10,
-            callbacks={"metrics_file": MetricsFileCallback(), "timer": Timer(),
-                       "speed_monitor": SpeedMonitorCallback(seq_len=max_length, precision="fp32"),
-                       "gc": GarbageCollectorCallback(interval=100)},
+            save_folder=folder,
+            max_duration=f"{warmup + steps}steps",
+            metrics_collect_interval=10,
+            callbacks={
+                "metrics_file": MetricsFileCallback(),
+                "timer": Timer(),
+                "speed_monitor": SpeedMonitorCallback(seq_len=max_length, precision="fp32"),
+                "gc": GarbageCollectorCallback(interval=100),
+            },
         ).build(module, loader).fit()
     return result(counter.timed_tokens(warmup, steps), times[warmup + steps] - times[warmup], steps)
 
@@ -222,17 +229,38 @@ def run_trl(data: str, max_length: int, warmup: int, steps: int, *, packing: boo
     model = build_model(len(tokenizer), max_length)
     with tempfile.TemporaryDirectory() as folder:
         args = SFTConfig(
-            output_dir=folder, per_device_train_batch_size=BATCH, max_steps=warmup + steps, learning_rate=LR,
-            weight_decay=WEIGHT_DECAY, adam_beta1=BETAS[0], adam_beta2=BETAS[1], adam_epsilon=1e-8,
-            max_grad_norm=1.0, lr_scheduler_type="constant", optim="adamw_torch_fused",
-            max_length=max_length, assistant_only_loss=True, packing=packing, packing_strategy="bfd",
+            output_dir=folder,
+            per_device_train_batch_size=BATCH,
+            max_steps=warmup + steps,
+            learning_rate=LR,
+            weight_decay=WEIGHT_DECAY,
+            adam_beta1=BETAS[0],
+            adam_beta2=BETAS[1],
+            adam_epsilon=1e-8,
+            max_grad_norm=1.0,
+            lr_scheduler_type="constant",
+            optim="adamw_torch_fused",
+            max_length=max_length,
+            assistant_only_loss=True,
+            packing=packing,
+            packing_strategy="bfd",
             # the packed rows in TRL's (seeded random) order; padded: the pre-shuffled order, as honing padded
             train_sampling_strategy="random" if packing else "sequential",
-            bf16=False, fp16=False, activation_checkpointing=False, use_cpu=True, logging_steps=10**6,
-            save_strategy="no", eval_strategy="no", report_to=[], dataloader_num_workers=0, seed=SEED,
-            disable_tqdm=True)
-        trainer = SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer,
-                             callbacks=[Timer()])
+            bf16=False,
+            fp16=False,
+            activation_checkpointing=False,
+            use_cpu=True,
+            logging_steps=10**6,
+            save_strategy="no",
+            eval_strategy="no",
+            report_to=[],
+            dataloader_num_workers=0,
+            seed=SEED,
+            disable_tqdm=True,
+        )
+        trainer = SFTTrainer(
+            model=model, args=args, train_dataset=dataset, processing_class=tokenizer, callbacks=[Timer()]
+        )
         # Wrapped after construction: TRL refuses a custom collator with padding-free batches.
         counter = CountingCollate(trainer.data_collator, tokenizer.pad_token_id)
         trainer.data_collator = counter
@@ -262,16 +290,24 @@ SYSTEMS = {
 # --- driver -------------------------------------------------------------------------------------------------
 def measure_in_subprocess(system: str, args: argparse.Namespace) -> dict[str, float]:
     """Run one system in a fresh interpreter with the benchmark's thread count; return its measurement."""
-    code = (f"import sys, json, torch; sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r}); "
-            f"torch.set_num_threads({args.threads}); import sft_throughput as b; b.TOKENIZER = {args.tokenizer!r}; "
-            f"print(json.dumps(b.SYSTEMS[{system!r}]({args.data!r}, {args.max_length}, {args.warmup}, "
-            f"{args.steps})))")
+    code = (
+        f"import sys, json, torch; sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r}); "
+        f"torch.set_num_threads({args.threads}); import sft_throughput as b; b.TOKENIZER = {args.tokenizer!r}; "
+        f"print(json.dumps(b.SYSTEMS[{system!r}]({args.data!r}, {args.max_length}, {args.warmup}, "
+        f"{args.steps})))"
+    )
     # Nothing may be fetched from the hub; TRL and transformers would otherwise try for model cards and the like.
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-           "TOKENIZERS_PARALLELISM": "false"}
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+    }
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False,
-                               env=env, cwd=repo)
+    completed = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False, env=env, cwd=repo
+    )
     if completed.returncode != 0:
         lines = completed.stderr.strip().splitlines() or [f"exit code {completed.returncode}"]
         print("\n".join(lines[-15:]), file=sys.stderr)  # the traceback's tail; the summary keeps its last line
@@ -294,14 +330,20 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--data", default=os.path.normpath(DEFAULT_DATA))
     parser.add_argument("--max-length", type=int, default=512)
-    parser.add_argument("--tokenizer", choices=["bpe", "byte"], default="bpe",
-                        help=f"bpe: {BPE_VOCAB} tokens trained here on the data (subword lengths, as with a real "
-                             "model's tokenizer); byte: one token per byte (long rows, most cut at max_length)")
+    parser.add_argument(
+        "--tokenizer",
+        choices=["bpe", "byte"],
+        default="bpe",
+        help=f"bpe: {BPE_VOCAB} tokens trained here on the data (subword lengths, as with a real "
+        "model's tokenizer); byte: one token per byte (long rows, most cut at max_length)",
+    )
     args = parser.parse_args()
     args.data = os.path.abspath(args.data)
     if not os.path.isfile(args.data):
-        sys.exit(f"--data {args.data}: no such file; expected the Alpaca demo JSON (alpaca_en_demo.json, "
-                 "a list of instruction/input/output rows)")
+        sys.exit(
+            f"--data {args.data}: no such file; expected the Alpaca demo JSON (alpaca_en_demo.json, "
+            "a list of instruction/input/output rows)"
+        )
 
     results: dict[str, list[float]] = {name: [] for name in SYSTEMS}
     tokens_per_step: dict[str, float] = {}
@@ -320,17 +362,22 @@ def main() -> None:
                 continue
             results[system].append(measured["tokens_per_s"])
             tokens_per_step[system] = measured["real_tokens_per_step"]
-            print(f"round {round_index + 1} {system:26s} {measured['tokens_per_s']:10,.0f} real tokens/s "
-                  f"({measured['real_tokens_per_step']:,.0f} real tokens/step)", flush=True)
+            print(
+                f"round {round_index + 1} {system:26s} {measured['tokens_per_s']:10,.0f} real tokens/s "
+                f"({measured['real_tokens_per_step']:,.0f} real tokens/step)",
+                flush=True,
+            )
 
     median = {name: statistics.median(values) for name, values in results.items() if values}
     trl = [name for name in median if name.startswith("TRL")]
     trl_best = max(trl, key=median.get) if trl else None
-    print(f"\n{platform.processor() or platform.machine()}, {args.threads} threads, fp32, hidden "
-          f"{MODEL['hidden_size']} x {MODEL['num_hidden_layers']} layers, {args.tokenizer} tokenizer, "
-          f"{BATCH} rows per step, max_length "
-          f"{args.max_length}, {args.steps} timed steps after {args.warmup} warm-up, median of {args.rounds} "
-          f"rounds ({time.perf_counter() - started:.0f} s in all)")
+    print(
+        f"\n{platform.processor() or platform.machine()}, {args.threads} threads, fp32, hidden "
+        f"{MODEL['hidden_size']} x {MODEL['num_hidden_layers']} layers, {args.tokenizer} tokenizer, "
+        f"{BATCH} rows per step, max_length "
+        f"{args.max_length}, {args.steps} timed steps after {args.warmup} warm-up, median of {args.rounds} "
+        f"rounds ({time.perf_counter() - started:.0f} s in all)"
+    )
     for name in SYSTEMS:
         if name in median:
             print(f"{name:26s} {median[name]:10,.0f} real tokens/s ({tokens_per_step[name]:,.0f} per step)")
@@ -344,8 +391,17 @@ def main() -> None:
     }
     for name, value in ratios.items():
         print(f"{name:56s} = {'n/a' if value is None else f'{value:.3f}'}")
-    print(json.dumps({"median_real_tokens_per_s": median, "real_tokens_per_step": tokens_per_step,
-                      "ratios": ratios, "failures": failures, "args": vars(args)}))
+    print(
+        json.dumps(
+            {
+                "median_real_tokens_per_s": median,
+                "real_tokens_per_step": tokens_per_step,
+                "ratios": ratios,
+                "failures": failures,
+                "args": vars(args),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -23,16 +23,24 @@ LR = 3e-3
 # "quickstart": the quickstart's model and batch, where compute dominates a step (~0.27 s).
 # "tiny": a step of a few milliseconds, where whatever a trainer adds per step shows.
 SIZES = {
-    "quickstart": dict(seq_len=256, batch=16, hidden_size=128, num_hidden_layers=4, num_attention_heads=4,
-                       intermediate_size=512),
-    "tiny": dict(seq_len=64, batch=8, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
-                 intermediate_size=128),
+    "quickstart": dict(
+        seq_len=256, batch=16, hidden_size=128, num_hidden_layers=4, num_attention_heads=4, intermediate_size=512
+    ),
+    "tiny": dict(
+        seq_len=64, batch=8, hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128
+    ),
 }
 SIZE = SIZES[os.environ.get("HONING_BENCH_SIZE", "quickstart")]
 SEQ_LEN, BATCH = SIZE["seq_len"], SIZE["batch"]
-MODEL = dict(hidden_size=SIZE["hidden_size"], num_hidden_layers=SIZE["num_hidden_layers"],
-             num_attention_heads=SIZE["num_attention_heads"], num_key_value_heads=SIZE["num_attention_heads"],
-             intermediate_size=SIZE["intermediate_size"], vocab_size=VOCAB, max_position_embeddings=SEQ_LEN)
+MODEL = dict(
+    hidden_size=SIZE["hidden_size"],
+    num_hidden_layers=SIZE["num_hidden_layers"],
+    num_attention_heads=SIZE["num_attention_heads"],
+    num_key_value_heads=SIZE["num_attention_heads"],
+    intermediate_size=SIZE["intermediate_size"],
+    vocab_size=VOCAB,
+    max_position_embeddings=SEQ_LEN,
+)
 
 
 class Rows:
@@ -75,8 +83,10 @@ def timing(ends: list[float]) -> dict[str, float]:
     interrupted; at millisecond steps those interruptions spread whole-window figures by ±25 %)."""
     durations = [later - earlier for earlier, later in zip(ends, ends[1:])]
     tokens = BATCH * SEQ_LEN
-    return {"tokens_per_s": len(durations) * tokens / (ends[-1] - ends[0]),
-            "median_step_tokens_per_s": tokens / statistics.median(durations)}
+    return {
+        "tokens_per_s": len(durations) * tokens / (ends[-1] - ends[0]),
+        "median_step_tokens_per_s": tokens / statistics.median(durations),
+    }
 
 
 def run_hand_loop(warmup: int, steps: int, precision: str) -> float:
@@ -93,7 +103,7 @@ def run_hand_loop(warmup: int, steps: int, precision: str) -> float:
             ends.append(time.perf_counter())  # the end of step ``step`` (numbered from 1 like the trainers')
         if step == warmup + steps:
             break
-        batch = data[(step * BATCH) % len(data):][:BATCH]
+        batch = data[(step * BATCH) % len(data) :][:BATCH]
         with autocast(precision):
             logits = model(input_ids=batch, use_cache=False).logits
         loss = F.cross_entropy(logits[:, :-1].reshape(-1, VOCAB).float(), batch[:, 1:].reshape(-1))
@@ -108,7 +118,6 @@ def run_hand_loop(warmup: int, steps: int, precision: str) -> float:
 def run_honing(warmup: int, steps: int, precision: str) -> float:
     """honing's Trainer with its default bookkeeping callbacks (metrics file, speed monitor, GC)."""
     import tempfile
-
 
     from honing.data.loader import DataLoader
     from honing.methods.lm import LMTrainModule
@@ -127,16 +136,22 @@ def run_honing(warmup: int, steps: int, precision: str) -> float:
 
     model, data = build(0)
     optimizer = build_adamw(model, lr=LR, weight_decay=0.1, betas=(0.9, 0.95), eps=1e-8)
-    module = LMTrainModule(model, optimizer, micro_batch_size=BATCH, grad_clip=1.0, precision=precision,
-                           scheduler={"name": "constant"})
+    module = LMTrainModule(
+        model, optimizer, micro_batch_size=BATCH, grad_clip=1.0, precision=precision, scheduler={"name": "constant"}
+    )
     loader = DataLoader(Rows(data), global_batch_size=BATCH, seed=0, shuffle=False)
     timer = Timer()
     with tempfile.TemporaryDirectory() as folder:
         TrainerConfig(
-            save_folder=folder, max_duration=f"{warmup + steps}steps", metrics_collect_interval=10,
-            callbacks={"metrics_file": MetricsFileCallback(), "timer": timer,
-                       "speed_monitor": SpeedMonitorCallback(seq_len=SEQ_LEN, precision=precision),
-                       "gc": GarbageCollectorCallback(interval=100)},
+            save_folder=folder,
+            max_duration=f"{warmup + steps}steps",
+            metrics_collect_interval=10,
+            callbacks={
+                "metrics_file": MetricsFileCallback(),
+                "timer": timer,
+                "speed_monitor": SpeedMonitorCallback(seq_len=SEQ_LEN, precision=precision),
+                "gc": GarbageCollectorCallback(interval=100),
+            },
         ).build(module, loader).fit()
     return timing(timer.ends)
 
@@ -157,10 +172,24 @@ def run_hf_trainer(warmup: int, steps: int, precision: str) -> float:
     model, data = build(0)
     with tempfile.TemporaryDirectory() as folder:
         args = TrainingArguments(
-            output_dir=folder, per_device_train_batch_size=BATCH, max_steps=warmup + steps, learning_rate=LR,
-            weight_decay=0.1, adam_beta1=0.9, adam_beta2=0.95, max_grad_norm=1.0, lr_scheduler_type="constant",
-            logging_steps=10, save_strategy="no", report_to=[], use_cpu=True, bf16=precision == "bf16-mixed",
-            dataloader_num_workers=0, seed=0, disable_tqdm=True)
+            output_dir=folder,
+            per_device_train_batch_size=BATCH,
+            max_steps=warmup + steps,
+            learning_rate=LR,
+            weight_decay=0.1,
+            adam_beta1=0.9,
+            adam_beta2=0.95,
+            max_grad_norm=1.0,
+            lr_scheduler_type="constant",
+            logging_steps=10,
+            save_strategy="no",
+            report_to=[],
+            use_cpu=True,
+            bf16=precision == "bf16-mixed",
+            dataloader_num_workers=0,
+            seed=0,
+            disable_tqdm=True,
+        )
         Trainer(model=model, args=args, train_dataset=Rows(data), callbacks=[Timer()]).train()
     return timing(ends)
 
@@ -170,9 +199,11 @@ SYSTEMS = {"hand-written loop": run_hand_loop, "honing": run_honing, "transforme
 
 def measure_in_subprocess(system: str, args: argparse.Namespace) -> dict[str, float]:
     """Run one system in a fresh interpreter with the benchmark's thread count; return its ``timing``."""
-    code = (f"import sys, json, torch; sys.path.insert(0, {os.path.dirname(__file__)!r}); "
-            f"torch.set_num_threads({args.threads}); import trainer_overhead as b; "
-            f"print(json.dumps(b.SYSTEMS[{system!r}]({args.warmup}, {args.steps}, {args.precision!r})))")
+    code = (
+        f"import sys, json, torch; sys.path.insert(0, {os.path.dirname(__file__)!r}); "
+        f"torch.set_num_threads({args.threads}); import trainer_overhead as b; "
+        f"print(json.dumps(b.SYSTEMS[{system!r}]({args.warmup}, {args.steps}, {args.precision!r})))"
+    )
     env = {**os.environ, "HONING_BENCH_SIZE": args.size}
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False, env=env)
     if result.returncode != 0:
@@ -196,17 +227,24 @@ def main() -> None:
         for system in order:
             timing_ = measure_in_subprocess(system, args)
             results[system].append(timing_)
-            print(f"round {round_index + 1} {system:22s} {timing_['tokens_per_s']:10,.0f} tokens/s "
-                  f"({timing_['median_step_tokens_per_s']:,.0f} at the median step time)", flush=True)
+            print(
+                f"round {round_index + 1} {system:22s} {timing_['tokens_per_s']:10,.0f} tokens/s "
+                f"({timing_['median_step_tokens_per_s']:,.0f} at the median step time)",
+                flush=True,
+            )
 
     size = SIZES[args.size]
-    print(f"\n{platform.processor() or platform.machine()}, {args.threads} threads, precision {args.precision}, "
-          f"size {args.size}: hidden {size['hidden_size']} x {size['num_hidden_layers']} layers, "
-          f"{size['seq_len']} tokens x {size['batch']} rows, "
-          f"{args.steps} timed steps after {args.warmup} warm-up, median of {args.rounds} rounds")
+    print(
+        f"\n{platform.processor() or platform.machine()}, {args.threads} threads, precision {args.precision}, "
+        f"size {args.size}: hidden {size['hidden_size']} x {size['num_hidden_layers']} layers, "
+        f"{size['seq_len']} tokens x {size['batch']} rows, "
+        f"{args.steps} timed steps after {args.warmup} warm-up, median of {args.rounds} rounds"
+    )
     summary = {}
-    for key, label in (("tokens_per_s", "tokens/s over the timed steps"),
-                       ("median_step_tokens_per_s", "tokens/s at the median step time")):
+    for key, label in (
+        ("tokens_per_s", "tokens/s over the timed steps"),
+        ("median_step_tokens_per_s", "tokens/s at the median step time"),
+    ):
         median = {name: statistics.median(r[key] for r in runs) for name, runs in results.items()}
         summary[key] = median
         print(f"\n{label}:")
@@ -215,6 +253,7 @@ def main() -> None:
         print(f"  honing / hand-written loop    = {median['honing'] / median['hand-written loop']:.3f}")
         print(f"  honing / transformers Trainer = {median['honing'] / median['transformers Trainer']:.3f}")
     print(json.dumps({"median": summary, "args": vars(args)}))
+
 
 if __name__ == "__main__":
     main()

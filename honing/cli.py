@@ -25,8 +25,12 @@ def build_parser() -> argparse.ArgumentParser:
     train = verbs.add_parser("train", help="train from a YAML config with key.path=value overrides")
     train.add_argument("config", nargs="?", help="YAML config (default: the quickstart)")
     train.add_argument("overrides", nargs="*", help="dotted overrides, e.g. trainer.max_duration=200steps")
-    train.add_argument("--nproc", type=int, metavar="N",
-                       help="train with N processes on this machine (one per GPU), started by torchrun")
+    train.add_argument(
+        "--nproc",
+        type=int,
+        metavar="N",
+        help="train with N processes on this machine (one per GPU), started by torchrun",
+    )
 
     export = verbs.add_parser("export", help="export a checkpoint to a Hugging Face folder")
     export.add_argument("checkpoint", help="a SAVE_FOLDER/stepN checkpoint directory")
@@ -38,8 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     plot = verbs.add_parser("plot", help="draw loss, lr, grad norm and throughput of runs into a PNG")
     plot.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="save folders holding metrics.jsonl")
-    plot.add_argument("-o", "--output", help="the PNG to write (default: RUN_DIR/plot.png, or ./plot.png "
-                                             "for several runs)")
+    plot.add_argument(
+        "-o", "--output", help="the PNG to write (default: RUN_DIR/plot.png, or ./plot.png for several runs)"
+    )
     plot.add_argument("--x", choices=["step", "tokens"], default="step", help="the horizontal axis")
 
     data = verbs.add_parser("data", help="report on a config's training data as training will see it")
@@ -82,12 +87,12 @@ def run(args: argparse.Namespace) -> int:
         recipe_class(config.method)(config).run()
         return 0
     if args.verb == "export":
-        from honing.models.checkpoint_export import export_checkpoint
+        from honing.recipes.checkpoint_model import export_checkpoint
 
         print(f"exported {args.checkpoint} to {export_checkpoint(args.checkpoint, args.out_dir)}")
         return 0
     if args.verb == "merge":
-        from honing.models.merge import merge_checkpoint
+        from honing.recipes.checkpoint_model import merge_checkpoint
 
         print(f"merged {args.checkpoint} into {merge_checkpoint(args.checkpoint, args.out_dir)}")
         return 0
@@ -113,16 +118,28 @@ def launch_torchrun(nproc: int, config: str, overrides: list[str]) -> int:
     """Run ``honing train`` in ``nproc`` processes under ``torch.distributed.run``; its exit code."""
     if nproc < 1:
         raise ConfigError(f"--nproc: expected a number of processes >= 1, got {nproc}")
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-               "-m", "honing", "train", config, *overrides]
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc_per_node={nproc}",
+        "-m",
+        "honing",
+        "train",
+        config,
+        *overrides,
+    ]
     with subprocess.Popen(command) as process:
         try:
             code = process.wait()
         except KeyboardInterrupt:  # torchrun got the same Ctrl-C and stops its workers; wait for that
             code = process.wait()
     if code != 0:
-        print(f"honing: error: the {nproc}-process run failed (exit code {code}); the failed rank is named "
-              f"above", file=sys.stderr)
+        print(
+            f"honing: error: the {nproc}-process run failed (exit code {code}); the failed rank is named above",
+            file=sys.stderr,
+        )
     return code
 
 

@@ -21,7 +21,7 @@ def prepare_data(config: Any) -> dict[str, Any]:
 
     seed_all(config.trainer.seed)
     recipe = recipe_class(config.method)(config)
-    recipe.tokenizer = recipe.build_tokenizer()
+    recipe.setup_processor()
     recipe.build_data()
     return recipe.data_reports
 

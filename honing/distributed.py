@@ -60,8 +60,9 @@ def seed_all(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def prepare_training_environment(*, seed: int | None = None, backend: str | None = None,
-                                 timeout: timedelta = timedelta(minutes=10)) -> None:
+def prepare_training_environment(
+    *, seed: int | None = None, backend: str | None = None, timeout: timedelta = timedelta(minutes=10)
+) -> None:
     """Seed every RNG; under torchrun also join the process group (nccl on CUDA, gloo on CPU). A collective
     that waits longer than ``timeout`` (e.g. for a rank that hangs) fails the run."""
     global _timeout

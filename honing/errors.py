@@ -11,4 +11,8 @@ class CheckpointError(HoningError):
     """A checkpoint is missing, incomplete or unreadable."""
 
 
-__all__ = ["HoningError", "ConfigError", "DataError", "CheckpointError"]
+class NonFiniteLossError(HoningError):
+    """The training loss became NaN or infinite; the run stops before saving the broken weights."""
+
+
+__all__ = ["HoningError", "ConfigError", "DataError", "CheckpointError", "NonFiniteLossError"]

@@ -44,13 +44,18 @@ def read_metrics(run_dir: str) -> dict[int, dict[str, float]]:
             except (ValueError, KeyError, TypeError, AttributeError):
                 unreadable.append(line_number)  # e.g. a line cut short when a run was killed
     if unreadable:
-        log.warning("%s: skipped %d unreadable line(s) (first at line %d); expected one JSON object with a "
-                    "'step' per line", path, len(unreadable), unreadable[0])
+        log.warning(
+            "%s: skipped %d unreadable line(s) (first at line %d); expected one JSON object with a 'step' per line",
+            path,
+            len(unreadable),
+            unreadable[0],
+        )
     return steps
 
 
 def series(steps: dict[int, dict[str, float]], metric: str, x: str) -> tuple[list[float], list[float]]:
-    """The (x, y) points of ``metric`` in step order; ``x`` is ``step`` or ``tokens`` (steps without it are left out)."""
+    """The (x, y) points of ``metric`` in step order; ``x`` is ``step`` or ``tokens`` (steps without it are
+    left out)."""
     xs: list[float] = []
     ys: list[float] = []
     for step in sorted(steps):
@@ -83,8 +88,10 @@ def plot_runs(run_dirs: list[str], output: str | None = None, *, x: str = "step"
     if x == "tokens":
         for _, run_dir, steps in runs:
             if steps and not any(TOKENS_METRIC in record for record in steps.values()):
-                raise DataError(f"{os.path.join(run_dir, METRICS_FILE)}: --x tokens needs '{TOKENS_METRIC}' "
-                                f"(recorded by callbacks.speed_monitor), which this run did not log")
+                raise DataError(
+                    f"{os.path.join(run_dir, METRICS_FILE)}: --x tokens needs '{TOKENS_METRIC}' "
+                    f"(recorded by callbacks.speed_monitor), which this run did not log"
+                )
     output = output or default_output(run_dirs)
 
     # the object API with the Agg canvas: no GUI backend, and no global pyplot state to leak
@@ -109,8 +116,9 @@ def plot_runs(run_dirs: list[str], output: str | None = None, *, x: str = "step"
     return output
 
 
-def _draw_panel(ax: Any, runs: list[tuple[str, str, dict]], colors: list[str], metrics: list[tuple[str, str]],
-                x: str) -> int:
+def _draw_panel(
+    ax: Any, runs: list[tuple[str, str, dict]], colors: list[str], metrics: list[tuple[str, str]], x: str
+) -> int:
     """Draw each run's lines for ``metrics`` on ``ax``; returns how many lines were drawn."""
     drawn = 0
     for (label, _, steps), color in zip(runs, colors):
@@ -120,7 +128,6 @@ def _draw_panel(ax: Any, runs: list[tuple[str, str, dict]], colors: list[str], m
                 continue
             # name the metric in the legend only where a panel holds more than one
             name = label if len(metrics) == 1 else f"{label} {metric}"
-            ax.plot(xs, [y if math.isfinite(y) else math.nan for y in ys], style, color=color, label=name,
-                    markersize=3)
+            ax.plot(xs, [y if math.isfinite(y) else math.nan for y in ys], style, color=color, label=name, markersize=3)
             drawn += 1
     return drawn

@@ -27,8 +27,13 @@ def set_storage_options(protocol: str, **options: Any) -> None:
         fsspec.config.conf.pop(protocol, None)
 
 
-def s3_storage_options(*, endpoint_url: str | None = None, aws_access_key_id: str | None = None,
-                       aws_secret_access_key: str | None = None, region: str | None = None) -> dict[str, Any]:
+def s3_storage_options(
+    *,
+    endpoint_url: str | None = None,
+    aws_access_key_id: str | None = None,
+    aws_secret_access_key: str | None = None,
+    region: str | None = None,
+) -> dict[str, Any]:
     """s3fs options for the values given; unset ones fall back to ``AWS_ENDPOINT_URL``,
     ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY`` and ``AWS_DEFAULT_REGION``."""
     options: dict[str, Any] = {}
@@ -61,8 +66,9 @@ def filesystem(path: str, **overrides: Any) -> tuple[fsspec.AbstractFileSystem, 
     cls = fsspec.get_filesystem_class(protocol)
     options = fsspec.config.apply_config(cls, {})
     for key, value in overrides.items():
-        options[key] = {**options[key], **value} if isinstance(value, dict) and isinstance(options.get(key), dict) \
-            else value
+        options[key] = (
+            {**options[key], **value} if isinstance(value, dict) and isinstance(options.get(key), dict) else value
+        )
     return fsspec.core.url_to_fs(path, **options)
 
 
@@ -73,7 +79,7 @@ def is_url(path: str) -> bool:
 
 def _local(path: str) -> str:
     path = str(path)
-    return path[len("file://"):] if path.startswith("file://") else path
+    return path[len("file://") :] if path.startswith("file://") else path
 
 
 def _fs(path: str) -> tuple[fsspec.AbstractFileSystem, str]:
@@ -146,7 +152,7 @@ def rename(source: str, target: str) -> None:
         root, destination = root.rstrip("/"), _fs(target)[1].rstrip("/")
         # File by file: s3fs's recursive mv also copies the folder itself, a key that does not exist.
         for path in fs.find(root):
-            fs.copy(path, destination + path[len(root):])
+            fs.copy(path, destination + path[len(root) :])
         fs.rm(root, recursive=True)
     else:
         os.rename(_local(source), _local(target))
@@ -192,4 +198,4 @@ def file_sizes(folder: str, **overrides: Any) -> dict[str, int]:
     fs.invalidate_cache(root)  # another process (or a server restart) may have changed it
     root = root.rstrip("/")
     found = fs.find(root, detail=True) if fs.exists(root) else {}
-    return {name[len(root) + 1:]: int(info["size"]) for name, info in found.items() if name != root}
+    return {name[len(root) + 1 :]: int(info["size"]) for name, info in found.items() if name != root}

@@ -27,16 +27,34 @@ def tiny_llama(vocab: int = 64, seed: int = 0, **overrides):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(seed)
-    values = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=2,
-                  intermediate_size=64, vocab_size=vocab, max_position_embeddings=64)
+    values = dict(
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        intermediate_size=64,
+        vocab_size=vocab,
+        max_position_embeddings=64,
+    )
     values.update(overrides)
     return LlamaForCausalLM(LlamaConfig(**values))
 
 
-def make_trainer(save_folder, *, max_duration="12steps", seed=0, rows=64, global_batch_size=8,
-                 micro_batch_size=4, callbacks=None, save_interval=4, async_save=False, dropout=0.1,
-                 init_seed=None,
-                 **trainer_kwargs):
+def make_trainer(
+    save_folder,
+    *,
+    max_duration="12steps",
+    seed=0,
+    rows=64,
+    global_batch_size=8,
+    micro_batch_size=4,
+    callbacks=None,
+    save_interval=4,
+    async_save=False,
+    dropout=0.1,
+    init_seed=None,
+    **trainer_kwargs,
+):
     """A complete tiny run: Llama with dropout, AdamW, cosine schedule, checkpointer and metrics file."""
     from honing.data.loader import DataLoader
     from honing.distributed import seed_all
@@ -50,14 +68,27 @@ def make_trainer(save_folder, *, max_duration="12steps", seed=0, rows=64, global
     model = tiny_llama(seed=seed if init_seed is None else init_seed, attention_dropout=dropout)
     seed_all(seed)
     optimizer = build_adamw(model, lr=1e-2, weight_decay=0.1, betas=(0.9, 0.95), eps=1e-8)
-    module = LMTrainModule(model, optimizer, micro_batch_size=micro_batch_size, grad_clip=1.0,
-                           scheduler={"name": "cosine", "warmup_steps": 2, "min_lr_ratio": 0.1})
+    module = LMTrainModule(
+        model,
+        optimizer,
+        micro_batch_size=micro_batch_size,
+        grad_clip=1.0,
+        scheduler={"name": "cosine", "warmup_steps": 2, "min_lr_ratio": 0.1},
+    )
     loader = DataLoader(TokenDataset(rows=rows), global_batch_size=global_batch_size, seed=seed)
-    all_callbacks = {"checkpointer": CheckpointerCallback(save_interval=save_interval, async_save=async_save),
-                     "metrics_file": MetricsFileCallback()}
+    all_callbacks = {
+        "checkpointer": CheckpointerCallback(save_interval=save_interval, async_save=async_save),
+        "metrics_file": MetricsFileCallback(),
+    }
     all_callbacks.update(callbacks or {})
-    config = TrainerConfig(save_folder=str(save_folder), max_duration=max_duration, metrics_collect_interval=2,
-                           cancel_check_interval=1, callbacks=all_callbacks, **trainer_kwargs)
+    config = TrainerConfig(
+        save_folder=str(save_folder),
+        max_duration=max_duration,
+        metrics_collect_interval=2,
+        cancel_check_interval=1,
+        callbacks=all_callbacks,
+        **trainer_kwargs,
+    )
     return config.build(module, loader)
 
 
@@ -66,11 +97,10 @@ def flat_weights(trainer):
     return torch.cat([p.detach().flatten() for p in trainer.train_module.model.parameters()])
 
 
-
 class CountingCallback(Callback):
     """A user callback that tests load by import path: records every instance that saw a step end."""
 
-    instances: list["CountingCallback"] = []
+    instances: list[CountingCallback] = []
 
     def __init__(self, label: str = ""):
         self.label = label

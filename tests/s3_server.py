@@ -34,8 +34,13 @@ def boto3_client(endpoint: str):
     """A boto3 S3 client for ``endpoint`` with the dummy credentials (bypasses honing and s3fs)."""
     import boto3
 
-    return boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="testing",
-                        aws_secret_access_key="testing", region_name="us-east-1")
+    return boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        region_name="us-east-1",
+    )
 
 
 class MotoServer:
@@ -45,8 +50,9 @@ class MotoServer:
         self.port = free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
         executable = os.path.join(os.path.dirname(sys.executable), "moto_server")
-        self.process = subprocess.Popen([executable, "-H", "127.0.0.1", "-p", str(self.port)],
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.process = subprocess.Popen(
+            [executable, "-H", "127.0.0.1", "-p", str(self.port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         deadline = time.monotonic() + 30
         while not _answers(self.port):
             if self.process.poll() is not None or time.monotonic() > deadline:
@@ -61,7 +67,7 @@ class MotoServer:
         found: dict[str, int] = {}
         for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
             for item in page.get("Contents", []):
-                found[item["Key"][len(prefix):]] = item["Size"]
+                found[item["Key"][len(prefix) :]] = item["Size"]
         return found
 
     def stop(self) -> None:
@@ -112,7 +118,7 @@ class ToggleProxy:
                     return
             try:
                 client, _ = listener.accept()
-            except socket.timeout:
+            except TimeoutError:
                 continue
             except OSError:
                 return
@@ -181,8 +187,12 @@ def s3(s3_server, monkeypatch):
     monkeypatch.delitem(fsspec.config.conf, "s3", raising=False)
     _reset_s3fs()
     prefix = f"test-{uuid.uuid4().hex[:12]}"
-    yield SimpleNamespace(server=s3_server, url=f"s3://{BUCKET}/{prefix}", prefix=prefix,
-                          keys=lambda sub="": s3_server.keys(f"{prefix}/{sub}".rstrip("/")))
+    yield SimpleNamespace(
+        server=s3_server,
+        url=f"s3://{BUCKET}/{prefix}",
+        prefix=prefix,
+        keys=lambda sub="": s3_server.keys(f"{prefix}/{sub}".rstrip("/")),
+    )
     _reset_s3fs()
 
 

@@ -40,8 +40,13 @@ def test_torchrun_two_processes_join_group_and_reduce_metrics(tmp_path):
     script.write_text(WORKER)
     out = tmp_path / "result"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                    str(script), str(out)], check=True, timeout=120, env=env, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(script), str(out)],
+        check=True,
+        timeout=120,
+        env=env,
+        capture_output=True,
+    )
     results = [json.loads((tmp_path / f"result.{rank}").read_text()) for rank in (0, 1)]
     for rank, result in enumerate(results):
         assert result["rank"] == rank and result["world"] == 2 and result["distributed"]

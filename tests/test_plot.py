@@ -29,9 +29,14 @@ def training_rows(steps=20, scale=1.0):
     """Plausible metrics of a run: loss falls, lr warms up, every 5th step has an eval loss."""
     rows = []
     for step in range(1, steps + 1):
-        row = {"step": step, "train/loss": scale * 4.0 / step, "optim/lr": min(step, 4) * 1e-3,
-               "optim/grad_norm": 1.0 + 1.0 / step, "throughput/tokens_per_s": 1000.0 + step,
-               "throughput/total_tokens": 64 * step}
+        row = {
+            "step": step,
+            "train/loss": scale * 4.0 / step,
+            "optim/lr": min(step, 4) * 1e-3,
+            "optim/grad_norm": 1.0 + 1.0 / step,
+            "throughput/tokens_per_s": 1000.0 + step,
+            "throughput/total_tokens": 64 * step,
+        }
         if step % 5 == 0:
             row["eval/loss"] = scale * 5.0 / step
         rows.append(row)
@@ -47,12 +52,16 @@ def check_png(path, width=1200, height=800):
 
 
 def test_the_last_line_of_a_step_wins_and_non_finite_values_are_kept(tmp_path, caplog):
-    run = write_run(tmp_path / "run", [
-        {"step": 1, "train/loss": 4.0},
-        {"step": 2, "train/loss": 3.5},
-        {"step": 2, "train/loss": 3.25, "optim/lr": 0.5},  # a resumed run logged step 2 again
-        {"step": 3, "train/loss": "nan"},
-    ], tail='{"step": 4, "train/lo')  # a line cut short when the run was killed
+    run = write_run(
+        tmp_path / "run",
+        [
+            {"step": 1, "train/loss": 4.0},
+            {"step": 2, "train/loss": 3.5},
+            {"step": 2, "train/loss": 3.25, "optim/lr": 0.5},  # a resumed run logged step 2 again
+            {"step": 3, "train/loss": "nan"},
+        ],
+        tail='{"step": 4, "train/lo',
+    )  # a line cut short when the run was killed
     with caplog.at_level(logging.WARNING):
         metrics = read_metrics(run)
     assert metrics[1] == {"train/loss": 4.0}

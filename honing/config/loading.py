@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import difflib
 import os
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import yaml
 from pydantic import BaseModel, ValidationError

@@ -8,9 +8,7 @@ from typing import Any
 import yaml
 
 # "token" only as a whole name part (hf_token, auth-token), so "tokenizer" or "max_tokens" are not secrets.
-SECRET_KEY_PATTERN = re.compile(
-    r"(api[_-]?key|(^|[_-])token$|secret|password|passwd|access[_-]?key|credential)", re.I
-)
+SECRET_KEY_PATTERN = re.compile(r"(api[_-]?key|(^|[_-])token$|secret|password|passwd|access[_-]?key|credential)", re.I)
 # A tokenizer's special-token settings are not secrets; these key names are exempt.
 NOT_SECRETS = {"eos_token", "pad_token", "bos_token", "unk_token"}
 REDACTED = "***"

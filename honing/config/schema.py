@@ -2,15 +2,20 @@
 
 Pydantic rather than dataclasses: it gives type coercion from YAML, error locations as
 key paths, and a JSON schema for editors, which we would otherwise write by hand.
+
+``method`` selects which keys are used: ``honing.config.methods`` holds the per-method table
+(and how to add a method), and ``RunConfig`` refuses every key the user set that its method
+does not read.
 """
 
 from __future__ import annotations
 
 import re
-
-from typing import Any, Literal, Optional, Union
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from honing.config.methods import METHODS, methods_json, refusals
 
 # Mirrors honing.train.duration's parser (config may not import it): "200steps", "2epochs",
 # "5e6tokens", "1chinchilla" (20 tokens per parameter, times the number given).
@@ -34,22 +39,26 @@ class TrainerSection(Section):
     """Where the run writes, how long it trains, and how it resumes."""
 
     save_folder: str = "runs/honing"
-    load_path: Optional[str] = None
+    load_path: str | None = None
     load_strategy: Literal["if_available", "always", "never"] = "if_available"
     max_duration: str = "100steps"
-    hard_stop: Optional[str] = None
+    hard_stop: str | None = None
     seed: int = 0
     precision: Literal["fp32", "bf16-mixed", "bf16"] = "fp32"
     device: Literal["auto", "cpu", "cuda"] = "auto"
-    num_threads: Optional[int] = Field(default=None, ge=1)
+    num_threads: int | None = Field(default=None, ge=1)
     metrics_collect_interval: int = Field(default=10, ge=1)
     cancel_check_interval: int = Field(default=10, ge=1)
     steps_to_skip: list[StepRange] = Field(default_factory=list)
     save_overwrite: bool = False
+    # warm start: load_path's weights without its step and data position (false) or its optimizer (false)
+    load_trainer_state: bool = True
+    load_optim_state: bool | None = None  # None: the optimizer is loaded when the trainer state is
+    nonfinite_loss: Literal["stop", "skip"] = "stop"  # a NaN / inf loss stops the run, or its step is skipped
 
     @field_validator("max_duration", "hard_stop")
     @classmethod
-    def _is_duration(cls, value: Optional[str]) -> Optional[str]:
+    def _is_duration(cls, value: str | None) -> str | None:
         if value is not None and not re.match(DURATION_PATTERN, str(value)):
             raise ValueError(
                 f"expected a duration like '200steps', '2epochs', '5e6tokens' or '1chinchilla', got {value!r}"
@@ -63,11 +72,11 @@ class SourceSection(Section):
 
     path: str
     # pretraining reads text / jsonl; fine-tuning reads conversation / alpaca / sharegpt /
-    # prompt_completion / text; auto detects from the file name or the first row.
+    # prompt_completion / text (others are refused per method); auto detects from the file name or the first row.
     format: Literal["auto", "text", "jsonl", "conversation", "alpaca", "sharegpt", "prompt_completion"] = "auto"
     weight: float = 1.0
     text_field: str = "text"
-    max_samples: Optional[int] = Field(default=None, ge=1)
+    max_samples: int | None = Field(default=None, ge=1)
 
 
 class SplitSection(Section):
@@ -80,15 +89,15 @@ class DataSection(Section):
     """What the model reads and how it is batched."""
 
     train: SplitSection
-    validation: Optional[SplitSection] = None
+    validation: SplitSection | None = None
     validation_split: float = Field(default=0.0, ge=0.0, lt=1.0)
     seq_len: int = Field(default=256, ge=2)
     global_batch_size: int = Field(default=16, ge=1)
-    micro_batch_size: Optional[int] = Field(default=None, ge=1)
+    micro_batch_size: int | None = Field(default=None, ge=1)
     shuffle: bool = True
-    cache_dir: Optional[str] = None
-    # fine-tuning only
-    chat_template: Optional[str] = None
+    cache_dir: str | None = None
+    # fine-tuning only (refused for pretraining: honing.config.methods.FINETUNE_ONLY)
+    chat_template: str | None = None
     train_on: Literal["assistant", "all"] = "assistant"
     packing: bool = True
     group_by_length: bool = True
@@ -96,7 +105,7 @@ class DataSection(Section):
     bad_rows: Literal["fail", "skip"] = "fail"
 
     @model_validator(mode="after")
-    def _micro_divides_global(self) -> "DataSection":
+    def _micro_divides_global(self) -> DataSection:
         if self.micro_batch_size is not None and self.global_batch_size % self.micro_batch_size:
             raise ValueError(
                 f"data.micro_batch_size ({self.micro_batch_size}) must divide "
@@ -111,11 +120,11 @@ class TokenizerSection(Section):
 
     kind: Literal["auto", "byte", "char", "bpe", "pretrained"] = "auto"
     vocab_size: int = Field(default=4096, ge=300)
-    path: Optional[str] = None
+    path: str | None = None
     trust_remote_code: bool = False
 
     @model_validator(mode="after")
-    def _pretrained_needs_path(self) -> "TokenizerSection":
+    def _pretrained_needs_path(self) -> TokenizerSection:
         if self.kind == "pretrained" and not self.path:
             raise ValueError("tokenizer.path is required when tokenizer.kind is 'pretrained'")
         return self
@@ -128,24 +137,24 @@ class LoraSection(Section):
     alpha: float = Field(default=16, gt=0)
     dropout: float = Field(default=0.0, ge=0, lt=1)
     bias: Literal["none", "all", "lora_only"] = "none"
-    target_modules: Union[str, list[str]] = "all-linear"
+    target_modules: str | list[str] = "all-linear"
     task_type: str = "CAUSAL_LM"
-    modules_to_save: Optional[list[str]] = None
+    modules_to_save: list[str] | None = None
 
 
 class ModelSection(Section):
     """A Hugging Face model by name or folder, or one built from a transformers config."""
 
-    name_or_path: Optional[str] = None
-    config: Optional[dict[str, Any]] = None
-    attn_implementation: Optional[str] = "sdpa"
+    name_or_path: str | None = None
+    config: dict[str, Any] | None = None
+    attn_implementation: str | None = "sdpa"
     trust_remote_code: bool = False
-    dtype: Optional[Literal["float32", "bfloat16", "float16"]] = None  # None: from trainer.precision
-    lora: Optional[LoraSection] = None
+    dtype: Literal["float32", "bfloat16", "float16"] | None = None  # None: from trainer.precision
+    lora: LoraSection | None = None
     freeze_layers: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")
-    def _one_source(self) -> "ModelSection":
+    def _one_source(self) -> ModelSection:
         if (self.name_or_path is None) == (self.config is None):
             raise ValueError("give exactly one of model.name_or_path and model.config")
         return self
@@ -154,9 +163,9 @@ class ModelSection(Section):
 class ParamGroupSection(Section):
     """Parameters matching ``params`` (name patterns) trained with their own LR / weight decay."""
 
-    params: Union[str, list[str]]
-    lr: Optional[float] = Field(default=None, gt=0)
-    weight_decay: Optional[float] = Field(default=None, ge=0)
+    params: str | list[str]
+    lr: float | None = Field(default=None, gt=0)
+    weight_decay: float | None = Field(default=None, ge=0)
 
 
 class OptimSection(Section):
@@ -166,8 +175,8 @@ class OptimSection(Section):
     weight_decay: float = Field(default=0.1, ge=0)
     betas: tuple[float, float] = (0.9, 0.95)
     eps: float = Field(default=1e-8, gt=0)
-    grad_clip: Optional[float] = Field(default=1.0, gt=0)
-    fused: Optional[bool] = None
+    grad_clip: float | None = Field(default=1.0, gt=0)
+    fused: bool | None = None
     param_groups: list[ParamGroupSection] = Field(default_factory=list)
 
 
@@ -176,16 +185,23 @@ class SchedulerSection(Section):
 
     name: Literal["constant", "linear", "cosine", "wsd"] = "cosine"
     warmup_steps: int = Field(default=0, ge=0)
+    warmup_ratio: float | None = Field(default=None, ge=0, lt=1)  # warmup steps = ratio x total steps
     min_lr_ratio: float = Field(default=0.1, ge=0, le=1)
     decay_fraction: float = Field(default=0.2, gt=0, le=1)
+
+    @model_validator(mode="after")
+    def _one_warmup(self) -> SchedulerSection:
+        if self.warmup_ratio is not None and "warmup_steps" in self.model_fields_set:
+            raise ValueError("give scheduler.warmup_steps or scheduler.warmup_ratio, not both")
+        return self
 
 
 class CheckpointerSection(Section):
     """When to save checkpoints and how many to keep."""
 
     save_interval: int = Field(default=1000, ge=1)
-    ephemeral_save_interval: Optional[int] = Field(default=None, ge=1)
-    keep_last: Optional[int] = Field(default=None, ge=1)
+    ephemeral_save_interval: int | None = Field(default=None, ge=1)
+    keep_last: int | None = Field(default=None, ge=1)
     async_save: bool = True
 
 
@@ -194,25 +210,25 @@ class EvaluatorSection(Section):
 
     enabled: bool = True
     interval: int = Field(default=100, ge=1)
-    max_batches: Optional[int] = Field(default=None, ge=1)
-    batch_size: Optional[int] = Field(default=None, ge=1)
-    metric_for_best_model: Optional[str] = None  # e.g. eval/loss; the best checkpoint is kept and exported
-    greater_is_better: Optional[bool] = None  # None: False for names with "loss" or "perplexity"
+    max_batches: int | None = Field(default=None, ge=1)
+    batch_size: int | None = Field(default=None, ge=1)
+    metric_for_best_model: str | None = None  # e.g. eval/loss; the best checkpoint is kept and exported
+    greater_is_better: bool | None = None  # None: False for names with "loss" or "perplexity"
 
 
 class ConsoleSection(Section):
     """The live progress display (rich on a terminal, plain lines otherwise)."""
 
     enabled: bool = True
-    log_interval: Optional[int] = Field(default=None, ge=1)
-    plain: Optional[bool] = None
+    log_interval: int | None = Field(default=None, ge=1)
+    plain: bool | None = None
 
 
 class SpeedMonitorSection(Section):
     """Throughput and MFU; ``peak_flops`` overrides the device's known or probed peak."""
 
     enabled: bool = True
-    peak_flops: Optional[float] = Field(default=None, gt=0)
+    peak_flops: float | None = Field(default=None, gt=0)
 
 
 class GarbageCollectorSection(Section):
@@ -228,7 +244,7 @@ class SampleSection(Section):
 
     enabled: bool = True
     prompts: list[str] = Field(default_factory=lambda: ["def "])
-    interval: Optional[int] = Field(default=None, ge=1)
+    interval: int | None = Field(default=None, ge=1)
     max_new_tokens: int = Field(default=64, ge=1)
     temperature: float = Field(default=0.8, ge=0)
 
@@ -240,20 +256,20 @@ class GenerationEvalSection(Section):
     enabled: bool = False
     num_prompts: int = Field(default=50, ge=1)
     max_new_tokens: int = Field(default=32, ge=1)
-    interval: Optional[int] = Field(default=None, ge=1)
+    interval: int | None = Field(default=None, ge=1)
 
 
 class WandbSection(Section):
     """Weights & Biases logging into ``SAVE_FOLDER/wandb/`` (rank 0; a failure warns and training goes on)."""
 
     enabled: bool = False
-    project: Optional[str] = None
-    entity: Optional[str] = None
-    name: Optional[str] = None  # None: the run's run_name
+    project: str | None = None
+    entity: str | None = None
+    name: str | None = None  # None: the run's run_name
     tags: list[str] = Field(default_factory=list)
-    group: Optional[str] = None
-    mode: Optional[Literal["online", "offline", "disabled"]] = None  # None: WANDB_MODE, else online
-    api_key: Optional[str] = None  # None: WANDB_API_KEY; never saved or sent as config
+    group: str | None = None
+    mode: Literal["online", "offline", "disabled"] | None = None  # None: WANDB_MODE, else online
+    api_key: str | None = None  # None: WANDB_API_KEY; never saved or sent as config
 
 
 class TensorBoardSection(Section):
@@ -270,7 +286,7 @@ class ProfilerSection(Section):
     stop: int = Field(default=6, ge=1)
 
     @model_validator(mode="after")
-    def _start_before_stop(self) -> "ProfilerSection":
+    def _start_before_stop(self) -> ProfilerSection:
         if self.stop < self.start:
             raise ValueError(f"stop ({self.stop}) must be >= start ({self.start}): steps start..stop are profiled")
         return self
@@ -281,7 +297,7 @@ class UploadSection(Section):
     folder or an ``s3://`` (any fsspec) URL; in the background, each folder marked complete last."""
 
     enabled: bool = True
-    save_path: Optional[str] = None  # None: no copies
+    save_path: str | None = None  # None: no copies
 
 
 class CustomCallbackSection(Section):
@@ -332,21 +348,26 @@ class StorageSection(Section):
     ``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY`` and ``AWS_DEFAULT_REGION``;
     the keys are redacted from the saved config and never logged."""
 
-    endpoint_url: Optional[str] = None  # an S3-compatible server (MinIO, R2, moto ...)
-    aws_access_key_id: Optional[str] = None
-    aws_secret_access_key: Optional[str] = None
-    region: Optional[str] = None
-    work_dir: Optional[str] = None  # local copies of a remote save folder; None: $HONING_CACHE_DIR/work
+    endpoint_url: str | None = None  # an S3-compatible server (MinIO, R2, moto ...)
+    aws_access_key_id: str | None = None
+    aws_secret_access_key: str | None = None
+    region: str | None = None
+    work_folder: str | None = None  # local copies of a remote save folder; None: $HONING_CACHE_DIR/work
     retry_initial_seconds: float = Field(default=1.0, gt=0)  # upload retries back off from here ...
     retry_max_seconds: float = Field(default=60.0, gt=0)  # ... doubling up to here
     upload_wait_seconds: float = Field(default=600.0, ge=0)  # the end of training waits this long for uploads
 
 
+MethodName = Literal[tuple(METHODS)]  # type: ignore[valid-type]  # one entry per method in the table
+
+
 class RunConfig(Section):
     """The whole run: what to train, on what data, for how long, and what to record."""
 
-    method: Literal["pretrain", "sft"] = "pretrain"
-    run_name: Optional[str] = None
+    model_config = ConfigDict(json_schema_extra={"x-honing-methods": methods_json()})
+
+    method: MethodName = "pretrain"  # selects the recipe, and which keys are used (honing.config.methods)
+    run_name: str | None = None
     trainer: TrainerSection = Field(default_factory=TrainerSection)
     data: DataSection
     tokenizer: TokenizerSection = Field(default_factory=TokenizerSection)
@@ -356,3 +377,10 @@ class RunConfig(Section):
     callbacks: CallbacksSection = Field(default_factory=CallbacksSection)
     parallel: ParallelSection = Field(default_factory=ParallelSection)
     storage: StorageSection = Field(default_factory=StorageSection)
+
+    @model_validator(mode="after")
+    def _keys_used_by_method(self) -> RunConfig:
+        lines = refusals(self, self.method)
+        if lines:
+            raise ValueError("; ".join(lines))
+        return self

@@ -37,9 +37,11 @@ def resolve_chat_template(tokenizer: Any, chat_template: str | None) -> str:
         if isinstance(own, dict):  # a hub tokenizer may ship several templates by name
             own = own.get("default")
         if not own:
-            raise ConfigError("data.chat_template is not set and the tokenizer has no chat template of its own; "
-                              f"set data.chat_template to a named template ({', '.join(NAMED_TEMPLATES)}) "
-                              "or to an inline Jinja template")
+            raise ConfigError(
+                "data.chat_template is not set and the tokenizer has no chat template of its own; "
+                f"set data.chat_template to a named template ({', '.join(NAMED_TEMPLATES)}) "
+                "or to an inline Jinja template"
+            )
         template = own
     elif chat_template in NAMED_TEMPLATES:
         return NAMED_TEMPLATES[chat_template]
@@ -47,9 +49,11 @@ def resolve_chat_template(tokenizer: Any, chat_template: str | None) -> str:
         # Without any Jinja tag the string would render itself verbatim for every row: surely a mistyped name.
         close = difflib.get_close_matches(chat_template, list(NAMED_TEMPLATES), n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""
-        raise ConfigError(f"data.chat_template {chat_template!r} is neither a named template "
-                          f"({', '.join(NAMED_TEMPLATES)}) nor an inline Jinja template (it has no '{{{{' or '{{%')"
-                          f"{hint}")
+        raise ConfigError(
+            f"data.chat_template {chat_template!r} is neither a named template "
+            f"({', '.join(NAMED_TEMPLATES)}) nor an inline Jinja template (it has no '{{{{' or '{{%')"
+            f"{hint}"
+        )
     else:
         template = chat_template
     _check_syntax(template)
@@ -68,12 +72,12 @@ def ensure_special_tokens(tokenizer: Any, template_name_or_text: str | None) -> 
     if not missing:
         return 0
     # normalized=False: the token must match the raw text the template writes, whatever the normalizer does.
-    return tokenizer.add_tokens([AddedToken(token, special=True, normalized=False) for token in missing],
-                                special_tokens=True)
+    return tokenizer.add_tokens(
+        [AddedToken(token, special=True, normalized=False) for token in missing], special_tokens=True
+    )
 
 
-def render_chat(tokenizer: Any, messages: Messages, *, chat_template: str,
-                add_generation_prompt: bool = False) -> str:
+def render_chat(tokenizer: Any, messages: Messages, *, chat_template: str, add_generation_prompt: bool = False) -> str:
     """``messages`` rendered as text by ``chat_template`` (a name or Jinja text), as apply_chat_template does."""
     from jinja2.exceptions import TemplateError
     from transformers.utils.chat_template_utils import render_jinja_template
@@ -82,9 +86,12 @@ def render_chat(tokenizer: Any, messages: Messages, *, chat_template: str,
     # The same inputs apply_chat_template gives the template: None-valued keys dropped, special tokens as variables.
     conversation = [{key: value for key, value in message.items() if value is not None} for message in messages]
     try:
-        rendered, _ = render_jinja_template(conversations=[conversation], chat_template=template,
-                                            add_generation_prompt=add_generation_prompt,
-                                            **tokenizer.special_tokens_map)
+        rendered, _ = render_jinja_template(
+            conversations=[conversation],
+            chat_template=template,
+            add_generation_prompt=add_generation_prompt,
+            **tokenizer.special_tokens_map,
+        )
     except TemplateError as error:
         raise DataError(f"the chat template could not render the conversation: {error}") from error
     return rendered[0]
@@ -96,16 +103,18 @@ def tokenize_prompt(tokenizer: Any, messages: Messages, *, chat_template: str) -
     return list(tokenizer(text, add_special_tokens=False)["input_ids"])
 
 
-def tokenize_conversation(tokenizer: Any, messages: Messages, *, chat_template: str,
-                          train_on: Literal["assistant", "all"] = "assistant") -> TokenizedExample:
+def tokenize_conversation(
+    tokenizer: Any, messages: Messages, *, chat_template: str, train_on: Literal["assistant", "all"] = "assistant"
+) -> TokenizedExample:
     """Token ids of the rendered conversation; labels on every assistant turn's content and end-of-turn token."""
     if train_on not in TRAIN_ON:
         raise ConfigError(f"train_on must be one of {', '.join(TRAIN_ON)}, got {train_on!r}")
     if not messages:
         raise DataError("the conversation has no messages; expected at least one")
     if not getattr(tokenizer, "is_fast", False):
-        raise ConfigError(f"assistant-only labels need a fast (Rust) tokenizer for character offsets, got "
-                          f"{type(tokenizer).__name__}")
+        raise ConfigError(
+            f"assistant-only labels need a fast (Rust) tokenizer for character offsets, got {type(tokenizer).__name__}"
+        )
     template = NAMED_TEMPLATES.get(chat_template, chat_template)
     if has_generation_markers(template):
         input_ids, mask = _mask_from_generation_markers(tokenizer, messages, template)
@@ -125,8 +134,9 @@ def tokenize_plain_text(tokenizer: Any, text: str) -> TokenizedExample:
     return TokenizedExample(input_ids=input_ids, labels=list(input_ids))
 
 
-def fit_to_length(example: TokenizedExample, max_length: int,
-                  policy: Literal["truncate", "drop"]) -> TokenizedExample | None:
+def fit_to_length(
+    example: TokenizedExample, max_length: int, policy: Literal["truncate", "drop"]
+) -> TokenizedExample | None:
     """``example`` if it fits in ``max_length``; else its first ``max_length`` tokens (truncate) or None (drop)."""
     if policy not in LENGTH_POLICIES:
         raise ConfigError(f"the over-length policy must be one of {', '.join(LENGTH_POLICIES)}, got {policy!r}")
@@ -148,8 +158,9 @@ def _mask_from_generation_markers(tokenizer: Any, messages: Messages, template: 
     from jinja2.exceptions import TemplateError
 
     try:
-        encoding = tokenizer.apply_chat_template(list(messages), chat_template=template, tokenize=True,
-                                                 return_dict=True, return_assistant_tokens_mask=True)
+        encoding = tokenizer.apply_chat_template(
+            list(messages), chat_template=template, tokenize=True, return_dict=True, return_assistant_tokens_mask=True
+        )
     except TemplateError as error:
         raise DataError(f"the chat template could not render the conversation: {error}") from error
     return list(encoding["input_ids"]), list(encoding["assistant_masks"])
@@ -165,17 +176,21 @@ def _mask_from_prefix_rendering(tokenizer: Any, messages: Messages, template: st
         if message.get("role") != "assistant":
             continue
         prompt = render_chat(tokenizer, messages[:index], chat_template=template, add_generation_prompt=True)
-        through = render_chat(tokenizer, messages[:index + 1], chat_template=template)
+        through = render_chat(tokenizer, messages[: index + 1], chat_template=template)
         if not through.startswith(prompt) or not full.startswith(through):
-            raise DataError(f"the chat template is not prefix-stable: rendering the conversation up to message "
-                            f"{index} (role 'assistant') is not a prefix of rendering the whole conversation, so "
-                            "its assistant tokens cannot be found; use a template with {% generation %} markers "
-                            f"(e.g. data.chat_template: {' or '.join(NAMED_TEMPLATES)})")
+            raise DataError(
+                f"the chat template is not prefix-stable: rendering the conversation up to message "
+                f"{index} (role 'assistant') is not a prefix of rendering the whole conversation, so "
+                "its assistant tokens cannot be found; use a template with {% generation %} markers "
+                f"(e.g. data.chat_template: {' or '.join(NAMED_TEMPLATES)})"
+            )
         spans.append((len(prompt), _span_end(through, len(prompt), separator)))
     encoding = tokenizer(full, add_special_tokens=False, return_offsets_mapping=True)
     # A token is trained when it overlaps a span: the same rule as transformers' char_to_token on the span's ends.
-    mask = [int(any(start < span_end and end > span_start for span_start, span_end in spans))
-            for start, end in encoding["offset_mapping"]]
+    mask = [
+        int(any(start < span_end and end > span_start for span_start, span_end in spans))
+        for start, end in encoding["offset_mapping"]
+    ]
     return list(encoding["input_ids"]), mask
 
 
@@ -210,11 +225,13 @@ def _template_name(template_name_or_text: str | None) -> str | None:
 
 def _check_syntax(template: str) -> None:
     from jinja2.exceptions import TemplateSyntaxError
+
     # The compiler apply_chat_template uses (cached), so the {% generation %} tag parses exactly as it will later.
     from transformers.utils.chat_template_utils import _compile_jinja_template
 
     try:
         _compile_jinja_template(template)
     except TemplateSyntaxError as error:
-        raise ConfigError(f"data.chat_template is not a valid Jinja template: {error.message} "
-                          f"(template line {error.lineno})") from error
+        raise ConfigError(
+            f"data.chat_template is not a valid Jinja template: {error.message} (template line {error.lineno})"
+        ) from error

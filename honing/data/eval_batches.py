@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
-import torch
-
-from honing.data.loader import stack_collate
-from honing.losses import IGNORE_INDEX
+from honing.data.collate import Collator, stack_collate
 
 
 class EvalBatches:
@@ -16,12 +13,13 @@ class EvalBatches:
 
     Every row is used once; the last batch may be short. Rank r takes every world_size-th batch,
     so ranks never evaluate the same rows. Every rank yields the same number of batches: a rank
-    that runs out repeats its first batch with every label masked (no loss, no tokens), because a
+    that runs out repeats its first batch as the collator's filler (no loss, no tokens), because a
     sharded (FSDP2) model needs all ranks in each forward.
     """
 
-    def __init__(self, dataset: Any, *, batch_size: int, collate_fn: Callable[[list], Any] | None = None,
-                 rank: int = 0, world_size: int = 1):
+    def __init__(
+        self, dataset: Any, *, batch_size: int, collate_fn: Collator | None = None, rank: int = 0, world_size: int = 1
+    ):
         self.dataset = dataset
         self.batch_size = batch_size
         self.collate_fn = collate_fn or stack_collate
@@ -38,13 +36,5 @@ class EvalBatches:
             stop = min(start + self.batch_size, len(self.dataset))
             yield self.collate_fn([self.dataset[i] for i in range(start, stop)])
         for _ in range(len(self) - len(starts)):
-            yield _masked(self.collate_fn([self.dataset[i] for i in range(min(self.batch_size, len(self.dataset)))]))
-
-
-def _masked(batch: dict[str, Any]) -> dict[str, Any]:
-    """The batch with every label ignored (-100) and no real tokens: a forward that counts for nothing."""
-    masked = dict(batch)
-    masked["labels"] = torch.full_like(batch["labels"], IGNORE_INDEX)
-    if "num_real_tokens" in masked:
-        masked["num_real_tokens"] = torch.zeros_like(torch.as_tensor(masked["num_real_tokens"]))
-    return masked
+            first = self.collate_fn([self.dataset[i] for i in range(min(self.batch_size, len(self.dataset)))])
+            yield self.collate_fn.filler(first)

@@ -94,18 +94,25 @@ def iter_records(path: str, *, on_bad_row: BadRowHandler | None = None) -> Itera
         reader = _reader(url)
         if reader is None:
             if len(files) == 1:
-                raise DataError(f"{url}: unsupported file type; expected .jsonl, .json or .parquet (optionally "
-                                f"{', '.join(COMPRESSION_SUFFIXES)}), a saved datasets folder or a hub name")
+                raise DataError(
+                    f"{url}: unsupported file type; expected .jsonl, .json or .parquet (optionally "
+                    f"{', '.join(COMPRESSION_SUFFIXES)}), a saved datasets folder or a hub name"
+                )
             unsupported.append(url)
             continue
         yield from reader(url, lambda origin, reason: _bad_row(on_bad_row, origin, reason))
     if unsupported:  # once per path: a folder may hold a README and other files beside its data
-        log.warning("skipped %d file(s) under %r that are not .jsonl, .json or .parquet (first: %s)",
-                    len(unsupported), path, unsupported[0])
+        log.warning(
+            "skipped %d file(s) under %r that are not .jsonl, .json or .parquet (first: %s)",
+            len(unsupported),
+            path,
+            unsupported[0],
+        )
 
 
-def load_examples(sources: Sequence[Mapping[str, Any] | object], *, seed: int = 0,
-                  bad_rows: Literal["fail", "skip"] = "fail") -> ExampleSet:
+def load_examples(
+    sources: Sequence[Mapping[str, Any] | object], *, seed: int = 0, bad_rows: Literal["fail", "skip"] = "fail"
+) -> ExampleSet:
     """The examples of every source in order, each repeated by its weight like ``load_documents``.
 
     A source gives at most ``max_samples`` examples: the first valid ones in file order. Weight ``w`` then keeps
@@ -120,17 +127,26 @@ def load_examples(sources: Sequence[Mapping[str, Any] | object], *, seed: int = 
         found = list(_source_examples(fields, index, bad_rows=bad_rows, report=report))
         picks = weighted_indices(len(found), fields["weight"], seed=seed, source_index=index)
         if not picks:
-            log.warning("data source %d (%r) contributes no examples: weight %s of %d example(s) rounds to 0",
-                        index, fields["path"], fields["weight"], len(found))
+            log.warning(
+                "data source %d (%r) contributes no examples: weight %s of %d example(s) rounds to 0",
+                index,
+                fields["path"],
+                fields["weight"],
+                len(found),
+            )
         examples.extend(found[i][0] for i in picks)
         origins.extend(found[i][1] for i in picks)
     _warn_skipped(report)
     return ExampleSet(examples, origins, report)
 
 
-def iter_examples(sources: Sequence[Mapping[str, Any] | object], *, seed: int = 0,
-                  bad_rows: Literal["fail", "skip"] = "fail",
-                  report: BadRowReport | None = None) -> Iterator[tuple[Example, str]]:
+def iter_examples(
+    sources: Sequence[Mapping[str, Any] | object],
+    *,
+    seed: int = 0,
+    bad_rows: Literal["fail", "skip"] = "fail",
+    report: BadRowReport | None = None,
+) -> Iterator[tuple[Example, str]]:
     """Every example of every source once, streamed, as ``(example, origin)``.
 
     Sources are interleaved by a seeded draw in proportion to their weights until all are exhausted, so weights
@@ -153,8 +169,9 @@ def iter_examples(sources: Sequence[Mapping[str, Any] | object], *, seed: int = 
     _warn_skipped(report)
 
 
-def _source_examples(fields: dict[str, Any], index: int, *, bad_rows: str,
-                     report: BadRowReport) -> Iterator[tuple[Example, str]]:
+def _source_examples(
+    fields: dict[str, Any], index: int, *, bad_rows: str, report: BadRowReport
+) -> Iterator[tuple[Example, str]]:
     path, text_field, max_samples = fields["path"], fields["text_field"], fields["max_samples"]
 
     def bad(origin: str, reason: str) -> None:
@@ -179,8 +196,10 @@ def _source_examples(fields: dict[str, Any], index: int, *, bad_rows: str,
             return
     if not count:
         skipped = report.per_source.get(path, 0)
-        raise DataError(f"data source {index} ({path!r}) holds no examples"
-                        + (f" ({skipped} bad row(s) skipped: {report.summary()})" if skipped else ""))
+        raise DataError(
+            f"data source {index} ({path!r}) holds no examples"
+            + (f" ({skipped} bad row(s) skipped: {report.summary()})" if skipped else "")
+        )
 
 
 def _mismatch(row: Any, format: str | None, detected_at: str | None, text_field: str) -> str | None:
@@ -193,19 +212,25 @@ def _mismatch(row: Any, format: str | None, detected_at: str | None, text_field:
         return None
     if other == format:
         return None
-    return (f"row is in format {other!r} but the source's format is {format!r} (detected from {detected_at}); "
-            "a source holds one format, so split the files into two sources")
+    return (
+        f"row is in format {other!r} but the source's format is {format!r} (detected from {detected_at}); "
+        "a source holds one format, so split the files into two sources"
+    )
 
 
 def _fields(source: Mapping[str, Any] | object, index: int) -> dict[str, Any]:
     fields = source_fields(source, index)
     if fields["format"] not in SOURCE_FORMATS:
         hint = " ('jsonl' reads text for pretraining; here use 'text')" if fields["format"] == "jsonl" else ""
-        raise DataError(f"data source {index} ({fields['path']!r}): unknown format {fields['format']!r}{hint}; "
-                        f"expected one of: {', '.join(SOURCE_FORMATS)}")
+        raise DataError(
+            f"data source {index} ({fields['path']!r}): unknown format {fields['format']!r}{hint}; "
+            f"expected one of: {', '.join(SOURCE_FORMATS)}"
+        )
     if not isinstance(fields["text_field"], str) or not fields["text_field"]:
-        raise DataError(f"data source {index} ({fields['path']!r}): text_field must be a non-empty string, "
-                        f"got {fields['text_field']!r}")
+        raise DataError(
+            f"data source {index} ({fields['path']!r}): text_field must be a non-empty string, "
+            f"got {fields['text_field']!r}"
+        )
     return fields
 
 
@@ -272,8 +297,10 @@ def _iter_json(url: str, bad: BadRowHandler) -> Iterator[Record]:
         try:
             rows = json.load(file)
         except json.JSONDecodeError as error:
-            raise DataError(f"{url}:{error.lineno}: invalid JSON: {error.msg} at column {error.colno}; "
-                            "a JSON array is read whole, so fix the file (or write it as JSON Lines)") from error
+            raise DataError(
+                f"{url}:{error.lineno}: invalid JSON: {error.msg} at column {error.colno}; "
+                "a JSON array is read whole, so fix the file (or write it as JSON Lines)"
+            ) from error
         except UnicodeDecodeError as error:
             raise DataError(f"{url}: not valid UTF-8 ({error.reason} at byte {error.start})") from error
     for index, row in enumerate(rows):
@@ -331,8 +358,10 @@ def _iter_saved(path: str, split: str | None) -> Iterator[Record]:
         names = list(loaded)
         split = split or ("train" if "train" in loaded else names[0] if len(names) == 1 else None)
         if split not in loaded:
-            raise DataError(f"{path!r} holds the splits {', '.join(map(repr, names))}; name one as "
-                            f"'{path}:SPLIT'" + (f", not {split!r}" if split else ""))
+            raise DataError(
+                f"{path!r} holds the splits {', '.join(map(repr, names))}; name one as "
+                f"'{path}:SPLIT'" + (f", not {split!r}" if split else "")
+            )
         loaded, where = loaded[split], f"{path}:{split}"
     elif split is not None:
         raise DataError(f"{path!r} holds a single saved split, so it takes no ':{split}' suffix")
@@ -345,9 +374,11 @@ def _iter_hub(name: str, split: str) -> Iterator[Record]:
     try:
         loaded = datasets.load_dataset(name, split=split, streaming=True)
     except Exception as error:  # hub, network and split errors all mean: this name cannot be read
-        raise DataError(f"cannot load dataset {name!r} split {split!r} with datasets.load_dataset "
-                        f"({type(error).__name__}: {error}); expected an existing path, or a Hugging Face Hub "
-                        "dataset 'owner/name' or 'owner/name:split'") from error
+        raise DataError(
+            f"cannot load dataset {name!r} split {split!r} with datasets.load_dataset "
+            f"({type(error).__name__}: {error}); expected an existing path, or a Hugging Face Hub "
+            "dataset 'owner/name' or 'owner/name:split'"
+        ) from error
     for index, row in enumerate(loaded):
         yield Record(row, f"{name}:{split}[{index}]")
 

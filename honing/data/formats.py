@@ -17,10 +17,17 @@ EXAMPLE_FORMATS = ("conversation", "alpaca", "sharegpt", "prompt_completion", "t
 # function_call / observation and the OpenAI / Llama-3 spellings; any other name is a bad row, because mapping
 # unknown names to "tool" would silently mask a typo such as "humna" out of the loss.
 SHAREGPT_ROLES = {
-    "human": "user", "user": "user",
-    "gpt": "assistant", "assistant": "assistant", "chatgpt": "assistant",
+    "human": "user",
+    "user": "user",
+    "gpt": "assistant",
+    "assistant": "assistant",
+    "chatgpt": "assistant",
     "system": "system",
-    "tool": "tool", "function_call": "tool", "observation": "tool", "function": "tool", "ipython": "tool",
+    "tool": "tool",
+    "function_call": "tool",
+    "observation": "tool",
+    "function": "tool",
+    "ipython": "tool",
 }
 
 
@@ -81,7 +88,18 @@ class Conversation(BaseModel):
         return messages
 
     def to_hf_messages(self) -> list[dict[str, str]]:
-        """``[{"role": ..., "content": str}]`` for ``apply_chat_template``; images are left out (see ``images``)."""
+        """``[{"role": ..., "content": str}]`` for ``apply_chat_template`` in text-only training.
+
+        A conversation with image items is a ``DataError`` rather than silently trained as text: its answers
+        would be learned without the images they describe. The caller prefixes the row's origin (file:line).
+        """
+        for index, message in enumerate(self.messages):
+            images = message.images()
+            if images:
+                raise DataError(
+                    f"row has image content ({images[0].type} in messages[{index}]); text SFT cannot "
+                    "train on images (vision-language SFT, method: vl_sft, is not available yet)"
+                )
         return [{"role": message.role, "content": message.text()} for message in self.messages]
 
     def images(self) -> list[ContentItem]:
@@ -118,9 +136,11 @@ def detect_format(row: dict[str, Any], *, text_field: str = "text") -> str:
         return "prompt_completion"
     if text_field in row:
         return "text"
-    raise RowError(f"cannot detect the format from the keys {_keys(row)}; expected 'messages' (conversation), "
-                   "'conversations' (sharegpt), 'instruction' + 'output' (alpaca), 'prompt' + 'completion' "
-                   f"(prompt_completion) or {text_field!r} (text)")
+    raise RowError(
+        f"cannot detect the format from the keys {_keys(row)}; expected 'messages' (conversation), "
+        "'conversations' (sharegpt), 'instruction' + 'output' (alpaca), 'prompt' + 'completion' "
+        f"(prompt_completion) or {text_field!r} (text)"
+    )
 
 
 def to_example(row: dict[str, Any], format: str, *, text_field: str = "text") -> Example:
@@ -179,8 +199,9 @@ def _from_sharegpt(row: dict[str, Any]) -> Conversation:
             raise RowError(f"{where} must be an object with 'from' and 'value', got {_kind(turn)}")
         speaker = turn.get("from")
         if speaker not in SHAREGPT_ROLES:
-            raise RowError(f"unknown role {speaker!r} in {where}; expected 'from' to be one of: "
-                           f"{', '.join(SHAREGPT_ROLES)}")
+            raise RowError(
+                f"unknown role {speaker!r} in {where}; expected 'from' to be one of: {', '.join(SHAREGPT_ROLES)}"
+            )
         value = turn.get("value")
         if not isinstance(value, str):
             raise RowError(f"'value' must be a string, got {_kind(value)} in {where}")
@@ -191,15 +212,18 @@ def _from_sharegpt(row: dict[str, Any]) -> Conversation:
 def _from_prompt_completion(row: dict[str, Any]) -> Conversation:
     prompt, completion = _required(row, "prompt"), _required(row, "completion")
     if isinstance(prompt, str) and isinstance(completion, str):
-        return Conversation(messages=[Message(role="user", content=prompt),
-                                      Message(role="assistant", content=completion)])
+        return Conversation(
+            messages=[Message(role="user", content=prompt), Message(role="assistant", content=completion)]
+        )
     if isinstance(prompt, list) and isinstance(completion, list):
         completion_messages = _messages(completion, "completion")
         if not any(message.role == "assistant" for message in completion_messages):
             raise RowError("no assistant message in 'completion'; it holds the reply to learn")
         return Conversation(messages=_messages(prompt, "prompt") + completion_messages)
-    raise RowError(f"'prompt' and 'completion' must both be strings or both be lists of messages, got "
-                   f"{_kind(prompt)} and {_kind(completion)}")
+    raise RowError(
+        f"'prompt' and 'completion' must both be strings or both be lists of messages, got "
+        f"{_kind(prompt)} and {_kind(completion)}"
+    )
 
 
 def _from_text(row: dict[str, Any], text_field: str) -> PlainText:
@@ -237,8 +261,9 @@ def _message(item: Any, where: str) -> Message:
     if isinstance(content, str):
         return Message(role=role, content=content)
     if isinstance(content, list):
-        return Message(role=role, content=[_content_item(part, f"{where}.content[{index}]")
-                                           for index, part in enumerate(content)])
+        return Message(
+            role=role, content=[_content_item(part, f"{where}.content[{index}]") for index, part in enumerate(content)]
+        )
     raise RowError(f"'content' must be a string or a list of content items, got {_kind(content)} in {where}")
 
 

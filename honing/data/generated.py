@@ -14,7 +14,7 @@ import string
 from collections.abc import Callable
 from urllib.parse import parse_qsl
 
-from honing.data.cache import atomic_write
+from honing.cache import atomic_write
 from honing.errors import DataError
 
 PREFIX = "generated:"
@@ -52,7 +52,7 @@ def is_generated(path: str) -> bool:
 
 def parse_generated(path: str) -> tuple[str, int, int]:
     """The task name, number of samples and seed a ``generated:`` path asks for."""
-    name, _, query = path[len(PREFIX):].partition("?")
+    name, _, query = path[len(PREFIX) :].partition("?")
     if name not in TASKS:
         raise DataError(f"{path}: unknown generated task {name!r}; expected one of: {', '.join(sorted(TASKS))}")
     options = dict(parse_qsl(query, strict_parsing=bool(query)))
@@ -74,8 +74,7 @@ def generate_rows(task: str, *, samples: int, seed: int) -> list[dict]:
     rows = []
     for _ in range(samples):
         question, answer = TASKS[task](rng)
-        rows.append({"messages": [{"role": "user", "content": question},
-                                  {"role": "assistant", "content": answer}]})
+        rows.append({"messages": [{"role": "user", "content": question}, {"role": "assistant", "content": answer}]})
     return rows
 
 

@@ -3,48 +3,46 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
-import torch
 
+from honing.data.collate import Collator, stack_collate
 from honing.data.padding import length_grouped_order
 from honing.errors import DataError
 
 log = logging.getLogger(__name__)
 
 
-def stack_collate(items: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Stack each field of the items into one batch tensor (numbers become a tensor, others a list)."""
-    batch: dict[str, Any] = {}
-    for key in items[0]:
-        values = [item[key] for item in items]
-        if isinstance(values[0], torch.Tensor):
-            batch[key] = torch.stack(values)
-        elif isinstance(values[0], (int, float, bool)):
-            batch[key] = torch.tensor(values)
-        else:
-            batch[key] = values
-    return batch
-
-
 class DataLoader:
     """Full global batches in a seeded per-epoch order; rank r gets its slice; resumable mid-epoch."""
 
-    def __init__(self, dataset: Any, *, global_batch_size: int, collate_fn: Callable[[list], Any] | None = None,
-                 seed: int = 0, shuffle: bool = True, rank: int = 0, world_size: int = 1,
-                 group_by_length: bool = False):
+    def __init__(
+        self,
+        dataset: Any,
+        *,
+        global_batch_size: int,
+        collate_fn: Collator | Callable[[list], Any] | None = None,
+        seed: int = 0,
+        shuffle: bool = True,
+        rank: int = 0,
+        world_size: int = 1,
+        group_by_length: bool = False,
+    ):
         if world_size < 1 or not 0 <= rank < world_size:
             raise DataError(f"rank {rank} is not valid for world_size {world_size}")
         if global_batch_size < 1 or global_batch_size % world_size:
-            raise DataError(f"global_batch_size ({global_batch_size}) must be a positive multiple of the "
-                            f"world size ({world_size})")
+            raise DataError(
+                f"global_batch_size ({global_batch_size}) must be a positive multiple of the world size ({world_size})"
+            )
         if seed < 0:
             raise DataError(f"the data seed must be >= 0 (it seeds numpy's SeedSequence), got {seed}")
         if len(dataset) < global_batch_size:
-            raise DataError(f"the dataset has {len(dataset)} rows, fewer than one global batch of "
-                            f"{global_batch_size}; add data or lower global_batch_size")
+            raise DataError(
+                f"the dataset has {len(dataset)} rows, fewer than one global batch of "
+                f"{global_batch_size}; add data or lower global_batch_size"
+            )
         self.dataset = dataset
         self.global_batch_size = global_batch_size
         self.local_batch_size = global_batch_size // world_size
@@ -63,8 +61,10 @@ class DataLoader:
         if group_by_length:
             lengths = getattr(dataset, "lengths", None)
             if lengths is None or len(lengths) != self._length:
-                raise DataError(f"group_by_length needs a dataset with one length per row in `lengths` (such as "
-                                f"PaddedDataset); {type(dataset).__name__} has none")
+                raise DataError(
+                    f"group_by_length needs a dataset with one length per row in `lengths` (such as "
+                    f"PaddedDataset); {type(dataset).__name__} has none"
+                )
             self._lengths = np.asarray(lengths)
 
     @property
@@ -84,8 +84,9 @@ class DataLoader:
             rng = np.random.default_rng([self.seed, epoch])
             order = rng.permutation(self._length) if self.shuffle else np.arange(self._length)
             if self._lengths is not None:
-                order = length_grouped_order(order, self._lengths, self.global_batch_size,
-                                             rng=rng if self.shuffle else None)
+                order = length_grouped_order(
+                    order, self._lengths, self.global_batch_size, rng=rng if self.shuffle else None
+                )
             self._order_cache = (epoch, order)
         return self._order_cache[1]
 
@@ -94,34 +95,23 @@ class DataLoader:
         order = self.order(self.epoch)
         while self.batches_consumed < self.batches_per_epoch:
             start = self.batches_consumed * self.global_batch_size + self.rank * self.local_batch_size
-            batch = self.collate_fn([self.dataset[int(i)] for i in order[start:start + self.local_batch_size]])
+            batch = self.collate_fn([self.dataset[int(i)] for i in order[start : start + self.local_batch_size]])
             # Counted before the yield: a checkpoint taken while the batch trains must not replay it.
             self.batches_consumed += 1
             yield batch
         self.epoch += 1
         self.batches_consumed = 0
 
-    def global_num_tokens_in_batch(self, batch: dict[str, Any]) -> int:
-        """Tokens in the global batch: the local real (non-pad) tokens times world_size.
-
-        Real tokens are ``num_real_tokens`` (packed and padded SFT batches), else the attention_mask's
-        ones, else every input id.
-        """
-        real = batch.get("num_real_tokens")
-        mask = batch.get("attention_mask")
-        if real is not None:
-            local = int(torch.as_tensor(real).sum().item())
-        elif mask is not None:
-            local = int(mask.sum().item())
-        else:
-            local = batch["input_ids"].numel()
-        return local * self.world_size
-
     def state_dict(self) -> dict[str, int]:
         """The loader's position and the settings needed to check a resume against it."""
-        return {"epoch": self.epoch, "batches_consumed": self.batches_consumed, "seed": self.seed,
-                "global_batch_size": self.global_batch_size, "world_size": self.world_size,
-                "dataset_length": self._length}
+        return {
+            "epoch": self.epoch,
+            "batches_consumed": self.batches_consumed,
+            "seed": self.seed,
+            "global_batch_size": self.global_batch_size,
+            "world_size": self.world_size,
+            "dataset_length": self._length,
+        }
 
     def load_state_dict(self, state: dict[str, int]) -> None:
         """Resume where ``state`` left off; a changed batch size keeps the number of rows consumed."""
@@ -130,17 +120,33 @@ class DataLoader:
         if saved_batch != self.global_batch_size:
             # Round down: repeating a few rows is better than silently skipping some.
             consumed = consumed * saved_batch // self.global_batch_size
-            log.warning("global_batch_size changed since the checkpoint (%d → %d): resuming after %d batches "
-                        "of epoch %d, the same rows consumed rounded down", saved_batch, self.global_batch_size,
-                        consumed, epoch)
+            log.warning(
+                "global_batch_size changed since the checkpoint (%d → %d): resuming after %d batches "
+                "of epoch %d, the same rows consumed rounded down",
+                saved_batch,
+                self.global_batch_size,
+                consumed,
+                epoch,
+            )
         if int(state.get("world_size", self.world_size)) != self.world_size:
-            log.warning("world size changed since the checkpoint (%s → %d): the global batch order is kept, "
-                        "each rank now takes a different slice", state.get("world_size"), self.world_size)
+            log.warning(
+                "world size changed since the checkpoint (%s → %d): the global batch order is kept, "
+                "each rank now takes a different slice",
+                state.get("world_size"),
+                self.world_size,
+            )
         if int(state.get("seed", self.seed)) != self.seed:
-            log.warning("data seed changed since the checkpoint (%s → %d): the rest of the epoch follows the "
-                        "new order", state.get("seed"), self.seed)
+            log.warning(
+                "data seed changed since the checkpoint (%s → %d): the rest of the epoch follows the new order",
+                state.get("seed"),
+                self.seed,
+            )
         if int(state.get("dataset_length", self._length)) != self._length:
-            log.warning("the dataset has %d rows but had %s at the checkpoint: the data changed, so the resumed "
-                        "order differs from the original run", self._length, state.get("dataset_length"))
+            log.warning(
+                "the dataset has %d rows but had %s at the checkpoint: the data changed, so the resumed "
+                "order differs from the original run",
+                self._length,
+                state.get("dataset_length"),
+            )
         self.epoch = epoch
         self.batches_consumed = min(consumed, self.batches_per_epoch)

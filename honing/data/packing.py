@@ -79,8 +79,10 @@ def best_fit_decreasing(lengths: Sequence[int], max_length: int) -> list[list[in
         raise DataError(f"max_length must be >= 1, got {max_length}")
     for index, length in enumerate(lengths):
         if not 1 <= length <= max_length:
-            raise DataError(f"example {index} has {length} tokens; packing expects 1..max_length={max_length} "
-                            "(truncate or drop longer examples before packing)")
+            raise DataError(
+                f"example {index} has {length} tokens; packing expects 1..max_length={max_length} "
+                "(truncate or drop longer examples before packing)"
+            )
     bins: list[list[int]] = []
     open_bins = _OpenBins(max_length)
     # Ties broken by index so the packing is the same on every rank and every run.
@@ -144,5 +146,9 @@ class PackedDataset(torch.utils.data.Dataset):
         return len(self.bins)
 
     def __getitem__(self, index: int) -> dict[str, Any]:
-        return {"input_ids": self.input_ids[index], "labels": self.labels[index],
-                "position_ids": self.position_ids[index], "num_real_tokens": int(self.real_tokens[index])}
+        return {
+            "input_ids": self.input_ids[index],
+            "labels": self.labels[index],
+            "position_ids": self.position_ids[index],
+            "num_real_tokens": int(self.real_tokens[index]),
+        }

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import torch
 
+from honing.data.collate import pad_collate
 from honing.errors import DataError
 from honing.losses import IGNORE_INDEX
 
@@ -31,8 +32,10 @@ def read_example(example: Any, index: int) -> tuple[list[int], list[int]]:
     if not input_ids:
         raise DataError(f"example {index} has no tokens; drop empty examples before batching")
     if len(input_ids) != len(labels):
-        raise DataError(f"example {index}: input_ids has {len(input_ids)} tokens but labels has {len(labels)}; "
-                        "expected one label per token")
+        raise DataError(
+            f"example {index}: input_ids has {len(input_ids)} tokens but labels has {len(labels)}; "
+            "expected one label per token"
+        )
     bad_token = next((t for t in input_ids if t < 0), None)
     if bad_token is not None:
         raise DataError(f"example {index}: input_ids holds {bad_token}; expected token ids >= 0")
@@ -62,34 +65,14 @@ class PaddedDataset(torch.utils.data.Dataset):
         return {"input_ids": self.input_ids[index], "labels": self.labels[index]}
 
 
-def pad_collate(pad_token_id: int | None) -> Callable[[Sequence[Mapping[str, Any]]], dict[str, torch.Tensor]]:
-    """A collate function that right-pads a batch to its longest row, with attention_mask and num_real_tokens."""
-    if pad_token_id is None or int(pad_token_id) < 0:
-        raise DataError(f"pad_token_id is {pad_token_id!r}; padded batches need a pad token id >= 0 "
-                        "(give the tokenizer a pad token)")
-    pad_token_id = int(pad_token_id)
-
-    def collate(items: Sequence[Mapping[str, Any]]) -> dict[str, torch.Tensor]:
-        rows = [torch.as_tensor(item["input_ids"], dtype=torch.long) for item in items]
-        lengths = torch.tensor([len(row) for row in rows])
-        width = int(lengths.max())
-        input_ids = torch.full((len(rows), width), pad_token_id, dtype=torch.long)
-        labels = torch.full((len(rows), width), IGNORE_INDEX, dtype=torch.long)
-        for i, (row, item) in enumerate(zip(rows, items)):
-            input_ids[i, :len(row)] = row
-            labels[i, :len(row)] = torch.as_tensor(item["labels"], dtype=torch.long)
-        # Right padding keeps each real token at its unpadded position, so the default position_ids
-        # are right and the mask only has to hide the pad keys.
-        attention_mask = (torch.arange(width) < lengths[:, None]).long()
-        return {"input_ids": input_ids, "labels": labels, "attention_mask": attention_mask,
-                "num_real_tokens": lengths}
-
-    return collate
-
-
-def length_grouped_order(order: np.ndarray, lengths: np.ndarray, global_batch_size: int, *,
-                         rng: np.random.Generator | None,
-                         window_batches: int = LENGTH_GROUP_WINDOW_BATCHES) -> np.ndarray:
+def length_grouped_order(
+    order: np.ndarray,
+    lengths: np.ndarray,
+    global_batch_size: int,
+    *,
+    rng: np.random.Generator | None,
+    window_batches: int = LENGTH_GROUP_WINDOW_BATCHES,
+) -> np.ndarray:
     """``order``'s full global batches regrouped so rows of similar length share a batch.
 
     Rows past the last full global batch are dropped (as the loader drops them); each window of
@@ -100,7 +83,7 @@ def length_grouped_order(order: np.ndarray, lengths: np.ndarray, global_batch_si
     order = np.asarray(order[:usable])
     window = window_batches * global_batch_size
     # A stable sort: equal lengths keep the (seeded) order they came in, so the result is deterministic.
-    windows = [order[start:start + window] for start in range(0, usable, window)]
+    windows = [order[start : start + window] for start in range(0, usable, window)]
     grouped = np.concatenate([w[np.argsort(-lengths[w], kind="stable")] for w in windows])
     batches = grouped.reshape(-1, global_batch_size)
     if rng is not None:

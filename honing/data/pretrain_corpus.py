@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 import numpy as np
 import torch
 
-from honing.data.cache import atomic_write, content_hash, default_cache_dir
+from honing.cache import atomic_write, content_hash, default_cache_dir
 from honing.data.tokenizer import tokenizer_fingerprint
 from honing.errors import DataError
 
@@ -77,8 +77,10 @@ class PretrainDataset(torch.utils.data.Dataset):
         if seq_len < 1:
             raise DataError(f"seq_len must be >= 1, got {seq_len}")
         if len(corpus.tokens) < seq_len:
-            raise DataError(f"the corpus has {len(corpus.tokens)} tokens, fewer than one row of seq_len={seq_len}; "
-                            "add documents or lower data.seq_len")
+            raise DataError(
+                f"the corpus has {len(corpus.tokens)} tokens, fewer than one row of seq_len={seq_len}; "
+                "add documents or lower data.seq_len"
+            )
         self.corpus = corpus
         self.seq_len = seq_len
         self._rows = len(corpus.tokens) // seq_len
@@ -88,7 +90,7 @@ class PretrainDataset(torch.utils.data.Dataset):
 
     def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
         start = self._row_start(index)
-        row = torch.from_numpy(self.corpus.tokens[start:start + self.seq_len].astype(np.int64))
+        row = torch.from_numpy(self.corpus.tokens[start : start + self.seq_len].astype(np.int64))
         # The HF model shifts labels itself; a copy keeps in-place label masking from touching inputs.
         return {"input_ids": row, "labels": row.clone()}
 
@@ -107,7 +109,7 @@ class PretrainDataset(torch.utils.data.Dataset):
         start = self._row_start(index)
         end = start + self.seq_len
         starts = self.corpus.doc_starts
-        inside = starts[np.searchsorted(starts, start, side="right"):np.searchsorted(starts, end, side="left")]
+        inside = starts[np.searchsorted(starts, start, side="right") : np.searchsorted(starts, end, side="left")]
         bounds = np.concatenate([[start], inside, [end]])
         return np.diff(bounds).tolist()
 
@@ -123,7 +125,7 @@ def _tokenize(docs: Sequence[str], tokenizer: Any, eos_id: int) -> TokenizedCorp
     pieces: list[np.ndarray] = []
     eos = np.array([eos_id], dtype=np.uint32)
     for chunk_start in range(0, len(docs), ENCODE_CHUNK):
-        for ids in _encode_batch(tokenizer, list(docs[chunk_start:chunk_start + ENCODE_CHUNK])):
+        for ids in _encode_batch(tokenizer, list(docs[chunk_start : chunk_start + ENCODE_CHUNK])):
             pieces += [np.asarray(ids, dtype=np.uint32), eos]
     lengths = np.array([len(piece) for piece in pieces], dtype=np.int64).reshape(-1, 2).sum(axis=1)
     doc_starts = np.zeros(len(lengths), dtype=np.int64)
@@ -148,8 +150,10 @@ def _load_cached(path: str, num_docs: int) -> TokenizedCorpus | None:
         with np.load(path, allow_pickle=False) as data:
             tokens, doc_starts = data["tokens"], data["doc_starts"]
         if tokens.dtype != np.uint32 or doc_starts.dtype != np.int64 or len(doc_starts) != num_docs:
-            raise ValueError(f"unexpected contents (tokens {tokens.dtype}, {len(doc_starts)} document starts "
-                             f"for {num_docs} documents)")
+            raise ValueError(
+                f"unexpected contents (tokens {tokens.dtype}, {len(doc_starts)} document starts "
+                f"for {num_docs} documents)"
+            )
     except Exception as error:  # noqa: BLE001 - any unreadable entry (truncated, foreign) is rebuilt
         log.warning("ignoring unreadable tokenized-corpus cache %s (%s); tokenizing again", path, error)
         return None

@@ -43,16 +43,21 @@ def expand_paths(path: str) -> list[str]:
         files = [name for name, info in matches.items() if info.get("type") == "file"]
     elif fs.isdir(root):
         # Hidden files and folders (.git, .DS_Store) are tooling, not corpus.
-        files = [name for name in fs.find(root)
-                 if not any(part.startswith(".") for part in os.path.relpath(name, root).split("/"))]
+        files = [
+            name
+            for name in fs.find(root)
+            if not any(part.startswith(".") for part in os.path.relpath(name, root).split("/"))
+        ]
     elif fs.isfile(root):
         files = [root]
     else:
         files = []
     if not files:
-        raise DataError(f"no files match data path {path!r}"
-                        + (f" (expanded to {pattern!r})" if pattern != path else "")
-                        + "; expected a file, a folder holding files, or a glob such as 'data/**/*.jsonl'")
+        raise DataError(
+            f"no files match data path {path!r}"
+            + (f" (expanded to {pattern!r})" if pattern != path else "")
+            + "; expected a file, a folder holding files, or a glob such as 'data/**/*.jsonl'"
+        )
     local = isinstance(fs, LocalFileSystem)
     return sorted(name if local else fs.unstrip_protocol(name) for name in files)
 
@@ -79,8 +84,13 @@ def iter_text_documents(path: str, *, format: str = "auto", text_field: str = "t
                 yield Document(text, url)
     finally:
         if not_utf8:  # once per source, not once per file: a folder may hold many binary files
-            log.warning("skipped %d file(s) under %r that are not valid UTF-8 text (first: %s); convert them "
-                        "to UTF-8 or narrow the path", len(not_utf8), path, not_utf8[0])
+            log.warning(
+                "skipped %d file(s) under %r that are not valid UTF-8 text (first: %s); convert them "
+                "to UTF-8 or narrow the path",
+                len(not_utf8),
+                path,
+                not_utf8[0],
+            )
 
 
 def load_documents(sources: Sequence[Mapping[str, Any] | object], *, seed: int = 0) -> list[Document]:
@@ -89,14 +99,20 @@ def load_documents(sources: Sequence[Mapping[str, Any] | object], *, seed: int =
     for index, source in enumerate(sources):
         fields = source_fields(source, index)
         path, weight, max_samples = fields["path"], fields["weight"], fields["max_samples"]
-        found = list(islice(iter_text_documents(path, format=fields["format"], text_field=fields["text_field"]),
-                            max_samples))
+        found = list(
+            islice(iter_text_documents(path, format=fields["format"], text_field=fields["text_field"]), max_samples)
+        )
         if not found:
             raise DataError(f"data source {index} ({path!r}) holds no non-empty documents")
         weighted = [found[i] for i in weighted_indices(len(found), weight, seed=seed, source_index=index)]
         if not weighted:
-            log.warning("data source %d (%r) contributes no documents: weight %s of %d document(s) rounds to 0",
-                        index, path, weight, len(found))
+            log.warning(
+                "data source %d (%r) contributes no documents: weight %s of %d document(s) rounds to 0",
+                index,
+                path,
+                weight,
+                len(found),
+            )
         documents.extend(weighted)
     return documents
 
@@ -123,19 +139,27 @@ def _iter_jsonl(url: str, text_field: str) -> Iterator[Document]:
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as error:
-                hint = "; format 'auto' reads .json files as JSON Lines, set format: text to read it whole" \
-                    if url.endswith(".json") else ""
-                raise DataError(f"{where}: invalid JSON ({error.msg} at column {error.colno}); "
-                                f"expected one JSON object per line{hint}") from error
+                hint = (
+                    "; format 'auto' reads .json files as JSON Lines, set format: text to read it whole"
+                    if url.endswith(".json")
+                    else ""
+                )
+                raise DataError(
+                    f"{where}: invalid JSON ({error.msg} at column {error.colno}); "
+                    f"expected one JSON object per line{hint}"
+                ) from error
             if not isinstance(row, dict):
                 raise DataError(f"{where}: expected a JSON object, got {type(row).__name__} {_short(row)}")
             if text_field not in row:
-                raise DataError(f"{where}: no field {text_field!r} (fields: {', '.join(map(repr, row)) or 'none'}); "
-                                "set the source's text_field to the field holding the text")
+                raise DataError(
+                    f"{where}: no field {text_field!r} (fields: {', '.join(map(repr, row)) or 'none'}); "
+                    "set the source's text_field to the field holding the text"
+                )
             text = row[text_field]
             if not isinstance(text, str):
-                raise DataError(f"{where}: field {text_field!r} is {type(text).__name__} {_short(text)}, "
-                                "expected a string")
+                raise DataError(
+                    f"{where}: field {text_field!r} is {type(text).__name__} {_short(text)}, expected a string"
+                )
             if text:
                 yield Document(text, where)
 
@@ -145,8 +169,10 @@ def source_fields(source: Mapping[str, Any] | object, index: int) -> dict[str, A
     if isinstance(source, Mapping):
         unknown = sorted(set(source) - set(SOURCE_FIELDS))
         if unknown:
-            raise DataError(f"data source {index}: unknown key(s) {', '.join(map(repr, unknown))}; "
-                            f"expected: {', '.join(SOURCE_FIELDS)}")
+            raise DataError(
+                f"data source {index}: unknown key(s) {', '.join(map(repr, unknown))}; "
+                f"expected: {', '.join(SOURCE_FIELDS)}"
+            )
         fields = {name: source.get(name, default) for name, default in SOURCE_FIELDS.items()}
     else:
         fields = {name: getattr(source, name, default) for name, default in SOURCE_FIELDS.items()}
@@ -155,10 +181,12 @@ def source_fields(source: Mapping[str, Any] | object, index: int) -> dict[str, A
         raise DataError(f"data source {index}: path must be a non-empty string, got {path!r}")
     if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight) or weight <= 0:
         raise DataError(f"data source {index} ({path!r}): weight must be a number > 0, got {weight!r}")
-    if max_samples is not None and (isinstance(max_samples, bool) or not isinstance(max_samples, int)
-                                    or max_samples < 1):
-        raise DataError(f"data source {index} ({path!r}): max_samples must be an integer >= 1 or null, "
-                        f"got {max_samples!r}")
+    if max_samples is not None and (
+        isinstance(max_samples, bool) or not isinstance(max_samples, int) or max_samples < 1
+    ):
+        raise DataError(
+            f"data source {index} ({path!r}): max_samples must be an integer >= 1 or null, got {max_samples!r}"
+        )
     fields["weight"] = float(weight)
     return fields
 

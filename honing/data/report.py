@@ -45,8 +45,10 @@ class DataReport:
 
     def summary(self, split: str) -> str:
         """One line (plus the first rejection reasons) for the console."""
-        line = (f"{split} data: {self.examples:,} examples, {self.tokens:,} tokens ({self.loss_share:.0%} with "
-                f"loss); truncated {self.truncated}, dropped {self.dropped} over-long, rejected {self.rejected}")
+        line = (
+            f"{split} data: {self.examples:,} examples, {self.tokens:,} tokens ({self.loss_share:.0%} with "
+            f"loss); truncated {self.truncated}, dropped {self.dropped} over-long, rejected {self.rejected}"
+        )
         return line + "".join(f"\n  {reason}" for reason in self.reasons)
 
     def length_histogram(self, bins: int = 10) -> list[tuple[int, int, int]]:
@@ -62,9 +64,11 @@ class DataReport:
     def text(self, split: str) -> str:
         """The full report of this split as text, with a length histogram drawn in characters."""
         lengths = np.asarray(self.lengths) if self.lengths else np.zeros(1, dtype=int)
-        lines = [self.summary(split),
-                 f"  lengths: min {lengths.min()}, median {int(np.median(lengths))}, mean {lengths.mean():.1f}, "
-                 f"max {lengths.max()} tokens"]
+        lines = [
+            self.summary(split),
+            f"  lengths: min {lengths.min()}, median {int(np.median(lengths))}, mean {lengths.mean():.1f}, "
+            f"max {lengths.max()} tokens",
+        ]
         if self.rows:
             packing = "" if self.packing_efficiency is None else f", packing efficiency {self.packing_efficiency:.1%}"
             lines.append(f"  rows: {self.rows:,} of {self.row_length} tokens{packing}")

@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Any
 import tokenizers
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from honing.data.cache import atomic_write, content_hash
+from honing.cache import atomic_write, content_hash
 from honing.errors import DataError
+from honing.hub import check_name_or_path
 
 if TYPE_CHECKING:  # transformers takes a second to import; the data loader should not pay for it
     from transformers import PreTrainedTokenizerFast
@@ -28,9 +29,15 @@ TOKENIZER_KINDS = ("byte", "char", "bpe", "pretrained")
 MODEL_MAX_LENGTH = 2**62
 
 
-def build_tokenizer(kind: str, *, texts: Sequence[str] | None = None, vocab_size: int | None = None,
-                    path: str | None = None, trust_remote_code: bool = False,
-                    cache_dir: str | None = None) -> PreTrainedTokenizerFast:
+def build_tokenizer(
+    kind: str,
+    *,
+    texts: Sequence[str] | None = None,
+    vocab_size: int | None = None,
+    path: str | None = None,
+    trust_remote_code: bool = False,
+    cache_dir: str | None = None,
+) -> PreTrainedTokenizerFast:
     """Build the tokenizer of ``kind`` (byte, char, bpe or pretrained) with an eos and a pad token."""
     if kind == "byte":
         return _wrap(byte_backend())
@@ -49,8 +56,11 @@ def tokenizer_fingerprint(tokenizer: Any) -> str:
     if backend is not None:
         return hashlib.sha256(backend.to_str().encode("utf-8")).hexdigest()
     # A tokenizer without a Rust backend (rare in transformers 5): its vocabulary and specials stand in.
-    description = {"class": type(tokenizer).__name__, "vocab": sorted(tokenizer.get_vocab().items()),
-                   "special": {k: str(v) for k, v in tokenizer.special_tokens_map.items()}}
+    description = {
+        "class": type(tokenizer).__name__,
+        "vocab": sorted(tokenizer.get_vocab().items()),
+        "special": {k: str(v) for k, v in tokenizer.special_tokens_map.items()},
+    }
     return hashlib.sha256(json.dumps(description, sort_keys=True).encode("utf-8")).hexdigest()
 
 
@@ -93,8 +103,12 @@ def bpe_backend(texts: Sequence[str], vocab_size: int, cache_dir: str | None) ->
     backend = Tokenizer(models.BPE())
     backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     backend.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[EOS_TOKEN, PAD_TOKEN],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=[EOS_TOKEN, PAD_TOKEN],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
     backend.train_from_iterator(texts, trainer, length=len(texts))
     if cache_file is not None:
         serialized = backend.to_str().encode("utf-8")
@@ -108,13 +122,16 @@ def load_pretrained_tokenizer(path: str | None, *, trust_remote_code: bool = Fal
         raise DataError("tokenizer kind 'pretrained' needs a path (a local folder or a Hugging Face name)")
     from transformers import AutoTokenizer
 
+    check_name_or_path(path, "model.name_or_path / tokenizer.path")
     try:
         tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
     except (OSError, ValueError) as error:
         raise DataError(f"could not load a tokenizer from {path!r}: {error}") from error
     if tokenizer.eos_token is None:
-        raise DataError(f"the tokenizer at {path!r} has no eos token; pretraining needs one to separate "
-                        "documents (set eos_token in its tokenizer_config.json)")
+        raise DataError(
+            f"the tokenizer at {path!r} has no eos token; pretraining needs one to separate "
+            "documents (set eos_token in its tokenizer_config.json)"
+        )
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     return tokenizer
@@ -124,23 +141,29 @@ def _wrap(backend: Tokenizer, unk_token: str | None = None) -> PreTrainedTokeniz
     from transformers import PreTrainedTokenizerFast
 
     # clean_up_tokenization_spaces would rewrite " ." to "." on decode and break the round trip.
-    return PreTrainedTokenizerFast(tokenizer_object=backend, eos_token=EOS_TOKEN, pad_token=PAD_TOKEN,
-                                   bos_token=None, unk_token=unk_token, model_max_length=MODEL_MAX_LENGTH,
-                                   clean_up_tokenization_spaces=False)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        eos_token=EOS_TOKEN,
+        pad_token=PAD_TOKEN,
+        bos_token=None,
+        unk_token=unk_token,
+        model_max_length=MODEL_MAX_LENGTH,
+        clean_up_tokenization_spaces=False,
+    )
 
 
 def _require_texts(kind: str, texts: Sequence[str] | None) -> Sequence[str]:
     if texts is None or not any(texts):
-        raise DataError(f"tokenizer kind {kind!r} is trained on the training documents, but none were given "
-                        "(got no non-empty text)")
+        raise DataError(
+            f"tokenizer kind {kind!r} is trained on the training documents, but none were given (got no non-empty text)"
+        )
     return texts
 
 
 def _require_bpe_vocab_size(vocab_size: int | None) -> int:
     minimum = 256 + 2  # every byte plus eos and pad
     if vocab_size is None or vocab_size < minimum:
-        raise DataError(f"tokenizer kind 'bpe' needs vocab_size >= {minimum} (256 bytes + eos + pad), "
-                        f"got {vocab_size}")
+        raise DataError(f"tokenizer kind 'bpe' needs vocab_size >= {minimum} (256 bytes + eos + pad), got {vocab_size}")
     return vocab_size
 
 

@@ -3,22 +3,34 @@
 from __future__ import annotations
 
 import logging
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, PretrainedConfig
 
 from honing.errors import ConfigError
+from honing.hub import check_name_or_path
 
 log = logging.getLogger(__name__)
 
-DTYPES = {"fp32": torch.float32, "float32": torch.float32, "bf16": torch.bfloat16,
-          "bfloat16": torch.bfloat16, "fp16": torch.float16, "float16": torch.float16}
+DTYPES = {
+    "fp32": torch.float32,
+    "float32": torch.float32,
+    "bf16": torch.bfloat16,
+    "bfloat16": torch.bfloat16,
+    "fp16": torch.float16,
+    "float16": torch.float16,
+}
 
 
-def build_model_config(config: Mapping[str, Any], *, vocab_size: int | None = None,
-                       max_position_embeddings: int | None = None,
-                       special_token_ids: Mapping[str, int | None] | None = None) -> PretrainedConfig:
+def build_model_config(
+    config: Mapping[str, Any],
+    *,
+    vocab_size: int | None = None,
+    max_position_embeddings: int | None = None,
+    special_token_ids: Mapping[str, int | None] | None = None,
+) -> PretrainedConfig:
     """A transformers config from a mapping with ``model_type``; vocabulary size, maximum length
     and special-token ids follow from the tokenizer and data unless the mapping gives them."""
     values = dict(config)
@@ -38,26 +50,49 @@ def build_model_config(config: Mapping[str, Any], *, vocab_size: int | None = No
         raise ConfigError(f"model.config: {error}") from None
 
 
-def build_model_from_config(config: PretrainedConfig, *, attn_implementation: str | None = "sdpa",
-                            dtype: torch.dtype = torch.float32) -> torch.nn.Module:
+def build_model_from_config(
+    config: PretrainedConfig, *, attn_implementation: str | None = "sdpa", dtype: torch.dtype = torch.float32
+) -> torch.nn.Module:
     """A randomly initialised causal LM (deterministic under the current torch seed)."""
     return AutoModelForCausalLM.from_config(config, attn_implementation=attn_implementation, dtype=dtype)
 
 
-def load_pretrained_model(name_or_path: str, *, attn_implementation: str | None = "sdpa",
-                          dtype: torch.dtype = torch.float32, trust_remote_code: bool = False) -> torch.nn.Module:
+def load_pretrained_model(
+    name_or_path: str,
+    *,
+    attn_implementation: str | None = "sdpa",
+    dtype: torch.dtype = torch.float32,
+    trust_remote_code: bool = False,
+) -> torch.nn.Module:
     """A causal LM from a local folder or a hub name; remote code only when the config allows it."""
     from transformers.utils import logging as hf_logging
 
+    check_name_or_path(name_or_path, "model.name_or_path")
     hf_logging.disable_progress_bar()  # a bar per shard of a small model is noise in the run's log
     try:
         return AutoModelForCausalLM.from_pretrained(
-            name_or_path, attn_implementation=attn_implementation, dtype=dtype,
-            trust_remote_code=trust_remote_code)
+            name_or_path, attn_implementation=attn_implementation, dtype=dtype, trust_remote_code=trust_remote_code
+        )
     except OSError as error:
-        raise ConfigError(f"model.name_or_path: cannot load {name_or_path!r}: {error}") from None
+        reason = " ".join(str(error).split())  # transformers' messages span lines; ours is one
+        raise ConfigError(f"model.name_or_path: cannot load {name_or_path!r}: {reason}") from None
 
 
-def count_parameters(model: torch.nn.Module, *, trainable_only: bool = False) -> int:
-    """The number of (trainable) parameters, counting tied weights once."""
-    return sum(p.numel() for p in model.parameters() if p.requires_grad or not trainable_only)
+def count_parameters(model: torch.nn.Module, *, trainable_only: bool = False, non_embedding: bool = False) -> int:
+    """The number of (trainable) parameters, counting tied weights once.
+
+    ``non_embedding`` leaves out the input token embeddings, as OLMo-core's ``num_non_embedding_params``
+    does (the count ``1chinchilla`` durations use): an untied output head is counted, a head tied to the
+    embeddings is not (it is the same tensor). Every parameter of a dense model is active.
+    """
+    skip: set[int] = set()
+    if non_embedding:
+        get_embeddings = getattr(model, "get_input_embeddings", None)
+        embeddings = get_embeddings() if callable(get_embeddings) else None
+        modules = (
+            [embeddings]
+            if isinstance(embeddings, torch.nn.Module)
+            else [module for module in model.modules() if isinstance(module, torch.nn.Embedding)]
+        )
+        skip = {id(p) for module in modules for p in module.parameters()}
+    return sum(p.numel() for p in model.parameters() if (p.requires_grad or not trainable_only) and id(p) not in skip)

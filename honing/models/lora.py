@@ -2,53 +2,15 @@
 
 from __future__ import annotations
 
-import fnmatch
 import re
-import sys
 import warnings
-from typing import Any, Iterator, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 
 from honing.errors import ConfigError
-from honing.models.export import unwrap_model
-
-# peft names a wrapped model's parameters ``base_model.model.<the transformers name>``.
-PEFT_PREFIX = "base_model.model."
-# How many names an error message lists as examples.
-EXAMPLES = 12
-
-
-def is_lora(model: torch.nn.Module) -> bool:
-    """True when ``model`` (inside any DDP / torch.compile wrapper) is a peft model."""
-    # A model can only be a PeftModel once peft is imported; not importing it keeps plain runs fast.
-    if "peft" not in sys.modules:
-        return False
-    from peft import PeftModel
-
-    return isinstance(unwrap_model(model), PeftModel)
-
-
-def parameter_name(name: str) -> str:
-    """A parameter's name as the user writes it: the transformers name, without peft's wrapper prefix."""
-    return name[len(PEFT_PREFIX):] if name.startswith(PEFT_PREFIX) else name
-
-
-def named_parameters(model: torch.nn.Module) -> Iterator[tuple[str, torch.nn.Parameter]]:
-    """``(name, parameter)`` pairs named by ``parameter_name`` (tied weights once)."""
-    for name, param in unwrap_model(model).named_parameters():
-        yield parameter_name(name), param
-
-
-def matches(name: str, patterns: Sequence[str]) -> bool:
-    """True when ``name`` matches any fnmatch-style pattern (``*`` also spans dots)."""
-    return any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)
-
-
-def example_names(names: Sequence[str]) -> str:
-    """The first few of ``names`` for an error message."""
-    shown = ", ".join(names[:EXAMPLES])
-    return shown + (", ..." if len(names) > EXAMPLES else "")
+from honing.models.param_names import example_names, matches, named_parameters
 
 
 def freeze_layers(model: torch.nn.Module, patterns: Sequence[str]) -> int:
@@ -56,9 +18,11 @@ def freeze_layers(model: torch.nn.Module, patterns: Sequence[str]) -> int:
     return how many parameter elements were trainable before and are frozen now."""
     params = list(named_parameters(model))
     for index, pattern in enumerate(patterns):
-        if not any(fnmatch.fnmatchcase(name, pattern) for name, _ in params):
-            raise ConfigError(f"model.freeze_layers[{index}]: {pattern!r} matches no parameter; parameter names "
-                              f"look like {example_names([name for name, _ in params])}")
+        if not any(matches(name, [pattern]) for name, _ in params):
+            raise ConfigError(
+                f"model.freeze_layers[{index}]: {pattern!r} matches no parameter; parameter names "
+                f"look like {example_names([name for name, _ in params])}"
+            )
     frozen = 0
     for name, param in params:
         if matches(name, patterns) and param.requires_grad:
@@ -67,9 +31,17 @@ def freeze_layers(model: torch.nn.Module, patterns: Sequence[str]) -> int:
     return frozen
 
 
-def apply_lora(model: torch.nn.Module, *, rank: int = 8, alpha: float = 16, dropout: float = 0.0,
-               bias: str = "none", target_modules: str | list[str] = "all-linear", task_type: str = "CAUSAL_LM",
-               modules_to_save: list[str] | None = None) -> Any:
+def apply_lora(
+    model: torch.nn.Module,
+    *,
+    rank: int = 8,
+    alpha: float = 16,
+    dropout: float = 0.0,
+    bias: str = "none",
+    target_modules: str | list[str] = "all-linear",
+    task_type: str = "CAUSAL_LM",
+    modules_to_save: list[str] | None = None,
+) -> Any:
     """Wrap ``model`` in a peft ``PeftModel`` with LoRA adapters; base weights are frozen, adapters train.
 
     The adapters are injected into ``model`` in place; train and save the returned wrapper.
@@ -80,13 +52,24 @@ def apply_lora(model: torch.nn.Module, *, rank: int = 8, alpha: float = 16, drop
     check_target_modules(model, target_modules)
     for index, wanted in enumerate(modules_to_save or []):
         if not any(name == wanted or name.endswith(f".{wanted}") for name in module_names):
-            raise ConfigError(f"model.lora.modules_to_save[{index}]: {wanted!r} matches no module; module names "
-                              f"end in {example_names(leaf_names(model, torch.nn.Module))}")
+            raise ConfigError(
+                f"model.lora.modules_to_save[{index}]: {wanted!r} matches no module; module names "
+                f"end in {example_names(leaf_names(model, torch.nn.Module))}"
+            )
     if task_type not in {task.value for task in TaskType}:
-        raise ConfigError(f"model.lora.task_type: {task_type!r} is not a peft task type; expected one of "
-                          f"{', '.join(task.value for task in TaskType)}")
-    config = LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=dropout, bias=bias, target_modules=target_modules,
-                        task_type=task_type, modules_to_save=modules_to_save)
+        raise ConfigError(
+            f"model.lora.task_type: {task_type!r} is not a peft task type; expected one of "
+            f"{', '.join(task.value for task in TaskType)}"
+        )
+    config = LoraConfig(
+        r=rank,
+        lora_alpha=alpha,
+        lora_dropout=dropout,
+        bias=bias,
+        target_modules=target_modules,
+        task_type=task_type,
+        modules_to_save=modules_to_save,
+    )
     try:
         with warnings.catch_warnings():
             # peft asks transformers about gradient checkpointing through a name transformers 5 deprecates
@@ -112,20 +95,29 @@ def check_target_modules(model: torch.nn.Module, target_modules: str | list[str]
         try:
             pattern = re.compile(target_modules)
         except re.error as error:
-            raise ConfigError(f"model.lora.target_modules: {target_modules!r} is not a valid regular expression "
-                              f"({error}); give a list of module names to match name endings") from None
+            raise ConfigError(
+                f"model.lora.target_modules: {target_modules!r} is not a valid regular expression "
+                f"({error}); give a list of module names to match name endings"
+            ) from None
         if any(pattern.fullmatch(name) for name in names):
             return
-        example = next((name for name, module in model.named_modules() if isinstance(module, torch.nn.Linear)),
-                       names[0] if names else "")
-        raise ConfigError(f"model.lora.target_modules: {target_modules!r} matches no module (a string is a regular "
-                          f"expression over whole module names such as {example!r}; a list matches name endings); "
-                          f"linear modules are named {linear}")
-    missing = [target for target in target_modules
-               if not any(name == target or name.endswith(f".{target}") for name in names)]
+        example = next(
+            (name for name, module in model.named_modules() if isinstance(module, torch.nn.Linear)),
+            names[0] if names else "",
+        )
+        raise ConfigError(
+            f"model.lora.target_modules: {target_modules!r} matches no module (a string is a regular "
+            f"expression over whole module names such as {example!r}; a list matches name endings); "
+            f"linear modules are named {linear}"
+        )
+    missing = [
+        target for target in target_modules if not any(name == target or name.endswith(f".{target}") for name in names)
+    ]
     if missing:
-        raise ConfigError(f"model.lora.target_modules: {target_modules!r}: {', '.join(map(repr, missing))} "
-                          f"matches no module; linear modules are named {linear}")
+        raise ConfigError(
+            f"model.lora.target_modules: {target_modules!r}: {', '.join(map(repr, missing))} "
+            f"matches no module; linear modules are named {linear}"
+        )
 
 
 def leaf_names(model: torch.nn.Module, kind: type) -> list[str]:

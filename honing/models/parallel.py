@@ -13,6 +13,7 @@ import torch.utils.checkpoint
 from torch import nn
 
 from honing.errors import ConfigError
+from honing.models.wrappers import transformers_model
 
 log = logging.getLogger(__name__)
 
@@ -29,8 +30,10 @@ def resolve_strategy(strategy: str, world_size: int) -> str:
     if world_size <= 1:
         return "none"
     if strategy == "none":
-        raise ConfigError(f"parallel.strategy: 'none' with {world_size} processes would train {world_size} "
-                          f"separate models on different data; expected auto, ddp or fsdp")
+        raise ConfigError(
+            f"parallel.strategy: 'none' with {world_size} processes would train {world_size} "
+            f"separate models on different data; expected auto, ddp or fsdp"
+        )
     return "fsdp" if strategy == "auto" else strategy
 
 
@@ -69,8 +72,9 @@ def apply_activation_checkpointing(blocks: list[nn.ModuleList], mode: str, every
     """Checkpoint every block (``full``) or every ``every``-th one (``every_n``: the every-th,
     2·every-th, ...); returns how many blocks were checkpointed."""
     if mode not in ACTIVATION_CHECKPOINTING:
-        raise ConfigError(f"parallel.activation_checkpointing: expected one of "
-                          f"{', '.join(ACTIVATION_CHECKPOINTING)}, got {mode!r}")
+        raise ConfigError(
+            f"parallel.activation_checkpointing: expected one of {', '.join(ACTIVATION_CHECKPOINTING)}, got {mode!r}"
+        )
     if mode == "none":
         return 0
     if every < 1:
@@ -90,26 +94,39 @@ def mixed_precision_policy(mixed_precision: str, *, precision: str, device: torc
     from torch.distributed.fsdp import MixedPrecisionPolicy
 
     if mixed_precision not in MIXED_PRECISION:
-        raise ConfigError(f"parallel.mixed_precision: expected one of {', '.join(MIXED_PRECISION)}, "
-                          f"got {mixed_precision!r}")
-    bf16 = mixed_precision == "bf16" or (mixed_precision == "auto" and precision == "bf16-mixed"
-                                          and device.type == "cuda")
+        raise ConfigError(
+            f"parallel.mixed_precision: expected one of {', '.join(MIXED_PRECISION)}, got {mixed_precision!r}"
+        )
+    bf16 = mixed_precision == "bf16" or (
+        mixed_precision == "auto" and precision == "bf16-mixed" and device.type == "cuda"
+    )
     if bf16:
         return MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
     return MixedPrecisionPolicy()
 
 
-def parallelize(model: nn.Module, *, strategy: str, world_size: int, device: torch.device,
-                reshard_after_forward: bool = True, activation_checkpointing: str = "none",
-                activation_checkpointing_every: int = 2, compile: bool = False, mixed_precision: str = "auto",
-                precision: str = "fp32") -> nn.Module:
+def parallelize(
+    model: nn.Module,
+    *,
+    strategy: str,
+    world_size: int,
+    device: torch.device,
+    reshard_after_forward: bool = True,
+    activation_checkpointing: str = "none",
+    activation_checkpointing_every: int = 2,
+    compile: bool = False,
+    mixed_precision: str = "auto",
+    precision: str = "fp32",
+) -> nn.Module:
     """Apply activation checkpointing, per-block compile, then DDP or FSDP2 (torchtitan's order) and
     return the model to train: the same object for FSDP2 and ``none``, a DDP wrapper for ``ddp``."""
     strategy = resolve_strategy(strategy, world_size)
     blocks = find_blocks(model)
     if activation_checkpointing != "none" and not blocks:
-        log.warning("parallel.activation_checkpointing: no list of repeated blocks found in %s; "
-                    "nothing is checkpointed", type(model).__name__)
+        log.warning(
+            "parallel.activation_checkpointing: no list of repeated blocks found in %s; nothing is checkpointed",
+            type(model).__name__,
+        )
     apply_activation_checkpointing(blocks, activation_checkpointing, activation_checkpointing_every)
     if compile:
         for module_list in blocks:
@@ -119,7 +136,8 @@ def parallelize(model: nn.Module, *, strategy: str, world_size: int, device: tor
         # Buffers (e.g. rotary frequencies) are the same on every rank; broadcasting them on every
         # forward would also make evaluation hang when ranks run different numbers of batches.
         return nn.parallel.DistributedDataParallel(
-            model, device_ids=[device.index] if device.type == "cuda" else None, broadcast_buffers=False)
+            model, device_ids=[device.index] if device.type == "cuda" else None, broadcast_buffers=False
+        )
     if strategy == "fsdp":
         from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.fsdp import fully_shard
@@ -127,17 +145,21 @@ def parallelize(model: nn.Module, *, strategy: str, world_size: int, device: tor
         mesh = init_device_mesh(device.type, (world_size,))
         policy = mixed_precision_policy(mixed_precision, precision=precision, device=device)
         if not blocks:
-            log.warning("parallel.strategy fsdp: no list of repeated blocks found in %s; the whole model is "
-                        "one FSDP unit (no overlap of communication and compute)", type(model).__name__)
+            log.warning(
+                "parallel.strategy fsdp: no list of repeated blocks found in %s; the whole model is "
+                "one FSDP unit (no overlap of communication and compute)",
+                type(model).__name__,
+            )
         for module_list in blocks:
             for index, block in enumerate(module_list):
                 # backward starts with the last block: keeping it gathered after forward saves an all-gather
                 last = index == len(module_list) - 1
-                fully_shard(block, mesh=mesh, mp_policy=policy,
-                            reshard_after_forward=reshard_after_forward and not last)
+                fully_shard(
+                    block, mesh=mesh, mp_policy=policy, reshard_after_forward=reshard_after_forward and not last
+                )
         # The root is the Hugging Face model itself, also inside a peft wrapper: generate() calls its
         # forward directly, and the root's hooks must run there to gather the weights outside the blocks.
-        root = hf_model(model)
+        root = transformers_model(model)
         fully_shard(root, mesh=mesh, mp_policy=policy, reshard_after_forward=reshard_after_forward)
         # transformers' generate() then keeps every rank running forward until all ranks finish
         # (synced_gpus), so sampling under FSDP never leaves one rank waiting in an all-gather.
@@ -145,17 +167,11 @@ def parallelize(model: nn.Module, *, strategy: str, world_size: int, device: tor
     return model
 
 
-def hf_model(model: nn.Module) -> nn.Module:
-    """The Hugging Face model a peft wrapper holds (``model`` itself when it is not one)."""
-    get_base_model = getattr(type(model), "get_base_model", None)  # on the class: peft's __getattr__ forwards
-    return get_base_model(model) if get_base_model is not None else model
-
-
 def fsdp_root(model: nn.Module) -> Any:
     """The FSDP2 root module of ``model`` (itself or, for LoRA, the model inside peft), or None."""
     from torch.distributed.fsdp import FSDPModule
 
-    for candidate in (model, hf_model(model)):
+    for candidate in (model, transformers_model(model)):
         if isinstance(candidate, FSDPModule):
             return candidate
     return None

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import torch
 
 from honing.errors import ConfigError
-from honing.models.lora import example_names, matches, named_parameters
+from honing.models.param_names import example_names, matches, named_parameters
 
 NO_DECAY_NAME_PARTS = ("bias", "norm", "embed", "wte", "wpe", "ln_")
 
@@ -18,8 +19,9 @@ def decays(name: str, param: torch.nn.Parameter) -> bool:
     return param.ndim >= 2 and not any(part in lowered for part in NO_DECAY_NAME_PARTS)
 
 
-def build_param_groups(model: torch.nn.Module, *, weight_decay: float,
-                       groups: Sequence[Mapping[str, Any]] | None = None) -> list[dict[str, Any]]:
+def build_param_groups(
+    model: torch.nn.Module, *, weight_decay: float, groups: Sequence[Mapping[str, Any]] | None = None
+) -> list[dict[str, Any]]:
     """Trainable parameters in torch optimizer groups (empty groups are dropped).
 
     Each of ``groups`` (``optim.param_groups``: ``{"params": pattern(s), "lr": float | None,
@@ -37,8 +39,10 @@ def build_param_groups(model: torch.nn.Module, *, weight_decay: float,
         patterns = [spec["params"]] if isinstance(spec["params"], str) else list(spec["params"])
         key = f"optim.param_groups[{index}].params"
         if not any(matches(name, patterns) for name, _ in trainable):
-            raise ConfigError(f"{key}: {patterns} matches no trainable parameter; trainable parameter names "
-                              f"look like {example_names([name for name, _ in trainable] or ['(none)'])}")
+            raise ConfigError(
+                f"{key}: {patterns} matches no trainable parameter; trainable parameter names "
+                f"look like {example_names([name for name, _ in trainable] or ['(none)'])}"
+            )
         mine = [(name, param) for name, param in remaining if matches(name, patterns)]
         if not mine:
             raise ConfigError(f"{key}: {patterns} matches only parameters that an earlier group already took")
@@ -46,26 +50,46 @@ def build_param_groups(model: torch.nn.Module, *, weight_decay: float,
         extra = {"lr": spec["lr"]} if spec.get("lr") is not None else {}
         group_name = f"param_groups.{index}"
         if spec.get("weight_decay") is not None:
-            out.append({"params": [param for _, param in mine], "weight_decay": spec["weight_decay"],
-                        "name": group_name, **extra})
+            out.append(
+                {
+                    "params": [param for _, param in mine],
+                    "weight_decay": spec["weight_decay"],
+                    "name": group_name,
+                    **extra,
+                }
+            )
         else:
             out.extend(split_by_decay(mine, weight_decay, group_name, f"{group_name}.no_decay", extra))
     out.extend(split_by_decay(remaining, weight_decay, "decay", "no_decay", {}))
     return [group for group in out if group["params"]]
 
 
-def split_by_decay(params: list[tuple[str, torch.nn.Parameter]], weight_decay: float, decay_name: str,
-                   no_decay_name: str, extra: dict[str, Any]) -> list[dict[str, Any]]:
+def split_by_decay(
+    params: list[tuple[str, torch.nn.Parameter]],
+    weight_decay: float,
+    decay_name: str,
+    no_decay_name: str,
+    extra: dict[str, Any],
+) -> list[dict[str, Any]]:
     """Two groups: parameters that ``decays`` and those that do not."""
     decay = [param for name, param in params if decays(name, param)]
     no_decay = [param for name, param in params if not decays(name, param)]
-    return [{"params": decay, "weight_decay": weight_decay, "name": decay_name, **extra},
-            {"params": no_decay, "weight_decay": 0.0, "name": no_decay_name, **extra}]
+    return [
+        {"params": decay, "weight_decay": weight_decay, "name": decay_name, **extra},
+        {"params": no_decay, "weight_decay": 0.0, "name": no_decay_name, **extra},
+    ]
 
 
-def build_adamw(model: torch.nn.Module, *, lr: float, weight_decay: float, betas: tuple[float, float],
-                eps: float, fused: bool | None = None,
-                groups: Sequence[Mapping[str, Any]] | None = None) -> torch.optim.AdamW:
+def build_adamw(
+    model: torch.nn.Module,
+    *,
+    lr: float,
+    weight_decay: float,
+    betas: tuple[float, float],
+    eps: float,
+    fused: bool | None = None,
+    groups: Sequence[Mapping[str, Any]] | None = None,
+) -> torch.optim.AdamW:
     """AdamW over ``build_param_groups``; each group remembers its base LR as ``initial_lr``.
 
     ``fused=None`` picks torch's fused kernel where it exists (CPU and CUDA): one kernel for all

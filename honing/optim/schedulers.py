@@ -5,14 +5,25 @@ from __future__ import annotations
 import math
 
 
-def lr_factor(step: int, *, name: str, max_steps: int, warmup_steps: int = 0,
-              min_lr_ratio: float = 0.0, decay_fraction: float = 0.2) -> float:
+def lr_factor(
+    step: int,
+    *,
+    name: str,
+    max_steps: int,
+    warmup_steps: int = 0,
+    min_lr_ratio: float = 0.0,
+    decay_fraction: float = 0.2,
+    warmup_ratio: float | None = None,
+) -> float:
     """The multiplier of the base LR at ``step`` (1-based: the step being taken).
 
     ``constant``, ``linear`` (to ``min_lr_ratio`` at ``max_steps``), ``cosine`` (likewise), and
     ``wsd`` (warmup, stable, then a linear decay over the last ``decay_fraction`` of the steps).
-    All start with a linear warmup from 1/warmup_steps to 1.
+    All start with a linear warmup from 1/warmup_steps to 1; ``warmup_ratio``, when given, sets
+    ``warmup_steps`` to that share of ``max_steps`` (see ``warmup_steps_for``).
     """
+    if warmup_ratio is not None:
+        warmup_steps = warmup_steps_for(warmup_ratio, max_steps)
     if warmup_steps and step <= warmup_steps:
         return step / warmup_steps
     if name == "constant":
@@ -31,3 +42,11 @@ def lr_factor(step: int, *, name: str, max_steps: int, warmup_steps: int = 0,
         decay_progress = min((step - decay_start) / decay_steps, 1.0)
         return 1.0 - (1.0 - min_lr_ratio) * decay_progress
     raise ValueError(f"unknown scheduler {name!r}: expected constant, linear, cosine or wsd")
+
+
+def warmup_steps_for(warmup_ratio: float, max_steps: int) -> int:
+    """Warmup steps for a share of the run, rounded up as Hugging Face's Trainer does (0.1 of 95 steps: 10).
+
+    The product is rounded to 6 decimals first so that float noise (0.07 x 100 = 7.000000000000001) does not
+    add a step."""
+    return math.ceil(round(warmup_ratio * max_steps, 6))

@@ -2,11 +2,23 @@
 
 from honing.train.callbacks.base import Callback
 from honing.train.checkpoint import Checkpointer
+from honing.train.common import LoadStrategy, StepSkipRange
 from honing.train.duration import Duration, DurationUnit
 from honing.train.metrics import MetricMergeStrategy, ReduceType
 from honing.train.train_module import TrainModule
 from honing.train.trainer import Trainer
-from honing.train.trainer_config import LoadStrategy, StepSkipRange, TrainerConfig
+from honing.train.trainer_config import TrainerConfig
 
-__all__ = ["Callback", "Checkpointer", "Duration", "DurationUnit", "LoadStrategy", "MetricMergeStrategy",
-           "ReduceType", "StepSkipRange", "Trainer", "TrainerConfig", "TrainModule"]
+__all__ = [
+    "Callback",
+    "Checkpointer",
+    "Duration",
+    "DurationUnit",
+    "LoadStrategy",
+    "MetricMergeStrategy",
+    "ReduceType",
+    "StepSkipRange",
+    "Trainer",
+    "TrainerConfig",
+    "TrainModule",
+]

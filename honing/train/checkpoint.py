@@ -1,8 +1,8 @@
 """Save and load ``SAVE_FOLDER/stepN`` checkpoints: sharded model and optimizer state (DCP), per-rank
 trainer state and extra files, made visible all at once by a ``.complete`` marker and a rename.
 
-A remote save folder (``s3://...``) with an uploader is written to a local work copy first and uploaded
-in the background (see ``honing.train.remote``): training never waits on the network. The work copy
+A remote save folder (``s3://...``) with an uploader is written to its local work folder first and uploaded
+in the background (see ``honing.train.remote``): training never waits on the network. The work folder
 must be on storage all ranks share (one node); rank 0 uploads once every rank's files are written.
 """
 
@@ -28,7 +28,7 @@ from honing import storage
 from honing.distributed import get_rank, get_world_size, is_distributed
 from honing.errors import CheckpointError
 from honing.train.remote import Uploader, work_folder_for
-from honing.train.train_module import TrainModule
+from honing.train.train_module import ModelState
 
 log = logging.getLogger(__name__)
 
@@ -47,14 +47,21 @@ warnings.filterwarnings("ignore", message="torch.distributed is disabled, unavai
 class Checkpointer:
     """Writes and reads checkpoint directories; at most one asynchronous save is in flight at a time."""
 
-    def __init__(self, *, process_group: dist.ProcessGroup | None = None, save_overwrite: bool = False,
-                 uploader: Uploader | None = None, work_dir: str | None = None, upload_wait_seconds: float = 600.0):
+    def __init__(
+        self,
+        *,
+        process_group: dist.ProcessGroup | None = None,
+        save_overwrite: bool = False,
+        uploader: Uploader | None = None,
+        work_root: str | None = None,
+        upload_wait_seconds: float = 600.0,
+    ):
         self.process_group = process_group
         self.save_overwrite = save_overwrite
-        # With an uploader, remote checkpoints are written under work_dir (default: the cache) and uploaded
-        # by it; without one they are written to the URL directly, on the saving thread.
+        # With an uploader, remote checkpoints are written to work folders under work_root (default: the
+        # cache) and uploaded by it; without one they are written to the URL directly, on the saving thread.
         self.uploader = uploader
-        self.work_dir = work_dir
+        self.work_root = work_root
         self.upload_wait_seconds = upload_wait_seconds
         self._executor: ThreadPoolExecutor | None = None
         self._pending: Future | None = None
@@ -64,16 +71,32 @@ class Checkpointer:
         self._listed: set[str] = set()  # remote folders whose complete checkpoints the uploader knows
 
     # --- saving -------------------------------------------------------------------------
-    def save(self, dir: str, train_module: TrainModule, train_state: dict[str, Any], *,
-             extra_files: dict[str, str | bytes] | None = None) -> None:
-        """Write a checkpoint of ``train_module`` and ``train_state`` to ``dir`` and return when it is complete."""
+    def save(
+        self,
+        dir: str,
+        train_module: ModelState,
+        train_state: dict[str, Any],
+        *,
+        extra_files: dict[str, str | bytes] | None = None,
+        ephemeral: bool = False,
+    ) -> None:
+        """Write a checkpoint of ``train_module`` and ``train_state`` to ``dir`` and return when it is complete.
+        ``ephemeral`` is recorded in the marker's metadata (as OLMo-core does); removing it is the
+        CheckpointerCallback's job."""
         self.wait()
         extra_files = self._check_save(dir, extra_files)
         trainer_bytes = _serialize_trainer_state(train_state, dir)
-        self._write(dir, train_module.state_dict_to_save(), trainer_bytes, extra_files, self.process_group)
+        self._write(dir, train_module.state_dict_to_save(), trainer_bytes, extra_files, self.process_group, ephemeral)
 
-    def save_async(self, dir: str, train_module: TrainModule, train_state: dict[str, Any], *,
-                   extra_files: dict[str, str | bytes] | None = None) -> Future:
+    def save_async(
+        self,
+        dir: str,
+        train_module: ModelState,
+        train_state: dict[str, Any],
+        *,
+        extra_files: dict[str, str | bytes] | None = None,
+        ephemeral: bool = False,
+    ) -> Future:
         """Copy the state to CPU memory, then write it in a background thread; the future completes
         when ``dir`` is a complete checkpoint."""
         self.wait()
@@ -83,7 +106,7 @@ class Checkpointer:
         group = self._group_for_background()
         if self._executor is None:
             self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="honing-checkpoint")
-        self._pending = self._executor.submit(self._write, dir, staged, trainer_bytes, extra_files, group)
+        self._pending = self._executor.submit(self._write, dir, staged, trainer_bytes, extra_files, group, ephemeral)
         return self._pending
 
     def wait(self) -> None:
@@ -97,17 +120,16 @@ class Checkpointer:
         """True when checkpoints under ``path`` are written locally first and uploaded in the background."""
         return self.uploader is not None and storage.is_url(path)
 
-    def local_folder(self, folder: str) -> str:
-        """Where files bound for ``folder`` are written: ``folder`` itself, or its local work folder when
-        ``folder`` is remote and uploaded in the background."""
-        return work_folder_for(folder, self.work_dir) if self.uploads_in_background(folder) else folder
-
-    def local_dir(self, dir: str) -> str:
-        """Where checkpoint ``dir``'s files are written (its local work copy for a remote ``dir``)."""
-        if not self.uploads_in_background(dir):
-            return dir
-        parent, name = str(dir).rstrip("/").rsplit("/", 1)
-        return os.path.join(self.local_folder(parent), name)
+    def work_folder(self, path: str) -> str:
+        """Where files bound for the folder ``path`` are written: ``path`` itself, unless it is remote and
+        uploaded in the background. Then a checkpoint ``.../stepN`` is written to ``stepN`` in its save
+        folder's work folder, and any other folder to a work folder of its own under ``work_root``."""
+        if not self.uploads_in_background(path):
+            return path
+        parent, name = str(path).rstrip("/").rsplit("/", 1)
+        if _STEP_DIR.match(name) and "://" in parent:
+            return os.path.join(self.work_folder(parent), name)
+        return work_folder_for(path, self.work_root)
 
     def add_uploader(self, uploader: Uploader) -> None:
         """Register another uploader reading local checkpoints: no local copy it still reads is deleted,
@@ -123,14 +145,14 @@ class Checkpointer:
         prefix = str(folder).rstrip("/") + "/"
         found = []
         for path in self.uploader.confirmed():
-            match = _STEP_DIR.match(path[len(prefix):]) if path.startswith(prefix) else None
+            match = _STEP_DIR.match(path[len(prefix) :]) if path.startswith(prefix) else None
             if match:
                 found.append((int(match.group(1)), path))
         return sorted(found)
 
     def wait_for_uploads(self, timeout: float | None = None) -> bool:
         """Wait (at most ``timeout``, default ``upload_wait_seconds``) for every pending upload; True when
-        all arrived. What has not arrived stays in the local work copies, as the warning says."""
+        all arrived. What has not arrived stays in the local work folders, as the warning says."""
         uploaders = [u for u in (self.uploader, *self._other_uploaders) if u is not None]
         pending = [target for uploader in uploaders for target in uploader.pending]
         done = True
@@ -144,8 +166,13 @@ class Checkpointer:
             if not done:
                 left = [target for uploader in uploaders for target in uploader.pending]
                 sources = sorted({source for uploader in uploaders for source in uploader.pending_sources})
-                log.warning("%d upload(s) did not finish within %g s and are abandoned: %s; the local copies "
-                            "are kept: %s", len(left), timeout, ", ".join(left), ", ".join(sources))
+                log.warning(
+                    "%d upload(s) did not finish within %g s and are abandoned: %s; the local copies are kept: %s",
+                    len(left),
+                    timeout,
+                    ", ".join(left),
+                    ", ".join(sources),
+                )
         self._delete_deferred()
         return done
 
@@ -159,8 +186,12 @@ class Checkpointer:
             for _, path in self.find_checkpoints(folder):
                 self.uploader.mark_confirmed(path)
         except Exception as error:
-            log.warning("cannot list %s (%s): checkpoints already there are neither pruned nor protected from "
-                        "being overwritten", folder, storage.redact_secrets(_describe(error)))
+            log.warning(
+                "cannot list %s (%s): checkpoints already there are neither pruned nor protected from "
+                "being overwritten",
+                folder,
+                storage.redact_secrets(_describe(error)),
+            )
 
     def _delete_deferred(self) -> None:
         for path in list(self._deferred_deletes):
@@ -185,8 +216,10 @@ class Checkpointer:
         for name in extra_files:
             parts = name.replace("\\", "/").split("/")
             if name.startswith("/") or ".." in parts or parts[0] in RESERVED_NAMES:
-                raise CheckpointError(f"{dir}: extra file name {name!r} must be a relative path inside the "
-                                      f"checkpoint, not starting with one of {', '.join(RESERVED_NAMES)}")
+                raise CheckpointError(
+                    f"{dir}: extra file name {name!r} must be a relative path inside the "
+                    f"checkpoint, not starting with one of {', '.join(RESERVED_NAMES)}"
+                )
         return extra_files
 
     def _group_for_background(self) -> dist.ProcessGroup | None:
@@ -199,10 +232,17 @@ class Checkpointer:
             self._background_group = dist.new_group(backend="gloo")
         return self._background_group
 
-    def _write(self, dir: str, state: dict[str, Any], trainer_bytes: bytes,
-               extra_files: dict[str, str | bytes], group: dist.ProcessGroup | None) -> None:
+    def _write(
+        self,
+        dir: str,
+        state: dict[str, Any],
+        trainer_bytes: bytes,
+        extra_files: dict[str, str | bytes],
+        group: dist.ProcessGroup | None,
+        ephemeral: bool = False,
+    ) -> None:
         rank, distributed = get_rank(), is_distributed()
-        local = self.local_dir(dir)  # where the files go first (dir itself unless uploaded afterwards)
+        local = self.work_folder(dir)  # where the files go first (dir itself unless uploaded afterwards)
         temp = _temp_dir(local)
         try:
             if rank == 0:
@@ -212,14 +252,20 @@ class Checkpointer:
             storage.write_bytes(storage.join(temp, TRAIN_DIR, f"rank{rank}.pt"), trainer_bytes)
             if rank == 0:
                 for name, contents in extra_files.items():
-                    storage.write_bytes(storage.join(temp, name),
-                                       contents.encode() if isinstance(contents, str) else contents)
+                    storage.write_bytes(
+                        storage.join(temp, name), contents.encode() if isinstance(contents, str) else contents
+                    )
             model_dir = storage.join(temp, MODEL_AND_OPTIM_DIR)
-            dcp.save(state, checkpoint_id=model_dir, storage_writer=_storage_writer(model_dir),
-                     process_group=group, no_dist=not distributed)
+            dcp.save(
+                state,
+                checkpoint_id=model_dir,
+                storage_writer=_storage_writer(model_dir),
+                process_group=group,
+                no_dist=not distributed,
+            )
             _barrier(group)
             if rank == 0:
-                marker = json.dumps({"world_size": get_world_size()}).encode()
+                marker = json.dumps({"world_size": get_world_size(), "ephemeral": ephemeral}).encode()
                 # A local rename is atomic, so the marker goes in first; on an object store a move is a
                 # copy that could expose a marker before the data, so there it is written after.
                 atomic_rename = not storage.is_url(local)
@@ -238,23 +284,39 @@ class Checkpointer:
         log.debug("saved checkpoint %s", local)
 
     # --- loading ------------------------------------------------------------------------
-    def load(self, dir: str, train_module: TrainModule, *, load_optimizer_state: bool = True,
-             load_trainer_state: bool = True, this_process_only: bool = False) -> dict[str, Any] | None:
+    def load(
+        self,
+        dir: str,
+        train_module: ModelState,
+        *,
+        load_optimizer_state: bool = True,
+        load_trainer_state: bool = True,
+        this_process_only: bool = False,
+    ) -> dict[str, Any] | None:
         """Load model (and optimizer) state from ``dir`` into ``train_module`` in place; return this rank's
-        trainer state, or None when ``load_trainer_state`` is False. ``this_process_only`` reads without
-        collectives, for one rank loading a whole model on its own (e.g. rank 0 exporting the best model)."""
+        trainer state, or None when ``load_trainer_state`` is False. Without ``load_optimizer_state`` only the
+        weights are read: the optimizer and the module's extra state (e.g. its LR scheduler) stay as they are.
+        ``this_process_only`` reads without collectives, for one rank loading a whole model on its own (e.g.
+        rank 0 exporting the best model)."""
         self.wait()
         if not self.dir_is_checkpoint(dir):
             raise CheckpointError(f"{dir}: not a complete checkpoint (no {MARKER} marker)")
         # Read the small trainer state first so a corrupt file is found before the model is touched.
         trainer_state = _read_trainer_state(dir) if load_trainer_state else None
         state = train_module.state_dict_to_load(load_optimizer_state=load_optimizer_state)
+        # the extra state left out of the read keeps its current values when loaded back below
+        to_read = state if load_optimizer_state else {key: value for key, value in state.items() if key == "model"}
         model_dir = storage.join(dir, MODEL_AND_OPTIM_DIR)
         # DCP wraps every rank's failure (missing, truncated or mismatched data) in a CheckpointException,
         # which is a BaseException; either way the checkpoint cannot be loaded into this module.
         try:
-            dcp.load(state, checkpoint_id=model_dir, storage_reader=_storage_reader(model_dir),
-                     process_group=self.process_group, no_dist=this_process_only or not is_distributed())
+            dcp.load(
+                to_read,
+                checkpoint_id=model_dir,
+                storage_reader=_storage_reader(model_dir),
+                process_group=self.process_group,
+                no_dist=this_process_only or not is_distributed(),
+            )
         except (Exception, CheckpointException) as error:
             raise CheckpointError(f"{dir}: cannot load model and optimizer state: {_describe(error)}") from error
         train_module.load_state_dict(state)
@@ -322,7 +384,7 @@ class Checkpointer:
         A local copy that an upload still reads is removed once that upload is done; a remote ``dir``
         uploaded in the background is removed remotely after the uploads queued before.
         """
-        local = self.local_dir(dir)
+        local = self.work_folder(dir)
         if local != dir:
             self.uploader.delete_folder(dir, marker=MARKER)
         if self._read_by_uploads(local):
@@ -340,8 +402,9 @@ def _read_trainer_state(dir: str) -> dict[str, Any]:
     if world_size_changed:  # more ranks now than when saved: start from rank 0's progress
         path = storage.join(dir, TRAIN_DIR, "rank0.pt")
         if not storage.exists(path):
-            raise CheckpointError(f"{dir}: no trainer state (neither {TRAIN_DIR}/rank{rank}.pt "
-                                  f"nor {TRAIN_DIR}/rank0.pt)")
+            raise CheckpointError(
+                f"{dir}: no trainer state (neither {TRAIN_DIR}/rank{rank}.pt nor {TRAIN_DIR}/rank0.pt)"
+            )
     try:
         state = torch.load(io.BytesIO(storage.read_bytes(path)), map_location="cpu", weights_only=True)
     except Exception as error:
@@ -402,7 +465,8 @@ def _serialize_trainer_state(state: dict[str, Any], dir: str) -> bytes:
     except Exception as error:
         raise CheckpointError(
             f"{dir}: the trainer state cannot be checkpointed: {_describe(error)}; callbacks' and the data "
-            f"loader's state_dict() must hold only numbers, strings, lists, tuples, dicts and tensors") from error
+            f"loader's state_dict() must hold only numbers, strings, lists, tuples, dicts and tensors"
+        ) from error
     return buffer.getvalue()
 
 

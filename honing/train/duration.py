@@ -28,35 +28,47 @@ class Duration:
     unit: DurationUnit
 
     @classmethod
-    def steps(cls, steps: int) -> "Duration":
+    def steps(cls, steps: int) -> Duration:
         """A duration of ``steps`` optimizer steps."""
         return cls(int(steps), DurationUnit.steps)
 
     @classmethod
-    def epochs(cls, epochs: int) -> "Duration":
+    def epochs(cls, epochs: int) -> Duration:
         """A duration of ``epochs`` passes over the training data."""
         return cls(int(epochs), DurationUnit.epochs)
 
     @classmethod
-    def tokens(cls, tokens: int) -> "Duration":
+    def tokens(cls, tokens: int) -> Duration:
         """A duration of ``tokens`` training tokens (summed over all ranks)."""
         return cls(int(tokens), DurationUnit.tokens)
 
     @classmethod
-    def chinchilla_tokens(cls, multiple: float, *, model_params: int) -> "Duration":
-        """``multiple`` × the compute-optimal token count, 20 tokens per parameter."""
+    def chinchilla_tokens(cls, multiple: float, *, model_params: int) -> Duration:
+        """``multiple`` × the compute-optimal token count, 20 tokens per parameter, where ``model_params``
+        counts the active non-embedding parameters, as OLMo-core's scripts pass
+        (``count_parameters(model, non_embedding=True)``)."""
+        if model_params <= 0:
+            raise ConfigError(f"a chinchilla duration needs a positive parameter count, got {model_params}")
         return cls.tokens(int(multiple * CHINCHILLA_TOKENS_PER_PARAM * model_params))
 
     @classmethod
-    def parse(cls, text: str | int | "Duration", *, model_params: int | None = None) -> "Duration":
-        """Parse ``"200steps"``, ``"2epochs"``, ``"5e6tokens"`` or ``"1chinchilla"`` (needs model_params)."""
+    def parse(cls, text: str | int | Duration, *, model_params: int | None = None) -> Duration:
+        """Parse ``"200steps"``, ``"2epochs"``, ``"5e6tokens"`` or ``"1chinchilla"`` (needs model_params, the
+        active non-embedding parameter count)."""
         if isinstance(text, Duration):
             return text
         if isinstance(text, int):
             return cls.steps(text)
         match = re.fullmatch(r"\s*(\d+(?:\.\d+)?(?:[eE]\d+)?)\s*([a-z_]+)\s*", str(text))
-        units = {"step": "steps", "steps": "steps", "epoch": "epochs", "epochs": "epochs",
-                 "token": "tokens", "tokens": "tokens", "chinchilla": "chinchilla"}
+        units = {
+            "step": "steps",
+            "steps": "steps",
+            "epoch": "epochs",
+            "epochs": "epochs",
+            "token": "tokens",
+            "tokens": "tokens",
+            "chinchilla": "chinchilla",
+        }
         if not match or match.group(2) not in units:
             raise ConfigError(
                 f"invalid duration {text!r}: expected e.g. '200steps', '2epochs', '5e6tokens' or '1chinchilla'"
@@ -64,7 +76,7 @@ class Duration:
         number, unit = float(match.group(1)), units[match.group(2)]
         if unit == "chinchilla":
             if model_params is None:
-                raise ConfigError(f"duration {text!r} needs the model's parameter count")
+                raise ConfigError(f"duration {text!r} needs the model's active non-embedding parameter count")
             return cls.chinchilla_tokens(number, model_params=model_params)
         if number != math.floor(number):
             raise ConfigError(f"invalid duration {text!r}: {unit} must be a whole number")

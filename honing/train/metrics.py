@@ -5,18 +5,18 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from enum import Enum
-from typing import Union
 
 import torch
 import torch.distributed as dist
 
 log = logging.getLogger(__name__)
 
-MetricValue = Union[torch.Tensor, float, int]
+MetricValue = torch.Tensor | float | int
 
 
 class ReduceType(str, Enum):
-    """How a metric is combined across ranks."""
+    """How a metric is combined across ranks. Recording with ``reduce_type=None`` (OLMo-core's default)
+    reduces nothing: every rank keeps its own value, and what rank 0 logs is rank 0's."""
 
     mean = "mean"
     sum = "sum"
@@ -25,7 +25,8 @@ class ReduceType(str, Enum):
 
 
 class MetricMergeStrategy(str, Enum):
-    """What to do when the same metric is recorded twice in one step."""
+    """What to do when the same metric is recorded twice in one step (as OLMo-core): ``warn`` keeps the
+    first value and warns, ``latest`` / ``oldest`` keep the last / first silently, the others combine them."""
 
     warn = "warn"
     latest = "latest"
@@ -38,9 +39,9 @@ class MetricMergeStrategy(str, Enum):
 
 def merge_values(old: torch.Tensor, new: torch.Tensor, strategy: MetricMergeStrategy, count: int) -> torch.Tensor:
     """Combine a metric's earlier value (an average of ``count`` values for ``mean``) with a new one."""
-    if strategy in (MetricMergeStrategy.latest, MetricMergeStrategy.warn):
+    if strategy == MetricMergeStrategy.latest:
         return new
-    if strategy == MetricMergeStrategy.oldest:
+    if strategy in (MetricMergeStrategy.oldest, MetricMergeStrategy.warn):
         return old
     if strategy == MetricMergeStrategy.mean:
         return (old * count + new) / (count + 1)
@@ -51,16 +52,22 @@ def merge_values(old: torch.Tensor, new: torch.Tensor, strategy: MetricMergeStra
     return torch.minimum(old, new)
 
 
-def reduce_across_ranks(values: dict[str, float], reduce_types: dict[str, ReduceType],
-                        group: dist.ProcessGroup | None = None) -> dict[str, float]:
-    """Reduce each metric over ranks by its ReduceType: one collective per type, not per metric."""
+def reduce_across_ranks(
+    values: dict[str, float], reduce_types: dict[str, ReduceType | None], group: dist.ProcessGroup | None = None
+) -> dict[str, float]:
+    """Reduce each metric over ranks by its ReduceType (None: not reduced, this rank's value): one
+    collective per type, not per metric."""
     return reduce_steps({0: values}, reduce_types, group).get(0, {})
 
 
-def reduce_steps(steps: dict[int, dict[str, float]], reduce_types: dict[str, ReduceType],
-                 group: dist.ProcessGroup | None = None) -> dict[int, dict[str, float]]:
+def reduce_steps(
+    steps: dict[int, dict[str, float]],
+    reduce_types: dict[str, ReduceType | None],
+    group: dist.ProcessGroup | None = None,
+) -> dict[int, dict[str, float]]:
     """Reduce every step's metrics over ranks by their ReduceType, with one collective per type for
-    all the steps together. Every rank must pass the same steps and names."""
+    all the steps together. Every rank must pass the same steps and names, except for metrics whose
+    type is None (or missing): those are not reduced, and each rank keeps its own value."""
     if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size(group) == 1:
         return {step: dict(steps[step]) for step in sorted(steps)}
     world = dist.get_world_size(group)
@@ -68,7 +75,11 @@ def reduce_steps(steps: dict[int, dict[str, float]], reduce_types: dict[str, Red
     by_type: dict[ReduceType, list[tuple[int, str]]] = defaultdict(list)
     for step in sorted(steps):  # the same order on every rank
         for name in sorted(steps[step]):
-            by_type[reduce_types.get(name, ReduceType.mean)].append((step, name))
+            reduce_type = reduce_types.get(name)
+            if reduce_type is None:
+                out[step][name] = steps[step][name]
+            else:
+                by_type[ReduceType(reduce_type)].append((step, name))
     for reduce_type in ReduceType:
         keys = by_type.get(reduce_type, [])
         # every rank must take part in every collective, even with nothing to send
@@ -93,16 +104,29 @@ class MetricsBuffer:
     def __init__(self) -> None:
         self._values: dict[int, dict[str, MetricValue]] = defaultdict(dict)
         self._counts: dict[int, dict[str, int]] = defaultdict(dict)
-        self.reduce_types: dict[str, ReduceType] = {}
+        self.reduce_types: dict[str, ReduceType | None] = {}
         self._warned: set[str] = set()
 
-    def record(self, step: int, name: str, value: MetricValue, reduce_type: ReduceType | str | None = None,
-               merge_strategy: MetricMergeStrategy | str = MetricMergeStrategy.warn) -> None:
-        """Add ``name`` for ``step``; a second value in the same step is merged by ``merge_strategy``."""
+    def record(
+        self,
+        step: int,
+        name: str,
+        value: MetricValue,
+        reduce_type: ReduceType | str | None = None,
+        merge_strategy: MetricMergeStrategy | str = MetricMergeStrategy.warn,
+    ) -> None:
+        """Add ``name`` for ``step``; a second value in the same step is merged by ``merge_strategy``.
+        ``reduce_type`` None means no reduction across ranks; a metric keeps one reduce type throughout."""
         if isinstance(value, torch.Tensor):
             value = value.detach()
-        if reduce_type is not None:
-            self.reduce_types[name] = ReduceType(reduce_type)
+        reduce_type = None if reduce_type is None else ReduceType(reduce_type)
+        if self.reduce_types.get(name, reduce_type) != reduce_type:
+            raise RuntimeError(
+                f"metric {name!r} was recorded with reduce_type "
+                f"{_type_name(self.reduce_types[name])} before and {_type_name(reduce_type)} now; "
+                "one metric needs one reduce type"
+            )
+        self.reduce_types[name] = reduce_type
         step_values = self._values[step]
         if name not in step_values:
             step_values[name] = value
@@ -111,8 +135,11 @@ class MetricsBuffer:
         strategy = MetricMergeStrategy(merge_strategy)
         if strategy == MetricMergeStrategy.warn and name not in self._warned:
             self._warned.add(name)
-            log.warning("metric %r was recorded twice in step %d; keeping the latest "
-                        "(pass merge_strategy to choose)", name, step)
+            log.warning(
+                "metric %r was recorded twice in step %d; keeping the first value (pass merge_strategy to choose)",
+                name,
+                step,
+            )
         count = self._counts[step][name]
         step_values[name] = merge_values(_as_tensor(step_values[name]), _as_tensor(value), strategy, count)
         self._counts[step][name] = count + 1
@@ -121,7 +148,11 @@ class MetricsBuffer:
         """The value recorded for ``name`` at ``step``, if any (not yet collected)."""
         return self._values.get(step, {}).get(name)
 
-    def collect_local(self) -> tuple[dict[int, dict[str, float]], dict[str, ReduceType]]:
+    def values_of(self, name: str) -> list[tuple[int, MetricValue]]:
+        """``(step, value)`` of every pending (not yet collected) step that recorded ``name``, oldest first."""
+        return [(step, values[name]) for step, values in sorted(self._values.items()) if name in values]
+
+    def collect_local(self) -> tuple[dict[int, dict[str, float]], dict[str, ReduceType | None]]:
         """Return and clear every pending step's metrics as this rank's floats, with the reduce types
         to pass to ``reduce_steps`` (which may then run off the training thread)."""
         local: dict[int, dict[str, float]] = defaultdict(dict)
@@ -146,6 +177,10 @@ class MetricsBuffer:
         """Return and clear every pending step's metrics as floats, reduced across ranks."""
         local, reduce_types = self.collect_local()
         return reduce_steps(local, reduce_types, group)
+
+
+def _type_name(reduce_type: ReduceType | None) -> str:
+    return "None (no reduction)" if reduce_type is None else repr(reduce_type.value)
 
 
 def _as_tensor(value: MetricValue) -> torch.Tensor:

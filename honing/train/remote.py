@@ -15,7 +15,7 @@ import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
 from honing import storage
-from honing.data.cache import default_cache_dir
+from honing.cache import default_cache_dir
 
 log = logging.getLogger(__name__)
 
@@ -159,8 +159,12 @@ class Uploader:
                     continue
             else:
                 if failures:
-                    log.warning("uploads to %s work again after %d failed attempt(s); %d task(s) left",
-                                _destination(task.target), failures, len(self._tasks) - 1)
+                    log.warning(
+                        "uploads to %s work again after %d failed attempt(s); %d task(s) left",
+                        _destination(task.target),
+                        failures,
+                        len(self._tasks) - 1,
+                    )
                 failures = 0
             with self._cond:
                 self._tasks.popleft()
@@ -171,13 +175,22 @@ class Uploader:
 
     def _report_failure(self, task: _Task, error: Exception, failures: int) -> None:
         if failures == 1:  # once per outage: the recovery message closes it
-            log.warning("cannot upload to %s: %s; training goes on, local copies are kept and %d upload(s) "
-                        "are retried every %g-%g s until the storage answers", _destination(task.target),
-                        storage.redact_secrets(_describe(error)), len(self._tasks),
-                        self.retry_initial_seconds, self.retry_max_seconds)
+            log.warning(
+                "cannot upload to %s: %s; training goes on, local copies are kept and %d upload(s) "
+                "are retried every %g-%g s until the storage answers",
+                _destination(task.target),
+                storage.redact_secrets(_describe(error)),
+                len(self._tasks),
+                self.retry_initial_seconds,
+                self.retry_max_seconds,
+            )
         else:
-            log.debug("upload to %s failed again (attempt %d): %s", task.target, failures + 1,
-                      storage.redact_secrets(_describe(error)))
+            log.debug(
+                "upload to %s failed again (attempt %d): %s",
+                task.target,
+                failures + 1,
+                storage.redact_secrets(_describe(error)),
+            )
 
     def _execute(self, task: _Task) -> None:
         fs, root = _filesystem(task.target)
@@ -210,8 +223,10 @@ class Uploader:
         arrived = _sizes(task.target)
         wrong = sorted(name for name, size in local.items() if arrived.get(name) != size)
         if wrong:
-            raise UploadError(f"{task.target}: {len(wrong)} file(s) did not arrive whole, e.g. {wrong[0]} "
-                              f"({arrived.get(wrong[0])} bytes, expected {local[wrong[0]]})")
+            raise UploadError(
+                f"{task.target}: {len(wrong)} file(s) did not arrive whole, e.g. {wrong[0]} "
+                f"({arrived.get(wrong[0])} bytes, expected {local[wrong[0]]})"
+            )
         contents = b"{}"
         if marker is not None:
             with open(os.path.join(task.source, task.marker), "rb") as handle:

@@ -2,53 +2,25 @@
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import Any
 
 import torch
 from torch.distributed.checkpoint.state_dict import (
     StateDictOptions,
+    get_model_state_dict,
     get_state_dict,
     set_state_dict,
 )
 
 
-class TrainModule:
-    """Owns the model, optimizer, scheduler and loss; the Trainer only calls these methods.
-
-    Subclasses set ``self.model`` and ``self.optimizer`` and implement ``train_batch``
-    and ``eval_batch``. The state-dict methods below work for plain, DDP and FSDP2 models
-    because they go through ``torch.distributed.checkpoint.state_dict``.
-    """
+class ModelState:
+    """Model and optimizer state for checkpoints (``self.model``, ``self.optimizer`` set by a subclass):
+    what the Checkpointer saves and loads. A TrainModule is one; so is a shell that only loads weights."""
 
     model: torch.nn.Module
     optimizer: torch.optim.Optimizer
-    trainer: Any = None  # set by the Trainer so that modules can record metrics
 
-    def on_attach(self, trainer: Any) -> None:
-        """Called once by the Trainer before training starts."""
-        self.trainer = trainer
-
-    def train_batch(self, batch: dict[str, Any], dry_run: bool = False) -> None:
-        """Forward and backward over one global batch (split into micro-batches here)."""
-        raise NotImplementedError
-
-    def eval_batch(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
-        """Return summed metrics for one batch, e.g. ``{"loss_sum": ..., "tokens": ...}``."""
-        raise NotImplementedError
-
-    def optim_step(self) -> None:
-        """Clip gradients, step the optimizer and the LR schedule."""
-        raise NotImplementedError
-
-    def zero_grads(self) -> None:
-        """Reset gradients before the next step."""
-        self.optimizer.zero_grad(set_to_none=True)
-
-    def num_flops_per_token(self, seq_len: int) -> int | None:
-        """Training FLOPs (forward + backward) per token, or None when unknown."""
-        return None
-
-    # --- checkpointing -------------------------------------------------------------
     def state_dict_to_save(self) -> dict[str, Any]:
         """Model and optimizer state in a form torch.distributed.checkpoint can write."""
         model_sd, optim_sd = get_state_dict(self.model, self.optimizer)
@@ -56,11 +28,12 @@ class TrainModule:
 
     def state_dict_to_load(self, load_optimizer_state: bool = True) -> dict[str, Any]:
         """A state dict of the right shapes for torch.distributed.checkpoint to load into."""
+        if not load_optimizer_state:
+            # get_state_dict would initialise an empty optimizer's state (a zero-lr step, its step count 1):
+            # an optimizer that is not loaded must stay fresh
+            return {"model": get_model_state_dict(self.model), **self.extra_state_dict()}
         model_sd, optim_sd = get_state_dict(self.model, self.optimizer)
-        sd: dict[str, Any] = {"model": model_sd, **self.extra_state_dict()}
-        if load_optimizer_state:
-            sd["optim"] = optim_sd
-        return sd
+        return {"model": model_sd, "optim": optim_sd, **self.extra_state_dict()}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Put a loaded state dict back into the model, optimizer and extras."""
@@ -87,3 +60,51 @@ class TrainModule:
 
     def load_extra_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Restore what ``extra_state_dict`` returned."""
+
+
+class TrainModule(ModelState, ABC):
+    """Owns the model, optimizer, scheduler and loss; the Trainer only calls these methods.
+
+    Subclasses set ``self.model`` and ``self.optimizer`` and implement the four step methods and
+    ``num_tokens``. ``honing.methods.base.BaseTrainModule`` implements the shared plumbing (micro-batches,
+    autocast, gradient sync, clipping, LR schedule) so that a method's ``train_batch`` is only its maths.
+    The state-dict methods below work for plain, DDP and FSDP2 models because they go through
+    ``torch.distributed.checkpoint.state_dict``.
+    """
+
+    trainer: Any = None  # set by the Trainer so that modules can record metrics
+
+    def on_attach(self, trainer: Any) -> None:
+        """Called once by the Trainer before training starts."""
+        self.trainer = trainer
+
+    @abstractmethod
+    def train_batch(self, batch: Any, dry_run: bool = False) -> None:
+        """Forward and backward over this rank's part of one global batch, recording ``train/loss``."""
+
+    @abstractmethod
+    def eval_batch(self, batch: Any) -> dict[str, torch.Tensor]:
+        """Summed totals for one validation batch (e.g. ``loss_sum`` and ``tokens``): sums, so the evaluator
+        can add them over batches and ranks exactly before ``eval_metrics`` turns them into means."""
+
+    @abstractmethod
+    def optim_step(self) -> None:
+        """Clip gradients, step the optimizer and the LR schedule."""
+
+    @abstractmethod
+    def zero_grads(self) -> None:
+        """Reset gradients before the next step."""
+
+    @abstractmethod
+    def num_tokens(self, batch: Any) -> int:
+        """Tokens, over all ranks, that this step's batch counts for (throughput and token durations); asked
+        after ``train_batch``, so a method that generates (GRPO) can count what it generated."""
+
+    def eval_metrics(self, totals: dict[str, float]) -> dict[str, float]:
+        """Evaluation metrics (names without the ``eval/`` prefix) from ``eval_batch``'s totals summed over
+        every batch and rank; by default each total as it is."""
+        return dict(totals)
+
+    def num_flops_per_token(self, seq_len: int) -> int | None:
+        """Training FLOPs (forward + backward) per token, or None when unknown."""
+        return None

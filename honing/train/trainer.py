@@ -6,12 +6,14 @@ import logging
 import math
 import os
 import shutil
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Callable
+from typing import Any
 
 import torch
 import torch.distributed as dist
 
+from honing import storage
 from honing.distributed import (
     barrier,
     get_world_size,
@@ -20,30 +22,54 @@ from honing.distributed import (
     new_background_group,
     seed_all,
 )
-from honing import storage
-from honing.errors import CheckpointError
+from honing.errors import CheckpointError, ConfigError, NonFiniteLossError
 from honing.train.callbacks.base import Callback
+from honing.train.callbacks.checkpointer import CheckpointerCallback
+from honing.train.callbacks.evaluator import EvaluatorCallback
+from honing.train.callbacks.generation_eval import GenerationEvalCallback
 from honing.train.checkpoint import MARKER, Checkpointer
+from honing.train.common import LoadStrategy, StepSkipRange
 from honing.train.duration import Duration, DurationUnit
 from honing.train.metrics import MetricMergeStrategy, MetricsBuffer, MetricValue, ReduceType, reduce_steps
-from honing.train.rng import rng_state, set_rng_state
 from honing.train.remote import Uploader
+from honing.train.rng import rng_state, set_rng_state
 from honing.train.signals import GracefulStop
 from honing.train.train_module import TrainModule
-from honing.train.trainer_config import LoadStrategy, StepSkipRange
 
 log = logging.getLogger(__name__)
+
+
+def _is_evaluator(callback: Callback) -> bool:
+    """An evaluation callback: ``no_evals`` turns it off."""
+    return isinstance(callback, (EvaluatorCallback, GenerationEvalCallback))
 
 
 class Trainer:
     """Runs ``fit()``: load a checkpoint, then step until the duration, a hard stop or a cancel."""
 
-    def __init__(self, *, save_folder: str, train_module: TrainModule, data_loader: Any,
-                 max_duration: Duration, hard_stop: Duration | None = None, load_path: str | None = None,
-                 load_strategy: LoadStrategy = LoadStrategy.if_available, metrics_collect_interval: int = 10,
-                 cancel_check_interval: int = 10, steps_to_skip: list[StepSkipRange] | None = None,
-                 save_overwrite: bool = False, callbacks: dict[str, Callback] | None = None,
-                 extra_checkpoint_files: dict[str, str | bytes] | None = None):
+    def __init__(
+        self,
+        *,
+        save_folder: str,
+        train_module: TrainModule,
+        data_loader: Any,
+        max_duration: Duration,
+        hard_stop: Duration | None = None,
+        load_path: str | None = None,
+        load_strategy: LoadStrategy = LoadStrategy.if_available,
+        metrics_collect_interval: int = 10,
+        cancel_check_interval: int = 10,
+        steps_to_skip: list[StepSkipRange] | None = None,
+        load_trainer_state: bool = True,
+        load_optim_state: bool | None = None,
+        no_checkpoints: bool = False,
+        no_evals: bool = False,
+        work_root: str | None = None,
+        save_overwrite: bool = False,
+        callbacks: dict[str, Callback] | None = None,
+        extra_checkpoint_files: dict[str, str | bytes] | None = None,
+        nonfinite_loss: str = "stop",
+    ):
         self.save_folder = save_folder
         self.train_module = train_module
         self.data_loader = data_loader
@@ -51,12 +77,17 @@ class Trainer:
         self.hard_stop = hard_stop
         self.load_path = load_path
         self.load_strategy = load_strategy
+        # What a checkpoint from load_path restores besides the weights (the save folder's own checkpoints
+        # always restore everything): load_trainer_state False is a warm start from another run, with a fresh
+        # optimizer too unless load_optim_state says otherwise (None: the optimizer goes with the trainer state).
+        self.load_trainer_state = load_trainer_state
+        self.load_optim_state = load_optim_state
         self.metrics_collect_interval = metrics_collect_interval
         self.cancel_check_interval = cancel_check_interval
         self.steps_to_skip = steps_to_skip or []
         self.extra_checkpoint_files = extra_checkpoint_files or {}
         # A remote save folder is written to a local work folder and uploaded in the background.
-        self.checkpointer = Checkpointer(save_overwrite=save_overwrite, uploader=Uploader())
+        self.checkpointer = Checkpointer(save_overwrite=save_overwrite, uploader=Uploader(), work_root=work_root)
 
         self.global_step = 0
         self.global_train_tokens_seen = 0
@@ -65,6 +96,8 @@ class Trainer:
         self.cancel_reason: str | None = None
         self._cancel_requested: str | None = None
         self._metrics = MetricsBuffer()
+        self._ce_losses: set[str] = set()  # metrics recorded as cross-entropy: they get a perplexity
+        self.nonfinite_loss = nonfinite_loss
         self._bookkeeping = ThreadPoolExecutor(max_workers=1, thread_name_prefix="honing-bookkeeping")
         self._bookkeeping_futures: list[Future] = []
         self._last_checkpoint_step: int | None = None
@@ -76,17 +109,58 @@ class Trainer:
 
         self.callbacks: dict[str, Callback] = {}
         self._handlers: dict[str, list[Callable[..., Any]]] = {}
+        self._no_checkpoints = no_checkpoints
+        self._no_evals = no_evals
         for name, callback in (callbacks or {}).items():
             self.add_callback(name, callback)
         train_module.on_attach(self)
 
     # --- callbacks ----------------------------------------------------------------
     def add_callback(self, name: str, callback: Callback) -> None:
-        """Register a callback under ``name`` (its state is checkpointed under that name)."""
+        """Register a callback under ``name`` (its state is checkpointed under that name); a name already
+        registered is an error, as in OLMo-core."""
+        if name in self.callbacks:
+            raise ConfigError(
+                f"a callback named {name!r} is already registered "
+                f"({type(self.callbacks[name]).__name__}); choose another name"
+            )
         callback.attach(self)
         self.callbacks[name] = callback
         self.callbacks = dict(sorted(self.callbacks.items(), key=lambda item: -item[1].priority))
         self._handlers.clear()
+
+    def has_callback(self, callback: type[Callback] | str) -> bool:
+        """True when a callback of this class (or a subclass), or registered under this name, is registered."""
+        if isinstance(callback, str):
+            return callback in self.callbacks
+        return any(isinstance(registered, callback) for registered in self.callbacks.values())
+
+    @property
+    def no_checkpoints(self) -> bool:
+        """When True (e.g. for benchmarking), nothing is loaded at the start and the checkpointer
+        callbacks get no events, so nothing is saved (an explicit ``save_checkpoint`` still saves)."""
+        return self._no_checkpoints
+
+    @no_checkpoints.setter
+    def no_checkpoints(self, value: bool) -> None:
+        self._no_checkpoints = bool(value)
+        self._handlers.clear()
+
+    @property
+    def no_evals(self) -> bool:
+        """When True (e.g. for benchmarking), the evaluator callbacks get no events, so nothing is evaluated."""
+        return self._no_evals
+
+    @no_evals.setter
+    def no_evals(self, value: bool) -> None:
+        self._no_evals = bool(value)
+        self._handlers.clear()
+
+    def _active(self, callback: Callback) -> bool:
+        """Whether ``callback`` receives events under ``no_checkpoints`` and ``no_evals``."""
+        if self._no_checkpoints and isinstance(callback, CheckpointerCallback):
+            return False
+        return not (self._no_evals and _is_evaluator(callback))
 
     def _emit(self, event: str, *args: Any) -> None:
         for handler in self._handlers_for(event):
@@ -99,8 +173,10 @@ class Trainer:
         if handlers is None:
             base = getattr(Callback, event)
             handlers = self._handlers[event] = [
-                getattr(callback, event) for callback in self.callbacks.values()
-                if getattr(getattr(callback, event), "__func__", None) is not base]
+                getattr(callback, event)
+                for callback in self.callbacks.values()
+                if getattr(getattr(callback, event), "__func__", None) is not base and self._active(callback)
+            ]
         return handlers
 
     # --- progress -------------------------------------------------------------------
@@ -125,6 +201,42 @@ class Trainer:
         return self.steps_for(self.max_duration)
 
     @property
+    def global_batch_size(self) -> int | None:
+        """The global batch size in tokens, as OLMo-core's (the data loader's ``global_batch_size`` counts
+        rows): known when every batch holds the same number of tokens, else None (e.g. padded rows)."""
+        return self.tokens_per_batch
+
+    @property
+    def rank_batch_size(self) -> int | None:
+        """This rank's share of ``global_batch_size``, in tokens (None when that is unknown)."""
+        tokens = self.global_batch_size
+        world = getattr(self.data_loader, "world_size", None) or get_world_size()
+        return None if tokens is None else tokens // world
+
+    @property
+    def steps_per_epoch(self) -> int | None:
+        """Training steps in one epoch, when the data loader knows it."""
+        return getattr(self.data_loader, "batches_per_epoch", None)
+
+    @property
+    def tokens_per_epoch(self) -> int | None:
+        """Tokens in one epoch (left-over rows not counted), when batches have a fixed token count."""
+        steps, tokens = self.steps_per_epoch, self.tokens_per_batch
+        return None if steps is None or tokens is None else steps * tokens
+
+    @property
+    def max_tokens(self) -> int | None:
+        """The tokens this run's ``max_duration`` trains on: the tokens seen so far plus the remaining
+        steps' tokens; None when that cannot be known ahead (an epoch or step duration over batches whose
+        token count varies)."""
+        if self.max_duration.unit == DurationUnit.tokens:
+            return self.max_duration.value
+        max_steps, tokens = self.max_steps, self.tokens_per_batch
+        if max_steps is None or tokens is None:
+            return None
+        return self.global_train_tokens_seen + max(max_steps - self.global_step, 0) * tokens
+
+    @property
     def stop_step(self) -> int | None:
         """The step training will actually stop at (the earlier of duration and hard stop)."""
         steps = [s for s in (self.max_steps, self.steps_for(self.hard_stop) if self.hard_stop else None) if s]
@@ -132,7 +244,8 @@ class Trainer:
 
     def _due(self, duration: Duration | None) -> bool:
         return duration is not None and duration.due(
-            step=self.global_step, tokens=self.global_train_tokens_seen, epoch=self.data_loader.epoch)
+            step=self.global_step, tokens=self.global_train_tokens_seen, epoch=self.data_loader.epoch
+        )
 
     @property
     def is_last_step(self) -> bool:
@@ -145,10 +258,17 @@ class Trainer:
         return self.canceled or self._due(self.max_duration) or self._due(self.hard_stop)
 
     # --- metrics --------------------------------------------------------------------
-    def record_metric(self, name: str, value: MetricValue, reduce_type: ReduceType | str | None = None,
-                      namespace: str | None = None,
-                      merge_strategy: MetricMergeStrategy | str = MetricMergeStrategy.warn) -> None:
-        """Record a metric for the current step; tensors stay on device until collection."""
+    def record_metric(
+        self,
+        name: str,
+        value: MetricValue,
+        reduce_type: ReduceType | str | None = None,
+        namespace: str | None = None,
+        merge_strategy: MetricMergeStrategy | str = MetricMergeStrategy.warn,
+    ) -> None:
+        """Record a metric for the current step; tensors stay on device until collection. As in OLMo-core,
+        ``reduce_type`` None means no reduction across ranks (rank 0 logs its own value), and a second value
+        in the same step is merged by ``merge_strategy`` (``warn``: the first is kept, with a warning)."""
         if namespace:
             name = f"{namespace.rstrip('/')}/{name}"
         self._metrics.record(self.global_step, name, value, reduce_type, merge_strategy)
@@ -156,6 +276,7 @@ class Trainer:
     def record_ce_loss(self, value: MetricValue, reduce_type: ReduceType | str | None = ReduceType.mean) -> None:
         """Record the training cross-entropy loss; its perplexity is logged with it, computed from the
         loss once it is reduced across ranks (as OLMo-core does), so the hot path pays for one metric."""
+        self._ce_losses.add("train/loss")
         self.record_metric("train/loss", value, reduce_type)
 
     def log_samples(self, name: str, rows: list[dict[str, Any]]) -> None:
@@ -168,11 +289,47 @@ class Trainer:
 
     def _log_metrics(self, *, wait: bool = False) -> None:
         local, reduce_types = self._metrics.collect_local()
+        bad_step = self._first_nonfinite_loss(local)
+        if bad_step is not None:
+            # the finite steps before it are still logged: nothing already measured is lost
+            local = {step: values for step, values in local.items() if step < bad_step}
         if local and self._metrics_group is None:  # one process: nothing to reduce
             self._emit_logs(local)
         elif local:
             self._pending_logs.append(self.run_bookkeeping_op(reduce_steps, local, reduce_types, self._metrics_group))
-        self._announce_logs(wait=wait)
+        self._announce_logs(wait=wait or bad_step is not None)
+        if bad_step is not None:
+            self._raise_nonfinite(bad_step)
+
+    def _first_nonfinite_loss(self, steps: dict[int, dict[str, float]]) -> int | None:
+        if self.nonfinite_loss != "stop":
+            return None
+        return next((step for step in sorted(steps) if not math.isfinite(steps[step].get("train/loss", 0.0))), None)
+
+    def check_loss_finite(self) -> None:
+        """Raise ``NonFiniteLossError`` if a step not yet logged recorded a NaN or infinite ``train/loss``
+        (one host sync); called before every checkpoint so broken weights are never saved."""
+        if self.nonfinite_loss != "stop":
+            return
+        pending = self._metrics.values_of("train/loss")
+        if not pending:
+            return
+        values = torch.stack([torch.as_tensor(v, dtype=torch.float64).reshape(()).cpu() for _, v in pending])
+        finite = torch.isfinite(values)
+        if is_distributed():  # a rank's local loss may be the only broken one; all ranks must agree
+            flags = finite.to(torch.int32)
+            dist.all_reduce(flags, op=dist.ReduceOp.MIN)
+            finite = flags.bool()
+        if not bool(finite.all()):
+            self._raise_nonfinite(pending[int((~finite).nonzero()[0])][0])
+
+    def _raise_nonfinite(self, step: int) -> None:
+        last = self._last_checkpoint_step
+        saved = f"the last checkpoint (step {last}) holds finite weights" if last else "no checkpoint was saved"
+        raise NonFiniteLossError(
+            f"train/loss is not finite (NaN or inf) at step {step}: training stopped and nothing was saved after "
+            f"it; {saved}. Lower optim.lr, check the data, or set trainer.nonfinite_loss=skip to skip such steps"
+        )
 
     def _announce_logs(self, *, wait: bool = False) -> None:
         # on_log runs on the training thread, once a step's reduction is done (at once when ``wait``)
@@ -181,8 +338,8 @@ class Trainer:
 
     def _emit_logs(self, steps: dict[int, dict[str, float]]) -> None:
         for step, metrics in steps.items():
-            if "train/loss" in metrics:
-                metrics["train/perplexity"] = math.exp(min(metrics["train/loss"], 50.0))
+            for name in self._ce_losses & metrics.keys():  # only a cross-entropy has a perplexity
+                metrics[name.rsplit("/", 1)[0] + "/perplexity"] = math.exp(min(metrics[name], 50.0))
             self._emit("on_log", step, metrics)
 
     # --- cancel ---------------------------------------------------------------------
@@ -218,7 +375,7 @@ class Trainer:
     @property
     def work_folder(self) -> str:
         """The local folder for the run's files: the save folder, or for a remote one its local work folder."""
-        return self.checkpointer.local_folder(self.save_folder)
+        return self.checkpointer.work_folder(self.save_folder)
 
     def write_file(self, name: str, contents: str | bytes) -> str:
         """Write ``contents`` to ``SAVE_FOLDER/name`` (rank 0; a remote save folder gets it uploaded in the
@@ -280,10 +437,14 @@ class Trainer:
             # Saved per-rank states do not map onto the new ranks; every rank restarts from the run's
             # seed (torch's initial seed, set by prepare_training_environment) plus the step.
             seed_all(torch.initial_seed() + self.global_step)
-            log.warning("world size changed since the checkpoint (%s → %d): the data position is kept, RNG "
-                        "states are re-seeded from the seed plus the step (%d), so random draws (e.g. dropout) "
-                        "differ from an uninterrupted run", state.get("world_size"), get_world_size(),
-                        self.global_step)
+            log.warning(
+                "world size changed since the checkpoint (%s → %d): the data position is kept, RNG "
+                "states are re-seeded from the seed plus the step (%d), so random draws (e.g. dropout) "
+                "differ from an uninterrupted run",
+                state.get("world_size"),
+                get_world_size(),
+                self.global_step,
+            )
         for name, callback_state in state.get("callbacks", {}).items():
             if name in self.callbacks:
                 self.callbacks[name].load_state_dict(callback_state)
@@ -293,22 +454,38 @@ class Trainer:
         """``SAVE_FOLDER/stepN`` for this (or the given) step."""
         return storage.join(self.save_folder, f"step{self.global_step if step is None else step}")
 
-    def save_checkpoint(self) -> str:
-        """Save a checkpoint of the current step and wait for it to be complete."""
+    def save_checkpoint(self, ephemeral: bool = False) -> str:
+        """Save a checkpoint of the current step and wait for it to be complete. An ``ephemeral`` one is
+        marked so in its metadata and removed by the CheckpointerCallback once a later one is complete."""
+        self.check_loss_finite()  # never save weights a NaN or inf loss has already broken
         path = self.checkpoint_dir()
-        self.checkpointer.save(path, self.train_module, self.state_dict(), extra_files=self.extra_checkpoint_files)
+        self._note_ephemeral(ephemeral)  # first, so the callbacks' saved state knows it
+        self.checkpointer.save(
+            path, self.train_module, self.state_dict(), extra_files=self.extra_checkpoint_files, ephemeral=ephemeral
+        )
         self._last_checkpoint_step = self.global_step
         self._emit("on_checkpoint_saved", path)
         return path
 
-    def save_checkpoint_async(self) -> Future:
-        """Stage a checkpoint of the current step and write it in the background."""
+    def save_checkpoint_async(self, ephemeral: bool = False) -> Future:
+        """Stage a checkpoint of the current step and write it in the background (``ephemeral``: as for
+        ``save_checkpoint``)."""
+        self.check_loss_finite()  # never save weights a NaN or inf loss has already broken
         path = self.checkpoint_dir()
-        future = self.checkpointer.save_async(path, self.train_module, self.state_dict(),
-                                              extra_files=self.extra_checkpoint_files)
+        self._note_ephemeral(ephemeral)  # first, so the callbacks' saved state knows it
+        future = self.checkpointer.save_async(
+            path, self.train_module, self.state_dict(), extra_files=self.extra_checkpoint_files, ephemeral=ephemeral
+        )
         self._last_checkpoint_step = self.global_step
         future.add_done_callback(lambda f: f.exception() is None and self._pending_saved.append(path))
         return future
+
+    def _note_ephemeral(self, ephemeral: bool) -> None:
+        # the checkpointer callbacks remove ephemeral checkpoints, whoever asked for them
+        if ephemeral:
+            for callback in self.callbacks.values():
+                if isinstance(callback, CheckpointerCallback):
+                    callback.mark_ephemeral(self.global_step)
 
     def _announce_async_saves(self) -> None:
         # callbacks run on the training thread, never from the writer thread
@@ -320,17 +497,38 @@ class Trainer:
         """The step of the most recent checkpoint this run saved (or loaded)."""
         return self._last_checkpoint_step
 
-    def load_checkpoint(self, path: str, *, load_trainer_state: bool = True) -> None:
-        """Load model, optimizer and (optionally) trainer state from a checkpoint directory."""
-        state = self.checkpointer.load(path, self.train_module, load_trainer_state=load_trainer_state)
+    def load_checkpoint(
+        self, path: str, *, load_trainer_state: bool | None = None, load_optim_state: bool | None = None
+    ) -> None:
+        """Load the model weights from a checkpoint directory, the trainer state (step, tokens, data position,
+        RNG, callbacks) unless ``load_trainer_state`` is False, and the optimizer (with the train module's
+        extra state, e.g. its LR scheduler) when ``load_optim_state`` is True. None takes the trainer's own
+        setting; a ``load_optim_state`` that is None there too follows ``load_trainer_state``."""
+        load_trainer_state = self.load_trainer_state if load_trainer_state is None else load_trainer_state
+        load_optim_state = self.load_optim_state if load_optim_state is None else load_optim_state
+        load_optim_state = load_trainer_state if load_optim_state is None else load_optim_state
+        state = self.checkpointer.load(
+            path, self.train_module, load_optimizer_state=load_optim_state, load_trainer_state=load_trainer_state
+        )
         if state is not None:
             self.load_state_dict(state)
-        self._last_checkpoint_step = self.global_step
-        log.info("loaded checkpoint %s (step %d)", path, self.global_step)
+            self._last_checkpoint_step = self.global_step
+            log.info("loaded checkpoint %s (step %d)", path, self.global_step)
+        else:
+            log.info(
+                "loaded the weights%s of checkpoint %s; the step (%d), data position, RNG and callback "
+                "states are this run's",
+                "" if not load_optim_state else " and optimizer state",
+                path,
+                self.global_step,
+            )
 
-    def maybe_load_checkpoint(self, folder: str | None = None) -> bool:
+    def maybe_load_checkpoint(
+        self, folder: str | None = None, *, load_trainer_state: bool | None = None, load_optim_state: bool | None = None
+    ) -> bool:
         """Load the newest loadable checkpoint in ``folder`` (default: the save folder), falling back
-        to older ones when the newest is corrupt. Returns whether one was loaded."""
+        to older ones when the newest is corrupt (what it loads: as ``load_checkpoint``). Returns whether
+        one was loaded."""
         folder = folder or self.save_folder
         if is_rank0() and storage.isdir(folder):
             for removed in Checkpointer.clean_incomplete(folder):
@@ -342,22 +540,30 @@ class Trainer:
             candidates = [path for _, path in reversed(Checkpointer.find_checkpoints(folder))]
         for path in candidates:
             try:
-                self.load_checkpoint(path)
+                self.load_checkpoint(path, load_trainer_state=load_trainer_state, load_optim_state=load_optim_state)
                 return True
             except CheckpointError as error:
                 log.warning("skipping checkpoint %s: %s", path, error)
         return False
 
     def _load_at_start(self) -> None:
-        if self.load_strategy == LoadStrategy.never:
+        if self.load_strategy == LoadStrategy.never or self.no_checkpoints:
             return
-        for folder in (self.save_folder, self.load_path):
-            if folder and self.maybe_load_checkpoint(folder):
-                return
+        # The save folder holds this run's own checkpoints: resuming from them restores everything, as in
+        # OLMo-core. load_trainer_state / load_optim_state apply to load_path (a warm start from another run).
+        if self.save_folder and self.maybe_load_checkpoint(
+            self.save_folder, load_trainer_state=True, load_optim_state=True
+        ):
+            if self.load_path:
+                log.info("resumed from the save folder's checkpoint; load_path %r is not used", self.load_path)
+            return
+        if self.load_path and self.maybe_load_checkpoint(self.load_path):
+            return
         if self.load_strategy == LoadStrategy.always:
             raise CheckpointError(
                 f"load_strategy is 'always' but no loadable checkpoint was found in "
-                f"{self.save_folder!r}" + (f" or {self.load_path!r}" if self.load_path else ""))
+                f"{self.save_folder!r}" + (f" or {self.load_path!r}" if self.load_path else "")
+            )
 
     # --- the loop -------------------------------------------------------------------
     def fit(self) -> None:
@@ -408,9 +614,8 @@ class Trainer:
                 return
         self._emit("on_epoch_end")
 
-    def _train_step(self, batch: dict[str, Any]) -> None:
+    def _train_step(self, batch: Any) -> None:
         self.global_step += 1
-        self.global_train_tokens_seen += self.data_loader.global_num_tokens_in_batch(batch)
         self._emit("on_step_begin")
         if any(self.global_step in skip for skip in self.steps_to_skip):
             log.info("step %d is in steps_to_skip: its batch is consumed but not trained on", self.global_step)
@@ -418,6 +623,8 @@ class Trainer:
             self.train_module.zero_grads()
             self.train_module.train_batch(batch)
             self.train_module.optim_step()
+        # asked of the train module after its step: a method that generates counts what it generated
+        self.global_train_tokens_seen += self.train_module.num_tokens(batch)
         self._emit("on_step_end")
         self._announce_async_saves()
         self._announce_logs()

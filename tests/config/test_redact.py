@@ -11,6 +11,9 @@ def test_secret_key_names():
 def test_redact_nested_and_lists_without_mutating():
     data = {"wandb": {"api_key": "abc", "project": "p"}, "sinks": [{"password": "pw", "url": "u"}], "token": None}
     out = redact(data)
-    assert out == {"wandb": {"api_key": REDACTED, "project": "p"}, "sinks": [{"password": REDACTED, "url": "u"}],
-                   "token": None}
+    assert out == {
+        "wandb": {"api_key": REDACTED, "project": "p"},
+        "sinks": [{"password": REDACTED, "url": "u"}],
+        "token": None,
+    }
     assert data["wandb"]["api_key"] == "abc"

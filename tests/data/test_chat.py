@@ -30,33 +30,62 @@ def tok():
 
 SINGLE = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hi there"}]
 MULTI = [*SINGLE, {"role": "user", "content": "Go?"}, {"role": "assistant", "content": "Bye"}]
-WITH_SYSTEM = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Ça va?"},
-               {"role": "assistant", "content": "Très bien"}]
+WITH_SYSTEM = [
+    {"role": "system", "content": "Be brief."},
+    {"role": "user", "content": "Ça va?"},
+    {"role": "assistant", "content": "Très bien"},
+]
 
 # The expected rendering written out by hand, as (text, trained) pieces in order.
 EXPECTED = {
     ("chatml", "single"): [
-        ("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n", False), ("Hi there<|im_end|>", True),
-        ("\n", False)],
+        ("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n", False),
+        ("Hi there<|im_end|>", True),
+        ("\n", False),
+    ],
     ("chatml", "multi"): [
-        ("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n", False), ("Hi there<|im_end|>", True),
-        ("\n<|im_start|>user\nGo?<|im_end|>\n<|im_start|>assistant\n", False), ("Bye<|im_end|>", True),
-        ("\n", False)],
+        ("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n", False),
+        ("Hi there<|im_end|>", True),
+        ("\n<|im_start|>user\nGo?<|im_end|>\n<|im_start|>assistant\n", False),
+        ("Bye<|im_end|>", True),
+        ("\n", False),
+    ],
     ("chatml", "system"): [
-        ("<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nÇa va?<|im_end|>\n<|im_start|>assistant\n",
-         False), ("Très bien<|im_end|>", True), ("\n", False)],
+        ("<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nÇa va?<|im_end|>\n<|im_start|>assistant\n", False),
+        ("Très bien<|im_end|>", True),
+        ("\n", False),
+    ],
     ("llama3", "single"): [
-        ("<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
-         "<|start_header_id|>assistant<|end_header_id|>\n\n", False), ("Hi there<|eot_id|>", True)],
+        (
+            "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\n",
+            False,
+        ),
+        ("Hi there<|eot_id|>", True),
+    ],
     ("llama3", "multi"): [
-        ("<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
-         "<|start_header_id|>assistant<|end_header_id|>\n\n", False), ("Hi there<|eot_id|>", True),
-        ("<|start_header_id|>user<|end_header_id|>\n\nGo?<|eot_id|>"
-         "<|start_header_id|>assistant<|end_header_id|>\n\n", False), ("Bye<|eot_id|>", True)],
+        (
+            "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\n",
+            False,
+        ),
+        ("Hi there<|eot_id|>", True),
+        (
+            "<|start_header_id|>user<|end_header_id|>\n\nGo?<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\n",
+            False,
+        ),
+        ("Bye<|eot_id|>", True),
+    ],
     ("llama3", "system"): [
-        ("<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|>"
-         "<|start_header_id|>user<|end_header_id|>\n\nÇa va?<|eot_id|>"
-         "<|start_header_id|>assistant<|end_header_id|>\n\n", False), ("Très bien<|eot_id|>", True)],
+        (
+            "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|>"
+            "<|start_header_id|>user<|end_header_id|>\n\nÇa va?<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\n",
+            False,
+        ),
+        ("Très bien<|eot_id|>", True),
+    ],
 }
 CONVERSATIONS = {"single": SINGLE, "multi": MULTI, "system": WITH_SYSTEM}
 
@@ -106,8 +135,10 @@ def test_single_turn_chatml_token_positions(tok):
 
 def test_conversation_starting_with_assistant(tok):
     messages = [{"role": "assistant", "content": "Hello"}, {"role": "user", "content": "Hm"}]
-    expected = expected_example(tok, [("<|im_start|>assistant\n", False), ("Hello<|im_end|>", True),
-                                      ("\n<|im_start|>user\nHm<|im_end|>\n", False)])
+    expected = expected_example(
+        tok,
+        [("<|im_start|>assistant\n", False), ("Hello<|im_end|>", True), ("\n<|im_start|>user\nHm<|im_end|>\n", False)],
+    )
     assert tokenize_conversation(tok, messages, chat_template=NAMED_TEMPLATES["chatml"]) == expected
     assert tokenize_conversation(tok, messages, chat_template=NAMED_TEMPLATES_PLAIN["chatml"]) == expected
 
@@ -115,8 +146,9 @@ def test_conversation_starting_with_assistant(tok):
 def test_train_on_all_labels_every_token(tok):
     example = tokenize_conversation(tok, MULTI, chat_template="llama3", train_on="all")
     assert example.labels == example.input_ids
-    assert len(example.input_ids) == sum(len(tok(text, add_special_tokens=False)["input_ids"])
-                                         for text, _ in EXPECTED["llama3", "multi"])
+    assert len(example.input_ids) == sum(
+        len(tok(text, add_special_tokens=False)["input_ids"]) for text, _ in EXPECTED["llama3", "multi"]
+    )
 
 
 def test_no_assistant_turn_has_no_trainable_tokens(tok):
@@ -135,7 +167,8 @@ def test_tokenizer_own_template_is_used_when_none():
     template = resolve_chat_template(tokenizer, None)
     assert template == NAMED_TEMPLATES["chatml"]
     assert tokenize_conversation(tokenizer, SINGLE, chat_template=template) == expected_example(
-        tokenizer, EXPECTED["chatml", "single"])
+        tokenizer, EXPECTED["chatml", "single"]
+    )
 
 
 def test_named_template_resolves_to_its_text(tok):
@@ -143,8 +176,10 @@ def test_named_template_resolves_to_its_text(tok):
 
 
 def test_inline_template_without_special_tokens(tok):
-    inline = ("{% for m in messages %}### {{ m['role'] }}:\n{{ m['content'] }}\n{% endfor %}"
-              "{% if add_generation_prompt %}### assistant:\n{% endif %}")
+    inline = (
+        "{% for m in messages %}### {{ m['role'] }}:\n{{ m['content'] }}\n{% endfor %}"
+        "{% if add_generation_prompt %}### assistant:\n{% endif %}"
+    )
     assert resolve_chat_template(tok, inline) == inline
     example = tokenize_conversation(tok, SINGLE, chat_template=inline)
     # No end-of-turn special token, so the whole turn text after the header is trained, its newline included.
@@ -167,16 +202,20 @@ def test_invalid_jinja_is_a_config_error():
 
 
 def test_template_raise_exception_is_a_data_error(tok):
-    template = "{% for m in messages %}{% if m['role'] == 'tool' %}{{ raise_exception('no tools') }}{% endif %}" \
-               "{{ m['content'] }}{% endfor %}"
+    template = (
+        "{% for m in messages %}{% if m['role'] == 'tool' %}{{ raise_exception('no tools') }}{% endif %}"
+        "{{ m['content'] }}{% endfor %}"
+    )
     with pytest.raises(DataError, match="could not render the conversation: no tools"):
         tokenize_conversation(tok, [{"role": "tool", "content": "x"}], chat_template=template)
 
 
 def test_prefix_unstable_template_is_rejected(tok):
     # The message count at the start changes with every turn, so no rendering of a prefix is a prefix of the whole.
-    template = ("{{ messages | length }}{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}"
-                "<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+    template = (
+        "{{ messages | length }}{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}"
+        "<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+    )
     with pytest.raises(DataError, match=r"not prefix-stable: .* message 1 .*generation %\} markers"):
         tokenize_conversation(tok, SINGLE, chat_template=template)
 
@@ -184,15 +223,17 @@ def test_prefix_unstable_template_is_rejected(tok):
 def test_generation_prompt_ends_with_assistant_header(tok):
     prompt = SINGLE[:1]
     assert render_chat(tok, prompt, chat_template="chatml", add_generation_prompt=True) == (
-        "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n")
+        "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
+    )
     assert render_chat(tok, prompt, chat_template="llama3", add_generation_prompt=True).endswith(
-        "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n")
+        "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"
+    )
     # The prompt ids are exactly the untrained head of the full conversation: generation continues where SFT trained.
     for name in NAMED_TEMPLATES:
         prompt_ids = tokenize_prompt(tok, prompt, chat_template=name)
         full = tokenize_conversation(tok, SINGLE, chat_template=name)
-        assert full.input_ids[:len(prompt_ids)] == prompt_ids
-        assert full.labels[:len(prompt_ids)] == [IGNORE_INDEX] * len(prompt_ids)
+        assert full.input_ids[: len(prompt_ids)] == prompt_ids
+        assert full.labels[: len(prompt_ids)] == [IGNORE_INDEX] * len(prompt_ids)
         assert full.labels[len(prompt_ids)] != IGNORE_INDEX
 
 

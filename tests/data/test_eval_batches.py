@@ -13,7 +13,7 @@ def test_restarts_from_the_beginning_every_time():
     first = list(batches)
     assert [len(b["input_ids"]) for b in first] == [4, 4, 2]
     for _ in range(2):
-        for partial in batches:  # an evaluation that stops early must not shift the next one
+        for _partial in batches:  # an evaluation that stops early must not shift the next one
             break
     assert all(torch.equal(a["input_ids"], b["input_ids"]) for a, b in zip(first, batches))
     assert len(batches) == 3

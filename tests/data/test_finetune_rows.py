@@ -13,8 +13,8 @@ import fsspec
 import pytest
 
 from honing.data import finetune_rows
-from honing.data.formats import Conversation, Message, PlainText
 from honing.data.finetune_rows import BadRowReport, Record, iter_examples, iter_records, load_examples
+from honing.data.formats import Conversation, Message, PlainText
 from honing.data.pretrain_text import expand_paths
 from honing.errors import DataError
 
@@ -49,8 +49,10 @@ def test_gzipped_jsonl(tmp_path):
 def test_json_array_and_json_holding_json_lines(tmp_path):
     array = tmp_path / "array.json"
     array.write_text('\ufeff[\n  {"text": "a"},\n  {"text": "b"}\n]\n')
-    assert list(iter_records(str(array))) == [Record({"text": "a"}, f"{array}[0]"),
-                                              Record({"text": "b"}, f"{array}[1]")]
+    assert list(iter_records(str(array))) == [
+        Record({"text": "a"}, f"{array}[0]"),
+        Record({"text": "b"}, f"{array}[1]"),
+    ]
     lines = write_jsonl(tmp_path / "lines.json", ROWS[:2])
     assert [r.origin for r in iter_records(lines)] == [f"{lines}:1", f"{lines}:2"]
 
@@ -69,10 +71,13 @@ def test_saved_dataset_folder_and_saved_dataset_dict_split(tmp_path):
     import datasets
 
     datasets.Dataset.from_list(ROWS[:2]).save_to_disk(str(tmp_path / "saved"))
-    assert list(iter_records(str(tmp_path / "saved"))) == [Record(ROWS[0], f"{tmp_path / 'saved'}[0]"),
-                                                           Record(ROWS[1], f"{tmp_path / 'saved'}[1]")]
-    splits = datasets.DatasetDict({"train": datasets.Dataset.from_list(ROWS[:1]),
-                                   "test": datasets.Dataset.from_list(ROWS[3:4])})
+    assert list(iter_records(str(tmp_path / "saved"))) == [
+        Record(ROWS[0], f"{tmp_path / 'saved'}[0]"),
+        Record(ROWS[1], f"{tmp_path / 'saved'}[1]"),
+    ]
+    splits = datasets.DatasetDict(
+        {"train": datasets.Dataset.from_list(ROWS[:1]), "test": datasets.Dataset.from_list(ROWS[3:4])}
+    )
     splits.save_to_disk(str(tmp_path / "splits"))
     assert [r.row for r in iter_records(str(tmp_path / "splits"))] == [ROWS[0]]  # train by default
     assert list(iter_records(f"{tmp_path / 'splits'}:test")) == [Record(ROWS[3], f"{tmp_path / 'splits'}:test[0]")]
@@ -86,8 +91,11 @@ def test_load_dataset_on_a_local_folder_with_split(tmp_path):
     write_jsonl(folder / "train.jsonl", ROWS[:3])
     found = list(iter_records(f"{folder}:train"))
     assert found == [Record(row, f"{folder}:train[{i}]") for i, row in enumerate(ROWS[:3])]
-    with pytest.raises(DataError, match=r"cannot load dataset '.*hubish' split 'validation' with "
-                                        r"datasets.load_dataset \(ValueError: .*validation"):
+    with pytest.raises(
+        DataError,
+        match=r"cannot load dataset '.*hubish' split 'validation' with "
+        r"datasets.load_dataset \(ValueError: .*validation",
+    ):
         list(iter_records(f"{folder}:validation"))
 
 
@@ -149,8 +157,11 @@ def test_missing_path_and_invalid_json(tmp_path):
     assert skipped[1][1] == "expected a JSON object, got list"
     broken = tmp_path / "broken.json"
     broken.write_text('[\n  {"text": "a"},\n  {"text": }\n]')
-    with pytest.raises(DataError, match=r"broken.json:3: invalid JSON: Expecting value at column 12; "
-                                        "a JSON array is read whole"):
+    with pytest.raises(
+        DataError,
+        match=r"broken.json:3: invalid JSON: Expecting value at column 12; "
+        "a JSON array is read whole",
+    ):
         list(iter_records(str(broken)))
 
 
@@ -163,21 +174,31 @@ def test_load_examples_detects_each_source_format(tmp_path):
     assert result.examples == [
         Conversation(messages=[Message(role="user", content="hi"), Message(role="assistant", content="hello")]),
         Conversation(messages=[Message(role="user", content="Add.\n\n2 3"), Message(role="assistant", content="5")]),
-        PlainText(text="just text")]
+        PlainText(text="just text"),
+    ]
     assert result.origins == [f"{chats}:1", f"{alpaca}[0]", f"{plain}:1"]
     assert result.report.count == 0 and result.report.summary() == "no bad rows"
 
 
-@pytest.mark.parametrize("line, reason", [
-    ('{"messages": [{"role": "user", "content": "a"}, {"role": "bot", "content": "b"}]}',
-     r"unknown role 'bot' in messages\[1\]"),
-    ('{"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": 7}]}',
-     r"'content' must be a string or a list of content items, got int in messages\[1\]"),
-    ('{"messages": [{"role": "user", "content": "a"}', r"invalid JSON: Expecting ',' delimiter"),
-    ('{"messages": [{"role": "user", "content": "a"}]}', r"no assistant message in 'messages'"),
-    ('{"instruction": "i", "output": "o"}',
-     r"row is in format 'alpaca' but the source's format is 'conversation' \(detected from .*data.jsonl:1\)"),
-])
+@pytest.mark.parametrize(
+    "line, reason",
+    [
+        (
+            '{"messages": [{"role": "user", "content": "a"}, {"role": "bot", "content": "b"}]}',
+            r"unknown role 'bot' in messages\[1\]",
+        ),
+        (
+            '{"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": 7}]}',
+            r"'content' must be a string or a list of content items, got int in messages\[1\]",
+        ),
+        ('{"messages": [{"role": "user", "content": "a"}', r"invalid JSON: Expecting ',' delimiter"),
+        ('{"messages": [{"role": "user", "content": "a"}]}', r"no assistant message in 'messages'"),
+        (
+            '{"instruction": "i", "output": "o"}',
+            r"row is in format 'alpaca' but the source's format is 'conversation' \(detected from .*data.jsonl:1\)",
+        ),
+    ],
+)
 def test_bad_rows_fail_with_file_and_line(tmp_path, line, reason):
     path = write_jsonl(tmp_path / "data.jsonl", [chat("q", "a"), chat("q2", "a2")], [line])
     with pytest.raises(DataError, match=rf"data.jsonl:3: {reason}"):
@@ -189,15 +210,24 @@ def test_declared_format_is_used_instead_of_detection(tmp_path):
     assert load_examples([{"path": path, "format": "text"}]).examples == [PlainText(text="t")]
     with pytest.raises(DataError, match=r"data.jsonl:1: missing key 'conversations'"):
         load_examples([{"path": path, "format": "sharegpt"}])
-    with pytest.raises(DataError, match=r"unknown format 'jsonl' \('jsonl' reads text for pretraining; here use "
-                                        r"'text'\); expected one of: auto, conversation"):
+    with pytest.raises(
+        DataError,
+        match=r"unknown format 'jsonl' \('jsonl' reads text for pretraining; here use "
+        r"'text'\); expected one of: auto, conversation",
+    ):
         load_examples([{"path": path, "format": "jsonl"}])
 
 
 def test_skip_mode_counts_reports_and_warns_once(tmp_path, caplog):
-    first = write_jsonl(tmp_path / "first.jsonl", [chat("q", "a")], [
-        '{"messages": [{"role": "bot", "content": "x"}]}', "not json",
-        '{"messages": [{"role": "user", "content": "a"}]}'])
+    first = write_jsonl(
+        tmp_path / "first.jsonl",
+        [chat("q", "a")],
+        [
+            '{"messages": [{"role": "bot", "content": "x"}]}',
+            "not json",
+            '{"messages": [{"role": "user", "content": "a"}]}',
+        ],
+    )
     second = write_jsonl(tmp_path / "second.jsonl", [chat("q", "a"), {"messages": "oops"}])
     result = load_examples([{"path": first}, {"path": second}], bad_rows="skip")
     assert len(result.examples) == 2 and result.origins == [f"{first}:1", f"{second}:1"]
@@ -207,7 +237,8 @@ def test_skip_mode_counts_reports_and_warns_once(tmp_path, caplog):
         f"{first}:2: unknown role 'bot' in messages[0]; expected one of: system, user, assistant, tool",
         f"{first}:3: invalid JSON: Expecting value at column 1; expected one JSON object per line",
         f"{first}:4: no assistant message in 'messages' (roles: user); fine-tuning needs a reply to learn",
-        f"{second}:2: 'messages' must be a list of messages, got str"]
+        f"{second}:2: 'messages' must be a list of messages, got str",
+    ]
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert warnings == [report.summary() + "; fix those rows, or set data.bad_rows: fail to stop at the first one"]
     assert report.summary().startswith(f"skipped 4 bad row(s) ({first}: 3, {second}: 1); first: {first}:2: ")
@@ -229,8 +260,10 @@ def test_source_with_only_bad_rows_is_an_error_even_when_skipping(tmp_path):
 def test_weights_and_max_samples_give_exact_counts(tmp_path):
     ten = write_jsonl(tmp_path / "ten.jsonl", [{"text": f"a{i}"} for i in range(10)])
     four = write_jsonl(tmp_path / "four.jsonl", [{"text": f"b{i}"} for i in range(4)])
-    sources = [{"path": ten, "max_samples": 3, "weight": 2.0},  # first 3 rows, twice: 6
-               SimpleNamespace(path=four, format="auto", weight=0.5, max_samples=None, text_field="text")]  # 2 of 4
+    sources = [
+        {"path": ten, "max_samples": 3, "weight": 2.0},  # first 3 rows, twice: 6
+        SimpleNamespace(path=four, format="auto", weight=0.5, max_samples=None, text_field="text"),
+    ]  # 2 of 4
     result = load_examples(sources, seed=1)
     names = texts(result.examples)
     assert names[:6] == ["a0", "a1", "a2"] * 2

@@ -36,12 +36,15 @@ def test_paths_parse_and_materialize_once(tmp_path):
     assert (tmp_path / "generated" / "reverse-7-2-v2.jsonl").stat().st_mtime_ns == mtime
 
 
-@pytest.mark.parametrize("path, message", [
-    ("generated:nope", "unknown generated task 'nope'; expected one of: addition, reverse, sort_digits"),
-    ("generated:reverse?size=3", "unknown option"),
-    ("generated:reverse?samples=x", "must be integers"),
-    ("generated:reverse?samples=0", "samples must be >= 1"),
-])
+@pytest.mark.parametrize(
+    "path, message",
+    [
+        ("generated:nope", "unknown generated task 'nope'; expected one of: addition, reverse, sort_digits"),
+        ("generated:reverse?size=3", "unknown option"),
+        ("generated:reverse?samples=x", "must be integers"),
+        ("generated:reverse?samples=0", "samples must be >= 1"),
+    ],
+)
 def test_bad_paths_are_data_errors(path, message):
     with pytest.raises(DataError, match=message.replace("?", r"\?")):
         parse_generated(path)

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from honing.data.loader import DataLoader, stack_collate
+from honing.data.collate import stack_collate
+from honing.data.loader import DataLoader
 from honing.errors import DataError
 
 
@@ -42,8 +43,11 @@ def test_epoch_order_is_the_seeded_permutation_in_full_batches():
     permutation = np.random.default_rng([7, 1]).permutation(20).tolist()
     assert epoch_rows(loader) == [permutation[0:6], permutation[6:12], permutation[12:18]]  # 2 rows dropped
     assert (loader.epoch, loader.batches_consumed) == (2, 0)
-    assert epoch_rows(DataLoader(Rows(20), global_batch_size=6, seed=7, shuffle=False)) == \
-        [list(range(0, 6)), list(range(6, 12)), list(range(12, 18))]
+    assert epoch_rows(DataLoader(Rows(20), global_batch_size=6, seed=7, shuffle=False)) == [
+        list(range(0, 6)),
+        list(range(6, 12)),
+        list(range(12, 18)),
+    ]
 
 
 def test_same_seed_same_batches_and_epochs_differ():
@@ -85,8 +89,14 @@ def test_resume_mid_epoch_is_bit_identical():
         if len(taken) == 3:
             break
     state = interrupted.state_dict()
-    assert state == {"epoch": 1, "batches_consumed": 3, "seed": 5, "global_batch_size": 4, "world_size": 1,
-                     "dataset_length": 30}
+    assert state == {
+        "epoch": 1,
+        "batches_consumed": 3,
+        "seed": 5,
+        "global_batch_size": 4,
+        "world_size": 1,
+        "dataset_length": 30,
+    }
     resumed = DataLoader(dataset, global_batch_size=4, seed=5)
     resumed.load_state_dict(state)
     taken += [batch for _ in range(2) for batch in resumed]  # rest of epoch 1, then epoch 2
@@ -136,12 +146,12 @@ def test_resume_with_other_batch_size_keeps_rows_consumed(caplog):
     assert "global_batch_size changed" in caplog.text
 
 
-def test_global_num_tokens_in_batch():
+def test_collator_counts_real_tokens():
     plain = DataLoader(Rows(8), global_batch_size=4, rank=1, world_size=2)
-    assert plain.global_num_tokens_in_batch(next(iter(plain))) == 2 * 3 * 2
+    assert stack_collate.num_tokens(next(iter(plain))) == 2 * 3  # this rank's rows, every id
     masked = DataLoader(Rows(8, with_mask=True), global_batch_size=4, shuffle=False)
     batch = next(iter(masked))  # rows 0..3: 1 + 2 + 3 + 1 ones
-    assert masked.global_num_tokens_in_batch(batch) == 7
+    assert stack_collate.num_tokens(batch) == 7
 
 
 def test_tokens_per_batch_comes_from_the_dataset():
@@ -159,12 +169,18 @@ def test_custom_collate_and_stack_collate():
     assert batch["x"].shape == (2, 2) and batch["n"].tolist() == [1, 2] and batch["s"] == ["a", "b"]
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"global_batch_size": 6, "world_size": 4}, r"global_batch_size \(6\) must be a positive multiple of the "
-                                                 r"world size \(4\)"),
-    ({"global_batch_size": 32}, "the dataset has 20 rows, fewer than one global batch of 32"),
-    ({"global_batch_size": 4, "rank": 2, "world_size": 2}, "rank 2 is not valid for world_size 2"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (
+            {"global_batch_size": 6, "world_size": 4},
+            r"global_batch_size \(6\) must be a positive multiple of the "
+            r"world size \(4\)",
+        ),
+        ({"global_batch_size": 32}, "the dataset has 20 rows, fewer than one global batch of 32"),
+        ({"global_batch_size": 4, "rank": 2, "world_size": 2}, "rank 2 is not valid for world_size 2"),
+    ],
+)
 def test_invalid_settings(kwargs, message):
     with pytest.raises(DataError, match=message):
         DataLoader(Rows(20), **kwargs)

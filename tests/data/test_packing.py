@@ -58,6 +58,7 @@ def naive_best_fit_decreasing(lengths, max_length):
 
 # --- best fit decreasing --------------------------------------------------------------------------
 
+
 def test_best_fit_decreasing_hand_example():
     # sorted: 7(#2) 6(#5) 5(#0) 4(#4) 3(#1) 2(#3); 7→new(5 left) 6→new(6) 5→bin0(0) 4→bin1(2) 3→new(9) 2→bin1(0)
     assert best_fit_decreasing(LENGTHS, 12) == [[2, 0], [5, 4, 3], [1]]
@@ -78,11 +79,14 @@ def test_best_fit_matches_the_naive_reference_on_random_lengths():
     assert best_fit_decreasing(lengths, 64) == bins  # deterministic
 
 
-@pytest.mark.parametrize("lengths, max_length, message", [
-    ([3, 9, 2], 8, r"example 1 has 9 tokens; packing expects 1..max_length=8"),
-    ([3, 0], 8, r"example 1 has 0 tokens"),
-    ([3], 0, r"max_length must be >= 1, got 0"),
-])
+@pytest.mark.parametrize(
+    "lengths, max_length, message",
+    [
+        ([3, 9, 2], 8, r"example 1 has 9 tokens; packing expects 1..max_length=8"),
+        ([3, 0], 8, r"example 1 has 0 tokens"),
+        ([3], 0, r"max_length must be >= 1, got 0"),
+    ],
+)
 def test_best_fit_rejects_bad_lengths(lengths, max_length, message):
     with pytest.raises(DataError, match=message):
         best_fit_decreasing(lengths, max_length)
@@ -90,9 +94,13 @@ def test_best_fit_rejects_bad_lengths(lengths, max_length, message):
 
 # --- packed rows ----------------------------------------------------------------------------------
 
+
 def test_packed_rows_hand_example():
-    examples = [Example([1, 2, 3], [-100, 2, 3]), Example([4, 5], [4, 5]),
-                {"input_ids": [6, 7, 8, 9], "labels": [-100, -100, 8, 9]}]  # a mapping works too
+    examples = [
+        Example([1, 2, 3], [-100, 2, 3]),
+        Example([4, 5], [4, 5]),
+        {"input_ids": [6, 7, 8, 9], "labels": [-100, -100, 8, 9]},
+    ]  # a mapping works too
     packed = PackedDataset(examples, 6, pad_token_id=0)
     # sorted 4(#2) 3(#0) 2(#1): #2→row0 (2 left), #0→row1 (3 left), #1→row0 (0 left)
     assert packed.bins == [[2, 1], [0]]
@@ -119,21 +127,28 @@ def test_packing_efficiency_of_the_sft_examples():
     assert packed.packing_efficiency == 27 / 36
 
 
-@pytest.mark.parametrize("examples, kwargs, message", [
-    ([Example([1] * 9, [1] * 9)], {"max_length": 8, "pad_token_id": 0}, "example 0 has 9 tokens"),
-    ([Example([1, 2], [1])], {"max_length": 8, "pad_token_id": 0},
-     "example 0: input_ids has 2 tokens but labels has 1"),
-    ([Example([1], [1]), Example([], [])], {"max_length": 8, "pad_token_id": 0}, "example 1 has no tokens"),
-    ([Example([1, 2], [1, -5])], {"max_length": 8, "pad_token_id": 0}, "example 0: labels hold -5"),
-    ([{"input_ids": [1]}], {"max_length": 8, "pad_token_id": 0}, "example 0 has no 'labels'"),
-    ([Example([1], [1])], {"max_length": 8, "pad_token_id": None}, "pad_token_id is None"),
-])
+@pytest.mark.parametrize(
+    "examples, kwargs, message",
+    [
+        ([Example([1] * 9, [1] * 9)], {"max_length": 8, "pad_token_id": 0}, "example 0 has 9 tokens"),
+        (
+            [Example([1, 2], [1])],
+            {"max_length": 8, "pad_token_id": 0},
+            "example 0: input_ids has 2 tokens but labels has 1",
+        ),
+        ([Example([1], [1]), Example([], [])], {"max_length": 8, "pad_token_id": 0}, "example 1 has no tokens"),
+        ([Example([1, 2], [1, -5])], {"max_length": 8, "pad_token_id": 0}, "example 0: labels hold -5"),
+        ([{"input_ids": [1]}], {"max_length": 8, "pad_token_id": 0}, "example 0 has no 'labels'"),
+        ([Example([1], [1])], {"max_length": 8, "pad_token_id": None}, "pad_token_id is None"),
+    ],
+)
 def test_packed_dataset_rejects_bad_examples(examples, kwargs, message):
     with pytest.raises(DataError, match=message):
         PackedDataset(examples, **kwargs)
 
 
 # --- packed loss == unpacked loss -----------------------------------------------------------------
+
 
 def unpacked_loss(model, examples):
     """Token-summed loss of every example run alone (batch 1, no padding), and its target count."""
@@ -169,8 +184,7 @@ def test_packed_loss_equals_unpacked_loss(attn_implementation):
     result = module.eval_batch(batch)
     assert int(result["tokens"]) == 17
     assert abs(result["loss_sum"].item() / 17 - loss_sum / 17) < 1e-5
-    assert abs(direct_loss(model, batch, position_ids=batch["position_ids"], use_cache=False)
-               - loss_sum / 17) < 1e-5
+    assert abs(direct_loss(model, batch, position_ids=batch["position_ids"], use_cache=False) - loss_sum / 17) < 1e-5
 
 
 @pytest.mark.parametrize("attn_implementation", ["sdpa", "eager"])
@@ -183,8 +197,9 @@ def test_packed_loss_differs_when_documents_can_attend_to_each_other(attn_implem
     whole_row = torch.arange(12).expand(3, 12)
     leaks = {
         "one position range over the whole row": direct_loss(model, batch, position_ids=whole_row, use_cache=False),
-        "an all-ones attention_mask": direct_loss(model, batch, position_ids=positions,
-                                                  attention_mask=torch.ones_like(positions), use_cache=False),
+        "an all-ones attention_mask": direct_loss(
+            model, batch, position_ids=positions, attention_mask=torch.ones_like(positions), use_cache=False
+        ),
         # The pitfall: the config's default use_cache=True makes a KV cache, and transformers then
         # skips the per-document mask.
         "the default use_cache": direct_loss(model, batch, position_ids=positions),
@@ -194,6 +209,7 @@ def test_packed_loss_differs_when_documents_can_attend_to_each_other(attn_implem
 
 
 # --- the loader over packed rows ------------------------------------------------------------------
+
 
 def test_loader_over_packed_rows_resumes_mid_epoch_bit_identically():
     rng = random.Random(1)
@@ -220,8 +236,9 @@ def test_loader_over_packed_rows_resumes_mid_epoch_bit_identically():
 
 
 def test_throughput_counts_real_tokens_of_packed_rows():
-    loader = DataLoader(PackedDataset(sft_examples(), 12, pad_token_id=0), global_batch_size=2, shuffle=False,
-                        rank=1, world_size=2)
+    loader = DataLoader(
+        PackedDataset(sft_examples(), 12, pad_token_id=0), global_batch_size=2, shuffle=False, rank=1, world_size=2
+    )
     batch = next(iter(loader))  # rank 1 holds row 1 alone: 12 real tokens
     assert batch["num_real_tokens"].tolist() == [12]
-    assert loader.global_num_tokens_in_batch(batch) == 12 * 2
+    assert loader.collate_fn.num_tokens(batch) == 12

@@ -43,8 +43,12 @@ def test_padded_dataset_items_keep_their_length():
 
 def test_pad_collate_right_pads_to_the_longest_row():
     collate = pad_collate(pad_token_id=9)
-    batch = collate([{"input_ids": torch.tensor([5, 6, 7]), "labels": torch.tensor([-100, 6, 7])},
-                     {"input_ids": [8], "labels": [8]}])  # lists work too
+    batch = collate(
+        [
+            {"input_ids": torch.tensor([5, 6, 7]), "labels": torch.tensor([-100, 6, 7])},
+            {"input_ids": [8], "labels": [8]},
+        ]
+    )  # lists work too
     assert batch["input_ids"].tolist() == [[5, 6, 7], [8, 9, 9]]
     assert batch["labels"].tolist() == [[-100, 6, 7], [8, -100, -100]]
     assert batch["attention_mask"].tolist() == [[1, 1, 1], [1, 0, 0]]
@@ -71,14 +75,21 @@ def test_padded_loss_equals_unpadded_loss(attn_implementation):
 
 
 def test_throughput_counts_real_tokens_of_padded_rows():
-    loader = DataLoader(PaddedDataset(sft_examples()), global_batch_size=4, shuffle=False,
-                        collate_fn=pad_collate(0), rank=0, world_size=2)
+    loader = DataLoader(
+        PaddedDataset(sft_examples()),
+        global_batch_size=4,
+        shuffle=False,
+        collate_fn=pad_collate(0),
+        rank=0,
+        world_size=2,
+    )
     batch = next(iter(loader))  # rank 0 holds examples 0 and 1: 5 + 3 real tokens, padded to 2 x 5
     assert batch["input_ids"].shape == (2, 5)
-    assert loader.global_num_tokens_in_batch(batch) == (5 + 3) * 2
+    assert loader.collate_fn.num_tokens(batch) == 5 + 3  # times the world size in the train module
 
 
 # --- length-grouped order -------------------------------------------------------------------------
+
 
 def test_length_grouped_order_sorts_within_windows():
     lengths = np.array([1, 8, 2, 7, 3, 6, 4, 5, 9])

@@ -7,8 +7,13 @@ import pytest
 import torch
 
 from honing.data import pretrain_corpus
-from honing.data.pretrain_corpus import (PretrainDataset, TokenizedCorpus, default_cache_dir, split_documents,
-                                         tokenize_documents)
+from honing.data.pretrain_corpus import (
+    PretrainDataset,
+    TokenizedCorpus,
+    default_cache_dir,
+    split_documents,
+    tokenize_documents,
+)
 from honing.data.tokenizer import build_tokenizer
 from honing.errors import DataError
 

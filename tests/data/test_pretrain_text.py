@@ -63,9 +63,13 @@ def test_memory_filesystem_urls():
 
 def test_auto_format_reads_text_whole_and_jsonl_per_line(tree):
     docs = list(iter_text_documents(str(tree)))
-    assert docs == [Document("ay", str(tree / "a.txt")), Document("bee", str(tree / "b.txt")),
-                    Document("sea", str(tree / "sub/c.txt")),
-                    Document("dee 1", f"{tree / 'sub/d.jsonl'}:1"), Document("dee 2", f"{tree / 'sub/d.jsonl'}:2")]
+    assert docs == [
+        Document("ay", str(tree / "a.txt")),
+        Document("bee", str(tree / "b.txt")),
+        Document("sea", str(tree / "sub/c.txt")),
+        Document("dee 1", f"{tree / 'sub/d.jsonl'}:1"),
+        Document("dee 2", f"{tree / 'sub/d.jsonl'}:2"),
+    ]
     as_text = list(iter_text_documents(str(tree / "sub/d.jsonl"), format="text"))
     assert len(as_text) == 1 and as_text[0].text.startswith('{"text": "dee 1"}')
 
@@ -77,13 +81,16 @@ def test_jsonl_custom_field_skips_blank_lines_and_empty_documents(tmp_path):
     assert [(d.text, d.origin) for d in docs] == [("one", f"{path}:1"), ("three", f"{path}:4")]
 
 
-@pytest.mark.parametrize("line, message", [
-    ('{"text": "ok"', r"rows.jsonl:2: invalid JSON \(.*at column \d+\); expected one JSON object per line"),
-    ('["a list"]', r"rows.jsonl:2: expected a JSON object, got list \[\"a list\"\]"),
-    ('{"content": "x"}', r"rows.jsonl:2: no field 'text' \(fields: 'content'\); set the source's text_field"),
-    ('{"text": 42}', r"rows.jsonl:2: field 'text' is int 42, expected a string"),
-    ('{"text": null}', r"rows.jsonl:2: field 'text' is NoneType null, expected a string"),
-])
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        ('{"text": "ok"', r"rows.jsonl:2: invalid JSON \(.*at column \d+\); expected one JSON object per line"),
+        ('["a list"]', r"rows.jsonl:2: expected a JSON object, got list \[\"a list\"\]"),
+        ('{"content": "x"}', r"rows.jsonl:2: no field 'text' \(fields: 'content'\); set the source's text_field"),
+        ('{"text": 42}', r"rows.jsonl:2: field 'text' is int 42, expected a string"),
+        ('{"text": null}', r"rows.jsonl:2: field 'text' is NoneType null, expected a string"),
+    ],
+)
 def test_jsonl_errors_name_file_and_line(tmp_path, line, message):
     path = tmp_path / "rows.jsonl"
     path.write_text('{"text": "fine"}\n' + line + "\n")
@@ -123,8 +130,10 @@ def test_stdlib_placeholder_reads_real_python_sources():
 def test_load_documents_weights_and_max_samples(tmp_path):
     rows = write_jsonl(tmp_path / "rows.jsonl", [{"text": f"doc {i}"} for i in range(10)])
     (tmp_path / "one.txt").write_text("single")
-    sources = [{"path": str(rows), "weight": 2.5, "max_samples": 4},  # 4 docs twice + 2 of them once more
-               SourceSection(path=str(tmp_path / "one.txt"))]  # a pydantic source object, weight 1
+    sources = [
+        {"path": str(rows), "weight": 2.5, "max_samples": 4},  # 4 docs twice + 2 of them once more
+        SourceSection(path=str(tmp_path / "one.txt")),
+    ]  # a pydantic source object, weight 1
     docs = load_documents(sources, seed=3)
     texts = [d.text for d in docs]
     assert texts[:8] == ["doc 0", "doc 1", "doc 2", "doc 3"] * 2
@@ -138,19 +147,23 @@ def test_load_documents_weights_and_max_samples(tmp_path):
 
 def test_load_documents_fractional_weight_only(tmp_path):
     rows = write_jsonl(tmp_path / "rows.jsonl", [{"text": f"doc {i}"} for i in range(10)])
-    docs = load_documents([SimpleNamespace(path=str(rows), format="jsonl", weight=0.3, text_field="text",
-                                           max_samples=None)])
+    docs = load_documents(
+        [SimpleNamespace(path=str(rows), format="jsonl", weight=0.3, text_field="text", max_samples=None)]
+    )
     indices = [int(d.text.split()[1]) for d in docs]
     assert len(indices) == 3 and indices == sorted(set(indices))  # a subset, in file order
 
 
-@pytest.mark.parametrize("source, message", [
-    ({"path": "x", "weight": 0}, r"data source 0 \('x'\): weight must be a number > 0, got 0"),
-    ({"path": "x", "weight": -1.5}, r"weight must be a number > 0, got -1.5"),
-    ({"path": "x", "max_samples": 0}, r"max_samples must be an integer >= 1 or null, got 0"),
-    ({"path": "x", "wieght": 2}, r"data source 0: unknown key\(s\) 'wieght'; expected: path, format, weight"),
-    ({"weight": 1}, r"data source 0: path must be a non-empty string, got None"),
-])
+@pytest.mark.parametrize(
+    "source, message",
+    [
+        ({"path": "x", "weight": 0}, r"data source 0 \('x'\): weight must be a number > 0, got 0"),
+        ({"path": "x", "weight": -1.5}, r"weight must be a number > 0, got -1.5"),
+        ({"path": "x", "max_samples": 0}, r"max_samples must be an integer >= 1 or null, got 0"),
+        ({"path": "x", "wieght": 2}, r"data source 0: unknown key\(s\) 'wieght'; expected: path, format, weight"),
+        ({"weight": 1}, r"data source 0: path must be a non-empty string, got None"),
+    ],
+)
 def test_load_documents_rejects_bad_sources(source, message):
     with pytest.raises(DataError, match=message):
         load_documents([source])

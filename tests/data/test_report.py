@@ -12,8 +12,9 @@ def test_counts_histogram_and_text():
     assert report.length_histogram()[:2] == [(48, 53, 3), (54, 59, 2)]
     assert report.length_histogram()[-1] == (96, 100, 1) and len(report.length_histogram()) == 9
     text = report.text("train")
-    assert text.splitlines()[0] == ("train data: 6 examples, 363 tokens (11% with loss); truncated 1, dropped 0 "
-                                    "over-long, rejected 1")
+    assert text.splitlines()[0] == (
+        "train data: 6 examples, 363 tokens (11% with loss); truncated 1, dropped 0 over-long, rejected 1"
+    )
     assert "  data.jsonl:3: no tokens to train on" in text
     assert "rows: 1 of 512 tokens, packing efficiency 70.9%" in text
     assert "lengths: min 48, median 54, mean 60.5, max 100 tokens" in text

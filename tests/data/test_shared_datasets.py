@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from honing.data.formats import Conversation, Message
 from honing.data.finetune_rows import load_examples
+from honing.data.formats import Conversation, Message
 
 SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 
@@ -29,8 +29,9 @@ def test_alpaca_demo_loads_every_row():
     assert first.messages[0] == Message(role="user", content="Describe a process of making crepes.")
     assert first.messages[1].text().startswith("Making crepes is an easy and delicious process!")
     # Row 5 is the first with a non-empty input, which follows the instruction after a blank line.
-    assert result.examples[5].messages[0].text() == ("Given the parameters of a triangle, find out its perimeter."
-                                                      "\n\nSide 1 = 4\nSide 2 = 6\nSide 3 = 8")
+    assert result.examples[5].messages[0].text() == (
+        "Given the parameters of a triangle, find out its perimeter.\n\nSide 1 = 4\nSide 2 = 6\nSide 3 = 8"
+    )
     assert all(len(example.messages) == 2 for example in result.examples)
 
 
@@ -38,9 +39,15 @@ def test_sharegpt_demo_loads_every_row():
     path = shared_file("sharegpt_demo/dummy_conversation.json")
     result = load_examples([{"path": path}], bad_rows="fail")
     assert len(result.examples) == 500 and result.report.count == 0
-    assert result.examples[1] == Conversation(messages=[
-        Message(role="user", content="Who are you?"),
-        Message(role="assistant", content="My name is Vicuna, and I'm a language model developed by Large Model "
-                                          "Systems Organization (LMSYS).")])
+    assert result.examples[1] == Conversation(
+        messages=[
+            Message(role="user", content="Who are you?"),
+            Message(
+                role="assistant",
+                content="My name is Vicuna, and I'm a language model developed by Large Model "
+                "Systems Organization (LMSYS).",
+            ),
+        ]
+    )
     roles = Counter(message.role for example in result.examples for message in example.messages)
     assert roles == {"user": 1000, "assistant": 1000}

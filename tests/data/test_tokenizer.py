@@ -11,8 +11,11 @@ from honing.data.tokenizer import EOS_TOKEN, PAD_TOKEN, build_tokenizer, tokeniz
 from honing.errors import DataError
 
 UNICODE = "héllo  wörld ✓ 🎉\n\t x . , ' s\x00 ünïcödé — 中文 \r\n"
-TEXTS = ["the quick brown fox jumps over the lazy dog\n" * 20, "pack my box with five dozen liquor jugs. " * 20,
-         "Sphinx of black quartz, judge my vow!\n" * 20]
+TEXTS = [
+    "the quick brown fox jumps over the lazy dog\n" * 20,
+    "pack my box with five dozen liquor jugs. " * 20,
+    "Sphinx of black quartz, judge my vow!\n" * 20,
+]
 
 
 def ids_of(tokenizer, text):

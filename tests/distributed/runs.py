@@ -44,24 +44,39 @@ callbacks:
 """
 
 
-def write_config(tmp_path: Path, name: str, *, steps: int = 10, save_interval: int = 5,
-                 custom: list[dict] | None = None) -> tuple[str, Path]:
+def write_config(
+    tmp_path: Path, name: str, *, steps: int = 10, save_interval: int = 5, custom: list[dict] | None = None
+) -> tuple[str, Path]:
     """A config file for a run saving to ``tmp_path/name``; returns its path and the save folder."""
     save_folder = tmp_path / name
     path = tmp_path / f"{name}.yaml"
-    path.write_text(CONFIG.format(save_folder=save_folder, steps=steps, save_interval=save_interval,
-                                  custom=json.dumps(custom or [])))
+    path.write_text(
+        CONFIG.format(
+            save_folder=save_folder, steps=steps, save_interval=save_interval, custom=json.dumps(custom or [])
+        )
+    )
     return str(path), save_folder
 
 
-def honing_train(config: str, *overrides: str, nproc: int | None = None,
-                 timeout: float = 120) -> subprocess.CompletedProcess:
+def honing_train(
+    config: str, *overrides: str, nproc: int | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess:
     """``honing train CONFIG [--nproc N] OVERRIDES`` in a subprocess, one thread per process."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1",
-           "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "PYTHONUNBUFFERED": "1",
+        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+    }
     nproc_args = ["--nproc", str(nproc)] if nproc else []
-    return subprocess.run([sys.executable, "-m", "honing", "train", config, *nproc_args, *overrides],
-                          capture_output=True, text=True, env=env, cwd=REPO, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "honing", "train", config, *nproc_args, *overrides],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=timeout,
+    )
 
 
 def metrics(save_folder: Path) -> dict[int, dict[str, float]]:

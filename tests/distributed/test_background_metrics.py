@@ -35,7 +35,9 @@ WORKER = textwrap.dedent("""
         def on_attach(self, trainer): self.trainer = trainer
         def zero_grads(self): pass
         def optim_step(self): pass
-        def train_batch(self, batch):
+        def eval_batch(self, batch): return {}
+        def num_tokens(self, batch): return 0
+        def train_batch(self, batch, dry_run=False):
             rank, step = get_rank(), self.trainer.global_step
             self.trainer.record_metric("mean", torch.tensor(float(step + rank)), ReduceType.mean)
             self.trainer.record_metric("sum", torch.tensor(float(10 * (rank + 1))), ReduceType.sum)
@@ -45,7 +47,6 @@ WORKER = textwrap.dedent("""
     class Loader:
         epoch, batches_per_epoch = 1, 100
         def __iter__(self): return iter([{}] * 100)
-        def global_num_tokens_in_batch(self, batch): return 0
         def state_dict(self): return {}
 
     class Logs(Callback):
@@ -67,9 +68,22 @@ def test_metrics_are_reduced_in_the_background_and_logged_on_the_training_thread
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
-    result = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                             str(script), str(tmp_path)], env=env, cwd=REPO, capture_output=True, text=True,
-                            timeout=120)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node=2",
+            str(script),
+            str(tmp_path),
+        ],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     for rank in (0, 1):
         out = json.loads((tmp_path / f"rank{rank}.json").read_text())

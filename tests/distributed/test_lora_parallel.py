@@ -41,8 +41,12 @@ def lora_run(tmp_path, name, strategy=None):
     save_folder = tmp_path / name
     config = tmp_path / f"{name}.yaml"
     config.write_text(CONFIG.format(save_folder=save_folder, steps=STEPS, cache=tmp_path / "cache"))
-    result = honing_train(str(config), *([f"parallel.strategy={strategy}"] if strategy else []),
-                          nproc=2 if strategy else None, timeout=240)
+    result = honing_train(
+        str(config),
+        *([f"parallel.strategy={strategy}"] if strategy else []),
+        nproc=2 if strategy else None,
+        timeout=240,
+    )
     assert result.returncode == 0, result.stderr[-4000:]
     return save_folder, result
 
@@ -71,8 +75,11 @@ def test_lora_two_processes_match_one(runs):
 
 def test_lora_two_processes_export_gathered_merged_model_adapter_and_best(runs):
     (single, _), (sharded, result) = runs
-    for folder, file in (("hf", "model.safetensors"), ("best", "model.safetensors"),
-                         ("adapter", "adapter_model.safetensors")):
+    for folder, file in (
+        ("hf", "model.safetensors"),
+        ("best", "model.safetensors"),
+        ("adapter", "adapter_model.safetensors"),
+    ):
         left, right = load_file(str(single / folder / file)), load_file(str(sharded / folder / file))
         assert sorted(left) == sorted(right), folder
         for name in left:  # full, unsharded shapes and the same numbers as the one-process run

@@ -46,15 +46,17 @@ callbacks:
 def write_config(tmp_path, name, *, steps=20, save_interval=5, async_save="true"):
     save_folder = tmp_path / name
     path = tmp_path / f"{name}.yaml"
-    path.write_text(CONFIG.format(save_folder=save_folder, steps=steps, save_interval=save_interval,
-                                  async_save=async_save))
+    path.write_text(
+        CONFIG.format(save_folder=save_folder, steps=steps, save_interval=save_interval, async_save=async_save)
+    )
     return str(path), save_folder
 
 
 def honing(*args, **kwargs):
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    return subprocess.run([sys.executable, "-m", "honing", *args], capture_output=True, text=True, env=env,
-                          timeout=300, **kwargs)
+    return subprocess.run(
+        [sys.executable, "-m", "honing", *args], capture_output=True, text=True, env=env, timeout=300, **kwargs
+    )
 
 
 def final_weights(save_folder):
@@ -98,8 +100,9 @@ def test_kill_9_then_rerun_gives_identical_weights(tmp_path):
     duration = time.time() - started
 
     config, save_folder = write_config(tmp_path, "killed", steps=200, save_interval=7)
-    process = subprocess.Popen([sys.executable, "-m", "honing", "train", config], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "honing", "train", config], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     deadline = time.time() + 120
     while not (save_folder / "step7").exists() and time.time() < deadline and process.poll() is None:
         time.sleep(0.02)
@@ -119,8 +122,9 @@ def test_kill_9_then_rerun_gives_identical_weights(tmp_path):
 
 def test_sigterm_cancels_gracefully(tmp_path):
     config, save_folder = write_config(tmp_path, "term", steps=100000, save_interval=1000)
-    process = subprocess.Popen([sys.executable, "-m", "honing", "train", config], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "honing", "train", config], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     deadline = time.time() + 120
     while not (save_folder / "metrics.jsonl").exists() and time.time() < deadline:
         time.sleep(0.05)
@@ -133,11 +137,14 @@ def test_sigterm_cancels_gracefully(tmp_path):
     assert (save_folder / "hf" / "model.safetensors").exists()
 
 
-@pytest.mark.parametrize("override, message", [
-    ("trainer.max_durration=3steps", "trainer.max_durration: unknown key; did you mean trainer.max_duration?"),
-    ("trainer.seed=abc", "trainer.seed: Input should be a valid integer"),
-    ("data.train.sources=[{path: /nonexistent/*.txt}]", "/nonexistent/*.txt"),
-])
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("trainer.max_durration=3steps", "trainer.max_durration: unknown key; did you mean trainer.max_duration?"),
+        ("trainer.seed=abc", "trainer.seed: Input should be a valid integer"),
+        ("data.train.sources=[{path: /nonexistent/*.txt}]", "/nonexistent/*.txt"),
+    ],
+)
 def test_user_errors_exit_2_with_one_line(tmp_path, override, message):
     config, _ = write_config(tmp_path, "bad")
     result = honing("train", config, override)

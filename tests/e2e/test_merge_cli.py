@@ -8,7 +8,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from tests.models.test_merge import LORA, logits, save_lora_checkpoint, trained_lora_model
+from tests.models.lora_fixtures import LORA, logits, save_lora_checkpoint, trained_lora_model
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore:torch.distributed is disabled")]
 
@@ -16,8 +16,9 @@ HONING = os.path.join(os.path.dirname(sys.executable), "honing")  # the installe
 
 
 def honing(*args):
-    return subprocess.run([HONING, *args], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    return subprocess.run(
+        [HONING, *args], capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"}
+    )
 
 
 def test_merge_writes_the_merged_model_and_the_adapter(tmp_path):

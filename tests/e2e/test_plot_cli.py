@@ -20,9 +20,19 @@ def write_run(folder, steps=12):
     os.makedirs(folder)
     with open(os.path.join(folder, "metrics.jsonl"), "w") as handle:
         for step in range(1, steps + 1):
-            handle.write(json.dumps({"step": step, "train/loss": 4.0 / step, "optim/lr": 1e-3,
-                                     "optim/grad_norm": 1.0, "throughput/tokens_per_s": 500.0,
-                                     "throughput/total_tokens": 32 * step}) + "\n")
+            handle.write(
+                json.dumps(
+                    {
+                        "step": step,
+                        "train/loss": 4.0 / step,
+                        "optim/lr": 1e-3,
+                        "optim/grad_norm": 1.0,
+                        "throughput/tokens_per_s": 500.0,
+                        "throughput/total_tokens": 32 * step,
+                    }
+                )
+                + "\n"
+            )
     return str(folder)
 
 

@@ -49,9 +49,16 @@ def _run(config_name: str, save_folder: str, *overrides: str) -> list[float]:
     quiet = ["callbacks.console.enabled=false", "callbacks.sample.enabled=false"]
     if config_name.startswith("sft"):
         quiet.append("callbacks.generation_eval.enabled=false")
-    config = load_config(os.path.join(ROOT, "configs", config_name), [
-        f"trainer.save_folder={save_folder}", "trainer.num_threads=1", "trainer.metrics_collect_interval=1",
-        *quiet, *overrides])
+    config = load_config(
+        os.path.join(ROOT, "configs", config_name),
+        [
+            f"trainer.save_folder={save_folder}",
+            "trainer.num_threads=1",
+            "trainer.metrics_collect_interval=1",
+            *quiet,
+            *overrides,
+        ],
+    )
     recipe_class(config.method)(config).run()
     return _losses(save_folder)
 
@@ -61,8 +68,12 @@ def run_examples(folder: str) -> dict[str, list[float]]:
     quickstart = os.path.join(folder, "quickstart")
     losses = {"quickstart": _run("quickstart.yaml", quickstart, f"trainer.hard_stop={QUICKSTART_STEPS}steps")}
     losses["sft-full"] = _run("sft-full.yaml", os.path.join(folder, "sft-full"), f"trainer.hard_stop={SFT_STEPS}steps")
-    losses["sft-lora"] = _run("sft-lora.yaml", os.path.join(folder, "sft-lora"), f"trainer.hard_stop={SFT_STEPS}steps",
-                              f"model.name_or_path={quickstart}/hf")
+    losses["sft-lora"] = _run(
+        "sft-lora.yaml",
+        os.path.join(folder, "sft-lora"),
+        f"trainer.hard_stop={SFT_STEPS}steps",
+        f"model.name_or_path={quickstart}/hf",
+    )
     return losses
 
 
@@ -72,7 +83,10 @@ def test_example_losses_equal_the_reference(tmp_path):
         reference = json.load(handle)
     losses = run_examples(str(tmp_path))
     assert {name: len(values) for name, values in losses.items()} == {
-        "quickstart": QUICKSTART_STEPS, "sft-full": SFT_STEPS, "sft-lora": SFT_STEPS}
+        "quickstart": QUICKSTART_STEPS,
+        "sft-full": SFT_STEPS,
+        "sft-lora": SFT_STEPS,
+    }
     if reference["cpu_signature"] == cpu_signature():
         assert losses == reference["losses"]  # bit for bit
     else:

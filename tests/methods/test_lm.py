@@ -40,8 +40,9 @@ def test_gradient_accumulation_invariance_with_uneven_target_counts():
 
 def test_eval_batch_sums():
     model = tiny_llama(seed=1)
-    module = LMTrainModule(model, build_adamw(model, lr=1e-3, weight_decay=0, betas=(0.9, 0.9), eps=1e-8),
-                           micro_batch_size=3)
+    module = LMTrainModule(
+        model, build_adamw(model, lr=1e-3, weight_decay=0, betas=(0.9, 0.9), eps=1e-8), micro_batch_size=3
+    )
     data = TokenDataset(rows=5, seq_len=16).data
     out = module.eval_batch({"input_ids": data, "labels": data})
     assert out["tokens"].item() == 5 * 15
@@ -52,7 +53,8 @@ def test_eval_batch_sums():
 
 def test_flops_per_token_counts_tied_head():
     model = tiny_llama(tie_word_embeddings=True)
-    module = LMTrainModule(model, build_adamw(model, lr=1e-3, weight_decay=0, betas=(0.9, 0.9), eps=1e-8),
-                           micro_batch_size=1)
+    module = LMTrainModule(
+        model, build_adamw(model, lr=1e-3, weight_decay=0, betas=(0.9, 0.9), eps=1e-8), micro_batch_size=1
+    )
     params = sum(p.numel() for p in model.parameters())  # embeddings counted once, as the head
     assert module.num_flops_per_token(16) == 6 * params + 12 * 2 * 32 * 16

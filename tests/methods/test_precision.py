@@ -9,8 +9,12 @@ def train_steps(precision, steps=5):
     model = tiny_llama(seed=2)
     if precision == "bf16":
         model = model.to(torch.bfloat16)
-    module = LMTrainModule(model, build_adamw(model, lr=1e-2, weight_decay=0.0, betas=(0.9, 0.95), eps=1e-8),
-                           micro_batch_size=4, precision=precision)
+    module = LMTrainModule(
+        model,
+        build_adamw(model, lr=1e-2, weight_decay=0.0, betas=(0.9, 0.95), eps=1e-8),
+        micro_batch_size=4,
+        precision=precision,
+    )
     data = TokenDataset(rows=4, seq_len=16).data
     losses = []
     for _ in range(steps):

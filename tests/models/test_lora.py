@@ -7,7 +7,8 @@ import torch
 
 from honing.errors import ConfigError
 from honing.models import count_parameters
-from honing.models.lora import apply_lora, freeze_layers, is_lora
+from honing.models.lora import apply_lora, freeze_layers
+from honing.models.wrappers import is_lora
 from tests.helpers import tiny_llama
 
 # Parameters of tiny_llama(): embeddings 64*32 and lm_head 32*64 (untied), per layer q/k/v/o 4*32*32,
@@ -52,31 +53,46 @@ def test_plain_model_is_not_lora():
 
 
 def test_target_module_that_matches_nothing_is_a_config_error():
-    expected = ("model.lora.target_modules: ['q_proj', 'qproj']: 'qproj' matches no module; linear modules are "
-                "named q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj, lm_head")
+    expected = (
+        "model.lora.target_modules: ['q_proj', 'qproj']: 'qproj' matches no module; linear modules are "
+        "named q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj, lm_head"
+    )
     with pytest.raises(ConfigError, match=f"^{re.escape(expected)}$"):
         apply_lora(tiny_llama(), target_modules=["q_proj", "qproj"])
-    expected = ("model.lora.target_modules: 'q_proj' matches no module (a string is a regular expression over "
-                "whole module names such as 'model.layers.0.self_attn.q_proj'; a list matches name endings)")
+    expected = (
+        "model.lora.target_modules: 'q_proj' matches no module (a string is a regular expression over "
+        "whole module names such as 'model.layers.0.self_attn.q_proj'; a list matches name endings)"
+    )
     with pytest.raises(ConfigError, match=f"^{re.escape(expected)}"):
         apply_lora(tiny_llama(), target_modules="q_proj")  # a string is a regex over the full module name
-    with pytest.raises(ConfigError, match=r"^model\.lora\.target_modules: '\(q_proj' is not a valid regular "
-                                          r"expression \(missing \), unterminated subpattern at position 0\)"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^model\.lora\.target_modules: '\(q_proj' is not a valid regular "
+        r"expression \(missing \), unterminated subpattern at position 0\)",
+    ):
         apply_lora(tiny_llama(), target_modules="(q_proj")
 
 
 def test_bad_modules_to_save_and_task_type_are_config_errors():
-    with pytest.raises(ConfigError, match=r"^model\.lora\.modules_to_save\[0\]: 'head' matches no module; "
-                                          r"module names end in model, embed_tokens, layers, self_attn"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^model\.lora\.modules_to_save\[0\]: 'head' matches no module; "
+        r"module names end in model, embed_tokens, layers, self_attn",
+    ):
         apply_lora(tiny_llama(), modules_to_save=["head"])
-    with pytest.raises(ConfigError, match=r"^model\.lora\.task_type: 'CAUSAL' is not a peft task type; "
-                                          r"expected one of .*CAUSAL_LM"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^model\.lora\.task_type: 'CAUSAL' is not a peft task type; "
+        r"expected one of .*CAUSAL_LM",
+    ):
         apply_lora(tiny_llama(), task_type="CAUSAL")
 
 
 def test_a_container_module_peft_cannot_adapt_is_a_config_error():
-    expected = ("model.lora.target_modules: ['mlp']: peft refused it: Target module LlamaMLP is not supported. "
-                "Currently, only the following modules are supported: `torch.nn.Linear`, ")
+    expected = (
+        "model.lora.target_modules: ['mlp']: peft refused it: Target module LlamaMLP is not supported. "
+        "Currently, only the following modules are supported: `torch.nn.Linear`, "
+    )
     with pytest.raises(ConfigError, match=f"^{re.escape(expected)}[^\n]+$"):
         apply_lora(tiny_llama(), target_modules=["mlp"])
 
@@ -87,7 +103,8 @@ def test_freeze_layers_freezes_exactly_the_matching_parameters():
     assert count_parameters(model, trainable_only=True) == BASE - 12352
     frozen = {name for name, param in model.named_parameters() if not param.requires_grad}
     assert frozen == {"model.embed_tokens.weight"} | {
-        name for name, _ in model.named_parameters() if name.startswith("model.layers.0.")}
+        name for name, _ in model.named_parameters() if name.startswith("model.layers.0.")
+    }
     assert len(frozen) == 1 + 9
 
 
@@ -101,8 +118,11 @@ def test_freeze_layers_on_a_lora_model_uses_the_transformers_names():
 
 def test_freeze_pattern_that_matches_nothing_is_a_config_error():
     model = tiny_llama()
-    with pytest.raises(ConfigError, match=r"^model\.freeze_layers\[1\]: 'layers\.0\.\*' matches no parameter; "
-                                          r"parameter names look like model\.embed_tokens\.weight, "
-                                          r"model\.layers\.0\.self_attn\.q_proj\.weight, "):
+    with pytest.raises(
+        ConfigError,
+        match=r"^model\.freeze_layers\[1\]: 'layers\.0\.\*' matches no parameter; "
+        r"parameter names look like model\.embed_tokens\.weight, "
+        r"model\.layers\.0\.self_attn\.q_proj\.weight, ",
+    ):
         freeze_layers(model, ["model.norm.*", "layers.0.*"])
     assert count_parameters(model, trainable_only=True) == BASE  # nothing frozen on error

@@ -18,18 +18,29 @@ from honing.models.parallel import (
 from tests.helpers import tiny_llama
 
 
-@pytest.mark.parametrize("strategy, world_size, expected", [
-    ("auto", 1, "none"), ("auto", 2, "fsdp"), ("ddp", 2, "ddp"), ("fsdp", 4, "fsdp"), ("none", 1, "none"),
-    ("ddp", 1, "none"), ("fsdp", 1, "none"),
-])
+@pytest.mark.parametrize(
+    "strategy, world_size, expected",
+    [
+        ("auto", 1, "none"),
+        ("auto", 2, "fsdp"),
+        ("ddp", 2, "ddp"),
+        ("fsdp", 4, "fsdp"),
+        ("none", 1, "none"),
+        ("ddp", 1, "none"),
+        ("fsdp", 1, "none"),
+    ],
+)
 def test_resolve_strategy(strategy, world_size, expected):
     assert resolve_strategy(strategy, world_size) == expected
 
 
-@pytest.mark.parametrize("strategy, message", [
-    ("zero3", r"parallel.strategy: expected one of auto, ddp, fsdp, none, got 'zero3'"),
-    ("none", r"parallel.strategy: 'none' with 2 processes would train 2 separate models on different data"),
-])
+@pytest.mark.parametrize(
+    "strategy, message",
+    [
+        ("zero3", r"parallel.strategy: expected one of auto, ddp, fsdp, none, got 'zero3'"),
+        ("none", r"parallel.strategy: 'none' with 2 processes would train 2 separate models on different data"),
+    ],
+)
 def test_bad_strategy_names_the_key(strategy, message):
     with pytest.raises(ConfigError, match=message):
         resolve_strategy(strategy, 2)
@@ -105,10 +116,13 @@ def test_every_n_checkpoints_every_nth_block_and_not_in_eval():
     assert calls == [0, 1, 2, 3]
 
 
-@pytest.mark.parametrize("mode, every, message", [
-    ("some", 1, r"parallel.activation_checkpointing: expected one of none, full, every_n, got 'some'"),
-    ("every_n", 0, r"parallel.activation_checkpointing_every: expected an integer >= 1, got 0"),
-])
+@pytest.mark.parametrize(
+    "mode, every, message",
+    [
+        ("some", 1, r"parallel.activation_checkpointing: expected one of none, full, every_n, got 'some'"),
+        ("every_n", 0, r"parallel.activation_checkpointing_every: expected an integer >= 1, got 0"),
+    ],
+)
 def test_bad_activation_checkpointing_values(mode, every, message):
     with pytest.raises(ConfigError, match=message):
         apply_activation_checkpointing(find_blocks(tiny_llama()), mode, every)

@@ -35,3 +35,30 @@ def test_wsd_stable_then_decays_over_last_fraction():
 def test_unknown_schedule():
     with pytest.raises(ValueError, match="unknown scheduler"):
         lr_factor(5, name="exp", max_steps=10)
+
+
+def test_warmup_ratio_is_a_share_of_the_total_steps():
+    from honing.optim.schedulers import warmup_steps_for
+
+    assert warmup_steps_for(0.1, 100) == 10
+    assert warmup_steps_for(0.1, 95) == 10  # 9.5 rounds up
+    assert warmup_steps_for(0.07, 100) == 7  # not 8 from 7.000000000000001
+    assert warmup_steps_for(0.0, 100) == 0
+    for name in ("constant", "linear", "cosine", "wsd"):
+        kwargs = dict(name=name, max_steps=200, min_lr_ratio=0.1)
+        for step in (1, 10, 20, 21, 120, 200):
+            assert lr_factor(step, warmup_ratio=0.1, **kwargs) == lr_factor(step, warmup_steps=20, **kwargs)
+    assert lr_factor(1, name="cosine", max_steps=200, warmup_ratio=0.1) == pytest.approx(1 / 20)
+    assert lr_factor(1, name="cosine", max_steps=200, warmup_ratio=0.0) == lr_factor(1, name="cosine", max_steps=200)
+
+
+def test_warmup_ratio_in_the_config_excludes_warmup_steps():
+    from honing.config import ConfigError, validate
+
+    base = {"data": {"train": {"sources": [{"path": "corpus.txt"}]}}, "model": {"config": {"model_type": "llama"}}}
+    assert validate({**base, "scheduler": {"warmup_ratio": 0.1}}).scheduler.warmup_ratio == 0.1
+    assert validate({**base, "scheduler": {"warmup_steps": 5}}).scheduler.warmup_ratio is None
+    with pytest.raises(ConfigError, match="scheduler: give scheduler.warmup_steps or scheduler.warmup_ratio, not both"):
+        validate({**base, "scheduler": {"warmup_steps": 5, "warmup_ratio": 0.1}})
+    with pytest.raises(ConfigError, match=r"scheduler.warmup_ratio: Input should be less than 1"):
+        validate({**base, "scheduler": {"warmup_ratio": 1.0}})

@@ -14,13 +14,31 @@ def tiny_config(tmp_path, **sections):
     held_out.write_text("a lazy dog sleeps while the quick fox runs. " * 40)
     raw = {
         "trainer": {"save_folder": str(tmp_path / "run"), "max_duration": "6steps", "num_threads": 1},
-        "data": {"train": {"sources": [{"path": str(text)}]}, "validation": {"sources": [{"path": str(held_out)}]},
-                 "seq_len": 32, "global_batch_size": 4, "micro_batch_size": 2, "cache_dir": str(tmp_path / "cache")},
+        "data": {
+            "train": {"sources": [{"path": str(text)}]},
+            "validation": {"sources": [{"path": str(held_out)}]},
+            "seq_len": 32,
+            "global_batch_size": 4,
+            "micro_batch_size": 2,
+            "cache_dir": str(tmp_path / "cache"),
+        },
         "tokenizer": {"kind": "char"},
-        "model": {"config": {"model_type": "llama", "hidden_size": 32, "num_hidden_layers": 1,
-                             "num_attention_heads": 2, "num_key_value_heads": 2, "intermediate_size": 64}},
-        "callbacks": {"checkpointer": {"save_interval": 3}, "evaluator": {"interval": 3},
-                      "sample": {"enabled": False}, "console": {"enabled": False}},
+        "model": {
+            "config": {
+                "model_type": "llama",
+                "hidden_size": 32,
+                "num_hidden_layers": 1,
+                "num_attention_heads": 2,
+                "num_key_value_heads": 2,
+                "intermediate_size": 64,
+            }
+        },
+        "callbacks": {
+            "checkpointer": {"save_interval": 3},
+            "evaluator": {"interval": 3},
+            "sample": {"enabled": False},
+            "console": {"enabled": False},
+        },
     }
     for section, values in sections.items():
         raw.setdefault(section, {}).update(values)
@@ -48,8 +66,9 @@ def test_custom_callback_by_import_path(tmp_path):
     from tests.helpers import CountingCallback
 
     CountingCallback.instances.clear()
-    config = tiny_config(tmp_path, callbacks={"custom": [{"import_path": "tests.helpers:CountingCallback",
-                                                          "kwargs": {"label": "mine"}}]})
+    config = tiny_config(
+        tmp_path, callbacks={"custom": [{"import_path": "tests.helpers:CountingCallback", "kwargs": {"label": "mine"}}]}
+    )
     PretrainRecipe(config).run()
     assert len(CountingCallback.instances) == 6 and CountingCallback.instances[0].label == "mine"
 
@@ -63,14 +82,26 @@ def test_bad_callback_import_path_is_a_config_error(tmp_path):
 def test_samples_every_interval_leave_training_unchanged(tmp_path):
     import torch
 
-    from honing.models.export import unwrap_model
+    from honing.models.wrappers import unwrap_model
 
     def run(folder, sample):
-        model = {"config": {"model_type": "llama", "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
-                            "num_key_value_heads": 2, "intermediate_size": 64, "attention_dropout": 0.1}}
+        model = {
+            "config": {
+                "model_type": "llama",
+                "hidden_size": 32,
+                "num_hidden_layers": 1,
+                "num_attention_heads": 2,
+                "num_key_value_heads": 2,
+                "intermediate_size": 64,
+                "attention_dropout": 0.1,
+            }
+        }
         folder.mkdir()
-        config = tiny_config(folder, model=model, callbacks={"sample": sample, "checkpointer": {"save_interval": 3},
-                                                             "console": {"enabled": False}})
+        config = tiny_config(
+            folder,
+            model=model,
+            callbacks={"sample": sample, "checkpointer": {"save_interval": 3}, "console": {"enabled": False}},
+        )
         recipe = PretrainRecipe(config)
         trainer = recipe.run()
         return recipe, torch.cat([p.detach().flatten() for p in trainer.train_module.model.parameters()])
@@ -85,3 +116,34 @@ def test_samples_every_interval_leave_training_unchanged(tmp_path):
     model.train()
     recipe.generate_text("the ")
     assert model.training and all(m.training for m in model.modules())
+
+
+def test_lora_freezing_param_groups_and_best_model_work_for_pretraining_too(tmp_path):
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    config = tiny_config(
+        tmp_path,
+        model={
+            "lora": {"rank": 4, "alpha": 8, "target_modules": ["q_proj", "v_proj", "down_proj"]},
+            "freeze_layers": ["*down_proj.lora_B*"],
+        },
+        optim={"param_groups": [{"params": "*v_proj*", "lr": 1e-2}]},
+        callbacks={
+            "checkpointer": {"save_interval": 3},
+            "evaluator": {"interval": 3, "metric_for_best_model": "eval/loss"},
+            "sample": {"enabled": False},
+            "console": {"enabled": False},
+        },
+    )
+    recipe = PretrainRecipe(config)
+    trainer = recipe.run()
+    run = tmp_path / "run"
+    assert isinstance(recipe.model, PeftModel)
+    groups = {group["name"]: group for group in trainer.train_module.optimizer.param_groups}
+    assert groups["param_groups.0"]["initial_lr"] == 1e-2
+    frozen = [name for name, p in recipe.model.named_parameters() if "down_proj.lora_B" in name]
+    assert frozen and not any(p.requires_grad for name, p in recipe.model.named_parameters() if name in frozen)
+    # the adapter, the merged export and the best checkpoint's export, as for SFT
+    assert (run / "adapter" / "adapter_config.json").exists()
+    assert AutoModelForCausalLM.from_pretrained(run / "hf") is not None and (run / "best" / "config.json").exists()

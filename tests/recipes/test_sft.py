@@ -12,15 +12,30 @@ def sft_config(tmp_path, **sections):
     raw = {
         "method": "sft",
         "trainer": {"save_folder": str(tmp_path / "run"), "max_duration": "4steps", "num_threads": 1},
-        "data": {"train": {"sources": [{"path": "generated:reverse?samples=64&seed=0"}]},
-                 "validation": {"sources": [{"path": "generated:reverse?samples=8&seed=1"}]},
-                 "chat_template": "chatml", "seq_len": 128, "global_batch_size": 4,
-                 "cache_dir": str(tmp_path / "cache")},
-        "model": {"config": {"model_type": "llama", "hidden_size": 32, "num_hidden_layers": 1,
-                             "num_attention_heads": 2, "num_key_value_heads": 2, "intermediate_size": 64}},
-        "callbacks": {"checkpointer": {"save_interval": 2, "keep_last": 1},
-                      "evaluator": {"interval": 2, "metric_for_best_model": "eval/loss"},
-                      "sample": {"enabled": False}, "console": {"enabled": False}},
+        "data": {
+            "train": {"sources": [{"path": "generated:reverse?samples=64&seed=0"}]},
+            "validation": {"sources": [{"path": "generated:reverse?samples=8&seed=1"}]},
+            "chat_template": "chatml",
+            "seq_len": 128,
+            "global_batch_size": 4,
+            "cache_dir": str(tmp_path / "cache"),
+        },
+        "model": {
+            "config": {
+                "model_type": "llama",
+                "hidden_size": 32,
+                "num_hidden_layers": 1,
+                "num_attention_heads": 2,
+                "num_key_value_heads": 2,
+                "intermediate_size": 64,
+            }
+        },
+        "callbacks": {
+            "checkpointer": {"save_interval": 2, "keep_last": 1},
+            "evaluator": {"interval": 2, "metric_for_best_model": "eval/loss"},
+            "sample": {"enabled": False},
+            "console": {"enabled": False},
+        },
     }
     for section, values in sections.items():
         for key, value in values.items():
@@ -40,8 +55,11 @@ def test_lora_run_writes_merged_model_adapter_and_best(tmp_path):
     from peft import PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    config = sft_config(tmp_path, model={"lora": {"rank": 4, "alpha": 8, "modules_to_save": ["embed_tokens", "lm_head"]}},
-                        callbacks={"generation_eval": {"enabled": True, "num_prompts": 3, "max_new_tokens": 4}})
+    config = sft_config(
+        tmp_path,
+        model={"lora": {"rank": 4, "alpha": 8, "modules_to_save": ["embed_tokens", "lm_head"]}},
+        callbacks={"generation_eval": {"enabled": True, "num_prompts": 3, "max_new_tokens": 4}},
+    )
     recipe = SFTRecipe(config)
     trainer = recipe.run()
     run = tmp_path / "run"
@@ -77,8 +95,14 @@ def test_alpaca_file_with_byte_tokenizer(tmp_path):
     rows = [{"instruction": f"Say {word}", "input": "", "output": word} for word in ["yes", "no", "maybe"] * 8]
     path = tmp_path / "alpaca.json"
     path.write_text(json.dumps(rows))
-    config = sft_config(tmp_path, data={"train": {"sources": [{"path": str(path), "format": "alpaca"}]},
-                                        "validation": None, "validation_split": 0.25})
+    config = sft_config(
+        tmp_path,
+        data={
+            "train": {"sources": [{"path": str(path), "format": "alpaca"}]},
+            "validation": None,
+            "validation_split": 0.25,
+        },
+    )
     trainer = SFTRecipe(config).run()
     assert trainer.global_step == 4
 
@@ -91,6 +115,28 @@ def test_bad_row_names_file_and_line(tmp_path):
     config = sft_config(tmp_path, data={"train": {"sources": [{"path": str(path)}]}, "validation": None})
     with pytest.raises(DataError, match=r"chat.jsonl:7: .*unknown role 'bot'"):
         SFTRecipe(config).run()
-    skipping = sft_config(tmp_path, data={"train": {"sources": [{"path": str(path)}]}, "validation": None,
-                                          "bad_rows": "skip", "packing": False})
+    skipping = sft_config(
+        tmp_path,
+        data={"train": {"sources": [{"path": str(path)}]}, "validation": None, "bad_rows": "skip", "packing": False},
+    )
     assert SFTRecipe(skipping).run().global_step == 4
+
+
+def test_row_that_truncation_leaves_without_an_answer_is_dropped_as_over_long(tmp_path):
+    # the default data.overlong (truncate) keeps the start of a row; a long prompt leaves no assistant token:
+    # that is over-long data, counted as dropped, not a bad row that fails the run
+    path = tmp_path / "chat.jsonl"
+    short = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}
+    long = {"messages": [{"role": "user", "content": "x" * 400}, {"role": "assistant", "content": "ok"}]}
+    path.write_text("\n".join(json.dumps(row) for row in [short] * 5 + [long] + [short] * 2) + "\n")
+    config = sft_config(
+        tmp_path, data={"train": {"sources": [{"path": str(path)}]}, "validation": None, "packing": False}
+    )
+    recipe = SFTRecipe(config)
+    assert recipe.run().global_step == 4
+    report = recipe.data_reports["train"]
+    assert report.dropped == 1 and report.truncated == 0 and not report.rejected
+    # every row lost is still an error
+    path.write_text(json.dumps(long) + "\n")
+    with pytest.raises(DataError, match="no train example is left"):
+        SFTRecipe(sft_config(tmp_path, data={"train": {"sources": [{"path": str(path)}]}, "validation": None})).run()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import glob
+import json
 import os
 import re
 import subprocess
@@ -18,7 +19,8 @@ import honing.storage
 from honing.errors import CheckpointError
 from honing.train import checkpoint as checkpoint_module
 from honing.train.checkpoint import Checkpointer
-from honing.train.train_module import TrainModule
+from honing.train.remote import Uploader, work_folder_for
+from honing.train.train_module import ModelState
 from tests.helpers import tiny_llama
 
 # The single-process mode DCP warns about is the one these tests mean to use.
@@ -27,7 +29,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:torch.distributed is disabled")
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-class TinyModule(TrainModule):
+class TinyModule(ModelState):
     """A tied-embedding Llama with AdamW; ``steps`` optimizer steps give it optimizer state."""
 
     def __init__(self, seed: int = 0, steps: int = 1):
@@ -64,10 +66,14 @@ def assert_identical(actual, expected, where="state"):
 
 
 def trainer_state() -> dict:
-    return {"global_step": 7, "global_train_tokens_seen": 1234, "epoch": 1,
-            "rng": {"torch": torch.get_rng_state(), "python": (3, tuple(range(5)), None)},
-            "data_loader": {"order": torch.arange(10), "position": 4},
-            "callbacks": {"checkpointer": {"ephemeral": [], "permanent": [3, 6]}}}
+    return {
+        "global_step": 7,
+        "global_train_tokens_seen": 1234,
+        "epoch": 1,
+        "rng": {"torch": torch.get_rng_state(), "python": (3, tuple(range(5)), None)},
+        "data_loader": {"order": torch.arange(10), "position": 4},
+        "callbacks": {"checkpointer": {"ephemeral": [], "permanent": [3, 6]}},
+    }
 
 
 @pytest.fixture
@@ -101,8 +107,52 @@ def test_load_can_skip_optimizer_and_trainer_state(tmp_path, module):
     fresh = TinyModule(seed=1, steps=0)
     assert Checkpointer().load(target, fresh, load_optimizer_state=False, load_trainer_state=False) is None
     assert_identical(fresh.model.state_dict(), saved["model"])
-    first = next(iter(fresh.optimizer.state.values()), {})
-    assert not torch.equal(first.get("exp_avg", torch.zeros(1)), saved["optim"]["state"][0]["exp_avg"])
+    assert fresh.optimizer.state == {}  # fresh: not even initialised (no zero-lr step, no step count)
+
+
+class WithScheduler(TinyModule):
+    """A module with extra state beside the optimizer's, as an LR scheduler has."""
+
+    def __init__(self, seed: int = 0, steps: int = 1, scheduler_step: int = 0):
+        super().__init__(seed=seed, steps=steps)
+        self.scheduler_step = torch.tensor(scheduler_step)
+
+    def extra_state_dict(self):
+        return {"scheduler": {"step": self.scheduler_step}}
+
+    def load_extra_state_dict(self, state_dict):
+        self.scheduler_step = state_dict["scheduler"]["step"]
+
+
+def test_extra_state_is_loaded_with_the_optimizer_and_stays_fresh_without_it(tmp_path):
+    target = str(tmp_path / "step5")
+    Checkpointer().save(target, WithScheduler(scheduler_step=5), trainer_state())
+    with_optimizer, without = WithScheduler(seed=1, steps=0), WithScheduler(seed=1, steps=0)
+    Checkpointer().load(target, with_optimizer)
+    Checkpointer().load(target, without, load_optimizer_state=False)
+    assert int(with_optimizer.scheduler_step) == 5 and with_optimizer.optimizer.state
+    assert int(without.scheduler_step) == 0 and without.optimizer.state == {}
+
+
+def test_the_marker_records_an_ephemeral_checkpoint(tmp_path, module):
+    Checkpointer().save(str(tmp_path / "step1"), module, trainer_state())
+    Checkpointer().save(str(tmp_path / "step2"), module, trainer_state(), ephemeral=True)
+    markers = [json.loads((tmp_path / f"step{step}" / ".complete").read_text()) for step in (1, 2)]
+    assert [marker["ephemeral"] for marker in markers] == [False, True]
+    assert [step for step, _ in Checkpointer.find_checkpoints(str(tmp_path))] == [1, 2]
+
+
+def test_one_work_folder_for_every_path(tmp_path):
+    root = str(tmp_path / "work")
+    local = Checkpointer(uploader=Uploader(), work_root=root)
+    assert local.work_folder(str(tmp_path / "run")) == str(tmp_path / "run")  # a local folder is its own
+    run = local.work_folder("s3://bucket/runs/a")
+    assert run == work_folder_for("s3://bucket/runs/a", root)
+    # a remote checkpoint goes to its save folder's work folder; any other remote folder gets its own
+    assert local.work_folder("s3://bucket/runs/a/step4") == os.path.join(run, "step4")
+    assert local.work_folder("s3://bucket/runs/a/hf") == work_folder_for("s3://bucket/runs/a/hf", root)
+    # without an uploader, remote checkpoints are written to the URL directly
+    assert Checkpointer().work_folder("s3://bucket/runs/a/step4") == "s3://bucket/runs/a/step4"
 
 
 @pytest.fixture
@@ -197,8 +247,11 @@ def make_layout(folder, module) -> None:
 def test_find_latest_and_contains_see_only_complete_checkpoints(tmp_path, module):
     make_layout(tmp_path, module)
     folder = str(tmp_path)
-    assert Checkpointer.find_checkpoints(folder) == [(1, str(tmp_path / "step1")), (3, str(tmp_path / "step3")),
-                                                     (10, str(tmp_path / "step10"))]
+    assert Checkpointer.find_checkpoints(folder) == [
+        (1, str(tmp_path / "step1")),
+        (3, str(tmp_path / "step3")),
+        (10, str(tmp_path / "step10")),
+    ]
     assert Checkpointer.latest_checkpoint(folder) == str(tmp_path / "step10")
     assert Checkpointer.contains_checkpoint(folder)
     assert not Checkpointer.dir_is_checkpoint(str(tmp_path / "step2"))
@@ -257,7 +310,7 @@ def test_delete_removes_the_marker_first(tmp_path, module, monkeypatch):
 def test_corrupt_model_data_raises_checkpoint_error_naming_the_dir(tmp_path, module, damage):
     target = str(tmp_path / "step1")
     Checkpointer().save(target, module, {})
-    data_file, = glob.glob(os.path.join(target, "model_and_optim", "*.distcp"))
+    (data_file,) = glob.glob(os.path.join(target, "model_and_optim", "*.distcp"))
     if damage == "truncate":
         os.truncate(data_file, os.path.getsize(data_file) // 2)
     elif damage == "delete":
@@ -292,8 +345,7 @@ def test_a_rank_without_its_own_file_gets_rank0s_state_flagged(tmp_path, module,
     target = str(tmp_path / "step1")
     Checkpointer().save(target, module, {"global_step": 1})
     monkeypatch.setattr(checkpoint_module, "get_rank", lambda: 1)
-    assert Checkpointer().load(target, TinyModule(seed=1, steps=0)) == {"global_step": 1,
-                                                                       "_world_size_changed": True}
+    assert Checkpointer().load(target, TinyModule(seed=1, steps=0)) == {"global_step": 1, "_world_size_changed": True}
 
 
 class Opaque:
@@ -310,20 +362,20 @@ def test_trainer_state_that_cannot_be_resumed_is_refused_at_save_time(tmp_path, 
     assert os.listdir(tmp_path) == []
 
 
-WORKER = textwrap.dedent('''
+WORKER = textwrap.dedent("""
     import os, sys
     import torch
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
     from torch.distributed.fsdp import fully_shard
     from honing.distributed import get_rank, prepare_training_environment, teardown_training_environment
     from honing.train.checkpoint import Checkpointer
-    from honing.train.train_module import TrainModule
+    from honing.train.train_module import ModelState
     from tests.helpers import tiny_llama
 
     torch.set_num_threads(1)
     FULL = StateDictOptions(full_state_dict=True)  # on every rank (cpu_offload would keep it on rank 0 only)
 
-    class Sharded(TrainModule):
+    class Sharded(ModelState):
         def __init__(self, seed, steps):
             self.model = tiny_llama(seed=seed, tie_word_embeddings=True)
             fully_shard(self.model)
@@ -369,7 +421,7 @@ WORKER = textwrap.dedent('''
         assert same(fresh.full(), expected), f"step{step} differs on rank {rank}"
     teardown_training_environment()
     print(f"rank {rank} ok")
-''')
+""")
 
 
 @pytest.mark.slow
@@ -379,8 +431,13 @@ def test_two_ranks_on_gloo_save_and_load_sharded_state(tmp_path):
     folder = tmp_path / "run"
     env = {**os.environ, "PYTHONPATH": REPO, "OMP_NUM_THREADS": "1"}
     result = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(script),
-         str(folder)], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(script), str(folder)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "rank 0 ok" in result.stdout and "rank 1 ok" in result.stdout
     assert sorted(os.listdir(folder / "step2" / "train")) == ["rank0.pt", "rank1.pt"]

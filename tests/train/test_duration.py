@@ -1,14 +1,23 @@
 import pytest
 
 from honing.errors import ConfigError
+from honing.models.loading import count_parameters
 from honing.train.duration import Duration, DurationUnit
+from tests.helpers import tiny_llama
 
 
-@pytest.mark.parametrize("text, value, unit", [
-    ("200steps", 200, DurationUnit.steps), ("1step", 1, DurationUnit.steps), ("2epochs", 2, DurationUnit.epochs),
-    ("5e6tokens", 5_000_000, DurationUnit.tokens), ("1.5e3tokens", 1500, DurationUnit.tokens),
-    (" 10 steps ", 10, DurationUnit.steps), (7, 7, DurationUnit.steps),
-])
+@pytest.mark.parametrize(
+    "text, value, unit",
+    [
+        ("200steps", 200, DurationUnit.steps),
+        ("1step", 1, DurationUnit.steps),
+        ("2epochs", 2, DurationUnit.epochs),
+        ("5e6tokens", 5_000_000, DurationUnit.tokens),
+        ("1.5e3tokens", 1500, DurationUnit.tokens),
+        (" 10 steps ", 10, DurationUnit.steps),
+        (7, 7, DurationUnit.steps),
+    ],
+)
 def test_parse(text, value, unit):
     assert Duration.parse(text) == Duration(value, unit)
 
@@ -36,3 +45,24 @@ def test_due():
     assert not Duration.epochs(2).due(step=50, tokens=0, epoch=2)
     assert Duration.epochs(2).due(step=50, tokens=0, epoch=3)
     assert str(Duration.epochs(2)) == "2epochs"
+
+
+def test_chinchilla_counts_active_non_embedding_parameters():
+    untied = tiny_llama(vocab=64)  # hidden 32: the input embeddings are 64 x 32
+    total = count_parameters(untied)
+    # OLMo-core's num_non_embedding_params: only the input embeddings go; an untied LM head stays
+    assert count_parameters(untied, non_embedding=True) == total - 64 * 32
+    tied = tiny_llama(vocab=64, tie_word_embeddings=True)  # the head is the embedding tensor: counted once
+    assert count_parameters(tied) == total - 64 * 32
+    assert count_parameters(tied, non_embedding=True) == total - 2 * 64 * 32
+    for parameter in untied.model.layers[0].parameters():
+        parameter.requires_grad_(False)
+    frozen = sum(p.numel() for p in untied.model.layers[0].parameters())
+    assert count_parameters(untied, trainable_only=True, non_embedding=True) == total - 64 * 32 - frozen
+    params = count_parameters(tied, non_embedding=True)
+    assert Duration.parse("1chinchilla", model_params=params) == Duration.tokens(20 * params)
+
+
+def test_chinchilla_needs_a_positive_parameter_count():
+    with pytest.raises(ConfigError, match="positive parameter count"):
+        Duration.parse("1chinchilla", model_params=0)

@@ -8,23 +8,26 @@ import torch
 from honing.train import peak_flops as pf
 
 
-@pytest.mark.parametrize("name, precision, expected", [
-    ("NVIDIA A100-SXM4-80GB", "bf16", 312e12),
-    ("NVIDIA A100-SXM4-80GB", "fp32", 19.5e12),
-    ("NVIDIA H100 80GB HBM3", "bf16-mixed", 989e12),
-    ("NVIDIA H100 PCIe", "bf16", 756e12),
-    ("NVIDIA H100 NVL", "bf16", 835e12),
-    ("NVIDIA H200", "bf16", 989e12),
-    ("NVIDIA B200", "bf16", 2250e12),
-    ("NVIDIA L40S", "bf16", 362e12),  # not caught by "L4"
-    ("NVIDIA L4", "bf16", 121e12),
-    ("NVIDIA A10G", "bf16", 70e12),  # not caught by "A100"
-    ("NVIDIA GeForce RTX 4090", "bf16", 165.2e12),
-    ("NVIDIA GeForce RTX 3090", "fp32", 35.6e12),
-    ("Tesla V100-SXM2-16GB", "bf16", 125e12),
-    ("Tesla V100-PCIE-32GB", "fp32", 14e12),
-    ("Tesla T4", "bf16", 65e12),
-])
+@pytest.mark.parametrize(
+    "name, precision, expected",
+    [
+        ("NVIDIA A100-SXM4-80GB", "bf16", 312e12),
+        ("NVIDIA A100-SXM4-80GB", "fp32", 19.5e12),
+        ("NVIDIA H100 80GB HBM3", "bf16-mixed", 989e12),
+        ("NVIDIA H100 PCIe", "bf16", 756e12),
+        ("NVIDIA H100 NVL", "bf16", 835e12),
+        ("NVIDIA H200", "bf16", 989e12),
+        ("NVIDIA B200", "bf16", 2250e12),
+        ("NVIDIA L40S", "bf16", 362e12),  # not caught by "L4"
+        ("NVIDIA L4", "bf16", 121e12),
+        ("NVIDIA A10G", "bf16", 70e12),  # not caught by "A100"
+        ("NVIDIA GeForce RTX 4090", "bf16", 165.2e12),
+        ("NVIDIA GeForce RTX 3090", "fp32", 35.6e12),
+        ("Tesla V100-SXM2-16GB", "bf16", 125e12),
+        ("Tesla V100-PCIE-32GB", "fp32", 14e12),
+        ("Tesla T4", "bf16", 65e12),
+    ],
+)
 def test_gpu_table_lookup_by_name(name, precision, expected):
     assert pf.gpu_peak_flops(name, precision) == expected
 
@@ -62,6 +65,7 @@ def probe_calls(tmp_path, monkeypatch):
     def probe(dtype):
         calls.append(dtype)
         return real(dtype, size=128, seconds=0.02)
+
     monkeypatch.setattr(pf, "measure_matmul_flops", probe)
     return calls
 

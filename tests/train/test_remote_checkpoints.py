@@ -46,7 +46,7 @@ class SavedSizes(Callback):
         self.sizes: dict[str, dict[str, int]] = {}
 
     def on_checkpoint_saved(self, path: str) -> None:
-        local = self.trainer.checkpointer.local_dir(path)
+        local = self.trainer.checkpointer.work_folder(path)
         self.sizes[os.path.basename(path)] = honing.storage.file_sizes(local)
 
 
@@ -204,7 +204,8 @@ def test_a_local_copy_is_deleted_only_after_the_uploads_reading_it(tmp_path):
 def test_work_folders_are_per_url_and_readable(monkeypatch):
     monkeypatch.setenv("HONING_CACHE_DIR", "/cache")
     folder = work_folder_for("s3://bucket/runs/a/")
-    assert folder.startswith("/cache/work/bucket_runs_a-") and len(os.path.basename(folder)) == len("bucket_runs_a-") + 12
+    assert folder.startswith("/cache/work/bucket_runs_a-")
+    assert len(os.path.basename(folder)) == len("bucket_runs_a-") + 12
     assert work_folder_for("s3://bucket/runs/a") == folder
     assert work_folder_for("s3://bucket/runs/b") != folder
     assert work_folder_for("s3://bucket/runs/a", "/scratch").startswith("/scratch/bucket_runs_a-")
@@ -212,13 +213,25 @@ def test_work_folders_are_per_url_and_readable(monkeypatch):
 
 def test_storage_secrets_are_redacted_from_messages(monkeypatch):
     monkeypatch.setitem(fsspec.config.conf, "s3", {})
-    honing.storage.set_storage_options("s3", **honing.storage.s3_storage_options(
-        endpoint_url="http://127.0.0.1:9", aws_access_key_id="AKIAHONING", aws_secret_access_key="s3cr3t-value",
-        region="eu-west-1"))
-    assert fsspec.config.conf["s3"] == {"endpoint_url": "http://127.0.0.1:9", "key": "AKIAHONING",
-                                        "secret": "s3cr3t-value", "client_kwargs": {"region_name": "eu-west-1"}}
-    assert honing.storage.redact_secrets("denied for AKIAHONING / s3cr3t-value at 127.0.0.1:9") == \
-        "denied for *** / *** at 127.0.0.1:9"
+    honing.storage.set_storage_options(
+        "s3",
+        **honing.storage.s3_storage_options(
+            endpoint_url="http://127.0.0.1:9",
+            aws_access_key_id="AKIAHONING",
+            aws_secret_access_key="s3cr3t-value",
+            region="eu-west-1",
+        ),
+    )
+    assert fsspec.config.conf["s3"] == {
+        "endpoint_url": "http://127.0.0.1:9",
+        "key": "AKIAHONING",
+        "secret": "s3cr3t-value",
+        "client_kwargs": {"region_name": "eu-west-1"},
+    }
+    assert (
+        honing.storage.redact_secrets("denied for AKIAHONING / s3cr3t-value at 127.0.0.1:9")
+        == "denied for *** / *** at 127.0.0.1:9"
+    )
     honing.storage.set_storage_options("s3")
     assert "s3" not in fsspec.config.conf
 
@@ -279,12 +292,15 @@ def test_without_an_uploader_a_checkpoint_is_written_to_s3_directly(s3, tmp_path
 
 
 @pytest.mark.slow
-def test_the_storage_going_down_mid_upload_delays_but_never_corrupts_checkpoints(s3, s3_proxy, monkeypatch,
-                                                                                  caplog):
+def test_the_storage_going_down_mid_upload_delays_but_never_corrupts_checkpoints(s3, s3_proxy, monkeypatch, caplog):
     secret = "proxy-secret-0123456789"
     monkeypatch.setitem(fsspec.config.conf, "s3", {})
-    honing.storage.set_storage_options("s3", **honing.storage.s3_storage_options(
-        endpoint_url=s3_proxy.endpoint, aws_access_key_id="AKIAPROXY", aws_secret_access_key=secret))
+    honing.storage.set_storage_options(
+        "s3",
+        **honing.storage.s3_storage_options(
+            endpoint_url=s3_proxy.endpoint, aws_access_key_id="AKIAPROXY", aws_secret_access_key=secret
+        ),
+    )
     cut = threading.Event()
     put_file = Uploader._put_file
 
@@ -308,8 +324,14 @@ def test_the_storage_going_down_mid_upload_delays_but_never_corrupts_checkpoints
         seen["confirmed"] = [step for step, _ in trainer.checkpointer.confirmed_checkpoints(trainer.save_folder)]
         s3_proxy.up()
 
-    trainer = fast(make_trainer(s3.url, max_duration="12steps", save_interval=2,
-                                callbacks={"sizes": saved, "outage": AtStep(10, during_the_outage)}))
+    trainer = fast(
+        make_trainer(
+            s3.url,
+            max_duration="12steps",
+            save_interval=2,
+            callbacks={"sizes": saved, "outage": AtStep(10, during_the_outage)},
+        )
+    )
     with caplog.at_level(logging.INFO):
         trainer.fit()
 
@@ -340,9 +362,19 @@ def test_keep_last_keeps_local_copies_until_their_upload_is_confirmed(s3, s3_pro
         s3_proxy.up()
 
     saved = SavedSizes()
-    trainer = fast(make_trainer(url, max_duration="10steps", save_interval=2, callbacks={
-        "checkpointer": CheckpointerCallback(save_interval=2, keep_last=1, async_save=False), "sizes": saved,
-        "down": AtStep(3, storage_down_after_step2), "back": AtStep(8, storage_back)}))
+    trainer = fast(
+        make_trainer(
+            url,
+            max_duration="10steps",
+            save_interval=2,
+            callbacks={
+                "checkpointer": CheckpointerCallback(save_interval=2, keep_last=1, async_save=False),
+                "sizes": saved,
+                "down": AtStep(3, storage_down_after_step2),
+                "back": AtStep(8, storage_back),
+            },
+        )
+    )
     trainer.fit()
 
     # keep_last=1 would have removed step4 when step6 was saved, but step4 was never uploaded

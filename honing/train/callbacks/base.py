@@ -12,9 +12,9 @@ class Callback:
     """Hook into training; higher ``priority`` runs earlier. State returned by ``state_dict`` is checkpointed."""
 
     priority: int = 0
-    trainer: "Trainer"
+    trainer: Trainer
 
-    def attach(self, trainer: "Trainer") -> None:
+    def attach(self, trainer: Trainer) -> None:
         """Called by the Trainer when the callback is registered."""
         self.trainer = trainer
 

@@ -5,11 +5,13 @@ from __future__ import annotations
 import logging
 import math
 import os
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from honing.distributed import barrier
 from honing.train.callbacks.base import Callback
 from honing.train.callbacks.checkpointer import CheckpointerCallback
+from honing.train.callbacks.order import PRIORITY
 
 log = logging.getLogger(__name__)
 
@@ -27,11 +29,17 @@ class BestModelCallback(Callback):
     ``SAVE_FOLDER/best`` (e.g. merged, when training LoRA adapters).
     """
 
-    # After the evaluator (200), before the checkpointer (-50) so a new best is protected before pruning.
-    priority = 150
+    priority = PRIORITY["best_model"]
 
-    def __init__(self, checkpointer: CheckpointerCallback, *, metric: str, greater_is_better: bool | None = None,
-                 export_fn: Callable[[str, str], Any] | None = None, folder_name: str = "best"):
+    def __init__(
+        self,
+        checkpointer: CheckpointerCallback,
+        *,
+        metric: str,
+        greater_is_better: bool | None = None,
+        export_fn: Callable[[str, str], Any] | None = None,
+        folder_name: str = "best",
+    ):
         self.checkpointer = checkpointer
         self.metric = metric
         self.greater_is_better = (not lower_is_better(metric)) if greater_is_better is None else greater_is_better
@@ -80,14 +88,18 @@ class BestModelCallback(Callback):
         """Write the best checkpoint with ``export_fn`` to ``SAVE_FOLDER/best`` (every rank calls it)."""
         if self.export_fn is None or self.best_step is None:
             return None
+        if getattr(self.trainer, "no_checkpoints", False):
+            log.warning("no_checkpoints is set: the best model (step %d) has no checkpoint to export", self.best_step)
+            return None
         self.trainer.checkpointer.wait()
         local = os.path.join(self.trainer.work_folder, self.folder_name)
-        # the local copy of the checkpoint (for a remote save folder, in the work folder)
-        self.export_fn(self.trainer.checkpointer.local_dir(self.best_checkpoint), local)
+        # the checkpoint as written locally (for a remote save folder, in its work folder)
+        self.export_fn(self.trainer.checkpointer.work_folder(self.best_checkpoint), local)
         barrier()
         out = self.trainer.persist_working_file(local)
-        log.info("exported the best model (%s = %.4f, step %d) to %s", self.metric, self.best_value,
-                 self.best_step, out)
+        log.info(
+            "exported the best model (%s = %.4f, step %d) to %s", self.metric, self.best_value, self.best_step, out
+        )
         return out
 
     def state_dict(self) -> dict[str, Any]:
@@ -101,7 +113,7 @@ class BestModelCallback(Callback):
 class BestModelExportCallback(Callback):
     """Runs the best model's export after the final checkpoint is written (the checkpointer is at -50)."""
 
-    priority = -65
+    priority = PRIORITY["best_model_export"]
 
     def __init__(self, best: BestModelCallback):
         self.best = best

@@ -7,6 +7,7 @@ from typing import Any
 
 from honing.distributed import is_rank0
 from honing.train.callbacks.base import Callback
+from honing.train.callbacks.order import PRIORITY
 
 log = logging.getLogger(__name__)
 
@@ -14,16 +15,22 @@ log = logging.getLogger(__name__)
 class CheckpointerCallback(Callback):
     """Saves ``SAVE_FOLDER/stepN`` every ``save_interval`` steps (async by default) and at the end.
 
-    Ephemeral checkpoints (every ``ephemeral_save_interval`` steps) are deleted once a later
-    checkpoint is complete; ``keep_last`` permanent ones are kept.
+    Ephemeral checkpoints (every ``ephemeral_save_interval`` steps, and any saved with
+    ``trainer.save_checkpoint(ephemeral=True)``) are deleted once a later checkpoint is complete;
+    ``keep_last`` permanent ones are kept. Under ``trainer.no_checkpoints`` it saves nothing.
     """
 
-    # Run after the other step-end callbacks (evaluator, user callbacks) so the saved callback
-    # states include this step; only the console's summary comes later.
-    priority = -50
+    priority = PRIORITY["checkpointer"]
 
-    def __init__(self, *, save_interval: int, ephemeral_save_interval: int | None = None,
-                 keep_last: int | None = None, async_save: bool = True, protected_steps: set[int] | None = None):
+    def __init__(
+        self,
+        *,
+        save_interval: int,
+        ephemeral_save_interval: int | None = None,
+        keep_last: int | None = None,
+        async_save: bool = True,
+        protected_steps: set[int] | None = None,
+    ):
         self.save_interval = save_interval
         self.ephemeral_save_interval = ephemeral_save_interval
         self.keep_last = keep_last
@@ -43,13 +50,19 @@ class CheckpointerCallback(Callback):
     def saves_at(self, step: int) -> bool:
         """True when this callback saves a checkpoint at ``step`` on its own."""
         return step % self.save_interval == 0 or bool(
-            self.ephemeral_save_interval and step % self.ephemeral_save_interval == 0)
+            self.ephemeral_save_interval and step % self.ephemeral_save_interval == 0
+        )
 
     def save_extra(self) -> None:
         """Save a checkpoint of this step outside the interval (kept while it is protected)."""
         if self.trainer.last_checkpoint_step != self.step:
             self._extra.append(self.step)
             self._save_now()
+
+    def mark_ephemeral(self, step: int) -> None:
+        """Treat the checkpoint of ``step`` as ephemeral: removed once a later checkpoint is complete."""
+        if step not in self._ephemeral and step not in self._permanent:
+            self._ephemeral.append(step)
 
     def release(self, step: int) -> None:
         """Stop protecting ``step``; it is removed later unless keep_last still keeps it."""
@@ -74,13 +87,15 @@ class CheckpointerCallback(Callback):
 
     def _save(self, *, ephemeral: bool) -> None:
         (self._ephemeral if ephemeral else self._permanent).append(self.step)
-        self._save_now()
+        self._save_now(ephemeral=ephemeral)
 
-    def _save_now(self) -> None:
+    def _save_now(self, *, ephemeral: bool = False) -> None:
+        if getattr(self.trainer, "no_checkpoints", False):
+            return
         if self.async_save:
-            self.trainer.save_checkpoint_async()
+            self.trainer.save_checkpoint_async(ephemeral=ephemeral)
         else:
-            self.trainer.save_checkpoint()
+            self.trainer.save_checkpoint(ephemeral=ephemeral)
 
     def _prune(self) -> None:
         # only complete checkpoints older than the newest complete one are ever removed; for a remote save
@@ -107,8 +122,12 @@ class CheckpointerCallback(Callback):
                 self.trainer.checkpointer.delete(self.trainer.checkpoint_dir(step))
 
     def state_dict(self) -> dict[str, Any]:
-        return {"ephemeral": list(self._ephemeral), "permanent": list(self._permanent),
-                "extra": list(self._extra), "protected": sorted(self.protected_steps)}
+        return {
+            "ephemeral": list(self._ephemeral),
+            "permanent": list(self._permanent),
+            "extra": list(self._extra),
+            "protected": sorted(self.protected_steps),
+        }
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self._ephemeral = list(state_dict.get("ephemeral", []))

@@ -13,6 +13,7 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn
 
 from honing.distributed import is_rank0
 from honing.train.callbacks.base import Callback
+from honing.train.callbacks.order import PRIORITY
 
 
 def format_duration(seconds: float) -> str:
@@ -30,10 +31,9 @@ class ConsoleCallback(Callback):
     the recent wall time per step, which covers data loading, evaluation and checkpoints too.
     """
 
-    priority = -100  # after the other callbacks, so the final summary follows the final save
+    priority = PRIORITY["console"]
 
-    def __init__(self, *, log_interval: int | None = None, plain: bool | None = None,
-                 stream: TextIO | None = None):
+    def __init__(self, *, log_interval: int | None = None, plain: bool | None = None, stream: TextIO | None = None):
         if log_interval is not None and log_interval < 1:
             raise ValueError(f"log_interval must be at least 1, got {log_interval}")
         self.log_interval = log_interval
@@ -66,11 +66,19 @@ class ConsoleCallback(Callback):
         else:
             self.console = Console(file=stream, force_terminal=True, highlight=False)
             self._progress = Progress(
-                TextColumn("{task.fields[head]}", markup=False), BarColumn(bar_width=20),
-                TextColumn("{task.fields[info]}", markup=False), console=self.console, refresh_per_second=2)
+                TextColumn("{task.fields[head]}", markup=False),
+                BarColumn(bar_width=20),
+                TextColumn("{task.fields[info]}", markup=False),
+                console=self.console,
+                refresh_per_second=2,
+            )
             self._task = self._progress.add_task(
-                "train", total=self.trainer.stop_step, completed=self.trainer.global_step,
-                head=self._head(self.trainer.global_step), info="")
+                "train",
+                total=self.trainer.stop_step,
+                completed=self.trainer.global_step,
+                head=self._head(self.trainer.global_step),
+                info="",
+            )
             self._progress.start()
 
     def on_log(self, step: int, metrics: dict[str, float]) -> None:
@@ -82,8 +90,7 @@ class ConsoleCallback(Callback):
             self._last_loss = metrics["train/loss"]
         has_eval = any(name.startswith("eval/") for name in metrics)
         if self._progress is not None:
-            self._progress.update(self._task, completed=step, head=self._head(step),
-                                  info=self._live_info(metrics))
+            self._progress.update(self._task, completed=step, head=self._head(step), info=self._live_info(metrics))
             if has_eval:
                 self._print(self._line(step, metrics))
         elif has_eval or step == self.trainer.stop_step or step % self._interval() == 0:
@@ -138,9 +145,11 @@ class ConsoleCallback(Callback):
 
     def _summary(self) -> str:
         trainer = self.trainer
-        parts = [f"{'stopped' if trainer.canceled else 'done'}: {trainer.global_step} steps",
-                 f"{trainer.global_train_tokens_seen:,} tokens",
-                 format_duration(time.perf_counter() - self._start)]
+        parts = [
+            f"{'stopped' if trainer.canceled else 'done'}: {trainer.global_step} steps",
+            f"{trainer.global_train_tokens_seen:,} tokens",
+            format_duration(time.perf_counter() - self._start),
+        ]
         if self._last_loss is not None:
             parts.append(f"final loss {self._last_loss:.4f}")
         parts.append(f"saved in {trainer.save_folder}")

@@ -2,26 +2,28 @@
 
 from __future__ import annotations
 
-import math
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import torch
 
 from honing.train.callbacks.base import Callback
+from honing.train.callbacks.order import PRIORITY
 from honing.train.metrics import ReduceType
 
 
 class EvaluatorCallback(Callback):
-    """Runs ``train_module.eval_batch`` over the validation batches and records ``eval/loss``.
+    """Runs ``train_module.eval_batch`` over the validation batches and records ``eval/*``.
 
-    ``eval_batch`` returns sums (``loss_sum``, ``tokens`` and optionally ``correct``) so the mean is
-    over tokens, not batches, and is reduced across ranks exactly.
+    ``eval_batch`` returns sums (e.g. ``loss_sum`` and ``tokens``), added over batches and ranks exactly;
+    the train module's ``eval_metrics`` turns the totals into metrics (e.g. the mean loss per token).
     """
 
-    priority = 200  # before the checkpointer, so a checkpoint of this step can be chosen by its eval loss
+    priority = PRIORITY["evaluator"]
 
-    def __init__(self, *, batches: Iterable[dict[str, Any]], interval: int, max_batches: int | None = None,
-                 name: str = "eval"):
+    def __init__(
+        self, *, batches: Iterable[dict[str, Any]], interval: int, max_batches: int | None = None, name: str = "eval"
+    ):
         self.batches = batches
         self.interval = interval
         self.max_batches = max_batches
@@ -57,11 +59,9 @@ class EvaluatorCallback(Callback):
             stacked = torch.stack([totals[k].cpu() for k in sorted(totals)])
             torch.distributed.all_reduce(stacked)
             totals = dict(zip(sorted(totals), stacked))
-        tokens = max(float(totals["tokens"]), 1.0)
-        loss = float(totals["loss_sum"]) / tokens
-        results = {f"{self.name}/loss": loss, f"{self.name}/perplexity": math.exp(min(loss, 50.0))}
-        if "correct" in totals:
-            results[f"{self.name}/token_accuracy"] = float(totals["correct"]) / tokens
+        # the train module knows what its totals mean (a loss per token, a reward accuracy per pair ...)
+        metrics = module.eval_metrics({key: float(value) for key, value in totals.items()})
+        results = {f"{self.name}/{key}": value for key, value in metrics.items()}
         for key, value in results.items():
             # already reduced above, so every rank holds the same value
             self.trainer.record_metric(key, value, ReduceType.max)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Callable
+from collections.abc import Callable
 
 from honing.distributed import barrier
 from honing.train.callbacks.base import Callback
+from honing.train.callbacks.order import PRIORITY
 
 log = logging.getLogger(__name__)
 
@@ -19,7 +20,7 @@ class ExportCallback(Callback):
     ``export_fn`` runs on every rank (gathering sharded weights needs all of them) and writes on rank 0.
     """
 
-    priority = -60  # after the checkpointer (-50): the final checkpoint is written first
+    priority = PRIORITY["export"]
 
     def __init__(self, export_fn: Callable[[str], None], *, folder_name: str = "hf"):
         self.export_fn = export_fn

@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import logging
 import os
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 
 from honing.distributed import is_rank0
 from honing.train.callbacks.base import Callback
+from honing.train.callbacks.order import PRIORITY
 from honing.train.metrics import ReduceType
 
 log = logging.getLogger(__name__)
@@ -25,10 +27,17 @@ class GenerationEvalCallback(Callback):
     Every rank answers every prompt, so models sharded across ranks take part in generation.
     """
 
-    priority = 190  # just after the evaluator, so both land in the same step's metrics
+    priority = PRIORITY["generation_eval"]
 
-    def __init__(self, answer_fn: Callable[[Any], str], examples: Sequence[tuple[Any, str]], *,
-                 interval: int | None = None, printer: Callable[[str], Any] = print, name: str = "eval"):
+    def __init__(
+        self,
+        answer_fn: Callable[[Any], str],
+        examples: Sequence[tuple[Any, str]],
+        *,
+        interval: int | None = None,
+        printer: Callable[[str], Any] = print,
+        name: str = "eval",
+    ):
         self.answer_fn = answer_fn
         self.examples = list(examples)
         self.interval = interval
@@ -59,8 +68,14 @@ class GenerationEvalCallback(Callback):
             with torch.random.fork_rng(devices=[]):  # generation must not move the training RNG
                 for prompt, expected in self.examples:
                     answer = self.answer_fn(prompt).strip()
-                    rows.append({"step": self.step, "expected": expected, "answer": answer,
-                                 "correct": answer == expected.strip()})
+                    rows.append(
+                        {
+                            "step": self.step,
+                            "expected": expected,
+                            "answer": answer,
+                            "correct": answer == expected.strip(),
+                        }
+                    )
         finally:
             model.train(was_training)
         correct = sum(row["correct"] for row in rows)

@@ -11,6 +11,7 @@ from torch.profiler import ProfilerAction, ProfilerActivity
 
 from honing.distributed import get_rank, is_rank0
 from honing.train.callbacks.base import Callback
+from honing.train.callbacks.order import PRIORITY
 
 log = logging.getLogger(__name__)
 
@@ -23,11 +24,17 @@ class ProfilerCallback(Callback):
     open them in TensorBoard's profiler plugin, Perfetto or ``chrome://tracing``.
     """
 
-    # step the profiler right after the step's work, before the evaluator and checkpointer run
-    priority = 900
+    priority = PRIORITY["profiler"]
 
-    def __init__(self, *, start: int, stop: int, folder_name: str = "profiler", record_shapes: bool = False,
-                 profile_memory: bool = False):
+    def __init__(
+        self,
+        *,
+        start: int,
+        stop: int,
+        folder_name: str = "profiler",
+        record_shapes: bool = False,
+        profile_memory: bool = False,
+    ):
         if not 1 <= start <= stop:
             raise ValueError(f"profiler steps must satisfy 1 <= start <= stop, got start={start}, stop={stop}")
         self.start = start
@@ -65,7 +72,9 @@ class ProfilerCallback(Callback):
             # the profiler counts its own steps from 0 at start(); step n is training step first_step + n
             schedule=lambda n: self.action_for(self._first_step + n),
             on_trace_ready=torch.profiler.tensorboard_trace_handler(self.trace_dir, worker_name=f"rank{get_rank()}"),
-            record_shapes=self.record_shapes, profile_memory=self.profile_memory)
+            record_shapes=self.record_shapes,
+            profile_memory=self.profile_memory,
+        )
         self.profiler.start()
 
     def on_step_end(self) -> None:
@@ -75,8 +84,9 @@ class ProfilerCallback(Callback):
             # stopping (not stepping) ends the trace with this step, without an empty span for the next
             self._close()
             if self.trainer.global_step >= self.start:
-                log.info("profiler trace of steps %d-%d written to %s", self.start, self.trainer.global_step,
-                         self.trace_dir)
+                log.info(
+                    "profiler trace of steps %d-%d written to %s", self.start, self.trainer.global_step, self.trace_dir
+                )
         else:
             self.profiler.step()
 

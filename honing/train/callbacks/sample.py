@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
 from honing.distributed import is_rank0
 from honing.train.callbacks.base import Callback
+from honing.train.callbacks.order import PRIORITY
 
 
 class TextSampleCallback(Callback):
@@ -22,10 +24,16 @@ class TextSampleCallback(Callback):
     (``Trainer.log_samples``: a W&B table, TensorBoard text).
     """
 
-    priority = -70  # after the final checkpoint and export, before the console summary
+    priority = PRIORITY["sample"]
 
-    def __init__(self, generate_fn: Callable[[str], str], *, prompts: list[str], interval: int | None = None,
-                 printer: Callable[[str], Any] = print):
+    def __init__(
+        self,
+        generate_fn: Callable[[str], str],
+        *,
+        prompts: list[str],
+        interval: int | None = None,
+        printer: Callable[[str], Any] = print,
+    ):
         if interval is not None and interval < 1:
             raise ValueError(f"interval must be at least 1, got {interval}")
         self.generate_fn = generate_fn

@@ -10,6 +10,7 @@ import torch
 
 from honing.distributed import get_world_size
 from honing.train.callbacks.base import Callback
+from honing.train.callbacks.order import PRIORITY
 from honing.train.metrics import ReduceType
 from honing.train.peak_flops import peak_flops
 
@@ -41,12 +42,17 @@ class SpeedMonitorCallback(Callback):
     and, on CUDA, ``system/cuda_max_allocated_mib`` (``torch.cuda.max_memory_allocated``).
     """
 
-    # end the step's clock before the evaluator (200) and checkpointer (100) do their work in on_step_end
-    priority = 1000
+    priority = PRIORITY["speed_monitor"]
     warmup_steps = 2
 
-    def __init__(self, *, seq_len: int | None = None, peak_flops: float | None = None, precision: str = "fp32",
-                 device: torch.device | None = None):
+    def __init__(
+        self,
+        *,
+        seq_len: int | None = None,
+        peak_flops: float | None = None,
+        precision: str = "fp32",
+        device: torch.device | None = None,
+    ):
         self.seq_len = seq_len
         self.peak_flops = peak_flops
         self.precision = precision

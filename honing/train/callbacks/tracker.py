@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import logging
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from honing.config import redact
 from honing.distributed import is_rank0
 from honing.train.callbacks.base import Callback
+from honing.train.callbacks.order import PRIORITY
 
 log = logging.getLogger(__name__)
 
@@ -23,7 +25,7 @@ class TrackerCallback(Callback):
     backend = "tracker"
     # on_train_end closes the run: after the final evaluation, checkpoint, export, samples and
     # uploads have logged what they log, and before the console's summary (-100)
-    priority = -90
+    priority = PRIORITY["tracker"]
 
     def __init__(self, *, config: Mapping[str, Any] | None = None):
         # redacted here too, so no caller can hand a secret to an outside service by mistake
@@ -79,8 +81,14 @@ class TrackerCallback(Callback):
             reason = f"{type(error).__name__}: {error}"
             for secret in self._secrets:
                 reason = reason.replace(secret, "***")
-            log.warning("%s %s failed (%s); %s logging is off for the rest of this run, training goes on "
-                        "and metrics.jsonl is complete", self.backend, action, reason, self.backend)
+            log.warning(
+                "%s %s failed (%s); %s logging is off for the rest of this run, training goes on "
+                "and metrics.jsonl is complete",
+                self.backend,
+                action,
+                reason,
+                self.backend,
+            )
             try:
                 self.finish(failed=True)
             except Exception:  # noqa: BLE001 - already warned; a half-open run has nothing left to save

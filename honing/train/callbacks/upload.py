@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from honing import storage
 from honing.distributed import is_rank0
 from honing.train.callbacks.base import Callback
+from honing.train.callbacks.order import PRIORITY
 from honing.train.checkpoint import MARKER
 from honing.train.remote import Uploader
 
@@ -28,22 +29,27 @@ class CheckpointUploadCallback(Callback):
     ``keep_last`` would remove it, and the end of training waits (bounded) for the copies.
     """
 
-    # After the final checkpoint (-50), the model export (-60) and the best-model export (-65).
-    priority = -80
+    priority = PRIORITY["upload"]
 
-    def __init__(self, save_path: str, *, folders: tuple[str, ...] = ("hf", "best"),
-                 retry_initial_seconds: float = 1.0, retry_max_seconds: float = 60.0):
+    def __init__(
+        self,
+        save_path: str,
+        *,
+        folders: tuple[str, ...] = ("hf", "best"),
+        retry_initial_seconds: float = 1.0,
+        retry_max_seconds: float = 60.0,
+    ):
         self.save_path = save_path
         self.folders = tuple(folders)
         self.uploader = Uploader(retry_initial_seconds=retry_initial_seconds, retry_max_seconds=retry_max_seconds)
 
-    def attach(self, trainer: "Trainer") -> None:
+    def attach(self, trainer: Trainer) -> None:
         super().attach(trainer)
         trainer.checkpointer.add_uploader(self.uploader)
 
     def on_checkpoint_saved(self, path: str) -> None:
         if is_rank0():
-            source = self.trainer.checkpointer.local_dir(path)
+            source = self.trainer.checkpointer.work_folder(path)
             self.uploader.upload_folder(source, self._target(path), marker=MARKER)
 
     def on_train_end(self) -> None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import contextlib
 import os
 import uuid
-from typing import Any, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 from honing.train.callbacks.tracker import TrackerCallback
 
@@ -22,9 +23,18 @@ class WandbCallback(TrackerCallback):
 
     backend = "wandb"
 
-    def __init__(self, *, project: str | None = None, entity: str | None = None, name: str | None = None,
-                 tags: list[str] | None = None, group: str | None = None, mode: str | None = None,
-                 api_key: str | None = None, config: Mapping[str, Any] | None = None):
+    def __init__(
+        self,
+        *,
+        project: str | None = None,
+        entity: str | None = None,
+        name: str | None = None,
+        tags: list[str] | None = None,
+        group: str | None = None,
+        mode: str | None = None,
+        api_key: str | None = None,
+        config: Mapping[str, Any] | None = None,
+    ):
         super().__init__(config=config)
         self.project = project
         self.entity = entity
@@ -48,9 +58,19 @@ class WandbCallback(TrackerCallback):
         os.makedirs(self.trainer.work_folder, exist_ok=True)  # wandb syncs its own files; keep them local
         with _environment(API_KEY_ENV, self._api_key):
             # create_new: a run the user opened in this process is neither finished nor reused
-            self.run = wandb.init(project=self.project, entity=self.entity, name=self.name, tags=self.tags or None,
-                                  group=self.group, mode=self.mode, dir=self.trainer.work_folder,
-                                  id=self.run_id, resume="allow", config=self.config, reinit="create_new")
+            self.run = wandb.init(
+                project=self.project,
+                entity=self.entity,
+                name=self.name,
+                tags=self.tags or None,
+                group=self.group,
+                mode=self.mode,
+                dir=self.trainer.work_folder,
+                id=self.run_id,
+                resume="allow",
+                config=self.config,
+                reinit="create_new",
+            )
 
     def log_metrics(self, step: int, metrics: dict[str, float]) -> None:
         due = {key: table for table_step, key, table in self._pending_tables if table_step <= step}

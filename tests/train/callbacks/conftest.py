@@ -12,8 +12,9 @@ from honing.train.metrics import MetricsBuffer
 class FakeTrainer:
     """Steps, tokens and recorded metrics, driven by the test one event at a time."""
 
-    def __init__(self, *, stop_step=None, metrics_collect_interval=10, save_folder="/tmp/run",
-                 flops_per_token=None, seq_len=None):
+    def __init__(
+        self, *, stop_step=None, metrics_collect_interval=10, save_folder="/tmp/run", flops_per_token=None, seq_len=None
+    ):
         self.global_step = 0
         self.global_train_tokens_seen = 0
         self.stop_step = stop_step

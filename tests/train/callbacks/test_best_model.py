@@ -27,11 +27,22 @@ def saved_steps(folder):
 def run(tmp_path, name, values, greater_is_better=None, max_duration="12steps"):
     checkpointer = CheckpointerCallback(save_interval=4, keep_last=1, async_save=True)
     exported = []
-    best = BestModelCallback(checkpointer, metric=name, greater_is_better=greater_is_better,
-                             export_fn=lambda checkpoint, out: exported.append((checkpoint, out)))
-    trainer = make_trainer(tmp_path, max_duration=max_duration, callbacks={
-        "checkpointer": checkpointer, "eval": ScriptedEval(name, values), "best": best,
-        "best_export": BestModelExportCallback(best)})
+    best = BestModelCallback(
+        checkpointer,
+        metric=name,
+        greater_is_better=greater_is_better,
+        export_fn=lambda checkpoint, out: exported.append((checkpoint, out)),
+    )
+    trainer = make_trainer(
+        tmp_path,
+        max_duration=max_duration,
+        callbacks={
+            "checkpointer": checkpointer,
+            "eval": ScriptedEval(name, values),
+            "best": best,
+            "best_export": BestModelExportCallback(best),
+        },
+    )
     trainer.fit()
     return trainer, best, exported
 

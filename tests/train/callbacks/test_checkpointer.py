@@ -1,4 +1,6 @@
-from honing.train import Checkpointer
+import json
+
+from honing.train import Callback, Checkpointer
 from honing.train.callbacks.checkpointer import CheckpointerCallback
 from tests.helpers import make_trainer
 
@@ -33,3 +35,52 @@ def test_final_checkpoint_is_not_saved_twice(tmp_path):
     trainer = make_trainer(tmp_path, max_duration="6steps", callbacks={"checkpointer": callback})
     trainer.fit()
     assert saved_steps(tmp_path) == [3, 6]
+
+
+class SaveEphemeralAt(Callback):
+    """A user callback asking the trainer for an ephemeral checkpoint, as OLMo-core scripts do."""
+
+    priority = 100  # before the checkpointer, so the interval save of a later step supersedes it
+
+    def __init__(self, step):
+        self.at = step
+        self.path = None
+
+    def on_step_end(self):
+        if self.step == self.at:
+            self.path = self.trainer.save_checkpoint(ephemeral=True)
+
+
+def test_an_ephemeral_save_is_removed_once_a_later_checkpoint_is_complete(tmp_path):
+    user = SaveEphemeralAt(3)
+    callback = CheckpointerCallback(save_interval=4, async_save=False)
+    trainer = make_trainer(
+        tmp_path, max_duration="8steps", hard_stop="3steps", callbacks={"checkpointer": callback, "user": user}
+    )
+    trainer.fit()  # stops at 3: the ephemeral save is the newest, so it is kept
+    assert saved_steps(tmp_path) == [3]
+    assert json.loads((tmp_path / "step3" / ".complete").read_text())["ephemeral"] is True
+    resumed = CheckpointerCallback(save_interval=4, async_save=False)
+    make_trainer(tmp_path, max_duration="8steps", callbacks={"checkpointer": resumed}).fit()
+    assert saved_steps(tmp_path) == [4, 8]  # step4 complete: the ephemeral step3 went (tracked across the resume)
+
+
+def test_a_permanent_save_is_kept(tmp_path):
+    class SavePermanentAt(SaveEphemeralAt):
+        def on_step_end(self):
+            if self.step == self.at:
+                self.trainer.save_checkpoint()
+
+    callback = CheckpointerCallback(save_interval=4, async_save=False)
+    callbacks = {"checkpointer": callback, "user": SavePermanentAt(3)}
+    make_trainer(tmp_path, max_duration="8steps", callbacks=callbacks).fit()
+    assert saved_steps(tmp_path) == [3, 4, 8]
+    assert json.loads((tmp_path / "step3" / ".complete").read_text())["ephemeral"] is False
+
+
+def test_no_checkpoints_saves_nothing_even_on_request(tmp_path):
+    callback = CheckpointerCallback(save_interval=2, async_save=False)
+    trainer = make_trainer(tmp_path, max_duration="4steps", no_checkpoints=True, callbacks={"checkpointer": callback})
+    trainer.fit()
+    callback.save_extra()  # what the best-model callback asks for
+    assert saved_steps(tmp_path) == [] and trainer.last_checkpoint_step is None

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import io
 import threading
+
 import pytest
 from rich.live import Live
 
@@ -31,15 +32,16 @@ def run(make_trainer, clock, monkeypatch):
                 metrics = {"train/loss": 3.0 - step / 100, "optim/lr": 3e-4, "throughput/tokens_per_s": 12345.4}
                 metrics.update((extra or {}).get(step, {}))
                 trainer.emit("on_log", step, metrics)
+
         return trainer, callback, stream, steps
+
     return start
 
 
 def test_plain_lines_every_collect_interval_with_the_numbers(run):
     trainer, _, stream, steps = run()
     steps(10)
-    assert stream.getvalue().splitlines() == [
-        "step 10/30 | loss 2.9000 | lr 3.00e-04 | 12,345 tok/s | eta 0:00:40"]
+    assert stream.getvalue().splitlines() == ["step 10/30 | loss 2.9000 | lr 3.00e-04 | 12,345 tok/s | eta 0:00:40"]
     steps(10, extra={15: {"eval/loss": 2.4}})
     steps(10)
     trainer.emit("on_train_end")
@@ -76,6 +78,7 @@ def test_plain_is_chosen_by_whether_the_stream_is_a_terminal(make_trainer):
     class Terminal(io.StringIO):
         def isatty(self):
             return True
+
     for stream, live in ((io.StringIO(), False), (Terminal(), True)):
         trainer = make_trainer(stop_step=5)
         callback = trainer.add_callback("console", ConsoleCallback(stream=stream))

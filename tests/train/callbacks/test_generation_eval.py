@@ -24,8 +24,11 @@ def test_exact_match_before_during_and_after_training_without_touching_the_rng(t
     rows = [json.loads(line) for line in (tmp_path / "with" / "generation_eval.jsonl").read_text().splitlines()]
     assert len(rows) == 9 and rows[3] == {"step": 4, "expected": "A", "answer": "A", "correct": True}
     logged = [json.loads(line) for line in (tmp_path / "with" / "metrics.jsonl").read_text().splitlines()]
-    assert {row["step"]: row["eval/exact_match"] for row in logged if "eval/exact_match" in row} == \
-        {0: 0.0, 4: 2 / 3, 6: 2 / 3}
+    assert {row["step"]: row["eval/exact_match"] for row in logged if "eval/exact_match" in row} == {
+        0: 0.0,
+        4: 2 / 3,
+        6: 2 / 3,
+    }
 
     plain = make_trainer(tmp_path / "without", max_duration="6steps")
     plain.fit()

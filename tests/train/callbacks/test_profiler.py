@@ -16,8 +16,14 @@ from tests.helpers import make_trainer as make_run
 def test_schedule_warms_up_the_step_before_start_and_saves_at_stop():
     callback = ProfilerCallback(start=3, stop=5)
     assert [callback.action_for(step) for step in range(1, 8)] == [
-        ProfilerAction.NONE, ProfilerAction.WARMUP, ProfilerAction.RECORD, ProfilerAction.RECORD,
-        ProfilerAction.RECORD_AND_SAVE, ProfilerAction.NONE, ProfilerAction.NONE]
+        ProfilerAction.NONE,
+        ProfilerAction.WARMUP,
+        ProfilerAction.RECORD,
+        ProfilerAction.RECORD,
+        ProfilerAction.RECORD_AND_SAVE,
+        ProfilerAction.NONE,
+        ProfilerAction.NONE,
+    ]
 
 
 def test_stop_before_start_is_refused():

@@ -37,9 +37,18 @@ def test_samples_every_interval_and_at_the_end_once(tmp_path):
     sample = TextSampleCallback(generate, prompts=["a", "b"], interval=2, printer=printed.append)
     make_run(tmp_path / "odd", max_duration="5steps", callbacks={"sample": sample, "recorder": recorder}).fit()
     assert [(s["step"], s["prompt"]) for s in samples(tmp_path / "odd")] == [
-        (2, "a"), (2, "b"), (4, "a"), (4, "b"), (5, "a"), (5, "b")]
+        (2, "a"),
+        (2, "b"),
+        (4, "a"),
+        (4, "b"),
+        (5, "a"),
+        (5, "b"),
+    ]
     assert [(step, name, [r["prompt"] for r in rows]) for step, name, rows in recorder.logged] == [
-        (2, "samples", ["a", "b"]), (4, "samples", ["a", "b"]), (5, "samples", ["a", "b"])]
+        (2, "samples", ["a", "b"]),
+        (4, "samples", ["a", "b"]),
+        (5, "samples", ["a", "b"]),
+    ]
     assert recorder.logged[-1][2][0]["text"].startswith(" #") and len(printed) == 6
 
     # a last step on the interval samples once, not twice
@@ -53,7 +62,10 @@ def test_sampling_does_not_change_training(tmp_path):
 
     plain = make_run(tmp_path / "plain", max_duration="4steps")
     plain.fit()
-    sampled = make_run(tmp_path / "sampled", max_duration="4steps",
-                       callbacks={"sample": TextSampleCallback(generate, prompts=["a"], interval=1)})
+    sampled = make_run(
+        tmp_path / "sampled",
+        max_duration="4steps",
+        callbacks={"sample": TextSampleCallback(generate, prompts=["a"], interval=1)},
+    )
     sampled.fit()
     assert torch.equal(flat_weights(plain), flat_weights(sampled))

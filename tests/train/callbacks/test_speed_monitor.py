@@ -32,6 +32,7 @@ def setup(make_trainer, clock, monkeypatch):
         callback = trainer.add_callback("speed_monitor", SpeedMonitorCallback(**kwargs))
         trainer.emit("on_train_begin")
         return trainer, callback
+
     return build
 
 
@@ -101,8 +102,7 @@ def test_async_device_times_from_step_end_to_step_end(setup, clock, monkeypatch)
 
 def test_peak_rss_is_recorded_in_mib(setup, clock, monkeypatch):
     # Linux reports ru_maxrss in KiB: 3,145,728 KiB is 3072 MiB
-    fake = SimpleNamespace(RUSAGE_SELF=resource.RUSAGE_SELF,
-                           getrusage=lambda who: SimpleNamespace(ru_maxrss=3 * 2**20))
+    fake = SimpleNamespace(RUSAGE_SELF=resource.RUSAGE_SELF, getrusage=lambda who: SimpleNamespace(ru_maxrss=3 * 2**20))
     monkeypatch.setattr(speed_monitor, "resource", fake)
     trainer, _ = setup()
     logs = run_steps(trainer, clock, [(0.0, 1.0, 10)])

@@ -42,7 +42,9 @@ def test_scalars_equal_the_metrics_file_at_every_logged_step(tmp_path):
     logged = text.tensor_proto.string_val[0].decode()
     assert all(line.startswith("    ") for line in logged.splitlines())  # a Markdown code block
     assert yaml.safe_load("\n".join(line[4:] for line in logged.splitlines())) == {
-        "run_name": "tiny", "callbacks": {"wandb": {"api_key": "***"}}}
+        "run_name": "tiny",
+        "callbacks": {"wandb": {"api_key": "***"}},
+    }
 
 
 def test_a_resumed_run_replaces_the_steps_logged_after_its_checkpoint(tmp_path):
@@ -61,6 +63,7 @@ def test_a_writer_failure_warns_once_and_training_goes_on(tmp_path, monkeypatch,
 
     def broken_writer(**kwargs):
         raise PermissionError("read-only file system")
+
     monkeypatch.setattr(torch.utils.tensorboard, "SummaryWriter", broken_writer)
     callback = TensorBoardCallback()
     with caplog.at_level(logging.WARNING):
@@ -96,6 +99,7 @@ def test_metrics_recorded_at_train_end_reach_the_tracker_before_it_closes(tmp_pa
             self.trainer.record_metric("final/value", 7.0)
 
     save = tmp_path / "run"
-    make_run(save, max_duration="3steps", callbacks={"tensorboard": TensorBoardCallback(), "final": FinalMetric()}).fit()
+    callbacks = {"tensorboard": TensorBoardCallback(), "final": FinalMetric()}
+    make_run(save, max_duration="3steps", callbacks=callbacks).fit()
     assert [(s.step, s.value) for s in events(save).Scalars("final/value")] == [(3, 7.0)]
     assert jsonl(save)[3]["final/value"] == 7.0

@@ -62,4 +62,5 @@ def test_a_failure_warns_once_closes_the_run_and_stops_calls(make_trainer, caplo
     assert callback.calls == [("start",), ("log", 1), ("finish", True)]
     assert [r.getMessage() for r in caplog.records] == [
         "recorder logging failed (OSError: log broke); recorder logging is off for the rest of this run, "
-        "training goes on and metrics.jsonl is complete"]
+        "training goes on and metrics.jsonl is complete"
+    ]

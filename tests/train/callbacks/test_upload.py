@@ -53,7 +53,11 @@ def test_every_checkpoint_and_the_export_are_copied_whole_to_a_local_folder(tmp_
     trainer.fit()
     assert upload.uploader.pending == []  # fit waited for the copies
     assert steps(copy) == ["step4", "step8", "step10"] and sorted(os.listdir(copy)) == [
-        "hf", "step10", "step4", "step8"]  # best/ does not exist, so it is not copied
+        "hf",
+        "step10",
+        "step4",
+        "step8",
+    ]  # best/ does not exist, so it is not copied
     for name in ("step4", "step8", "step10"):
         assert honing.storage.file_sizes(str(copy / name)) == honing.storage.file_sizes(str(run / name))
     assert honing.storage.file_sizes(str(copy / "hf")) == {"config.json": 2, "model.safetensors": 100, MARKER: 2}
@@ -66,7 +70,7 @@ def test_checkpoints_are_copied_to_s3(s3, tmp_path):
     keys = s3.keys("copy")
     for name in ("step4", "step8"):
         local = honing.storage.file_sizes(str(run / name))
-        assert {key[len(name) + 1:]: size for key, size in keys.items() if key.startswith(f"{name}/")} == local
+        assert {key[len(name) + 1 :]: size for key, size in keys.items() if key.startswith(f"{name}/")} == local
     assert len(keys) == 2 * len(honing.storage.file_sizes(str(run / "step4")))
 
 
@@ -82,9 +86,15 @@ def test_keep_last_holds_local_checkpoints_until_they_are_copied(s3, s3_proxy, t
         s3_proxy.up()
 
     upload = CheckpointUploadCallback(f"{s3.url}/copy", retry_initial_seconds=0.01, retry_max_seconds=0.1)
-    trainer = make_run(run, max_duration="10steps", callbacks={
-        "checkpointer": CheckpointerCallback(save_interval=2, keep_last=1, async_save=False), "upload": upload,
-        "back": AtStep(8, storage_back)})
+    trainer = make_run(
+        run,
+        max_duration="10steps",
+        callbacks={
+            "checkpointer": CheckpointerCallback(save_interval=2, keep_last=1, async_save=False),
+            "upload": upload,
+            "back": AtStep(8, storage_back),
+        },
+    )
     trainer.fit()
 
     # keep_last=1 would have kept only step6, but nothing had been copied yet

@@ -36,8 +36,8 @@ def wandb_records(path):
         if BLOCK - position % BLOCK < 7:  # a block's tail too short for a record header is padding
             position += BLOCK - position % BLOCK
             continue
-        _, length, kind = struct.unpack("<IHB", data[position:position + 7])
-        chunks += data[position + 7:position + 7 + length]
+        _, length, kind = struct.unpack("<IHB", data[position : position + 7])
+        chunks += data[position + 7 : position + 7 + length]
         position += 7 + length
         if kind in (1, 4):  # FULL, or LAST of a split record
             record = wandb_internal_pb2.Record()
@@ -55,8 +55,9 @@ def history(path):
     out = {}
     for record in wandb_records(path):
         if record.WhichOneof("record_type") == "history":
-            out[record.history.step.num] = {item.key or "/".join(item.nested_key): json.loads(item.value_json)
-                                             for item in record.history.item}
+            out[record.history.step.num] = {
+                item.key or "/".join(item.nested_key): json.loads(item.value_json) for item in record.history.item
+            }
     return out
 
 
@@ -110,6 +111,7 @@ def test_a_resumed_run_continues_the_same_wandb_run(tmp_path):
 def test_an_init_failure_warns_once_and_training_goes_on(tmp_path, monkeypatch, caplog):
     def broken_init(**kwargs):
         raise ValueError(f"API key {os.environ['WANDB_API_KEY']} is not valid")
+
     monkeypatch.setattr(wandb, "init", broken_init)
     callback = WandbCallback(mode="online", api_key=API_KEY)
     with caplog.at_level(logging.WARNING):

@@ -1,4 +1,4 @@
-"""On-disk cache helpers shared by the tokenizer and corpus builders: where, what key, how to write."""
+"""Where honing keeps its on-disk caches and work folders, how an entry is keyed, and how it is written."""
 
 from __future__ import annotations
 

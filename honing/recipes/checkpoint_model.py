@@ -1,7 +1,17 @@
-"""Export any honing checkpoint directory to a Hugging Face folder (LoRA checkpoints merged)."""
+"""The model saved in a honing checkpoint: load it (LoRA runs as peft models), export it to a Hugging Face
+folder, or merge its LoRA adapters.
+
+``merge_checkpoint(CHECKPOINT_DIR, OUT_DIR)`` writes::
+
+    OUT_DIR/                    the merged model: AutoModelForCausalLM.from_pretrained(OUT_DIR) loads it
+        config.json, generation_config.json, model.safetensors, tokenizer files
+        adapter/                the LoRA adapter alone: peft.PeftModel.from_pretrained(base, OUT_DIR/adapter)
+            adapter_config.json, adapter_model.safetensors
+"""
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any
 
@@ -13,23 +23,30 @@ from transformers import AutoConfig, AutoTokenizer
 
 from honing.config.schema import LoraSection
 from honing.errors import CheckpointError
-from honing.models.export import export_hf
+from honing.models.export import export_hf, save_adapter, swap_into_place
 from honing.models.loading import build_model_from_config
 from honing.models.lora import apply_lora
+from honing.models.wrappers import is_lora
 from honing.train.checkpoint import Checkpointer
-from honing.train.train_module import TrainModule
+from honing.train.train_module import ModelState
+
+log = logging.getLogger(__name__)
+
+ADAPTER_DIR = "adapter"
 
 
-class ModelOnly(TrainModule):
-    """A TrainModule shell that loads only the model weights from a checkpoint."""
+class ModelOnly(ModelState):
+    """Model state alone, for the Checkpointer: loads a checkpoint's weights without optimizer or trainer state."""
 
     def __init__(self, model: torch.nn.Module):
         self.model = model
 
     def state_dict_to_load(self, load_optimizer_state: bool = False) -> dict[str, Any]:
+        """The model's state to fill in (never the optimizer's)."""
         return {"model": get_model_state_dict(self.model)}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Copy the loaded weights into the model."""
         set_model_state_dict(self.model, state_dict["model"])
 
 
@@ -49,8 +66,9 @@ def load_model_from_checkpoint(checkpoint_dir: str) -> tuple[torch.nn.Module, An
         model.name_or_path = model_section.get("name_or_path") or ""
         model = apply_lora(model, **lora.model_dump())
     # a whole model in this one process: under torchrun only rank 0 exports, so no collectives
-    Checkpointer().load(checkpoint_dir, ModelOnly(model), load_optimizer_state=False, load_trainer_state=False,
-                        this_process_only=True)
+    Checkpointer().load(
+        checkpoint_dir, ModelOnly(model), load_optimizer_state=False, load_trainer_state=False, this_process_only=True
+    )
     tokenizer_dir = os.path.join(checkpoint_dir, "tokenizer")
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir) if os.path.isdir(tokenizer_dir) else None
     return model, tokenizer
@@ -85,6 +103,27 @@ def lora_settings(model_section: dict[str, Any], checkpoint_dir: str) -> LoraSec
 
 
 def export_checkpoint(checkpoint_dir: str, out_dir: str) -> str:
-    """Write the checkpoint's model and tokenizer to ``out_dir`` in Hugging Face format."""
+    """Write the checkpoint's model and tokenizer to ``out_dir`` in Hugging Face format (LoRA merged in)."""
     model, tokenizer = load_model_from_checkpoint(checkpoint_dir)
     return export_hf(model, tokenizer, out_dir)
+
+
+def merge_checkpoint(checkpoint_dir: str, out_dir: str) -> str:
+    """Write a checkpoint's merged model and tokenizer to ``out_dir`` and its adapter to ``out_dir/adapter``.
+
+    Everything is written to a sibling folder and swapped in at the end, so ``out_dir`` never holds a
+    merged model without its adapter.
+    """
+    model, tokenizer = load_model_from_checkpoint(checkpoint_dir)
+    staging = f"{out_dir.rstrip('/')}.merging"
+    export_hf(model, tokenizer, staging)
+    if is_lora(model):
+        save_adapter(model, os.path.join(staging, ADAPTER_DIR))
+    else:
+        log.warning(
+            "%s has no LoRA adapter (model.lora is not set in its config.yaml): wrote the full model to "
+            "%s without an adapter folder; `honing export` does the same",
+            checkpoint_dir,
+            out_dir,
+        )
+    return swap_into_place(staging, out_dir)

@@ -1,0 +1,139 @@
+"""``method`` selects a variant of the run config: which keys each training method reads, and which it refuses.
+
+There is one ``RunConfig`` with every section, and this table says, for each method, which keys it never reads
+(``unused``: a key, or a whole section with everything under it) and which values of a key it cannot handle
+(``values``: key → the values it reads). Validation refuses every key the user *set* (pydantic's
+``model_fields_set``, recursively, so a default never counts) that the chosen method does not use, one line per
+key, naming the key path and the method::
+
+    callbacks.generation_eval: not used by method 'pretrain' (used by: sft)
+    data.train.sources[0].format: 'alpaca' not used by method 'pretrain'; expected one of: auto, text, jsonl
+
+A table rather than a pydantic discriminated union of one model per method: almost every key is shared, and the
+differences sit deep inside shared sections (``data.chat_template``, a source's ``format``), so a union would need
+a copy of ``data``, its splits, its sources and ``callbacks`` per method, and a key missing from a variant would be
+reported as "unknown key" rather than as "not used by this method". The table keeps one schema for
+``honing config schema`` (the table itself is in it under ``x-honing-methods``) and the messages exact.
+
+Adding a method (``vl_sft``, ``dpo``, ``grpo`` are next) is declarative:
+
+1. its own section in ``schema.py``, if it has one: ``class DPOSection(Section)`` and, on ``RunConfig``,
+   ``dpo: Optional[DPOSection] = None``;
+2. one line in ``METHODS`` below, e.g.
+   ``"dpo": Method(section="dpo", unused=FINETUNE_ONLY, values=source_formats("auto", "preference")),`` or
+   ``"vl_sft": replace(METHODS["sft"], section="vl_sft"),`` after the ``sft`` line.
+
+A method's own section is refused for every other method. ``tests/config/test_schema_walk.py`` then builds the
+method's recipe with every feature on and proves that each key is read by it or refused here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel
+
+SOURCE_FORMAT_KEYS = ("data.train.sources[].format", "data.validation.sources[].format")
+
+
+def source_formats(*formats: str) -> dict[str, tuple[str, ...]]:
+    """``values`` entries allowing only ``formats`` for the sources of both splits."""
+    return {key: formats for key in SOURCE_FORMAT_KEYS}
+
+
+@dataclass(frozen=True)
+class Method:
+    """What one training method reads from the run config."""
+
+    unused: tuple[str, ...] = ()  # key paths it never reads; a section path covers every key under it
+    values: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)  # key path → the only values it reads
+    section: str | None = None  # its own top-level section, refused for every other method
+
+
+# Keys only fine-tuning reads: chat rendering and label masking, packing or padding of whole examples, what to
+# do with examples too long or malformed, and answers to held-out conversations. Pretraining concatenates
+# documents and cuts rows, so none of them applies.
+FINETUNE_ONLY = (
+    "data.chat_template",
+    "data.train_on",
+    "data.packing",
+    "data.group_by_length",
+    "data.overlong",
+    "data.bad_rows",
+    "callbacks.generation_eval",
+)
+
+METHODS: dict[str, Method] = {
+    "pretrain": Method(unused=FINETUNE_ONLY, values=source_formats("auto", "text", "jsonl")),
+    # the tokenizer comes from the model or is byte-level: nothing is trained on the rows, so no vocab_size
+    "sft": Method(
+        unused=("tokenizer.vocab_size",),
+        values={
+            **source_formats("auto", "text", "conversation", "alpaca", "sharegpt", "prompt_completion"),
+            "tokenizer.kind": ("auto", "byte", "pretrained"),
+        },
+    ),
+}
+
+
+def unused_keys(method: str) -> set[str]:
+    """The key paths ``method`` never reads: its table entry plus every other method's own section."""
+    spec = METHODS[method]
+    others = {other.section for name, other in METHODS.items() if name != method and other.section}
+    return set(spec.unused) | others
+
+
+def refused_key(method: str, path: str) -> str | None:
+    """The refused key path that covers ``path`` (itself or a section above it) for ``method``, or None."""
+    for key in unused_keys(method):
+        if path == key or path.startswith(key + ".") or path.startswith(key + "[]"):
+            return key
+    return None
+
+
+def users_of(path: str) -> list[str]:
+    """The methods that do not refuse ``path``."""
+    return [name for name in METHODS if refused_key(name, path) is None]
+
+
+def refusals(config: BaseModel, method: str) -> list[str]:
+    """One line per key set in ``config`` that ``method`` does not use, or set to a value it does not read."""
+    unused, values = unused_keys(method), METHODS[method].values
+    lines: list[str] = []
+
+    def walk(model: BaseModel, shown: str, key: str) -> None:
+        for name in type(model).model_fields:
+            if name not in model.model_fields_set:
+                continue
+            # read through __dict__: refusals run inside validation, never as a use of the key
+            value = model.__dict__[name]
+            child_shown, child_key = f"{shown}.{name}" if shown else name, f"{key}.{name}" if key else name
+            if child_key in unused:
+                users = ", ".join(users_of(child_key)) or "none"
+                lines.append(f"{child_shown}: not used by method {method!r} (used by: {users})")
+            elif child_key in values and value not in values[child_key]:
+                allowed = ", ".join(str(v) for v in values[child_key])
+                lines.append(f"{child_shown}: {value!r} not used by method {method!r}; expected one of: {allowed}")
+            elif isinstance(value, BaseModel):
+                walk(value, child_shown, child_key)
+            elif isinstance(value, list):
+                for index, item in enumerate(value):
+                    if isinstance(item, BaseModel):
+                        walk(item, f"{child_shown}[{index}]", f"{child_key}[]")
+
+    walk(config, "", "")
+    return lines
+
+
+def methods_json() -> dict[str, Any]:
+    """The table as JSON, for ``honing config schema``."""
+    return {
+        name: {
+            "unused": sorted(unused_keys(name)),
+            "values": {k: list(v) for k, v in spec.values.items()},
+            "section": spec.section,
+        }
+        for name, spec in METHODS.items()
+    }

@@ -1,0 +1,301 @@
+"""Every key of the run config, for every method, is read by that method's recipe or refused by validation.
+
+"Read" is proven, not declared: each method's recipe runs two steps under ``track_reads`` from configs that turn
+every optional feature on (``SCENARIOS``), and a key counts as used only when the run read it. Each key the runs
+left unread must be refused for that method by ``honing.config.methods`` with one line naming the key and the
+method, and this test sets it to prove it. A new method adds its scenarios here.
+"""
+
+from __future__ import annotations
+
+import copy
+import typing
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+from pydantic_core import PydanticUndefined
+
+from honing.config import ConfigError, leaf_keys, track_reads, validate
+from honing.config.keys import section_type
+from honing.config.methods import METHODS, refused_key
+from honing.config.schema import RunConfig
+
+pytestmark = pytest.mark.slow
+
+MODEL = {
+    "model_type": "llama",
+    "hidden_size": 32,
+    "num_hidden_layers": 1,
+    "num_attention_heads": 2,
+    "num_key_value_heads": 2,
+    "intermediate_size": 64,
+}
+
+
+def shared(folder: Path, method: str) -> dict[str, Any]:
+    """Every feature both methods have, turned on, for a two-step CPU run."""
+    return {
+        "method": method,
+        "run_name": "walk",
+        "trainer": {
+            "save_folder": str(folder / "run"),
+            "max_duration": "2steps",
+            "hard_stop": "10steps",
+            "seed": 1,
+            "precision": "fp32",
+            "device": "cpu",
+            "num_threads": 1,
+            "metrics_collect_interval": 1,
+            "cancel_check_interval": 1,
+            "steps_to_skip": [{"start": 2, "stop": 3}],
+            "save_overwrite": True,
+            "load_strategy": "if_available",
+            "load_trainer_state": True,
+            "load_optim_state": True,
+            "nonfinite_loss": "stop",
+        },
+        "data": {
+            "seq_len": 64,
+            "global_batch_size": 4,
+            "micro_batch_size": 2,
+            "shuffle": True,
+            "cache_dir": str(folder / "cache"),
+        },
+        "model": {
+            "config": MODEL,
+            "attn_implementation": "sdpa",
+            "dtype": "float32",
+            "lora": {
+                "rank": 4,
+                "alpha": 8,
+                "dropout": 0.0,
+                "bias": "none",
+                "target_modules": "all-linear",
+                "task_type": "CAUSAL_LM",
+                "modules_to_save": ["lm_head"],
+            },
+        },
+        "optim": {
+            "lr": 1e-3,
+            "weight_decay": 0.01,
+            "betas": [0.9, 0.95],
+            "eps": 1e-8,
+            "grad_clip": 1.0,
+            "fused": False,
+        },
+        "scheduler": {"name": "cosine", "warmup_ratio": 0.5, "min_lr_ratio": 0.1, "decay_fraction": 0.2},
+        "callbacks": {
+            "checkpointer": {"save_interval": 1, "ephemeral_save_interval": 1, "keep_last": 2, "async_save": False},
+            "evaluator": {
+                "enabled": True,
+                "interval": 1,
+                "max_batches": 1,
+                "batch_size": 2,
+                "metric_for_best_model": "eval/loss",
+                "greater_is_better": False,
+            },
+            "console": {"enabled": True, "log_interval": 1, "plain": True},
+            "speed_monitor": {"enabled": True, "peak_flops": 1e12},
+            "garbage_collector": {"enabled": True, "interval": 1},
+            "sample": {"enabled": True, "prompts": ["the "], "interval": 1, "max_new_tokens": 2, "temperature": 0.5},
+            "wandb": {
+                "enabled": True,
+                "project": "walk",
+                "entity": "me",
+                "name": "walk-run",
+                "tags": ["t"],
+                "group": "g",
+                "mode": "disabled",
+            },
+            "tensorboard": {"enabled": True},
+            "profiler": {"enabled": True, "start": 1, "stop": 1},
+            "upload": {"enabled": True, "save_path": str(folder / "upload")},
+            "custom": [{"import_path": "tests.helpers:CountingCallback", "kwargs": {"label": "walk"}}],
+        },
+        "parallel": {
+            "strategy": "none",
+            "reshard_after_forward": True,
+            "activation_checkpointing": "every_n",
+            "activation_checkpointing_every": 1,
+            "compile": False,
+            "mixed_precision": "none",
+            "timeout_seconds": 60,
+        },
+        "storage": {
+            "work_folder": str(folder / "work"),
+            "retry_initial_seconds": 0.1,
+            "retry_max_seconds": 1.0,
+            "upload_wait_seconds": 30,
+        },
+    }
+
+
+def second_run(raw: dict[str, Any], first: Path, folder: Path) -> dict[str, Any]:
+    """The other side of every either-or: the first run's export by name, validation split off the training
+    data, full fine-tuning with frozen layers and a parameter group, warmup in steps, W&B named by run_name."""
+    raw = copy.deepcopy(raw)
+    raw["trainer"]["save_folder"] = str(folder / "run")
+    raw["callbacks"]["upload"]["save_path"] = str(folder / "upload")
+    raw["storage"]["work_folder"] = str(folder / "work")
+    raw["model"] = {
+        "name_or_path": str(first / "run" / "hf"),
+        "trust_remote_code": False,
+        "freeze_layers": ["*layers.0.self_attn.q_proj*"],
+    }
+    raw["tokenizer"] = {"kind": "auto", "trust_remote_code": False}
+    raw["optim"]["param_groups"] = [{"params": "*embed_tokens*", "lr": 1e-4, "weight_decay": 0.0}]
+    raw["scheduler"] = {"name": "wsd", "warmup_steps": 1}
+    raw["data"].pop("validation")
+    raw["data"]["validation_split"] = 0.25
+    del raw["callbacks"]["wandb"]["name"]
+    return raw
+
+
+def pretrain(tmp_path: Path) -> Iterator[dict[str, Any]]:
+    """Character tokenizer trained here, LoRA, validation sources; then the second run."""
+    corpus, held_out = tmp_path / "corpus.txt", tmp_path / "held_out.jsonl"
+    corpus.write_text("the quick brown fox jumps over the lazy dog. " * 200)
+    held_out.write_text('{"body": "a lazy dog sleeps while the quick fox runs."}\n' * 40)
+    raw = shared(tmp_path / "a", "pretrain")
+    source = {"weight": 1.0, "text_field": "text", "max_samples": 1000}
+    raw["data"]["train"] = {"sources": [{"path": str(corpus), "format": "text", **source}]}
+    raw["data"]["validation"] = {
+        "sources": [{"path": str(held_out), "format": "jsonl", **source, "text_field": "body"}]
+    }
+    raw["data"]["validation_split"] = 0.0
+    raw["tokenizer"] = {"kind": "char", "vocab_size": 300, "trust_remote_code": False}
+    yield raw
+    yield second_run(raw, tmp_path / "a", tmp_path / "b")
+
+
+def sft(tmp_path: Path) -> Iterator[dict[str, Any]]:
+    """Byte-level tokenizer, chat template, packing, LoRA, generation eval; then padded rows, some over-long."""
+    raw = shared(tmp_path / "a", "sft")
+    source = {"format": "conversation", "weight": 1.0, "text_field": "text", "max_samples": 64}
+    raw["data"].update(
+        train={"sources": [{"path": "generated:reverse?samples=64&seed=0", **source}]},
+        validation={"sources": [{"path": "generated:reverse?samples=8&seed=1", **source}]},
+        validation_split=0.0,
+        seq_len=128,
+        chat_template="chatml",
+        train_on="assistant",
+        packing=True,
+        group_by_length=True,
+        overlong="truncate",
+        bad_rows="skip",
+    )
+    raw["tokenizer"] = {"kind": "byte", "trust_remote_code": False}
+    raw["callbacks"]["generation_eval"] = {"enabled": True, "num_prompts": 2, "max_new_tokens": 2, "interval": 1}
+    yield raw
+    second = second_run(raw, tmp_path / "a", tmp_path / "b")
+    second["data"].update(packing=False, seq_len=56, overlong="drop", bad_rows="fail")  # some rows are over-long
+    yield second
+
+
+#: method → its runs, each config built after the previous run (the second loads the first's export)
+SCENARIOS: dict[str, Callable[[Path], Iterator[dict[str, Any]]]] = {"pretrain": pretrain, "sft": sft}
+
+
+def run_and_record(raw: dict[str, Any]) -> set[str]:
+    """The key paths one recipe run reads."""
+    from honing.recipes import recipe_class
+
+    config = validate(raw)
+    with track_reads(config) as reads:
+        recipe_class(config.method)(config).run()
+    return reads.keys
+
+
+@pytest.mark.parametrize("method", sorted(METHODS))
+def test_every_key_is_read_or_refused(tmp_path, method):
+    assert method in SCENARIOS, f"method {method!r} has no scenario in tests/config/test_schema_walk.py: add one"
+    reads: set[str] = set()
+    for raw in SCENARIOS[method](tmp_path):
+        reads |= run_and_record(raw)
+    unread = []
+    for key in leaf_keys(RunConfig):
+        if key in reads:
+            continue
+        refused = refused_key(method, key)
+        if refused is None:
+            unread.append(key)
+        else:
+            assert_refused(method, key, refused, tmp_path)
+    assert not unread, (
+        f"method {method!r}: these keys are neither read by its recipe nor refused by "
+        f"honing.config.methods:\n  " + "\n  ".join(unread)
+    )
+
+
+def assert_refused(method: str, key: str, refused: str, tmp_path: Path) -> None:
+    """Setting ``key`` (to its default, which still counts as given) fails with one line naming ``refused``."""
+    raw = minimal(method, tmp_path)
+    set_key(raw, key, sample_value(key))
+    with pytest.raises(ConfigError) as info:
+        validate(raw)
+    message = str(info.value)
+    shown = refused.replace("[]", "[0]")
+    assert message.startswith(f"config: {shown}: not used by method '{method}'"), message
+    assert "\n" not in message and message.count("not used by method") == 1, message
+
+
+def minimal(method: str, tmp_path: Path) -> dict[str, Any]:
+    """The smallest valid config of ``method``."""
+    return {
+        "method": method,
+        "data": {"train": {"sources": [{"path": str(tmp_path / "data.jsonl")}]}},
+        "model": {"config": dict(MODEL)},
+    }
+
+
+def set_key(raw: dict[str, Any], key: str, value: Any) -> None:
+    """Set a dotted key path in a raw config, ``[]`` meaning the first item (created if missing)."""
+    parts = key.split(".")
+    node: Any = raw
+    for part in parts[:-1]:
+        name, is_list = part.removesuffix("[]"), part.endswith("[]")
+        node = node.setdefault(name, [{}] if is_list else {})
+        if is_list:
+            node = node[0]
+    node[parts[-1]] = value
+
+
+def field_info(key: str) -> Any:
+    model: type[BaseModel] = RunConfig
+    parts = key.replace("[]", "").split(".")
+    for part in parts[:-1]:
+        model = section_type(model.model_fields[part].annotation)[0]
+    return model.model_fields[parts[-1]]
+
+
+def sample_value(key: str) -> Any:
+    """A valid value for ``key``: its default (a key set to its default is still a key the user set)."""
+    info = field_info(key)
+    if info.default_factory is not None:
+        return info.default_factory()
+    assert info.default is not PydanticUndefined, f"{key} has no default: give test_schema_walk a sample value for it"
+    return info.default
+
+
+@pytest.mark.parametrize("method", sorted(METHODS))
+def test_values_a_method_cannot_read_are_refused(tmp_path, method):
+    for key, allowed in METHODS[method].values.items():
+        for value in typing.get_args(field_info(key).annotation):
+            raw = minimal(method, tmp_path)
+            if key.startswith("data.validation."):
+                raw["data"]["validation"] = {"sources": [{"path": "held_out.jsonl"}]}
+            set_key(raw, key, value)
+            if value in allowed:
+                try:
+                    validate(raw)
+                except ConfigError as error:  # e.g. tokenizer.kind 'pretrained' without a path: not a refusal
+                    assert "not used by method" not in str(error)
+                continue
+            with pytest.raises(ConfigError) as info:
+                validate(raw)
+            message = str(info.value)
+            expected = f"config: {key.replace('[]', '[0]')}: {value!r} not used by method '{method}'; expected one of"
+            assert message.startswith(expected) and "\n" not in message, message
