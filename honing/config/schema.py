@@ -54,6 +54,8 @@ class TrainerSection(Section):
     # warm start: load_path's weights without its step and data position (false) or its optimizer (false)
     load_trainer_state: bool = True
     load_optim_state: bool | None = None  # None: the optimizer is loaded when the trainer state is
+    # bf16 asked for on a CPU that only emulates it (~10x slower): warn with the measured factor, or train in fp32
+    emulated_bf16: Literal["warn", "fp32"] = "warn"
     nonfinite_loss: Literal["stop", "skip"] = "stop"  # a NaN / inf loss stops the run, or its step is skipped
 
     @field_validator("max_duration", "hard_stop")

@@ -41,6 +41,7 @@ from honing.optim.param_groups import build_adamw
 from honing.recipes.callbacks import build_callbacks
 from honing.train import Callback, Trainer, TrainerConfig
 from honing.train.common import StepSkipRange
+from honing.train.precision import choose_precision, describe_device
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,7 @@ class Recipe:
     def __init__(self, config: RunConfig):
         self.config = config
         self.device = self.build_device()
+        self.precision = self.build_precision()
         self.processor: Any = None  # a tokenizer, or a multimodal processor holding one
         self.tokenizer: Any = None
         self.model: torch.nn.Module | None = None
@@ -75,6 +77,15 @@ class Recipe:
         decide where a trained tokenizer's text comes from)."""
         raise NotImplementedError
 
+    def build_precision(self) -> str:
+        """``trainer.precision``, unless it asks for bf16 on a CPU that only emulates it (see
+        ``honing.train.precision``): then a warning with the measured slowdown, or fp32 by policy."""
+        cfg = self.config.trainer
+        choice = choose_precision(cfg.precision, self.device, policy=cfg.emulated_bf16)
+        if choice.warning and is_rank0():
+            log.warning(choice.warning)
+        return choice.precision
+
     def setup_processor(self) -> None:
         """Build the processor and keep its tokenizer (itself, for a plain tokenizer) as ``self.tokenizer``."""
         self.processor = self.build_processor()
@@ -96,7 +107,7 @@ class Recipe:
         if cfg.dtype is not None:
             dtype = getattr(torch, cfg.dtype)
         else:
-            dtype = torch.bfloat16 if self.config.trainer.precision == "bf16" else torch.float32
+            dtype = torch.bfloat16 if self.precision == "bf16" else torch.float32
         if cfg.name_or_path:
             model = load_pretrained_model(
                 cfg.name_or_path,
@@ -167,7 +178,7 @@ class Recipe:
             activation_checkpointing_every=cfg.activation_checkpointing_every,
             compile=cfg.compile,
             mixed_precision=cfg.mixed_precision,
-            precision=self.config.trainer.precision,
+            precision=self.precision,
         )
 
     def build_optimizer(self, model: torch.nn.Module) -> torch.optim.Optimizer:
@@ -207,7 +218,7 @@ class Recipe:
                 "decay_fraction": sched.decay_fraction,
             },
             grad_clip=self.config.optim.grad_clip,
-            precision=self.config.trainer.precision,
+            precision=self.precision,
             device=self.device,
             collator=self.collator,
             nonfinite_loss=self.config.trainer.nonfinite_loss,
@@ -329,8 +340,8 @@ class Recipe:
         total, trainable = count_parameters(self.model), count_parameters(self.model, trainable_only=True)
         share = "" if trainable == total else f" ({trainable:,} trainable)"
         self.print(
-            f"model: {total:,} parameters{share} | device {self.device} | "
-            f"precision {self.config.trainer.precision} | save folder {self.config.trainer.save_folder}"
+            f"model: {total:,} parameters{share} | device {describe_device(self.device)} | "
+            f"precision {self.precision} | save folder {self.config.trainer.save_folder}"
         )
         return self.trainer
 

@@ -97,7 +97,7 @@ def _speed_monitor(recipe: Recipe, cfg: Any) -> Built:
         "speed_monitor": SpeedMonitorCallback(
             seq_len=recipe.config.data.seq_len,
             peak_flops=cfg.peak_flops,
-            precision=recipe.config.trainer.precision,
+            precision=recipe.precision,
             device=recipe.device,
         )
     }

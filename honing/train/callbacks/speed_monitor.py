@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
 from typing import Any
@@ -13,11 +14,14 @@ from honing.train.callbacks.base import Callback
 from honing.train.callbacks.order import PRIORITY
 from honing.train.metrics import ReduceType
 from honing.train.peak_flops import peak_flops
+from honing.train.precision import emulates_bf16
 
 try:
     import resource
 except ImportError:  # Windows
     resource = None  # type: ignore[assignment]
+
+log = logging.getLogger(__name__)
 
 MIB = 2**20
 
@@ -36,7 +40,9 @@ class SpeedMonitorCallback(Callback):
     still recorded but left out of ``throughput/avg_tokens_per_s``: they pay for allocator and
     kernel warm-up. MFU is ``flops_per_token * tokens_per_s / (peak_flops * world_size)``, with
     the peak from ``peak_flops`` (given, the GPU table, or the CPU probe) and the FLOPs from the
-    TrainModule's ``num_flops_per_token(seq_len)``; it is not recorded when either is unknown.
+    TrainModule's ``num_flops_per_token(seq_len)``; it is not recorded when either is unknown, nor for
+    bf16 on a CPU that only emulates it (the probed bf16 rate there is no honest peak: part of the step
+    runs in fp32), and it stops being recorded, with a warning, if it ever comes out above 1.
 
     Memory is in MiB: ``system/peak_rss_mib`` (the process's peak resident set, from ``getrusage``)
     and, on CUDA, ``system/cuda_max_allocated_mib`` (``torch.cuda.max_memory_allocated``).
@@ -73,9 +79,11 @@ class SpeedMonitorCallback(Callback):
         device = torch.device(self.device) if self.device is not None else self._train_device()
         self._synchronous = device.type == "cpu"
         self.flops_per_token = self._model_flops_per_token()
-        # only probe or look up a peak when MFU can be computed from it
-        if self.flops_per_token:
-            self.peak = self.peak_flops or peak_flops(device, self.precision)
+        # only probe or look up a peak when MFU can be computed from it, and only an honest one
+        if self.flops_per_token and self.peak_flops:
+            self.peak = self.peak_flops
+        elif self.flops_per_token and not (emulates_bf16(device, self.precision)):
+            self.peak = peak_flops(device, self.precision)
         self._device = device
         self._last_step_end = time.perf_counter()
         self._tokens_at_last_end = self.trainer.global_train_tokens_seen
@@ -111,6 +119,15 @@ class SpeedMonitorCallback(Callback):
         if self.flops_per_token and self.peak:
             # tokens are global, the peak is one device's
             mfu = self.flops_per_token * tokens_per_s / (self.peak * get_world_size())
+            if mfu > 1.0:  # a peak that the run beats is no peak: say so once, then leave MFU out
+                log.warning(
+                    "throughput/mfu came out at %.2f (> 1) against a peak of %.3g FLOP/s, so that peak is "
+                    "not this run's; MFU is no longer recorded (set callbacks.speed_monitor.peak_flops)",
+                    mfu,
+                    self.peak,
+                )
+                self.peak = None
+                return
             record("throughput/mfu", mfu, ReduceType.mean)
 
     def _record_memory(self) -> None:

@@ -76,6 +76,7 @@ def test_mfu_is_model_flops_over_peak(setup, clock):
 def test_peak_comes_from_the_device_when_not_given(setup, clock, monkeypatch):
     calls = []
     monkeypatch.setattr(speed_monitor, "peak_flops", lambda device, precision: calls.append((device, precision)) or 4e8)
+    monkeypatch.setattr(speed_monitor, "emulates_bf16", lambda device, precision: False)  # a CPU with bf16 units
     trainer, callback = setup(seq_len=16, flops_per_token=6000, precision="bf16", device=torch.device("cpu"))
     logs = run_steps(trainer, clock, [(0.0, 1.0, 1000)])
     assert calls == [(torch.device("cpu"), "bf16")]
