@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import struct
+import time
 
 import pytest
 import wandb
@@ -50,8 +51,24 @@ def offline_runs(save_folder):
     return sorted(glob.glob(os.path.join(save_folder, "wandb", "offline-run-*", "run-*.wandb")))
 
 
-def history(path):
-    """{step: {metric: value}} as the offline run recorded it."""
+def history(path, settle_seconds=30.0):
+    """{step: {metric: value}} as the offline run recorded it. wandb-core writes the file from its own process
+    and, on a loaded machine, can still be writing after ``finish()`` returns: read until two reads agree."""
+    deadline, previous = time.monotonic() + settle_seconds, None
+    while True:
+        try:
+            current = _history_once(path)
+        except Exception:  # noqa: BLE001 - a record half-written by wandb-core: read again
+            if time.monotonic() > deadline:
+                raise
+            current = None
+        if (current and current == previous) or time.monotonic() > deadline:
+            return current
+        previous = current
+        time.sleep(0.5)
+
+
+def _history_once(path):
     out = {}
     for record in wandb_records(path):
         if record.WhichOneof("record_type") == "history":
