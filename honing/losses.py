@@ -33,3 +33,184 @@ def count_correct(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """How many next-token targets the argmax of ``logits`` predicts exactly (token accuracy)."""
     targets = next_token_targets(labels)
     return ((logits.argmax(-1) == targets) & (targets != IGNORE_INDEX)).sum()
+
+
+# --- GRPO (group-relative policy optimisation), TRL's definitions (trl/trainer/grpo_trainer.py) ---------------
+
+GRPO_LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo")
+SCALE_REWARDS = ("group", "batch", "none")
+
+
+def token_logps(logits: torch.Tensor, tokens: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+    """Log-probability of each of ``tokens`` under ``logits / temperature`` (the same positions, already aligned):
+    TRL scores completions at the sampling temperature."""
+    logits = logits.float()
+    if temperature != 1.0:
+        logits = logits / temperature
+    return torch.gather(logits.log_softmax(-1), -1, tokens.unsqueeze(-1)).squeeze(-1)
+
+
+def nanstd(values: torch.Tensor, dim: int | None = None) -> torch.Tensor:
+    """The Bessel-corrected standard deviation ignoring NaNs (TRL's ``nanstd``)."""
+    mean = torch.nanmean(values, dim=dim, keepdim=True)
+    variance = torch.nanmean((values - mean) ** 2, dim=dim, keepdim=True)
+    count = torch.sum(~torch.isnan(values), dim=dim, keepdim=True)
+    variance = variance * count / (count - 1)
+    return torch.sqrt(variance).squeeze() if dim is None else torch.sqrt(variance).squeeze(dim)
+
+
+def combine_rewards(rewards_per_func: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """Each completion's reward: the weighted sum over reward functions, a function's NaN (``None``: not
+    applicable) counting as 0, and NaN when no function applies (TRL: such a completion gets no advantage)."""
+    rewards = (rewards_per_func * weights.to(rewards_per_func).unsqueeze(0)).nansum(dim=1)
+    return rewards.masked_fill(torch.isnan(rewards_per_func).all(dim=1), float("nan"))
+
+
+def group_advantages(
+    rewards: torch.Tensor, num_generations: int, scale_rewards: str = "group"
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(advantages, std)`` for rewards laid out as consecutive groups of ``num_generations`` completions per
+    prompt: A = r − mean_group(r), divided by (the group's, or the batch's, Bessel-corrected std + 1e-4) unless
+    ``scale_rewards`` is ``none``; ``std`` is what the scaling used (the group's for ``none``, for the
+    zero-std metric). NaN rewards are left out of the means and get advantage 0."""
+    if scale_rewards not in SCALE_REWARDS:
+        raise ValueError(f"scale_rewards must be one of {SCALE_REWARDS}, got {scale_rewards!r}")
+    grouped = rewards.view(-1, num_generations)
+    mean = torch.nanmean(grouped, dim=1).repeat_interleave(num_generations)
+    if scale_rewards == "batch":
+        std = nanstd(rewards).expand_as(rewards) if rewards.numel() > 1 else torch.zeros_like(rewards)
+    elif num_generations > 1:
+        std = nanstd(grouped, dim=1).repeat_interleave(num_generations)
+    else:
+        std = torch.zeros_like(rewards)
+    advantages = rewards - mean
+    if scale_rewards != "none":
+        advantages = advantages / (std + 1e-4)
+    return torch.nan_to_num(advantages, nan=0.0), std
+
+
+def grpo_per_token_loss(
+    logps: torch.Tensor,
+    old_logps: torch.Tensor,
+    advantages: torch.Tensor,
+    *,
+    epsilon: float = 0.2,
+    epsilon_high: float | None = None,
+    ref_logps: torch.Tensor | None = None,
+    beta: float = 0.0,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """``(per-token loss, ratio, per-token KL)``: −min(ratio·A, clip(ratio, 1−ε, 1+ε_high)·A) with ratio =
+    exp(logp − old_logp), plus β times the k3 estimate of KL(policy ‖ reference).
+
+    As TRL does (``use_bias_correction_kl``, its default), the KL term is multiplied by the ratio, not detached:
+    its gradient is then the unbiased reverse-KL gradient, and it differs from the plain k3 gradient even
+    on-policy, where the ratio's value is exactly 1.
+    """
+    epsilon_high = epsilon if epsilon_high is None else epsilon_high
+    advantages = advantages.unsqueeze(1) if advantages.dim() == 1 else advantages
+    ratio = torch.exp(logps - old_logps)
+    clipped = torch.clamp(ratio, 1 - epsilon, 1 + epsilon_high)
+    loss = -torch.min(ratio * advantages, clipped * advantages)
+    kl = None
+    if beta != 0.0:
+        if ref_logps is None:
+            raise ValueError("beta != 0 needs the reference model's log-probabilities")
+        kl = (torch.exp(ref_logps - logps) - (ref_logps - logps) - 1) * ratio
+        loss = loss + beta * kl
+    return loss, ratio, kl
+
+
+def grpo_loss_sum(per_token_loss: torch.Tensor, mask: torch.Tensor, loss_type: str) -> torch.Tensor:
+    """A micro-batch's share of the GRPO loss before its normaliser (``grpo_normaliser``): the sum of the
+    per-sequence token means for ``grpo``, the token mean for ``bnpo`` (TRL normalises it per micro-batch),
+    and the token sum for ``dr_grpo`` and ``dapo``."""
+    mask = mask.to(per_token_loss.dtype)
+    if loss_type == "grpo":
+        return ((per_token_loss * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).sum()
+    if loss_type == "bnpo":
+        return (per_token_loss * mask).sum() / mask.sum().clamp(min=1.0)
+    if loss_type in ("dr_grpo", "dapo"):
+        return (per_token_loss * mask).sum()
+    raise ValueError(f"loss_type must be one of {GRPO_LOSS_TYPES}, got {loss_type!r}")
+
+
+def grpo_loss_scale(
+    loss_type: str,
+    *,
+    sequences: int,
+    tokens: int | torch.Tensor,
+    micro_batches: int,
+    max_completion_length: int,
+    world_size: int = 1,
+) -> float | torch.Tensor:
+    """What this rank multiplies its summed ``grpo_loss_sum`` values by, given the step's completions and
+    completion tokens over every rank and this rank's micro-batches: TRL's normalisation, its gradient
+    accumulation steps being the micro-batches (``grpo``: mean over sequences; ``bnpo``: mean over micro-batches
+    and ranks of their token means; ``dr_grpo``: over completions × max_completion_length; ``dapo``: over
+    tokens). Times the world size where the count is global, because gradients are averaged over ranks."""
+    if loss_type == "grpo":
+        return world_size / sequences
+    if loss_type == "bnpo":
+        return 1.0 / micro_batches
+    if loss_type == "dr_grpo":
+        return world_size / (sequences * max_completion_length)
+    if loss_type == "dapo":
+        return world_size / (tokens.clamp(min=1) if isinstance(tokens, torch.Tensor) else max(tokens, 1))
+    raise ValueError(f"loss_type must be one of {GRPO_LOSS_TYPES}, got {loss_type!r}")
+
+
+# --- DPO (direct preference optimisation), TRL's definitions (trl/trainer/dpo_trainer.py, _compute_loss) ------
+
+DPO_LOSS_TYPES = ("sigmoid", "hinge", "ipo", "robust", "apo_zero")
+
+
+def completion_logps(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(sum of log-probs, count)`` of each row's completions, shape ``(rows, K)``: ``targets`` (rows, length, K)
+    holds, at each position, the token its logits predict for each of K completions (``IGNORE_INDEX`` where none),
+    so that completions sharing a prompt (DPO's chosen and rejected in one row) are scored from one forward."""
+    logits = logits.float()
+    mask = targets != IGNORE_INDEX
+    picked = logits.gather(-1, targets.clamp(min=0))  # (rows, length, K)
+    logps = (picked - logits.logsumexp(-1, keepdim=True)).masked_fill(~mask, 0.0)
+    return logps.sum(1), mask.sum(1)
+
+
+def dpo_loss(
+    policy_chosen: torch.Tensor,
+    policy_rejected: torch.Tensor,
+    ref_chosen: torch.Tensor,
+    ref_rejected: torch.Tensor,
+    *,
+    beta: float = 0.1,
+    loss_type: str = "sigmoid",
+    label_smoothing: float = 0.0,
+    chosen_lengths: torch.Tensor | None = None,
+    rejected_lengths: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """The loss of each pair (not reduced) from sequence log-probs of the policy and the reference.
+
+    With Δ = (logπ(y+) − logπref(y+)) − (logπ(y−) − logπref(y−)): ``sigmoid`` −logσ(βΔ) (DPO); ``hinge``
+    relu(1 − βΔ) (SLiC); ``ipo`` (Δ' − 1/(2β))² where Δ' uses log-ratios divided by the completions' token counts
+    (TRL normalises by length, as the IPO authors confirmed); ``robust`` [−(1−ε)logσ(βΔ) + ε·logσ(−βΔ)]/(1−2ε)
+    with ε = ``label_smoothing`` (rDPO); ``apo_zero`` (1 − σ(β·chosen log-ratio)) + σ(β·rejected log-ratio) (APO).
+    """
+    chosen_ratio, rejected_ratio = policy_chosen - ref_chosen, policy_rejected - ref_rejected
+    delta = chosen_ratio - rejected_ratio
+    if loss_type == "sigmoid":
+        return -F.logsigmoid(beta * delta)
+    if loss_type == "hinge":
+        return torch.relu(1 - beta * delta)
+    if loss_type == "ipo":
+        if chosen_lengths is None or rejected_lengths is None:
+            raise ValueError("the ipo loss needs chosen_lengths and rejected_lengths (completion token counts)")
+        normalised = chosen_ratio / chosen_lengths.clamp(min=1) - rejected_ratio / rejected_lengths.clamp(min=1)
+        return (normalised - 1 / (2 * beta)) ** 2
+    if loss_type == "robust":
+        if not 0.0 <= label_smoothing < 0.5:
+            raise ValueError(f"the robust loss needs 0 <= label_smoothing < 0.5, got {label_smoothing}")
+        clean = -(1 - label_smoothing) * F.logsigmoid(beta * delta)
+        flipped = -label_smoothing * F.logsigmoid(-beta * delta)
+        return (clean - flipped) / (1 - 2 * label_smoothing)
+    if loss_type == "apo_zero":
+        return (1 - torch.sigmoid(beta * chosen_ratio)) + torch.sigmoid(beta * rejected_ratio)
+    raise ValueError(f"loss_type must be one of {DPO_LOSS_TYPES}, got {loss_type!r}")

@@ -75,6 +75,35 @@ METHODS: dict[str, Method] = {
             "tokenizer.kind": ("auto", "byte", "pretrained"),
         },
     ),
+    # prompts in, completions generated: no labels to mask, nothing packed, no validation loss
+    "grpo": Method(
+        section="grpo",
+        unused=(
+            "tokenizer.vocab_size",
+            "data.train_on",
+            "data.packing",
+            "data.group_by_length",
+            "data.overlong",
+            "data.bad_rows",
+            "data.validation",
+            "data.validation_split",
+            "callbacks.evaluator",
+            "callbacks.generation_eval",
+        ),
+        values={
+            "data.train.sources[].format": ("auto", "prompt", "conversation"),  # validation is refused whole
+            "tokenizer.kind": ("auto", "byte", "pretrained"),
+        },
+    ),
+    # preference pairs: labels are the completions (no train_on), pairs are padded side by side (no packing)
+    "dpo": Method(
+        section="dpo",
+        unused=("tokenizer.vocab_size", "data.train_on", "data.packing"),
+        values={
+            **source_formats("auto", "preference", "preference_prompt", "preference_sharegpt", "preference_transcript"),
+            "tokenizer.kind": ("auto", "byte", "pretrained"),
+        },
+    ),
 }
 
 

@@ -75,7 +75,21 @@ class SourceSection(Section):
     path: str
     # pretraining reads text / jsonl; fine-tuning reads conversation / alpaca / sharegpt /
     # prompt_completion / text (others are refused per method); auto detects from the file name or the first row.
-    format: Literal["auto", "text", "jsonl", "conversation", "alpaca", "sharegpt", "prompt_completion"] = "auto"
+    format: Literal[
+        "auto",
+        "text",
+        "jsonl",
+        "conversation",
+        "alpaca",
+        "sharegpt",
+        "prompt_completion",
+        "prompt",
+        # preference pairs (DPO): honing.data.preference
+        "preference",
+        "preference_prompt",
+        "preference_sharegpt",
+        "preference_transcript",
+    ] = "auto"
     weight: float = 1.0
     text_field: str = "text"
     max_samples: int | None = Field(default=None, ge=1)
@@ -360,6 +374,53 @@ class StorageSection(Section):
     upload_wait_seconds: float = Field(default=600.0, ge=0)  # the end of training waits this long for uploads
 
 
+class GRPORewardSection(Section):
+    """One reward: a built-in name (``honing.rl.builtin_rewards``) or ``package.module:function``, and its weight."""
+
+    name: str
+    weight: float = 1.0
+
+
+class GRPOSection(Section):
+    """GRPO (``method: grpo``): G completions per prompt, scored by the rewards, trained on with TRL's
+    group-relative clipped policy-gradient loss. Defaults are TRL's GRPOConfig's."""
+
+    num_generations: int = Field(default=8, ge=2)  # G completions per prompt (a group)
+    max_completion_length: int = Field(default=256, ge=1)
+    temperature: float = Field(default=1.0, gt=0)
+    top_p: float = Field(default=1.0, gt=0, le=1)
+    top_k: int = Field(default=0, ge=0)  # 0: no top-k filtering
+    beta: float = Field(default=0.0, ge=0)  # KL weight; 0: no reference model
+    epsilon: float = Field(default=0.2, ge=0)
+    epsilon_high: float | None = Field(default=None, ge=0)  # None: epsilon
+    loss_type: Literal["grpo", "bnpo", "dr_grpo", "dapo"] = "dapo"
+    scale_rewards: Literal["group", "batch", "none"] = "group"
+    num_iterations: int = Field(default=1, ge=1)  # optimizer steps per rollout batch
+    rewards: list[GRPORewardSection] = Field(default_factory=list)  # at least one (checked by the recipe)
+    sample_interval: int | None = Field(default=10, ge=1)  # completions to samples.jsonl / W&B every N steps
+
+
+class DPOSection(Section):
+    """DPO (``method: dpo``): preference pairs trained with TRL's DPO losses against a frozen reference
+    (``copy``: a frozen copy; ``adapters_off``: the LoRA model with its adapters disabled; ``precompute``: the
+    reference's log-probs computed once before training and cached on disk). Defaults are TRL's DPOConfig's."""
+
+    loss_type: Literal["sigmoid", "hinge", "ipo", "robust", "apo_zero"] = "sigmoid"
+    beta: float = Field(default=0.1, gt=0)
+    label_smoothing: float = Field(default=0.0, ge=0, lt=0.5)  # robust only: the share of flipped labels
+    reference: Literal["copy", "adapters_off", "precompute"] = "copy"
+    rpo_alpha: float | None = Field(default=None, ge=0)  # + rpo_alpha x the chosen completions' NLL (RPO)
+
+    @model_validator(mode="after")
+    def _smoothing_is_robust(self) -> DPOSection:
+        if self.label_smoothing and self.loss_type != "robust":
+            raise ValueError(
+                f"dpo.label_smoothing is used by loss_type 'robust' only (TRL's {self.loss_type!r} ignores it); "
+                "set dpo.loss_type: robust or remove it"
+            )
+        return self
+
+
 MethodName = Literal[tuple(METHODS)]  # type: ignore[valid-type]  # one entry per method in the table
 
 
@@ -379,6 +440,8 @@ class RunConfig(Section):
     callbacks: CallbacksSection = Field(default_factory=CallbacksSection)
     parallel: ParallelSection = Field(default_factory=ParallelSection)
     storage: StorageSection = Field(default_factory=StorageSection)
+    grpo: GRPOSection | None = None  # method: grpo only
+    dpo: DPOSection | None = None  # method: dpo only (absent: the defaults)
 
     @model_validator(mode="after")
     def _keys_used_by_method(self) -> RunConfig:

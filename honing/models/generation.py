@@ -1,4 +1,4 @@
-"""Generation between training steps: one place for samples, the generation eval and (later) GRPO rollouts."""
+"""Generation between training steps: one place for samples, the generation eval and GRPO rollouts."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 
+from honing.distributed import is_distributed
 from honing.models.wrappers import unwrap_model
 
 # the end-of-turn tokens of the common chat templates (ChatML, Llama-3, Phi-3)
@@ -55,3 +56,107 @@ def sampling_kwargs(
     if stop_token_ids:
         kwargs["eos_token_id"] = sorted(set(stop_token_ids))
     return kwargs
+
+
+def sample_completions(
+    model: torch.nn.Module,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    *,
+    max_new_tokens: int,
+    stop_token_ids: Sequence[int],
+    pad_token_id: int,
+    seeds: Sequence[int],
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    top_k: int = 0,
+    sync_ranks: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sample one completion per row of left-padded prompts: ``(completion_ids, completion_mask)``, each row
+    ending at its first stop token (kept, and masked in) or after ``max_new_tokens``; pads after it.
+
+    Row ``i`` draws its tokens from its own generator seeded with ``seeds[i]`` (Gumbel-max over the filtered
+    distribution), so a row's completion does not depend on which rows share its batch, and a resumed run
+    samples the same completions. The KV cache is reused between tokens and sampling stops when every row
+    has ended; with ``sync_ranks`` (FSDP2: every rank must take part in every forward) it stops when every row
+    of every rank has ended. ``temperature`` 0 is greedy.
+    """
+    from transformers import DynamicCache
+
+    inner = unwrap_model(model)
+    was_training = inner.training
+    inner.eval()
+    device = input_ids.device
+    generators = [torch.Generator(device=device).manual_seed(int(seed)) for seed in seeds]
+    stops = torch.tensor(sorted(set(stop_token_ids)), device=device, dtype=torch.long)
+    rows = input_ids.shape[0]
+    # positions count real tokens only, as transformers' generate sets them for left-padded rows
+    positions = (attention_mask.long().cumsum(-1) - 1).masked_fill(attention_mask == 0, 1)
+    mask = attention_mask.long()
+    done = torch.zeros(rows, dtype=torch.bool, device=device)
+    tokens: list[torch.Tensor] = []
+    alive: list[torch.Tensor] = []
+    try:
+        with torch.no_grad():
+            config = getattr(inner, "config", None)
+            out = inner(
+                input_ids=input_ids,
+                attention_mask=mask,
+                position_ids=positions,
+                past_key_values=DynamicCache(config=config),
+                use_cache=True,
+                logits_to_keep=1,
+            )
+            position = positions[:, -1:]
+            for _ in range(max_new_tokens):
+                next_tokens = _sample(out.logits[:, -1, :], generators, temperature, top_p, top_k)
+                alive.append(~done)
+                tokens.append(next_tokens.masked_fill(done, pad_token_id))
+                done = done | torch.isin(next_tokens, stops)
+                if _all_done(done, sync_ranks) or len(tokens) == max_new_tokens:
+                    break
+                mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
+                position = position + 1
+                out = inner(
+                    input_ids=tokens[-1][:, None],
+                    attention_mask=mask,
+                    position_ids=position,
+                    past_key_values=out.past_key_values,
+                    use_cache=True,
+                )
+    finally:
+        inner.train(was_training)
+    return torch.stack(tokens, dim=1), torch.stack(alive, dim=1).long()
+
+
+def _all_done(done: torch.Tensor, sync_ranks: bool) -> bool:
+    if not (sync_ranks and is_distributed()):
+        return bool(done.all())
+    flag = done.all().to(torch.int32).reshape(1)
+    torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MIN)
+    return bool(flag.item())
+
+
+def _sample(
+    logits: torch.Tensor, generators: Sequence[torch.Generator], temperature: float, top_p: float, top_k: int
+) -> torch.Tensor:
+    """One token per row: greedy at temperature 0, else the Gumbel-max of the temperature-scaled logits with
+    everything outside the top-k and the top-p nucleus removed (transformers' warpers' order: top-k, then top-p)."""
+    logits = logits.float()
+    if temperature == 0:
+        return logits.argmax(-1)
+    logits = logits / temperature
+    if 0 < top_k < logits.shape[-1]:
+        kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if top_p < 1.0:
+        sorted_logits, order = torch.sort(logits, descending=False, dim=-1)
+        cumulative = sorted_logits.softmax(-1).cumsum(-1)
+        remove = cumulative <= 1 - top_p
+        remove[:, -1] = False  # keep at least the most likely token
+        logits = logits.masked_fill(remove.scatter(-1, order, remove), float("-inf"))
+    noise = torch.stack(
+        [torch.rand(logits.shape[-1], generator=g, device=logits.device, dtype=torch.float32) for g in generators]
+    )
+    gumbel = -torch.log(-torch.log(noise.clamp(min=1e-20)))
+    return (logits + gumbel).argmax(-1)

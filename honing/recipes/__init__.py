@@ -8,6 +8,8 @@ from honing.recipes.base import Recipe
 RECIPES: dict[str, str] = {
     "pretrain": "honing.recipes.pretrain:PretrainRecipe",
     "sft": "honing.recipes.sft:SFTRecipe",
+    "dpo": "honing.recipes.dpo:DPORecipe",
+    "grpo": "honing.recipes.grpo:GRPORecipe",
 }
 
 

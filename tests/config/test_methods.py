@@ -9,7 +9,7 @@ import pydantic
 import pytest
 
 from honing.config import ConfigError, leaf_keys, load_config, validate
-from honing.config.methods import METHODS, Method, refusals
+from honing.config.methods import METHODS, Method, refusals, unused_keys
 from honing.config.schema import RunConfig, Section
 
 BASE = {"data": {"train": {"sources": [{"path": "corpus.txt"}]}}, "model": {"config": {"model_type": "llama"}}}
@@ -44,7 +44,7 @@ def test_defaults_never_count_as_given():
         (
             "callbacks",
             {"generation_eval": {"enabled": True}},
-            "config: callbacks.generation_eval: not used by method 'pretrain' (used by: sft)",
+            "config: callbacks.generation_eval: not used by method 'pretrain' (used by: sft, dpo)",
         ),
         ("callbacks", {"generation_eval": {}}, "config: callbacks.generation_eval: not used by method 'pretrain'"),
         ("data", {"packing": True}, "config: data.packing: not used by method 'pretrain' (used by: sft)"),
@@ -87,8 +87,8 @@ def test_every_refused_key_is_listed_on_one_line():
     )
     assert message == (
         "config: data.packing: not used by method 'pretrain' (used by: sft); data.bad_rows: not used "
-        "by method 'pretrain' (used by: sft); callbacks.generation_eval: not used by method "
-        "'pretrain' (used by: sft)"
+        "by method 'pretrain' (used by: sft, dpo); callbacks.generation_eval: not used by method "
+        "'pretrain' (used by: sft, dpo)"
     )
 
 
@@ -109,7 +109,7 @@ def test_a_refusal_from_an_override_names_the_file(tmp_path):
     path.write_text("data:\n  train:\n    sources: [{path: a.txt}]\nmodel:\n  config: {model_type: llama}\n")
     with pytest.raises(ConfigError) as info:
         load_config(str(path), ["callbacks.generation_eval.enabled=true"])
-    assert str(info.value) == f"{path}: callbacks.generation_eval: not used by method 'pretrain' (used by: sft)"
+    assert str(info.value) == f"{path}: callbacks.generation_eval: not used by method 'pretrain' (used by: sft, dpo)"
     assert load_config(str(path), ["method=sft", "callbacks.generation_eval.enabled=true"]).method == "sft"
 
 
@@ -123,7 +123,7 @@ def test_the_table_names_real_keys_and_sections():
         assert method.section is None or method.section in RunConfig.model_fields
     schema = RunConfig.model_json_schema()
     assert schema["properties"]["method"]["enum"] == list(METHODS)
-    assert schema["x-honing-methods"]["pretrain"]["unused"] == sorted(METHODS["pretrain"].unused)
+    assert schema["x-honing-methods"]["pretrain"]["unused"] == sorted(unused_keys("pretrain"))  # + others' sections
     json.dumps(schema)
 
 

@@ -195,8 +195,72 @@ def sft(tmp_path: Path) -> Iterator[dict[str, Any]]:
     yield second
 
 
+def grpo(tmp_path: Path) -> Iterator[dict[str, Any]]:
+    """Generated conversations as prompts, LoRA (the reference: adapters off), two passes per rollout; then
+    plain prompts with reward columns, full fine-tuning with a frozen reference copy."""
+    raw = shared(tmp_path / "a", "grpo")
+    del raw["callbacks"]["evaluator"]  # no validation loss: the reward is logged every step
+    source = {"format": "conversation", "weight": 1.0, "text_field": "text", "max_samples": 16}
+    raw["data"].update(train={"sources": [{"path": "generated:reverse", **source}]}, chat_template="chatml")
+    raw["tokenizer"] = {"kind": "byte", "trust_remote_code": False}
+    raw["grpo"] = {
+        "num_generations": 2,
+        "max_completion_length": 4,
+        "temperature": 0.9,
+        "top_p": 0.95,
+        "top_k": 20,
+        "beta": 0.04,
+        "epsilon": 0.2,
+        "epsilon_high": 0.28,
+        "loss_type": "grpo",
+        "scale_rewards": "batch",
+        "num_iterations": 2,
+        "rewards": [{"name": "soft_10tokens_completions", "weight": 1.0}, {"name": "countdown", "weight": 0.5}],
+        "sample_interval": 1,
+    }
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text('{"prompt": "3 5 7 make 8: ", "nums": [3, 5, 7], "target": 8}\n' * 8)
+    raw["data"]["train"]["sources"][0].update(path=str(prompts), format="prompt")
+    yield raw
+    second = second_run({**raw, "data": {**raw["data"], "validation": None}}, tmp_path / "a", tmp_path / "b")
+    second["data"].pop("validation_split")  # second_run's validation split off the training data: refused here
+    second["data"]["train"]["sources"][0].update(path="generated:reverse?samples=16&seed=0", format="auto")
+    second["grpo"].update(loss_type="dapo", scale_rewards="group", rewards=[{"name": "sharp_5tokens_completions"}])
+    yield second
+
+
+def dpo(tmp_path: Path) -> Iterator[dict[str, Any]]:
+    """Generated preference pairs, LoRA with the adapters-off reference, the robust loss with RPO, generation eval;
+    then a full fine-tune of the first run's export with a precomputed reference and over-long pairs dropped."""
+    raw = shared(tmp_path / "a", "dpo")
+    source = {"format": "preference", "weight": 1.0, "text_field": "text", "max_samples": 32}
+    raw["data"].update(
+        train={"sources": [{"path": "generated:addition_preference?samples=32&seed=0", **source}]},
+        validation={"sources": [{"path": "generated:addition_preference?samples=8&seed=1", **source}]},
+        validation_split=0.0,
+        chat_template="chatml",
+        group_by_length=True,
+        overlong="truncate",
+        bad_rows="skip",
+    )
+    raw["tokenizer"] = {"kind": "byte", "trust_remote_code": False}
+    raw["callbacks"]["generation_eval"] = {"enabled": True, "num_prompts": 2, "max_new_tokens": 2, "interval": 1}
+    raw["dpo"] = {"loss_type": "robust", "beta": 0.2, "label_smoothing": 0.1, "reference": "adapters_off"}
+    raw["dpo"]["rpo_alpha"] = 0.5
+    yield raw
+    second = second_run(raw, tmp_path / "a", tmp_path / "b")
+    second["data"].update(seq_len=38, overlong="drop", bad_rows="fail")  # some pairs are over-long
+    second["dpo"] = {"loss_type": "sigmoid", "label_smoothing": 0.0, "reference": "precompute"}
+    yield second
+
+
 #: method → its runs, each config built after the previous run (the second loads the first's export)
-SCENARIOS: dict[str, Callable[[Path], Iterator[dict[str, Any]]]] = {"pretrain": pretrain, "sft": sft}
+SCENARIOS: dict[str, Callable[[Path], Iterator[dict[str, Any]]]] = {
+    "pretrain": pretrain,
+    "sft": sft,
+    "grpo": grpo,
+    "dpo": dpo,
+}
 
 
 def run_and_record(raw: dict[str, Any]) -> set[str]:
@@ -233,6 +297,10 @@ def test_every_key_is_read_or_refused(tmp_path, method):
 def assert_refused(method: str, key: str, refused: str, tmp_path: Path) -> None:
     """Setting ``key`` (to its default, which still counts as given) fails with one line naming ``refused``."""
     raw = minimal(method, tmp_path)
+    if key.startswith("data.validation."):  # a source needs its path to be one
+        raw["data"]["validation"] = {"sources": [{"path": "held_out.jsonl"}]}
+    if key.startswith("grpo.rewards[]."):  # a reward needs its name to be one
+        raw["grpo"] = {"rewards": [{"name": "countdown"}]}
     set_key(raw, key, sample_value(key))
     with pytest.raises(ConfigError) as info:
         validate(raw)
@@ -271,8 +339,14 @@ def field_info(key: str) -> Any:
     return model.model_fields[parts[-1]]
 
 
+#: values for required keys (no default) that some method refuses
+REQUIRED_SAMPLES = {"data.validation.sources[].path": "held_out.jsonl", "grpo.rewards[].name": "countdown"}
+
+
 def sample_value(key: str) -> Any:
     """A valid value for ``key``: its default (a key set to its default is still a key the user set)."""
+    if key in REQUIRED_SAMPLES:
+        return REQUIRED_SAMPLES[key]
     info = field_info(key)
     if info.default_factory is not None:
         return info.default_factory()

@@ -1,0 +1,400 @@
+"""GRPO throughput: honing's GRPO train module against TRL's GRPOTrainer (no vLLM: transformers' ``generate``) on
+the same model, tokenizer, prompts, reward and settings; prints completions/s, generation and training time per
+step of each, and the ratios.
+
+The same for every system:
+- model: a random Llama (hidden 128 x 4 layers, the SFT example's shape, seed 0), fp32, sdpa attention;
+- tokenizer: honing's byte-level one with the ChatML tokens and template;
+- prompts: the generated ``reverse`` task's questions (``Reverse the letters: ...``) as chat prompts, in order
+  (no shuffling), rendered with the template's generation prompt;
+- rollouts: ``--prompts`` prompts per step x G = ``--generations`` completions, sampled at temperature 1.0
+  (no top-k, no top-p) for at most ``--new-tokens`` tokens, stopping at end of text or ``<|im_end|>`` (a random
+  model almost never ends a whole group early, so every step decodes the full length);
+- reward: Oumi's ``soft_10tokens_completions`` (honing's built-in function, handed to TRL as is);
+- update: one optimizer step per rollout batch (``num_iterations`` 1), ``loss_type`` dapo, ``scale_rewards``
+  group, ``beta`` 0 (no reference model), all completions of a step in one forward/backward pass, fused AdamW with
+  the same LR and a constant schedule, gradient clipping at 1.0.
+
+The metric: completions over the wall time from the end of warm-up step W to the end of step W+N (each trainer's
+step-end callback). Generation time is the time spent in the call that samples the completions (honing's
+``sample_completions``, TRL's ``_generate_single_turn``: one call per step in both), summed over the timed steps;
+training time is the rest of the step (decoding the text, rewards, advantages, log-probs, loss, backward, optimizer
+step, bookkeeping). Each measurement is a fresh subprocess run alone (2 cores: never two timings at once); the
+systems alternate order round by round and the median of the rounds is reported.
+
+    .venv/bin/python benchmarks/grpo_throughput.py [--rounds 3] [--steps 10] [--warmup 2] [--threads 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from typing import Any
+
+SEED = 0
+LR = 1e-5
+MODEL = dict(hidden_size=128, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=4, intermediate_size=512)
+REWARD = "soft_10tokens_completions"
+# set from the command line in each measuring subprocess
+PROMPTS_PER_STEP, GENERATIONS, NEW_TOKENS = 2, 4, 64
+
+
+# --- shared assets ------------------------------------------------------------------------------------------
+def build_tokenizer() -> Any:
+    """honing's byte-level tokenizer with the ChatML tokens and template."""
+    from honing.data.chat import ensure_special_tokens
+    from honing.data.chat_templates import NAMED_TEMPLATES
+    from honing.data.tokenizer import build_tokenizer as honing_tokenizer
+
+    tokenizer = honing_tokenizer("byte")
+    ensure_special_tokens(tokenizer, "chatml")
+    tokenizer.chat_template = NAMED_TEMPLATES["chatml"]
+    return tokenizer
+
+
+def stop_token_ids(tokenizer: Any) -> list[int]:
+    """End of text and ChatML's end of turn: where both systems stop a completion."""
+    from honing.models.generation import end_of_turn_ids
+
+    return sorted({int(tokenizer.eos_token_id), *end_of_turn_ids(tokenizer)})
+
+
+def build_model(tokenizer: Any) -> Any:
+    """The shared random Llama (seed 0, fp32, sdpa), its generation config stopping at ``stop_token_ids``."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(SEED)
+    config = LlamaConfig(
+        **MODEL,
+        vocab_size=len(tokenizer),
+        max_position_embeddings=256,
+        attn_implementation="sdpa",
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    model = LlamaForCausalLM(config)
+    model.generation_config.eos_token_id = stop_token_ids(tokenizer)  # TRL stops at these (and the tokenizer's eos)
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    return model
+
+
+def prompts(count: int) -> list[list[dict[str, str]]]:
+    """``count`` chat prompts of the generated reverse task (the user's question only)."""
+    from honing.data.generated import generate_rows
+
+    return [row["messages"][:1] for row in generate_rows("reverse", samples=count, seed=SEED)]
+
+
+def reward_function() -> Any:
+    """The reward both systems score with: honing's built-in, called with TRL's arguments."""
+    from honing.rl.rewards import resolve_reward
+
+    return resolve_reward(REWARD)
+
+
+class GenerationTimer:
+    """Wraps the function that samples a step's completions and records how long each call takes, in order."""
+
+    def __init__(self, function: Any):
+        self.function = function
+        self.seconds: list[float] = []
+        self.completion_tokens: list[int] = []
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter()
+        out = self.function(*args, **kwargs)
+        self.seconds.append(time.perf_counter() - start)
+        return out
+
+    def timed(self, warmup: int, steps: int) -> float:
+        """Seconds of the calls of steps warmup+1 .. warmup+steps (one call per step)."""
+        if len(self.seconds) < warmup + steps:
+            raise RuntimeError(f"only {len(self.seconds)} generation calls were made, expected {warmup + steps}")
+        return sum(self.seconds[warmup : warmup + steps])
+
+
+def result(times: dict[int, float], timer: GenerationTimer, warmup: int, steps: int, lengths: list[float]):
+    """What one measurement reports."""
+    seconds = times[warmup + steps] - times[warmup]
+    generation = timer.timed(warmup, steps)
+    return {
+        "completions_per_s": steps * PROMPTS_PER_STEP * GENERATIONS / seconds,
+        "step_s": seconds / steps,
+        "generation_s": generation / steps,
+        "training_s": (seconds - generation) / steps,
+        "mean_completion_length": statistics.mean(lengths[warmup : warmup + steps]) if lengths else float("nan"),
+    }
+
+
+# --- honing -------------------------------------------------------------------------------------------------
+def run_honing(warmup: int, steps: int) -> dict[str, float]:
+    """honing's GRPOTrainModule in its Trainer with its default bookkeeping callbacks (metrics file, speed
+    monitor, GC), as ``method: grpo`` builds it."""
+    import tempfile
+
+    import honing.methods.grpo as grpo_module
+    from honing.data.loader import DataLoader
+    from honing.data.prompts import Prompt, PromptCollator, PromptDataset
+    from honing.optim.param_groups import build_adamw
+    from honing.rl.rewards import RewardScorer
+    from honing.train import Callback, TrainerConfig
+    from honing.train.callbacks.gc import GarbageCollectorCallback
+    from honing.train.callbacks.metrics_file import MetricsFileCallback
+    from honing.train.callbacks.speed_monitor import SpeedMonitorCallback
+
+    times: dict[int, float] = {}
+    lengths: list[float] = []
+
+    class Timer(Callback):
+        def on_step_end(self):
+            if self.step in (warmup, warmup + steps):
+                times[self.step] = time.perf_counter()
+
+    timer = GenerationTimer(grpo_module.sample_completions)
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        ids, mask = timer(*args, **kwargs)
+        lengths.append(float(mask.sum(1).float().mean()))
+        return ids, mask
+
+    grpo_module.sample_completions = counting  # the name the train module's rollout calls
+    tokenizer = build_tokenizer()
+    items = [Prompt(messages) for messages in prompts(PROMPTS_PER_STEP * (warmup + steps))]
+    token_ids = [
+        tokenizer(
+            tokenizer.apply_chat_template(p.prompt, tokenize=False, add_generation_prompt=True),
+            add_special_tokens=False,  # as the GRPO recipe tokenizes (the template writes every special token)
+        )["input_ids"]
+        for p in items
+    ]
+    collator = PromptCollator(tokenizer.pad_token_id)
+    loader = DataLoader(
+        PromptDataset(items, token_ids),
+        global_batch_size=PROMPTS_PER_STEP,
+        collate_fn=collator,
+        seed=SEED,
+        shuffle=False,
+    )
+    model = build_model(tokenizer)
+    optimizer = build_adamw(model, lr=LR, weight_decay=0.0, betas=(0.9, 0.999), eps=1e-8)
+    module = grpo_module.GRPOTrainModule(
+        model,
+        optimizer,
+        tokenizer=tokenizer,
+        scorer=RewardScorer([(REWARD, 1.0)]),
+        stop_token_ids=stop_token_ids(tokenizer),
+        num_generations=GENERATIONS,
+        max_completion_length=NEW_TOKENS,
+        temperature=1.0,
+        loss_type="dapo",
+        scale_rewards="group",
+        seed=SEED,
+        sample_interval=None,
+        micro_batch_size=PROMPTS_PER_STEP,  # prompts: every completion of the step in one pass
+        grad_clip=1.0,
+        precision="fp32",
+        scheduler={"name": "constant"},
+        collator=collator,
+    )
+    with tempfile.TemporaryDirectory() as folder:
+        TrainerConfig(
+            save_folder=folder,
+            max_duration=f"{warmup + steps}steps",
+            metrics_collect_interval=10,
+            callbacks={
+                "metrics_file": MetricsFileCallback(),
+                "timer": Timer(),
+                "speed_monitor": SpeedMonitorCallback(seq_len=max(map(len, token_ids)) + NEW_TOKENS, precision="fp32"),
+                "gc": GarbageCollectorCallback(interval=100),
+            },
+        ).build(module, loader).fit()
+    return result(times, timer, warmup, steps, lengths)
+
+
+# --- TRL ----------------------------------------------------------------------------------------------------
+def run_trl(warmup: int, steps: int) -> dict[str, float]:
+    """TRL's GRPOTrainer (transformers ``generate``, no vLLM) on a conversational prompt dataset; no eval, no saves,
+    no completion logging."""
+    import tempfile
+
+    import datasets
+    from transformers import TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    datasets.disable_progress_bars()
+    times: dict[int, float] = {}
+    lengths: list[float] = []
+
+    class Timer(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            if state.global_step in (warmup, warmup + steps):
+                times[state.global_step] = time.perf_counter()
+
+    tokenizer = build_tokenizer()
+    dataset = datasets.Dataset.from_list([{"prompt": p} for p in prompts(PROMPTS_PER_STEP * (warmup + steps))])
+    model = build_model(tokenizer)
+    reward = reward_function()
+
+    def soft_10tokens_completions(prompts, completions, **kwargs):  # TRL names the metric after the function
+        return reward(prompts, completions, **kwargs)
+
+    with tempfile.TemporaryDirectory() as folder:
+        args = GRPOConfig(
+            output_dir=folder,
+            per_device_train_batch_size=PROMPTS_PER_STEP * GENERATIONS,  # completions per step
+            gradient_accumulation_steps=1,
+            num_generations=GENERATIONS,
+            max_completion_length=NEW_TOKENS,
+            temperature=1.0,
+            top_p=1.0,
+            top_k=0,
+            num_iterations=1,
+            beta=0.0,
+            loss_type="dapo",
+            scale_rewards="group",
+            max_steps=warmup + steps,
+            learning_rate=LR,
+            weight_decay=0.0,
+            adam_beta1=0.9,
+            adam_beta2=0.999,
+            adam_epsilon=1e-8,
+            max_grad_norm=1.0,
+            lr_scheduler_type="constant",
+            optim="adamw_torch_fused",
+            shuffle_dataset=False,
+            bf16=False,
+            fp16=False,
+            use_cpu=True,
+            logging_steps=10,
+            save_strategy="no",
+            eval_strategy="no",
+            report_to=[],
+            dataloader_num_workers=0,
+            seed=SEED,
+            disable_tqdm=True,
+        )
+        trainer = GRPOTrainer(
+            model=model,
+            reward_funcs=[soft_10tokens_completions],
+            args=args,
+            train_dataset=dataset,
+            processing_class=tokenizer,
+            callbacks=[Timer()],
+        )
+        timer = GenerationTimer(trainer._generate_single_turn)
+
+        def counting(*call_args: Any, **call_kwargs: Any) -> Any:
+            completion_ids, logprobs = timer(*call_args, **call_kwargs)
+            lengths.append(statistics.mean(len(ids) for ids in completion_ids))
+            return completion_ids, logprobs
+
+        trainer._generate_single_turn = counting
+        trainer.train()
+    return result(times, timer, warmup, steps, lengths)
+
+
+SYSTEMS = {"honing": run_honing, "TRL GRPOTrainer": run_trl}
+
+
+# --- driver -------------------------------------------------------------------------------------------------
+def measure_in_subprocess(system: str, args: argparse.Namespace) -> dict[str, float]:
+    """Run one system in a fresh interpreter with the benchmark's thread count; return its measurement."""
+    code = (
+        f"import sys, json, torch; sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r}); "
+        f"torch.set_num_threads({args.threads}); import grpo_throughput as b; "
+        f"b.PROMPTS_PER_STEP, b.GENERATIONS, b.NEW_TOKENS = {args.prompts}, {args.generations}, {args.new_tokens}; "
+        f"print(json.dumps(b.SYSTEMS[{system!r}]({args.warmup}, {args.steps})))"
+    )
+    # Nothing may be fetched from the hub; TRL and transformers would otherwise try for model cards and the like.
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+    }
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    completed = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False, env=env, cwd=repo
+    )
+    if completed.returncode != 0:
+        lines = completed.stderr.strip().splitlines() or [f"exit code {completed.returncode}"]
+        print("\n".join(lines[-15:]), file=sys.stderr)  # the traceback's tail; the summary keeps its last line
+        raise RuntimeError(lines[-1])
+    return json.loads(completed.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--prompts", type=int, default=2, help="prompts per step")
+    parser.add_argument("--generations", type=int, default=4, help="G: completions per prompt")
+    parser.add_argument("--new-tokens", type=int, default=64, help="max_completion_length")
+    args = parser.parse_args()
+
+    results: dict[str, list[dict[str, float]]] = {name: [] for name in SYSTEMS}
+    failures: dict[str, str] = {}
+    started = time.perf_counter()
+    for round_index in range(args.rounds):
+        order = list(SYSTEMS) if round_index % 2 == 0 else list(reversed(SYSTEMS))
+        for system in order:
+            if system in failures:
+                continue
+            try:
+                measured = measure_in_subprocess(system, args)
+            except RuntimeError as error:
+                failures[system] = str(error)
+                print(f"round {round_index + 1} {system:16s} FAILED: {error}", flush=True)
+                continue
+            results[system].append(measured)
+            print(
+                f"round {round_index + 1} {system:16s} {measured['completions_per_s']:7.2f} completions/s, "
+                f"{measured['step_s']:.3f} s/step (generation {measured['generation_s']:.3f} s, training "
+                f"{measured['training_s']:.3f} s), mean completion length {measured['mean_completion_length']:.1f}",
+                flush=True,
+            )
+
+    keys = ("completions_per_s", "step_s", "generation_s", "training_s", "mean_completion_length")
+    median = {
+        name: {key: statistics.median(r[key] for r in runs) for key in keys} for name, runs in results.items() if runs
+    }
+    print(
+        f"\n{platform.processor() or platform.machine()}, {args.threads} threads, fp32, hidden "
+        f"{MODEL['hidden_size']} x {MODEL['num_hidden_layers']} layers, byte tokenizer, {args.prompts} prompts x "
+        f"G = {args.generations} per step, up to {args.new_tokens} new tokens, {args.steps} timed steps after "
+        f"{args.warmup} warm-up, median of {args.rounds} rounds ({time.perf_counter() - started:.0f} s in all)"
+    )
+    for name in SYSTEMS:
+        if name in median:
+            m = median[name]
+            print(
+                f"{name:16s} {m['completions_per_s']:7.2f} completions/s | per step {m['step_s']:.3f} s: generation "
+                f"{m['generation_s']:.3f} s, training {m['training_s']:.3f} s"
+            )
+        else:
+            print(f"{name:16s} failed: {failures[name]}")
+    ratios = {}
+    if len(median) == len(SYSTEMS):
+        ours, theirs = median["honing"], median["TRL GRPOTrainer"]
+        ratios = {
+            "completions/s honing / TRL": ours["completions_per_s"] / theirs["completions_per_s"],
+            "generation time TRL / honing": theirs["generation_s"] / ours["generation_s"],
+            "training time TRL / honing": theirs["training_s"] / ours["training_s"],
+        }
+        for name, value in ratios.items():
+            print(f"{name:32s} = {value:.3f}")
+    print(json.dumps({"median": median, "ratios": ratios, "failures": failures, "args": vars(args)}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,258 @@
+"""Preference pairs (a prompt, a chosen and a rejected completion) read from the formats DPO users bring.
+
+- ``preference``: Oumi's ``messages`` (the prompt) plus ``chosen`` / ``rejected``;
+- ``preference_prompt``: TRL's ``prompt`` / ``chosen`` / ``rejected``, conversational (lists of messages) or plain
+  strings (then the prompt is one user message and each completion one assistant message);
+- ``preference_sharegpt``: LLaMA-Factory's ``conversations`` (``from`` / ``value``) plus ``chosen`` / ``rejected``;
+- ``preference_transcript``: Anthropic HH-RLHF's full ``chosen`` / ``rejected`` transcripts
+  (``"\\n\\nHuman: ... \\n\\nAssistant: ..."``), split at the last ``"\\n\\nAssistant:"`` the two share.
+
+A completion is a string, one assistant message, or a list of messages. A row whose completion is empty, or
+whose chosen and rejected are the same, is a bad row (``data.bad_rows``), as is any row that fits no format.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from honing.data.finetune_rows import BadRowReport, iter_records
+from honing.data.formats import ROLES, SHAREGPT_ROLES, RowError
+from honing.data.pretrain_text import source_fields, weighted_indices
+from honing.errors import DataError
+
+PREFERENCE_FORMATS = ("preference", "preference_prompt", "preference_sharegpt", "preference_transcript")
+HUMAN, ASSISTANT = "\n\nHuman:", "\n\nAssistant:"
+
+Messages = list[dict[str, str]]
+
+
+@dataclass(frozen=True)
+class PreferencePair:
+    """A prompt (messages ending before the reply) and two replies to it, the chosen one preferred."""
+
+    prompt: Messages
+    chosen: Messages
+    rejected: Messages
+
+
+@dataclass
+class PairSet:
+    """The pairs of every source after weighting, each pair's origin (file:line), and the bad rows skipped."""
+
+    pairs: list[PreferencePair]
+    origins: list[str]
+    report: BadRowReport
+
+
+def detect_preference_format(row: Mapping[str, Any]) -> str:
+    """The preference format a row's keys announce; a ``RowError`` naming the keys found when none matches."""
+    if "chosen" in row and "rejected" in row:
+        if "messages" in row:
+            return "preference"
+        if "prompt" in row:
+            return "preference_prompt"
+        if "conversations" in row:
+            return "preference_sharegpt"
+        return "preference_transcript"
+    keys = ", ".join(repr(key) for key in row) or "none"
+    raise RowError(
+        f"cannot detect a preference format from the keys {keys}; expected 'chosen' and 'rejected' with "
+        "'messages' (preference), 'prompt' (preference_prompt), 'conversations' (preference_sharegpt), "
+        "or alone as full transcripts (preference_transcript)"
+    )
+
+
+def to_pair(row: Mapping[str, Any], format: str) -> PreferencePair:
+    """The pair a row holds in ``format``; a ``RowError`` saying what is wrong when it does not fit."""
+    if format not in PREFERENCE_FORMATS:
+        raise DataError(f"unknown preference format {format!r}; expected one of: {', '.join(PREFERENCE_FORMATS)}")
+    for key in ("chosen", "rejected"):
+        if key not in row:
+            raise RowError(f"missing key {key!r} (keys: {', '.join(repr(k) for k in row) or 'none'})")
+    if format == "preference_transcript":
+        pair = _from_transcripts(row["chosen"], row["rejected"])
+    else:
+        if format == "preference":
+            prompt = _messages(row.get("messages"), "messages")
+        elif format == "preference_sharegpt":
+            prompt = _sharegpt(row.get("conversations"), "conversations", system=row.get("system"))
+        else:
+            prompt = _prompt(row.get("prompt"))
+        pair = PreferencePair(prompt, _completion(row["chosen"], "chosen"), _completion(row["rejected"], "rejected"))
+    return _checked(pair)
+
+
+def load_pairs(
+    sources: Sequence[Mapping[str, Any] | object], *, seed: int = 0, bad_rows: Literal["fail", "skip"] = "fail"
+) -> PairSet:
+    """The pairs of every source in order, each repeated by its weight as ``load_examples`` does; a bad row fails
+    with its file:line, or (``bad_rows: skip``) is counted and reported."""
+    if bad_rows not in ("fail", "skip"):
+        raise DataError(f"bad_rows must be 'fail' or 'skip', got {bad_rows!r}")
+    report = BadRowReport()
+    pairs: list[PreferencePair] = []
+    origins: list[str] = []
+    for index, source in enumerate(sources):
+        fields = source_fields(source, index)
+        found = list(_source_pairs(fields, index, bad_rows=bad_rows, report=report))
+        picks = weighted_indices(len(found), fields["weight"], seed=seed, source_index=index)
+        pairs.extend(found[i][0] for i in picks)
+        origins.extend(found[i][1] for i in picks)
+    return PairSet(pairs, origins, report)
+
+
+def _source_pairs(
+    fields: dict[str, Any], index: int, *, bad_rows: str, report: BadRowReport
+) -> Iterator[tuple[PreferencePair, str]]:
+    path = fields["path"]
+    format = None if fields["format"] == "auto" else fields["format"]
+    if format is not None and format not in PREFERENCE_FORMATS:
+        raise DataError(
+            f"data source {index} ({path!r}): format {format!r} holds no preference pairs; expected auto or one "
+            f"of: {', '.join(PREFERENCE_FORMATS)}"
+        )
+
+    def bad(origin: str, reason: str) -> None:
+        if bad_rows == "fail":
+            raise DataError(f"{origin}: {reason}; set data.bad_rows: skip to skip such rows")
+        report.add(path, origin, reason)
+
+    count = 0
+    for record in iter_records(path, on_bad_row=bad):
+        try:
+            if format is None:  # a source holds one format: the first row names it, as for fine-tuning rows
+                format = detect_preference_format(record.row)
+            pair = to_pair(record.row, format)
+        except RowError as error:
+            bad(record.origin, error.reason)
+            continue
+        yield pair, record.origin
+        count += 1
+        if count == fields["max_samples"]:
+            return
+    if not count:
+        raise DataError(f"data source {index} ({path!r}) holds no preference pairs ({report.summary()})")
+
+
+# ---- row readers --------------------------------------------------------------------------------------------
+
+
+def _checked(pair: PreferencePair) -> PreferencePair:
+    for name in ("chosen", "rejected"):
+        if not any(message["content"].strip() for message in getattr(pair, name)):
+            raise RowError(f"the {name} completion is empty; a pair needs two non-empty replies")
+    if pair.chosen == pair.rejected:
+        raise RowError("chosen and rejected are the same; a pair needs two different replies")
+    return pair
+
+
+def _prompt(value: Any) -> Messages:
+    if isinstance(value, str):
+        return [{"role": "user", "content": value}]
+    return _messages(value, "prompt")
+
+
+def _completion(value: Any, key: str) -> Messages:
+    """A string, one message (``role`` / ``content`` or ShareGPT's ``from`` / ``value``), or a list of messages."""
+    if isinstance(value, str):
+        return [{"role": "assistant", "content": value}]
+    if isinstance(value, Mapping):
+        value = [value]
+    if isinstance(value, list) and value and all(isinstance(item, Mapping) and "from" in item for item in value):
+        messages = _sharegpt(value, key)
+    else:
+        messages = _messages(value, key)
+    if messages[0]["role"] != "assistant":
+        raise RowError(f"{key}[0] has role {messages[0]['role']!r}; a completion starts with the assistant's reply")
+    return messages
+
+
+def _messages(value: Any, key: str) -> Messages:
+    if not isinstance(value, list) or not value:
+        raise RowError(f"{key!r} must be a non-empty list of messages, got {_kind(value)}")
+    messages = []
+    for index, item in enumerate(value):
+        where = f"{key}[{index}]"
+        if not isinstance(item, Mapping) or "role" not in item:
+            raise RowError(f"{where} must be an object with 'role' and 'content', got {_kind(item)}")
+        if item["role"] not in ROLES:
+            raise RowError(f"unknown role {item['role']!r} in {where}; expected one of: {', '.join(ROLES)}")
+        messages.append({"role": item["role"], "content": _text(item.get("content"), where)})
+    return messages
+
+
+def _sharegpt(value: Any, key: str, *, system: Any = None) -> Messages:
+    if not isinstance(value, list) or not value:
+        raise RowError(f"{key!r} must be a non-empty list of {{'from', 'value'}} objects, got {_kind(value)}")
+    messages = [{"role": "system", "content": system}] if isinstance(system, str) and system else []
+    for index, turn in enumerate(value):
+        where = f"{key}[{index}]"
+        if not isinstance(turn, Mapping) or turn.get("from") not in SHAREGPT_ROLES:
+            speaker = turn.get("from") if isinstance(turn, Mapping) else None
+            raise RowError(f"unknown role {speaker!r} in {where}; expected one of: {', '.join(SHAREGPT_ROLES)}")
+        messages.append({"role": SHAREGPT_ROLES[turn["from"]], "content": _text(turn.get("value"), where)})
+    return messages
+
+
+def _text(content: Any, where: str) -> str:
+    """A message's text: a string, or the text items of a list of content items (images are refused)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            kind = part.get("type") if isinstance(part, Mapping) else None
+            if kind != "text":
+                raise RowError(f"{where} has a {kind!r} content item; preference pairs are text only")
+            parts.append(part.get("content", part.get("text")))
+        if all(isinstance(part, str) for part in parts):
+            return " ".join(parts)
+    raise RowError(f"'content' must be a string or a list of text items, got {_kind(content)} in {where}")
+
+
+def _from_transcripts(chosen: Any, rejected: Any) -> PreferencePair:
+    """HH-RLHF: the prompt is the transcript up to the last ``Assistant:`` both share; the rest are the replies."""
+    if not (isinstance(chosen, str) and isinstance(rejected, str)):
+        raise RowError(f"'chosen' and 'rejected' must be transcript strings, got {_kind(chosen)} and {_kind(rejected)}")
+    shared = 0
+    while shared < min(len(chosen), len(rejected)) and chosen[shared] == rejected[shared]:
+        shared += 1
+    # Some transcripts differ before their last turn (the replies then hold several turns): the prompt ends at
+    # the last assistant marker inside the common part, so both replies answer the same prompt.
+    cut = chosen.rfind(ASSISTANT, 0, shared)
+    if cut < 0:
+        raise RowError(f"no {ASSISTANT.strip()!r} turn shared by 'chosen' and 'rejected'; expected HH-RLHF transcripts")
+    prompt = _transcript_turns(chosen[:cut])
+    if not prompt:
+        raise RowError(f"no {HUMAN.strip()!r} turn before the reply; expected HH-RLHF transcripts")
+    start = cut + len(ASSISTANT)
+    return PreferencePair(
+        prompt,
+        [{"role": "assistant", "content": chosen[start:].strip()}],
+        [{"role": "assistant", "content": rejected[start:].strip()}],
+    )
+
+
+def _transcript_turns(text: str) -> Messages:
+    """``"\\n\\nHuman: a\\n\\nAssistant: b"`` → a user and an assistant message."""
+    turns: Messages = []
+    position = 0
+    while True:
+        starts = [(text.find(marker, position), marker) for marker in (HUMAN, ASSISTANT)]
+        found = [(start, marker) for start, marker in starts if start >= 0]
+        if not found:
+            break
+        start, marker = min(found)
+        if turns:
+            turns[-1]["content"] = text[position:start].strip()
+        turns.append({"role": "user" if marker == HUMAN else "assistant", "content": ""})
+        position = start + len(marker)
+    if turns:
+        turns[-1]["content"] = text[position:].strip()
+    return turns
+
+
+def _kind(value: Any) -> str:
+    return "null" if value is None else type(value).__name__

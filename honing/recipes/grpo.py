@@ -1,0 +1,133 @@
+"""GRPO: prompts in (conversations without their answer, or plain prompts), completions sampled by the policy,
+scored by the rewards of ``grpo.rewards``, and TRL's group-relative policy-gradient update; full or LoRA."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import torch
+
+from honing.config.schema import GRPOSection
+from honing.data.loader import DataLoader
+from honing.data.prompts import Prompt, PromptCollator, PromptDataset, load_prompts
+from honing.distributed import get_rank, get_world_size
+from honing.errors import ConfigError, DataError
+from honing.models import is_lora
+from honing.models.generation import end_of_turn_ids
+from honing.recipes.sft import SFTRecipe
+from honing.rl.rewards import RewardScorer
+
+
+class GRPORecipe(SFTRecipe):
+    """The SFT recipe's tokenizer, chat template, model, LoRA and export; prompts for data; GRPO's train module."""
+
+    def __init__(self, config: Any):
+        super().__init__(config)
+        self._reference: torch.nn.Module | None = None
+
+    @property
+    def grpo(self) -> GRPOSection:
+        """The ``grpo`` section (required by ``method: grpo``)."""
+        if self.config.grpo is None:
+            raise ConfigError("grpo: method 'grpo' needs a grpo section, at least grpo.rewards: [{name: ...}]")
+        return self.config.grpo
+
+    # --- model assets -----------------------------------------------------------------
+    def build_model(self) -> torch.nn.Module:
+        """The policy; with ``grpo.beta`` > 0 and no LoRA, also a frozen copy of it as the KL reference (taken
+        here, before the policy is parallelised)."""
+        model = super().build_model()
+        if self.grpo.beta != 0.0 and not is_lora(model):
+            self._reference = copy.deepcopy(model).eval().requires_grad_(False)
+        return model
+
+    def build_reference_model(self) -> torch.nn.Module | None:
+        """The frozen copy (beta > 0, full fine-tuning); None with LoRA (its adapters are disabled instead) or
+        beta = 0 (no KL term)."""
+        return self._reference
+
+    # --- data -------------------------------------------------------------------------
+    def prompt_ids(self, prompt: Prompt) -> list[int]:
+        """The prompt's tokens: messages rendered with the chat template's generation prompt, or the text as is."""
+        text = prompt.prompt
+        if prompt.is_conversational:
+            text = self.tokenizer.apply_chat_template(prompt.prompt, tokenize=False, add_generation_prompt=True)
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def build_data(self) -> tuple[DataLoader, None]:
+        """A resumable loader of left-padded prompts (no validation: the reward is logged every step)."""
+        data, grpo = self.config.data, self.grpo
+        prompts = load_prompts(self._sources(data.train.sources), seed=self.config.trainer.seed)
+        room = data.seq_len - grpo.max_completion_length
+        kept, token_ids, dropped = [], [], 0
+        for prompt, _ in prompts:
+            ids = self.prompt_ids(prompt)
+            if len(ids) > room:
+                dropped += 1
+                continue
+            kept.append(prompt)
+            token_ids.append(ids)
+        if not kept:
+            raise DataError(
+                f"no prompt fits in data.seq_len ({data.seq_len}) minus grpo.max_completion_length "
+                f"({grpo.max_completion_length}); raise data.seq_len"
+            )
+        self.print(
+            f"train: {len(kept):,} prompts"
+            + (f" ({dropped:,} longer than {room} tokens dropped)" if dropped else "")
+            + f", {grpo.num_generations} completions each per step"
+        )
+        self.collator = PromptCollator(self.tokenizer.pad_token_id)
+        loader = DataLoader(
+            PromptDataset(kept, token_ids),
+            global_batch_size=data.global_batch_size,
+            collate_fn=self.collator,
+            seed=self.config.trainer.seed,
+            shuffle=data.shuffle,
+            rank=get_rank(),
+            world_size=get_world_size(),
+        )
+        return loader, None
+
+    # --- train module -----------------------------------------------------------------
+    def stop_token_ids(self) -> list[int]:
+        """End of sequence and the chat template's end of turn."""
+        ids = [self.tokenizer.eos_token_id, *end_of_turn_ids(self.tokenizer)]
+        return [int(i) for i in ids if i is not None]
+
+    def build_train_module(self) -> Any:
+        """GRPO's train module with the rewards of ``grpo.rewards``."""
+        from honing.methods.grpo import GRPOTrainModule
+
+        grpo = self.grpo
+        scorer = RewardScorer([(reward.name, reward.weight) for reward in grpo.rewards])
+        reference = self.reference_model
+        if reference is not None:
+            reference = reference.to(self.device)
+        return GRPOTrainModule(
+            self.model,
+            self.build_optimizer(self.model),
+            tokenizer=self.tokenizer,
+            scorer=scorer,
+            stop_token_ids=self.stop_token_ids(),
+            num_generations=grpo.num_generations,
+            max_completion_length=grpo.max_completion_length,
+            temperature=grpo.temperature,
+            top_p=grpo.top_p,
+            top_k=grpo.top_k,
+            beta=grpo.beta,
+            epsilon=grpo.epsilon,
+            epsilon_high=grpo.epsilon_high,
+            loss_type=grpo.loss_type,
+            scale_rewards=grpo.scale_rewards,
+            num_iterations=grpo.num_iterations,
+            reference_model=reference,
+            seed=self.config.trainer.seed,
+            sample_interval=grpo.sample_interval,
+            **self.train_module_options(),
+        )
+
+    def held_out_answers(self) -> list[tuple[Any, str]]:
+        """None: GRPO has no validation split."""
+        return []

@@ -1,0 +1,133 @@
+"""The reward registry: a name → ``f(prompts, completions, **dataset_columns) -> list[float | None]``.
+
+A reward is a built-in name (``honing.rl.builtin_rewards``), one registered with ``register_reward``, or a user
+function by import path ``package.module:function`` (importable from the working directory or ``PYTHONPATH``).
+``None`` means "not applicable to this completion" (TRL's semantics): it counts as 0 in the weighted sum, and a
+completion no reward applies to gets no advantage. A reward that raises, or returns the wrong number of values,
+stops the run with a message naming the reward and the prompt.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import os
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import torch
+
+from honing.errors import ConfigError, DataError
+from honing.rl.builtin_rewards import BUILTIN_REWARDS, completion_text
+
+RewardFn = Callable[..., Sequence[Any]]
+
+#: every reward known by name
+REWARDS: dict[str, RewardFn] = dict(BUILTIN_REWARDS)
+
+
+def register_reward(name: str) -> Callable[[RewardFn], RewardFn]:
+    """Decorator: make ``fn`` available as ``grpo.rewards: [{name: NAME}]``."""
+
+    def add(fn: RewardFn) -> RewardFn:
+        REWARDS[name] = fn
+        return fn
+
+    return add
+
+
+def resolve_reward(name: str, *, key: str = "grpo.rewards") -> RewardFn:
+    """The function a reward name stands for: registered, or imported from ``module:function``."""
+    if name in REWARDS:
+        return REWARDS[name]
+    if ":" not in name:
+        raise ConfigError(
+            f"{key}: unknown reward {name!r}; expected a built-in ({', '.join(sorted(REWARDS))}) or an import "
+            "path 'package.module:function'"
+        )
+    module_name, _, attribute = name.partition(":")
+    if os.getcwd() not in sys.path and "" not in sys.path:  # the `honing` script does not put it there
+        sys.path.insert(0, os.getcwd())
+    try:
+        fn = getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as error:
+        raise ConfigError(f"{key}: cannot import reward {name!r}: {error}") from None
+    if not callable(fn):
+        raise ConfigError(f"{key}: reward {name!r} is not callable")
+    return fn
+
+
+class RewardScorer:
+    """Scores completions with several weighted rewards."""
+
+    def __init__(self, rewards: Sequence[tuple[str, float]], *, key: str = "grpo.rewards"):
+        if not rewards:
+            raise ConfigError(f"{key}: give at least one reward, e.g. [{{name: countdown, weight: 1.0}}]")
+        self.names = [name for name, _ in rewards]
+        self.functions = [resolve_reward(name, key=f"{key}[{i}].name") for i, (name, _) in enumerate(rewards)]
+        self.weights = torch.tensor([float(weight) for _, weight in rewards])
+
+    def score(
+        self, prompts: Sequence[Any], completions: Sequence[Any], columns: Mapping[str, Sequence[Any]]
+    ) -> torch.Tensor:
+        """A float32 tensor (completions × rewards), NaN where a reward returned None."""
+        out = torch.empty(len(completions), len(self.functions))
+        for index, (name, fn) in enumerate(zip(self.names, self.functions)):
+            out[:, index] = torch.tensor(self._call(name, fn, prompts, completions, columns), dtype=torch.float32)
+        return out
+
+    def _call(
+        self,
+        name: str,
+        fn: RewardFn,
+        prompts: Sequence[Any],
+        completions: Sequence[Any],
+        columns: Mapping[str, Sequence[Any]],
+    ) -> list[float]:
+        try:
+            values = list(fn(prompts=list(prompts), completions=list(completions), **columns))
+        except Exception as error:
+            row = _first_failing_row(fn, prompts, completions, columns)
+            raise DataError(
+                f"reward {name!r} raised {type(error).__name__}: {error} (prompt: {_show(prompts[row])!r}, "
+                f"completion: {_show(completion_text(completions[row]))!r})"
+            ) from error
+        if len(values) != len(completions):
+            raise DataError(
+                f"reward {name!r} returned {len(values)} value(s) for {len(completions)} completions; expected one "
+                f"float or None per completion (first prompt: {_show(prompts[0])!r})"
+            )
+        scores = []
+        for row, value in enumerate(values):
+            if value is None:
+                scores.append(math.nan)
+                continue
+            try:
+                scores.append(float(value))
+            except (TypeError, ValueError):
+                raise DataError(
+                    f"reward {name!r} returned {value!r} for completion {row}; expected a float or None "
+                    f"(prompt: {_show(prompts[row])!r})"
+                ) from None
+        return scores
+
+
+def _first_failing_row(
+    fn: RewardFn, prompts: Sequence[Any], completions: Sequence[Any], columns: Mapping[str, Sequence[Any]]
+) -> int:
+    """The first completion the reward fails on alone (the first one when it fails only on the whole batch)."""
+    for row in range(len(completions)):
+        try:
+            fn(prompts=[prompts[row]], completions=[completions[row]], **{k: [v[row]] for k, v in columns.items()})
+        except Exception:
+            return row
+    return 0
+
+
+def _show(value: Any, limit: int = 200) -> str:
+    """A prompt or completion shortened for an error message."""
+    if isinstance(value, list):  # a conversation: its last message
+        value = value[-1].get("content", "") if value and isinstance(value[-1], dict) else str(value)
+    text = str(value)
+    return text if len(text) <= limit else text[:limit] + "…"
