@@ -72,7 +72,7 @@ class DPORecipe(SFTRecipe):
                 device=self.device,
                 reshard_after_forward=cfg.reshard_after_forward,
                 mixed_precision=cfg.mixed_precision,
-                precision=self.config.trainer.precision,
+                precision=self.precision,
             )
         return reference
 
@@ -201,7 +201,7 @@ class DPORecipe(SFTRecipe):
         precision."""
 
         def parts():
-            yield f"dpo-reference-v1|{self.config.trainer.precision}|{self.config.model.attn_implementation}"
+            yield f"dpo-reference-v1|{self.precision}|{self.config.model.attn_implementation}"
             if resolve_strategy(self.config.parallel.strategy, get_world_size()) == "fsdp":
                 yield f"rank {get_rank()} of {get_world_size()}"
             for name, tensor in unwrap_model(self.model).state_dict().items():
@@ -215,7 +215,7 @@ class DPORecipe(SFTRecipe):
         return content_hash(parts())
 
     def _autocast(self) -> Any:
-        if self.config.trainer.precision == "bf16-mixed":
+        if self.precision == "bf16-mixed":
             return torch.autocast(self.device.type, dtype=torch.bfloat16)
         return contextlib.nullcontext()
 
