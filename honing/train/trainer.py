@@ -15,14 +15,12 @@ import torch.distributed as dist
 
 from honing import storage
 from honing.distributed import (
-    barrier,
     get_world_size,
     is_distributed,
     is_rank0,
     new_background_group,
-    seed_all,
 )
-from honing.errors import CheckpointError, ConfigError, NonFiniteLossError
+from honing.errors import ConfigError, NonFiniteLossError
 from honing.train.callbacks.base import Callback
 from honing.train.callbacks.checkpointer import CheckpointerCallback
 from honing.train.callbacks.evaluator import EvaluatorCallback
@@ -32,9 +30,9 @@ from honing.train.common import LoadStrategy, StepSkipRange
 from honing.train.duration import Duration, DurationUnit
 from honing.train.metrics import MetricMergeStrategy, MetricsBuffer, MetricValue, ReduceType, reduce_steps
 from honing.train.remote import Uploader
-from honing.train.rng import rng_state, set_rng_state
 from honing.train.signals import GracefulStop
 from honing.train.train_module import TrainModule
+from honing.train.trainer_checkpoints import TrainerCheckpoints
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +42,7 @@ def _is_evaluator(callback: Callback) -> bool:
     return isinstance(callback, (EvaluatorCallback, GenerationEvalCallback))
 
 
-class Trainer:
+class Trainer(TrainerCheckpoints):
     """Runs ``fit()``: load a checkpoint, then step until the duration, a hard stop or a cancel."""
 
     def __init__(
@@ -410,160 +408,6 @@ class Trainer:
             else:
                 shutil.copyfile(path, target)
         return target
-
-    # --- state ----------------------------------------------------------------------
-    def state_dict(self) -> dict[str, Any]:
-        """The trainer's own state for this rank: progress, data position, RNG, callbacks."""
-        return {
-            "global_step": self.global_step,
-            "global_train_tokens_seen": self.global_train_tokens_seen,
-            "epoch": self.epoch,
-            "world_size": get_world_size(),
-            "data_loader": self.data_loader.state_dict(),
-            "rng": rng_state(),
-            "callbacks": {name: cb.state_dict() for name, cb in self.callbacks.items()},
-        }
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore what ``state_dict`` returned (RNG only when the world size is unchanged)."""
-        self.global_step = int(state["global_step"])
-        self.global_train_tokens_seen = int(state["global_train_tokens_seen"])
-        self.epoch = int(state["epoch"])
-        self.data_loader.load_state_dict(state["data_loader"])
-        same_world = state.get("world_size", 1) == get_world_size() and not state.get("_world_size_changed")
-        if same_world:
-            set_rng_state(state["rng"])
-        else:
-            # Saved per-rank states do not map onto the new ranks; every rank restarts from the run's
-            # seed (torch's initial seed, set by prepare_training_environment) plus the step.
-            seed_all(torch.initial_seed() + self.global_step)
-            log.warning(
-                "world size changed since the checkpoint (%s → %d): the data position is kept, RNG "
-                "states are re-seeded from the seed plus the step (%d), so random draws (e.g. dropout) "
-                "differ from an uninterrupted run",
-                state.get("world_size"),
-                get_world_size(),
-                self.global_step,
-            )
-        for name, callback_state in state.get("callbacks", {}).items():
-            if name in self.callbacks:
-                self.callbacks[name].load_state_dict(callback_state)
-
-    # --- checkpoints ----------------------------------------------------------------
-    def checkpoint_dir(self, step: int | None = None) -> str:
-        """``SAVE_FOLDER/stepN`` for this (or the given) step."""
-        return storage.join(self.save_folder, f"step{self.global_step if step is None else step}")
-
-    def save_checkpoint(self, ephemeral: bool = False) -> str:
-        """Save a checkpoint of the current step and wait for it to be complete. An ``ephemeral`` one is
-        marked so in its metadata and removed by the CheckpointerCallback once a later one is complete."""
-        self.check_loss_finite()  # never save weights a NaN or inf loss has already broken
-        path = self.checkpoint_dir()
-        self._note_ephemeral(ephemeral)  # first, so the callbacks' saved state knows it
-        self.checkpointer.save(
-            path, self.train_module, self.state_dict(), extra_files=self.extra_checkpoint_files, ephemeral=ephemeral
-        )
-        self._last_checkpoint_step = self.global_step
-        self._emit("on_checkpoint_saved", path)
-        return path
-
-    def save_checkpoint_async(self, ephemeral: bool = False) -> Future:
-        """Stage a checkpoint of the current step and write it in the background (``ephemeral``: as for
-        ``save_checkpoint``)."""
-        self.check_loss_finite()  # never save weights a NaN or inf loss has already broken
-        path = self.checkpoint_dir()
-        self._note_ephemeral(ephemeral)  # first, so the callbacks' saved state knows it
-        future = self.checkpointer.save_async(
-            path, self.train_module, self.state_dict(), extra_files=self.extra_checkpoint_files, ephemeral=ephemeral
-        )
-        self._last_checkpoint_step = self.global_step
-        future.add_done_callback(lambda f: f.exception() is None and self._pending_saved.append(path))
-        return future
-
-    def _note_ephemeral(self, ephemeral: bool) -> None:
-        # the checkpointer callbacks remove ephemeral checkpoints, whoever asked for them
-        if ephemeral:
-            for callback in self.callbacks.values():
-                if isinstance(callback, CheckpointerCallback):
-                    callback.mark_ephemeral(self.global_step)
-
-    def _announce_async_saves(self) -> None:
-        # callbacks run on the training thread, never from the writer thread
-        while self._pending_saved:
-            self._emit("on_checkpoint_saved", self._pending_saved.pop(0))
-
-    @property
-    def last_checkpoint_step(self) -> int | None:
-        """The step of the most recent checkpoint this run saved (or loaded)."""
-        return self._last_checkpoint_step
-
-    def load_checkpoint(
-        self, path: str, *, load_trainer_state: bool | None = None, load_optim_state: bool | None = None
-    ) -> None:
-        """Load the model weights from a checkpoint directory, the trainer state (step, tokens, data position,
-        RNG, callbacks) unless ``load_trainer_state`` is False, and the optimizer (with the train module's
-        extra state, e.g. its LR scheduler) when ``load_optim_state`` is True. None takes the trainer's own
-        setting; a ``load_optim_state`` that is None there too follows ``load_trainer_state``."""
-        load_trainer_state = self.load_trainer_state if load_trainer_state is None else load_trainer_state
-        load_optim_state = self.load_optim_state if load_optim_state is None else load_optim_state
-        load_optim_state = load_trainer_state if load_optim_state is None else load_optim_state
-        state = self.checkpointer.load(
-            path, self.train_module, load_optimizer_state=load_optim_state, load_trainer_state=load_trainer_state
-        )
-        if state is not None:
-            self.load_state_dict(state)
-            self._last_checkpoint_step = self.global_step
-            log.info("loaded checkpoint %s (step %d)", path, self.global_step)
-        else:
-            log.info(
-                "loaded the weights%s of checkpoint %s; the step (%d), data position, RNG and callback "
-                "states are this run's",
-                "" if not load_optim_state else " and optimizer state",
-                path,
-                self.global_step,
-            )
-
-    def maybe_load_checkpoint(
-        self, folder: str | None = None, *, load_trainer_state: bool | None = None, load_optim_state: bool | None = None
-    ) -> bool:
-        """Load the newest loadable checkpoint in ``folder`` (default: the save folder), falling back
-        to older ones when the newest is corrupt (what it loads: as ``load_checkpoint``). Returns whether
-        one was loaded."""
-        folder = folder or self.save_folder
-        if is_rank0() and storage.isdir(folder):
-            for removed in Checkpointer.clean_incomplete(folder):
-                log.warning("removed incomplete checkpoint %s", removed)
-        barrier()
-        if Checkpointer.dir_is_checkpoint(folder):
-            candidates = [folder]
-        else:
-            candidates = [path for _, path in reversed(Checkpointer.find_checkpoints(folder))]
-        for path in candidates:
-            try:
-                self.load_checkpoint(path, load_trainer_state=load_trainer_state, load_optim_state=load_optim_state)
-                return True
-            except CheckpointError as error:
-                log.warning("skipping checkpoint %s: %s", path, error)
-        return False
-
-    def _load_at_start(self) -> None:
-        if self.load_strategy == LoadStrategy.never or self.no_checkpoints:
-            return
-        # The save folder holds this run's own checkpoints: resuming from them restores everything, as in
-        # OLMo-core. load_trainer_state / load_optim_state apply to load_path (a warm start from another run).
-        if self.save_folder and self.maybe_load_checkpoint(
-            self.save_folder, load_trainer_state=True, load_optim_state=True
-        ):
-            if self.load_path:
-                log.info("resumed from the save folder's checkpoint; load_path %r is not used", self.load_path)
-            return
-        if self.load_path and self.maybe_load_checkpoint(self.load_path):
-            return
-        if self.load_strategy == LoadStrategy.always:
-            raise CheckpointError(
-                f"load_strategy is 'always' but no loadable checkpoint was found in "
-                f"{self.save_folder!r}" + (f" or {self.load_path!r}" if self.load_path else "")
-            )
 
     # --- the loop -------------------------------------------------------------------
     def fit(self) -> None:
