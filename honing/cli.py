@@ -52,6 +52,17 @@ def build_parser() -> argparse.ArgumentParser:
     data.add_argument("overrides", nargs="*", help="dotted overrides, as for train")
     data.add_argument("-o", "--output", help="folder for data_report.txt / .png (default: the save folder)")
 
+    prepare = verbs.add_parser(
+        "prepare", help="tokenize a config's training sources into memory-mapped token shards (format: tokens)"
+    )
+    prepare.add_argument("config", help="YAML config (its data.train.sources and tokenizer are used)")
+    prepare.add_argument("overrides", nargs="*", help="dotted overrides, as for train")
+    prepare.add_argument("--out", required=True, metavar="DIR", help="the folder to write (local or s3://...)")
+    prepare.add_argument("--workers", type=int, metavar="N", help="tokenizing processes (default: min(2, CPUs))")
+    prepare.add_argument(
+        "--shard-mb", type=float, default=256.0, metavar="MB", help="input text per shard (default: 256)"
+    )
+
     config = verbs.add_parser("config", help="inspect configs")
     config_verbs = config.add_subparsers(dest="config_verb", required=True)
     show = config_verbs.add_parser("show", help="print the resolved config (secrets redacted)")
@@ -106,6 +117,19 @@ def run(args: argparse.Namespace) -> int:
 
         text, text_path, png_path = write_data_report(load_config(args.config, args.overrides), args.output)
         print(f"{text}\nwrote {text_path} and {png_path}")
+        return 0
+    if args.verb == "prepare":
+        from honing.recipes.pretrain import PretrainRecipe
+
+        recipe = PretrainRecipe(load_config(args.config, args.overrides))
+        shard_bytes = max(1, int(args.shard_mb * 2**20))
+        result = recipe.prepare(args.out, workers=args.workers, shard_bytes=shard_bytes, progress=sys.stderr.isatty())
+        state = "up to date" if result.up_to_date else f"wrote {len(result.written)} shard(s)"
+        print(
+            f"{args.out}: {state}; {result.index.num_tokens:,} tokens, {result.index.num_documents:,} documents in "
+            f"{len(result.index.shards)} shard(s) of {result.index.dtype}; train with "
+            f"data.train.sources=[{{path: {args.out}, format: tokens}}]"
+        )
         return 0
     if args.config_verb == "show":
         print(to_yaml(load_config(args.config, args.overrides)), end="")
@@ -168,9 +192,10 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``honing`` command."""
     parser = build_parser()
     args, unknown = parser.parse_known_args(argv)
-    if unknown and (args.verb != "train" or not all("=" in item and not item.startswith("-") for item in unknown)):
+    overrides_only = all("=" in item and not item.startswith("-") for item in unknown)
+    if unknown and (args.verb not in ("train", "prepare") or not overrides_only):
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")
-    if unknown:  # overrides after --nproc N: argparse has already closed the positionals
+    if unknown:  # overrides after --nproc N / --out DIR: argparse has already closed the positionals
         args.overrides = [*args.overrides, *unknown]
     setup_logging()
     rank = distributed_rank()

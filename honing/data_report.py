@@ -27,14 +27,23 @@ def prepare_data(config: Any) -> dict[str, Any]:
 
 
 def draw_histograms(reports: dict[str, Any], path: str) -> str:
-    """One length histogram per split into a PNG (matplotlib, Agg backend)."""
+    """One length histogram per split into a PNG (matplotlib, Agg backend), and below it one of image tokens
+    per example when the data has images."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     splits = [split for split, report in reports.items() if report.lengths]
-    figure, axes = plt.subplots(1, max(len(splits), 1), figsize=(6 * max(len(splits), 1), 4), squeeze=False)
+    with_images = any(reports[split].image_tokens for split in splits)
+    columns, rows = max(len(splits), 1), 2 if with_images else 1
+    figure, axes = plt.subplots(rows, columns, figsize=(6 * columns, 4 * rows), squeeze=False)
+    for axis, split in zip(axes[-1] if with_images else (), splits):
+        report = reports[split]
+        axis.hist(report.image_tokens or [0], bins=40, color="tab:green")
+        axis.set_title(f"{split}: {sum(report.images_per_example):,} images")
+        axis.set_xlabel("image tokens per example")
+        axis.set_ylabel("examples")
     for axis, split in zip(axes[0], splits):
         report = reports[split]
         axis.hist(report.lengths, bins=40, color="tab:blue")

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable
 from typing import Any
 
 import fsspec
 import fsspec.config
 
 from honing.config.redact import REDACTED, is_secret_key
+
+# Fault injection for tests (a full disk, a kill mid-write): called as ``hook(path, nbytes)`` before bytes go
+# to a file written through honing, checkpoints' DCP files included. None in a normal run: one check per write.
+_write_hook: Callable[[str, int], None] | None = None
 
 # s3fs names its credentials ``key`` and ``secret``, which the config's secret-name rule does not catch.
 _SECRET_OPTIONS = ("key", "secret", "token", "password")
@@ -46,6 +51,35 @@ def s3_storage_options(
     if region:
         options["client_kwargs"] = {"region_name": region}
     return options
+
+
+def set_write_hook(hook: Callable[[str, int], None] | None) -> None:
+    """Install ``hook(path, nbytes)``, called before each write to a file (it may raise ``OSError`` or kill
+    the process, to test faults); None removes it."""
+    global _write_hook
+    _write_hook = hook
+
+
+def before_write(path: str, nbytes: int) -> None:
+    """Tell the write hook (if any) that ``nbytes`` are about to be written to ``path``."""
+    if _write_hook is not None:
+        _write_hook(str(path), nbytes)
+
+
+class HookedStream:
+    """A writable file that reports each write to the write hook first (what DCP's writers write through)."""
+
+    def __init__(self, stream: Any, path: str):
+        self._stream = stream
+        self._path = str(path)
+
+    def write(self, data: Any) -> int:
+        """Report, then write ``data``."""
+        before_write(self._path, memoryview(data).nbytes)
+        return self._stream.write(data)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
 
 
 def redact_secrets(text: str) -> str:
@@ -161,6 +195,7 @@ def rename(source: str, target: str) -> None:
 def write_bytes(path: str, data: bytes) -> None:
     """Write ``data`` to ``path``, creating its folder; local files are fsynced so that a marker
     written afterwards never points at data still in the page cache."""
+    before_write(path, len(data))
     if is_url(path):
         fs, root = _fs(path)
         fs.makedirs(os.path.dirname(root), exist_ok=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -90,7 +91,11 @@ def describe_error(item: Mapping[str, Any], schema: type[BaseModel]) -> str:
 
 def _is_internal(part: Any) -> bool:
     # pydantic adds the names of union members and validator kinds to locations
-    return isinstance(part, str) and ("[" in part or part in {"function-after", "literal"})
+    # (``function-after[...]``, ``nullable[...]``): a user's own key with a bracket in it is not one of them
+    return isinstance(part, str) and (_PYDANTIC_TAG.match(part) is not None or part in {"function-after", "literal"})
+
+
+_PYDANTIC_TAG = re.compile(r"^[A-Za-z][\w-]*\[.+\]$")
 
 
 def _format_location(location: list[Any]) -> str:
@@ -102,6 +107,8 @@ def _format_location(location: list[Any]) -> str:
 
 def _closest_key(schema: type[BaseModel], location: list[Any]) -> str | None:
     """The valid key nearest to the unknown last element of ``location``, as a full path."""
+    if not location:
+        return None
     model: Any = schema
     for part in location[:-1]:
         if isinstance(part, int):

@@ -65,11 +65,23 @@ FINETUNE_ONLY = (
     "callbacks.generation_eval",
 )
 
+# Keys only vision-language SFT reads: images, the vision tower and its learning rate.
+VISION_ONLY = (
+    "data.min_pixels",
+    "data.max_pixels",
+    "model.freeze_vision",
+    "model.freeze_projector",
+    "optim.vision_lr",
+)
+
+# Keys only pretraining reads: rows cut from one stream of documents.
+PRETRAIN_ONLY = ("data.document_masking",)
+
 METHODS: dict[str, Method] = {
-    "pretrain": Method(unused=FINETUNE_ONLY, values=source_formats("auto", "text", "jsonl")),
+    "pretrain": Method(unused=FINETUNE_ONLY + VISION_ONLY, values=source_formats("auto", "text", "jsonl", "tokens")),
     # the tokenizer comes from the model or is byte-level: nothing is trained on the rows, so no vocab_size
     "sft": Method(
-        unused=("tokenizer.vocab_size",),
+        unused=("tokenizer.vocab_size", *VISION_ONLY, *PRETRAIN_ONLY),
         values={
             **source_formats("auto", "text", "conversation", "alpaca", "sharegpt", "prompt_completion"),
             "tokenizer.kind": ("auto", "byte", "pretrained"),
@@ -79,6 +91,8 @@ METHODS: dict[str, Method] = {
     "grpo": Method(
         section="grpo",
         unused=(
+            *VISION_ONLY,
+            *PRETRAIN_ONLY,
             "tokenizer.vocab_size",
             "data.train_on",
             "data.packing",
@@ -98,10 +112,19 @@ METHODS: dict[str, Method] = {
     # preference pairs: labels are the completions (no train_on), pairs are padded side by side (no packing)
     "dpo": Method(
         section="dpo",
-        unused=("tokenizer.vocab_size", "data.train_on", "data.packing"),
+        unused=("tokenizer.vocab_size", "data.train_on", "data.packing", *VISION_ONLY, *PRETRAIN_ONLY),
         values={
             **source_formats("auto", "preference", "preference_prompt", "preference_sharegpt", "preference_transcript"),
             "tokenizer.kind": ("auto", "byte", "pretrained"),
+        },
+    ),
+    # image conversations through the model's own processor (its tokenizer, chat template and image processor):
+    # nothing is trained on the rows, and a named text template cannot place images
+    "vl_sft": Method(
+        unused=("tokenizer.vocab_size", *PRETRAIN_ONLY),
+        values={
+            **source_formats("auto", "conversation", "mllm"),
+            "tokenizer.kind": ("auto", "pretrained"),
         },
     ),
 }

@@ -89,6 +89,10 @@ class SourceSection(Section):
         "preference_prompt",
         "preference_sharegpt",
         "preference_transcript",
+        # image conversations with <image> placeholders (LLaMA-Factory's files; vl_sft)
+        "mllm",
+        # a folder written by `honing prepare` (pretraining): memory-mapped token shards
+        "tokens",
     ] = "auto"
     weight: float = 1.0
     text_field: str = "text"
@@ -112,12 +116,17 @@ class DataSection(Section):
     micro_batch_size: int | None = Field(default=None, ge=1)
     shuffle: bool = True
     cache_dir: str | None = None
+    # pretraining only: position_ids restart at each document, so no token attends across documents
+    document_masking: bool = False
     # fine-tuning only (refused for pretraining: honing.config.methods.FINETUNE_ONLY)
     chat_template: str | None = None
     train_on: Literal["assistant", "all"] = "assistant"
     packing: bool = True
     group_by_length: bool = True
     overlong: Literal["truncate", "drop"] = "truncate"
+    # vision-language SFT: the image processor's resize bounds (Qwen-VL's names); None: the processor's own
+    min_pixels: int | None = Field(default=None, ge=1)
+    max_pixels: int | None = Field(default=None, ge=1)
     bad_rows: Literal["fail", "skip"] = "fail"
 
     @model_validator(mode="after")
@@ -168,6 +177,11 @@ class ModelSection(Section):
     dtype: Literal["float32", "bfloat16", "float16"] | None = None  # None: from trainer.precision
     lora: LoraSection | None = None
     freeze_layers: list[str] = Field(default_factory=list)
+    # the LM head and its loss over chunks of the positions that carry one, so the full logits never exist (exact)
+    chunked_loss: bool = True
+    # vision-language SFT: the vision tower is frozen by default (olmOCR); the projector trains unless frozen
+    freeze_vision: bool = True
+    freeze_projector: bool = False
 
     @model_validator(mode="after")
     def _one_source(self) -> ModelSection:
@@ -194,6 +208,7 @@ class OptimSection(Section):
     grad_clip: float | None = Field(default=1.0, gt=0)
     fused: bool | None = None
     param_groups: list[ParamGroupSection] = Field(default_factory=list)
+    vision_lr: float | None = Field(default=None, gt=0)  # vision-language SFT: the vision tower's own LR
 
 
 class SchedulerSection(Section):
@@ -252,6 +267,16 @@ class GarbageCollectorSection(Section):
 
     enabled: bool = True
     interval: int = Field(default=100, ge=1)
+
+
+class LossSpikeSection(Section):
+    """Log ``train/loss_spike_score`` (the loss's z-score against its moving mean and std) and
+    ``train/nonfinite_count``; warn when the score passes ``warn_score``."""
+
+    enabled: bool = True
+    window: int = Field(default=100, ge=1)  # the moving statistics' span in steps
+    warmup_steps: int = Field(default=10, ge=0)  # the score is 0 until this many losses are seen
+    warn_score: float | None = Field(default=6.0, gt=0)  # None: never warn
 
 
 class SampleSection(Section):
@@ -338,6 +363,7 @@ class CallbacksSection(Section):
     console: ConsoleSection = Field(default_factory=ConsoleSection)
     speed_monitor: SpeedMonitorSection = Field(default_factory=SpeedMonitorSection)
     garbage_collector: GarbageCollectorSection = Field(default_factory=GarbageCollectorSection)
+    loss_spike: LossSpikeSection = Field(default_factory=LossSpikeSection)
     sample: SampleSection = Field(default_factory=SampleSection)
     generation_eval: GenerationEvalSection = Field(default_factory=GenerationEvalSection)
     wandb: WandbSection = Field(default_factory=WandbSection)

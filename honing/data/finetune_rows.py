@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import json
 import logging
+import lzma
 import os
 import re
+import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -23,7 +25,8 @@ from typing import Any, Literal
 import fsspec
 import numpy as np
 
-from honing.data.formats import EXAMPLE_FORMATS, Example, RowError, detect_format, to_example
+from honing.data import images
+from honing.data.formats import EXAMPLE_FORMATS, Conversation, Example, RowError, detect_format, to_example
 from honing.data.pretrain_text import expand_paths, source_fields, weighted_indices
 from honing.errors import DataError
 
@@ -47,6 +50,9 @@ class Record:
 
     row: dict[str, Any]
     origin: str
+    # The data file's folder, which relative image paths are relative to; None for rows of ``datasets``.
+    # Not part of a record's identity: the origin already names the file.
+    folder: str | None = field(default=None, compare=False)
 
 
 @dataclass
@@ -100,7 +106,13 @@ def iter_records(path: str, *, on_bad_row: BadRowHandler | None = None) -> Itera
                 )
             unsupported.append(url)
             continue
-        yield from reader(url, lambda origin, reason: _bad_row(on_bad_row, origin, reason))
+        folder = _folder(url)
+        try:
+            for record in reader(url, lambda origin, reason: _bad_row(on_bad_row, origin, reason)):
+                record.folder = folder
+                yield record
+        except (OSError, EOFError, zlib.error, lzma.LZMAError) as error:  # e.g. a .gz that is not gzip, truncated
+            raise DataError(f"{url}: cannot read the file: {type(error).__name__}: {error}") from error
     if unsupported:  # once per path: a folder may hold a README and other files beside its data
         log.warning(
             "skipped %d file(s) under %r that are not .jsonl, .json or .parquet (first: %s)",
@@ -111,12 +123,18 @@ def iter_records(path: str, *, on_bad_row: BadRowHandler | None = None) -> Itera
 
 
 def load_examples(
-    sources: Sequence[Mapping[str, Any] | object], *, seed: int = 0, bad_rows: Literal["fail", "skip"] = "fail"
+    sources: Sequence[Mapping[str, Any] | object],
+    *,
+    seed: int = 0,
+    bad_rows: Literal["fail", "skip"] = "fail",
+    check_images: bool = False,
 ) -> ExampleSet:
     """The examples of every source in order, each repeated by its weight like ``load_documents``.
 
     A source gives at most ``max_samples`` examples: the first valid ones in file order. Weight ``w`` then keeps
-    ``int(w)`` copies of them plus a seeded sample of ``round((w % 1) * n)``.
+    ``int(w)`` copies of them plus a seeded sample of ``round((w % 1) * n)``. Relative image and pdf paths are
+    joined to their data file's folder; with ``check_images`` (vision-language methods) a row whose images do not
+    all open is a bad row.
     """
     _check_policy(bad_rows)
     report = BadRowReport()
@@ -124,7 +142,7 @@ def load_examples(
     origins: list[str] = []
     for index, source in enumerate(sources):
         fields = _fields(source, index)
-        found = list(_source_examples(fields, index, bad_rows=bad_rows, report=report))
+        found = list(_source_examples(fields, index, bad_rows=bad_rows, report=report, check_images=check_images))
         picks = weighted_indices(len(found), fields["weight"], seed=seed, source_index=index)
         if not picks:
             log.warning(
@@ -146,16 +164,21 @@ def iter_examples(
     seed: int = 0,
     bad_rows: Literal["fail", "skip"] = "fail",
     report: BadRowReport | None = None,
+    check_images: bool = False,
 ) -> Iterator[tuple[Example, str]]:
     """Every example of every source once, streamed, as ``(example, origin)``.
 
     Sources are interleaved by a seeded draw in proportion to their weights until all are exhausted, so weights
-    set the mix along the stream, not how often examples repeat. Bad rows skipped are counted in ``report``.
+    set the mix along the stream, not how often examples repeat. Bad rows skipped are counted in ``report``;
+    images as in ``load_examples``.
     """
     _check_policy(bad_rows)
     report = report if report is not None else BadRowReport()
     fields = [_fields(source, index) for index, source in enumerate(sources)]
-    streams = [_source_examples(f, index, bad_rows=bad_rows, report=report) for index, f in enumerate(fields)]
+    streams = [
+        _source_examples(f, index, bad_rows=bad_rows, report=report, check_images=check_images)
+        for index, f in enumerate(fields)
+    ]
     rng = np.random.default_rng(seed)
     active = list(range(len(streams)))
     while active:
@@ -170,7 +193,7 @@ def iter_examples(
 
 
 def _source_examples(
-    fields: dict[str, Any], index: int, *, bad_rows: str, report: BadRowReport
+    fields: dict[str, Any], index: int, *, bad_rows: str, report: BadRowReport, check_images: bool = False
 ) -> Iterator[tuple[Example, str]]:
     path, text_field, max_samples = fields["path"], fields["text_field"], fields["max_samples"]
 
@@ -190,6 +213,13 @@ def _source_examples(
         except RowError as error:
             bad(record.origin, _mismatch(record.row, format, detected_at, text_field) or error.reason)
             continue
+        if isinstance(example, Conversation) and example.images():
+            if record.folder is not None:
+                example = images.resolve_image_paths(example, record.folder)
+            problems = images.check_images(example) if check_images else []
+            if problems:  # found now, while the data set is built, not by a loader worker mid-epoch
+                bad(record.origin, "; ".join(problems))
+                continue
         yield example, record.origin
         count += 1
         if count == max_samples:  # stop reading: max_samples exists to sample a head of a large source
@@ -212,10 +242,12 @@ def _mismatch(row: Any, format: str | None, detected_at: str | None, text_field:
         return None
     if other == format:
         return None
-    return (
-        f"row is in format {other!r} but the source's format is {format!r} (detected from {detected_at}); "
-        "a source holds one format, so split the files into two sources"
-    )
+    # LLaMA-Factory files mix rows with and without images; format mllm reads both.
+    if other == "mllm":
+        fix = "set the source's format: mllm, which reads rows without images too"
+    else:
+        fix = "a source holds one format, so split the files into two sources"
+    return f"row is in format {other!r} but the source's format is {format!r} (detected from {detected_at}); {fix}"
 
 
 def _fields(source: Mapping[str, Any] | object, index: int) -> dict[str, Any]:
@@ -232,6 +264,13 @@ def _fields(source: Mapping[str, Any] | object, index: int) -> dict[str, Any]:
             f"got {fields['text_field']!r}"
         )
     return fields
+
+
+def _folder(url: str) -> str:
+    """The folder of a data file, local (made absolute, so workers elsewhere agree) or an fsspec URL."""
+    if "://" in url and not url.startswith("file://"):
+        return url.rsplit("/", 1)[0]
+    return os.path.dirname(os.path.abspath(url.removeprefix("file://")))
 
 
 def _check_policy(bad_rows: str) -> None:

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import base64
+from collections.abc import Callable, Iterator
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from honing.errors import DataError
 
 ROLES = ("system", "user", "assistant", "tool")
-IMAGE_TYPES = ("image_url", "image_path", "image_base64")
-EXAMPLE_FORMATS = ("conversation", "alpaca", "sharegpt", "prompt_completion", "text")
+IMAGE_TYPES = ("image_url", "image_path", "image_base64", "pdf")
+EXAMPLE_FORMATS = ("conversation", "alpaca", "sharegpt", "prompt_completion", "text", "mllm")
+URL_PREFIXES = ("http://", "https://", "data:", "file://")
+# LLaMA-Factory's multimodal files mark where each entry of the row's ``images`` list goes with this placeholder.
+IMAGE_PLACEHOLDER = "<image>"
 
 # ShareGPT speaker names (FastChat, LLaMA-Factory) mapped to roles. Tool-side names cover LLaMA-Factory's
 # function_call / observation and the OpenAI / Llama-3 spellings; any other name is a bad row, because mapping
@@ -40,12 +44,28 @@ class RowError(DataError):
 
 
 class ContentItem(BaseModel):
-    """One part of a message: text, or an image given by URL, local path or base64 data."""
+    """One part of a message: text, an image given by URL, path or base64 data, or a page of a PDF file."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    type: Literal["text", "image_url", "image_path", "image_base64"]
+    type: Literal["text", "image_url", "image_path", "image_base64", "pdf"]
     content: str
+    page: int | None = None  # pdf only: the page to render, 1-based as in pdftoppm and olmOCR (default 1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _first_page_by_default(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("type") == "pdf" and data.get("page") is None:
+            return {**data, "page": 1}
+        return data
+
+    @model_validator(mode="after")
+    def _page_fits_type(self) -> ContentItem:
+        if self.type == "pdf" and self.page < 1:
+            raise ValueError(f"page of a pdf item is 1-based, got {self.page}")
+        if self.type != "pdf" and self.page is not None:
+            raise ValueError(f"page applies to pdf items only, not to a {self.type} item")
+        return self
 
     @property
     def is_image(self) -> bool:
@@ -66,6 +86,10 @@ class Message(BaseModel):
         if isinstance(self.content, str):
             return self.content
         return separator.join(item.content for item in self.content if item.type == "text")
+
+    def items(self) -> list[ContentItem]:
+        """The content as a list of items (a string content is one text item)."""
+        return [ContentItem(type="text", content=self.content)] if isinstance(self.content, str) else self.content
 
     def images(self) -> list[ContentItem]:
         """The message's image items, in order."""
@@ -98,9 +122,24 @@ class Conversation(BaseModel):
             if images:
                 raise DataError(
                     f"row has image content ({images[0].type} in messages[{index}]); text SFT cannot "
-                    "train on images (vision-language SFT, method: vl_sft, is not available yet)"
+                    "train on images: use method: vl_sft (vision-language SFT)"
                 )
         return [{"role": message.role, "content": message.text()} for message in self.messages]
+
+    def to_vl_messages(self) -> tuple[list[dict[str, Any]], list[ContentItem]]:
+        """HF messages for a processor's chat template, and the image items in the order their slots appear.
+
+        Every content becomes a list of ``{"type": "text", "text": ...}`` and ``{"type": "image"}`` parts (the
+        form image-text-to-text templates take); the caller loads the images (``honing.data.images``) in order.
+        """
+        messages: list[dict[str, Any]] = []
+        for message in self.messages:
+            parts = [
+                {"type": "text", "text": item.content} if item.type == "text" else {"type": "image"}
+                for item in message.items()
+            ]
+            messages.append({"role": message.role, "content": parts})
+        return messages, self.images()
 
     def images(self) -> list[ContentItem]:
         """Every image item of every message, in conversation order."""
@@ -126,6 +165,8 @@ def detect_format(row: dict[str, Any], *, text_field: str = "text") -> str:
     """The row format its keys announce; a ``RowError`` naming the keys found when none matches."""
     if not isinstance(row, dict):
         raise RowError(f"expected a JSON object, got {_kind(row)}")
+    if "images" in row and ("messages" in row or "conversations" in row):
+        return "mllm"
     if "messages" in row:
         return "conversation"
     if "conversations" in row:
@@ -138,8 +179,8 @@ def detect_format(row: dict[str, Any], *, text_field: str = "text") -> str:
         return "text"
     raise RowError(
         f"cannot detect the format from the keys {_keys(row)}; expected 'messages' (conversation), "
-        "'conversations' (sharegpt), 'instruction' + 'output' (alpaca), 'prompt' + 'completion' "
-        f"(prompt_completion) or {text_field!r} (text)"
+        "'conversations' (sharegpt), either of them + 'images' (mllm), 'instruction' + 'output' (alpaca), "
+        f"'prompt' + 'completion' (prompt_completion) or {text_field!r} (text)"
     )
 
 
@@ -155,6 +196,7 @@ def to_example(row: dict[str, Any], format: str, *, text_field: str = "text") ->
 
 
 def _from_conversation(row: dict[str, Any]) -> Conversation:
+    _no_images_list(row, "conversation")
     messages = _messages(_required(row, "messages"), "messages")
     metadata = row.get("metadata") or {}
     if not isinstance(metadata, dict):
@@ -184,6 +226,7 @@ def _from_alpaca(row: dict[str, Any]) -> Conversation:
 
 
 def _from_sharegpt(row: dict[str, Any]) -> Conversation:
+    _no_images_list(row, "sharegpt")
     turns = _required(row, "conversations")
     if not isinstance(turns, list):
         raise RowError(f"'conversations' must be a list of {{'from', 'value'}} objects, got {_kind(turns)}")
@@ -207,6 +250,66 @@ def _from_sharegpt(row: dict[str, Any]) -> Conversation:
             raise RowError(f"'value' must be a string, got {_kind(value)} in {where}")
         messages.append(Message(role=SHAREGPT_ROLES[speaker], content=value))
     return _with_assistant(Conversation(messages=messages), "conversations")
+
+
+def _from_mllm(row: dict[str, Any]) -> Conversation:
+    """LLaMA-Factory's multimodal rows: ``messages`` (or sharegpt ``conversations``) whose strings hold ``<image>``
+    placeholders, filled in order from the row's ``images`` list (paths relative to the data file)."""
+    if row.get("videos") or row.get("audios"):
+        raise RowError("'videos' and 'audios' are not supported; mllm rows may hold 'images' only")
+    images = row.get("images") or []  # null or absent: a text-only row, which LLaMA-Factory files may mix in
+    if not isinstance(images, list):
+        raise RowError(f"'images' must be a list of image paths, got {_kind(images)}")
+    items = [_mllm_image(image, f"images[{index}]") for index, image in enumerate(images)]
+    rest = {key: value for key, value in row.items() if key != "images"}
+    key = "messages" if "messages" in row else "conversations"
+    conversation = _from_conversation(rest) if key == "messages" else _from_sharegpt(rest)
+    placeholders = sum(message.text().count(IMAGE_PLACEHOLDER) for message in conversation.messages)
+    if placeholders != len(items):
+        raise RowError(
+            f"row has {placeholders} {IMAGE_PLACEHOLDER} placeholder(s) in {key!r} but {len(items)} image(s) in "
+            "'images'; each placeholder takes the next image, so the counts must be equal"
+        )
+    pending = iter(items)
+    messages = []
+    for index, message in enumerate(conversation.messages):
+        filled = [piece for part in message.items() for piece in _fill_placeholders(part, pending)]
+        if any(item.is_image for item in filled) and message.role == "assistant":
+            raise RowError(f"{IMAGE_PLACEHOLDER} in an assistant message ({key}[{index}]); images go in the prompt")
+        # A message without a placeholder keeps its plain string, as the text formats give it.
+        content = message.content if filled == message.items() else filled
+        messages.append(Message(role=message.role, content=content))
+    return Conversation(messages=messages, metadata=conversation.metadata)
+
+
+def _mllm_image(image: Any, where: str) -> ContentItem:
+    # Rows read through ``datasets`` hold its Image feature, {"bytes": ..., "path": ...}, instead of a path.
+    if isinstance(image, dict) and isinstance(image.get("bytes"), bytes) and image["bytes"]:
+        return ContentItem(type="image_base64", content=base64.b64encode(image["bytes"]).decode("ascii"))
+    if isinstance(image, dict) and isinstance(image.get("path"), str):
+        image = image["path"]
+    if not isinstance(image, str) or not image:
+        raise RowError(f"{where} must be an image path or URL, got {repr(image) if image == '' else _kind(image)}")
+    return ContentItem(type="image_url" if image.startswith(URL_PREFIXES) else "image_path", content=image)
+
+
+def _fill_placeholders(item: ContentItem, images: Iterator[ContentItem]) -> list[ContentItem]:
+    """A text item cut at each placeholder, with the next image in its place; other items as they are."""
+    if item.type != "text" or IMAGE_PLACEHOLDER not in item.content:
+        return [item]
+    pieces = item.content.split(IMAGE_PLACEHOLDER)
+    filled = [ContentItem(type="text", content=pieces[0])] if pieces[0] else []
+    for piece in pieces[1:]:
+        filled.append(next(images))
+        if piece:
+            filled.append(ContentItem(type="text", content=piece))
+    return filled
+
+
+def _no_images_list(row: dict[str, Any], format: str) -> None:
+    # Read as plain conversations, such a row would train on the literal text "<image>" with no image at all.
+    if row.get("images"):
+        raise RowError(f"row has an 'images' list, which format {format!r} ignores; read it with format 'mllm'")
 
 
 def _from_prompt_completion(row: dict[str, Any]) -> Conversation:
@@ -238,6 +341,7 @@ _CONVERTERS: dict[str, Callable[[dict[str, Any]], Conversation]] = {
     "alpaca": _from_alpaca,
     "sharegpt": _from_sharegpt,
     "prompt_completion": _from_prompt_completion,
+    "mllm": _from_mllm,
 }
 
 
@@ -284,8 +388,14 @@ def _content_item(part: Any, where: str) -> ContentItem:
     if not isinstance(value, str):
         raise RowError(f"'content' must be a string, got {_kind(value)} in {where}")
     if kind != "text" and not value:
-        raise RowError(f"'content' of a {kind} item is empty in {where}; expected the image's {kind[6:]}")
-    return ContentItem(type=kind, content=value)
+        expected = "the PDF file's path" if kind == "pdf" else f"the image's {kind[6:]}"
+        raise RowError(f"'content' of a {kind} item is empty in {where}; expected {expected}")
+    page = part.get("page")  # null (a table column other items lack) means absent
+    if page is not None and kind != "pdf":
+        raise RowError(f"'page' applies to pdf items only, not to a {kind} item, in {where}")
+    if kind == "pdf" and page is not None and (isinstance(page, bool) or not isinstance(page, int) or page < 1):
+        raise RowError(f"'page' must be a page number >= 1 (1-based, like pdftoppm), got {page!r} in {where}")
+    return ContentItem(type=kind, content=value, page=page)
 
 
 def _with_assistant(conversation: Conversation, key: str) -> Conversation:

@@ -3,6 +3,8 @@
 A source path ``generated:TASK`` (optionally ``generated:TASK?samples=N&seed=S``) names one; it is
 written once as a conversation-format JSONL file in the cache folder and read like any other file.
 Different seeds give different examples, so ``seed=1`` makes a held-out set for ``seed=0``.
+``generated:ocr`` (``honing.data.generated_ocr``) also writes images; it takes ``pdf=1``, ``blank=1`` and
+``length=MIN-MAX`` besides.
 """
 
 from __future__ import annotations
@@ -15,9 +17,12 @@ from collections.abc import Callable
 from urllib.parse import parse_qsl
 
 from honing.cache import atomic_write
+from honing.data.generated_ocr import OPTIONS as OCR_OPTIONS
+from honing.data.generated_ocr import ocr_folder_name, ocr_settings, write_ocr_set
 from honing.errors import DataError
 
 PREFIX = "generated:"
+OCR_TASK = "ocr"  # writes images too: honing.data.generated_ocr
 DEFAULT_SAMPLES = 2000
 # part of the cached file's name: bump it whenever a task's rows change, so old files are not reused
 VERSION = 2
@@ -52,20 +57,33 @@ def is_generated(path: str) -> bool:
 
 def parse_generated(path: str) -> tuple[str, int, int]:
     """The task name, number of samples and seed a ``generated:`` path asks for."""
+    name, samples, seed, _ = _parse(path)
+    return name, samples, seed
+
+
+def _parse(path: str) -> tuple[str, int, int, dict[str, str]]:
+    """The task, samples, seed and the task's own options (``generated:ocr`` has some) of a path."""
     name, _, query = path[len(PREFIX) :].partition("?")
-    if name not in TASKS:
-        raise DataError(f"{path}: unknown generated task {name!r}; expected one of: {', '.join(sorted(TASKS))}")
-    options = dict(parse_qsl(query, strict_parsing=bool(query)))
-    unknown = set(options) - {"samples", "seed"}
+    if name not in TASKS and name != OCR_TASK:
+        names = ", ".join(sorted([*TASKS, OCR_TASK]))
+        raise DataError(f"{path}: unknown generated task {name!r}; expected one of: {names}")
+    try:
+        options = dict(parse_qsl(query, strict_parsing=bool(query)))
+    except ValueError:
+        raise DataError(f"{path}: options must read KEY=VALUE&KEY=VALUE, got {query!r}") from None
+    allowed = ("samples", "seed") + (OCR_OPTIONS if name == OCR_TASK else ())
+    unknown = set(options) - set(allowed)
     if unknown:
-        raise DataError(f"{path}: unknown option(s) {', '.join(sorted(unknown))}; expected samples and seed")
+        expected = f"{', '.join(allowed[:-1])} and {allowed[-1]}"
+        raise DataError(f"{path}: unknown option(s) {', '.join(sorted(unknown))}; expected {expected}")
     try:
         samples, seed = int(options.get("samples", DEFAULT_SAMPLES)), int(options.get("seed", 0))
     except ValueError as error:
         raise DataError(f"{path}: samples and seed must be integers ({error})") from None
     if samples < 1:
         raise DataError(f"{path}: samples must be >= 1, got {samples}")
-    return name, samples, seed
+    extra = {key: value for key, value in options.items() if key not in ("samples", "seed")}
+    return name, samples, seed, extra
 
 
 def generate_rows(task: str, *, samples: int, seed: int) -> list[dict]:
@@ -80,7 +98,11 @@ def generate_rows(task: str, *, samples: int, seed: int) -> list[dict]:
 
 def materialize(path: str, cache_dir: str) -> str:
     """Write the rows a ``generated:`` path names to a JSONL file under ``cache_dir`` (once); its path."""
-    task, samples, seed = parse_generated(path)
+    task, samples, seed, options = _parse(path)
+    if task == OCR_TASK:
+        settings = ocr_settings(path, options)
+        folder = os.path.join(cache_dir, "generated", ocr_folder_name(samples, seed, **settings))
+        return write_ocr_set(folder, samples=samples, seed=seed, **settings)
     out = os.path.join(cache_dir, "generated", f"{task}-{samples}-{seed}-v{VERSION}.jsonl")
     if not os.path.exists(out):
         text = "".join(json.dumps(row) + "\n" for row in generate_rows(task, samples=samples, seed=seed))

@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from honing.cache import atomic_write, content_hash, default_cache_dir
+from honing.data.document_mask import mask_documents
 from honing.data.tokenizer import tokenizer_fingerprint
 from honing.errors import DataError
 
@@ -73,7 +74,7 @@ def tokenize_documents(docs: Sequence[str], tokenizer: Any, *, cache_dir: str | 
 class PretrainDataset(torch.utils.data.Dataset):
     """Non-overlapping rows of ``seq_len`` tokens cut from a corpus' stream (the tail is dropped)."""
 
-    def __init__(self, corpus: TokenizedCorpus, seq_len: int):
+    def __init__(self, corpus: TokenizedCorpus, seq_len: int, *, document_masking: bool = False):
         if seq_len < 1:
             raise DataError(f"seq_len must be >= 1, got {seq_len}")
         if len(corpus.tokens) < seq_len:
@@ -83,6 +84,7 @@ class PretrainDataset(torch.utils.data.Dataset):
             )
         self.corpus = corpus
         self.seq_len = seq_len
+        self.document_masking = document_masking
         self._rows = len(corpus.tokens) // seq_len
 
     def __len__(self) -> int:
@@ -92,7 +94,8 @@ class PretrainDataset(torch.utils.data.Dataset):
         start = self._row_start(index)
         row = torch.from_numpy(self.corpus.tokens[start : start + self.seq_len].astype(np.int64))
         # The HF model shifts labels itself; a copy keeps in-place label masking from touching inputs.
-        return {"input_ids": row, "labels": row.clone()}
+        item = {"input_ids": row, "labels": row.clone()}
+        return mask_documents(item, self.document_lengths(index)) if self.document_masking else item
 
     @property
     def num_tokens(self) -> int:

@@ -6,6 +6,7 @@ import json
 import logging
 import math
 import os
+import sys
 import sysconfig
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -117,9 +118,17 @@ def load_documents(sources: Sequence[Mapping[str, Any] | object], *, seed: int =
     return documents
 
 
+MAX_WEIGHTED_ITEMS = 10**8  # items one source may give after weighting: far beyond any corpus held in a list
+
+
 def weighted_indices(count: int, weight: float, *, seed: int, source_index: int) -> list[int]:
     """Indices into a source's ``count`` items repeated by ``weight``: whole copies, then a seeded sorted fraction."""
     whole, fraction = divmod(weight, 1.0)
+    if count * whole > MAX_WEIGHTED_ITEMS:  # a typo'd weight (1e9) would otherwise exhaust memory, not fail
+        raise DataError(
+            f"data source {source_index}: weight {weight:g} over its {count} item(s) gives {count * whole:.3g} "
+            f"items; expected a weight giving at most {MAX_WEIGHTED_ITEMS:,}"
+        )
     chosen = round(fraction * count)
     # Seeded by (seed, source index) so adding a source later leaves earlier sources' picks unchanged.
     picks = np.sort(np.random.default_rng([seed, source_index]).choice(count, size=chosen, replace=False))
@@ -182,7 +191,7 @@ def source_fields(source: Mapping[str, Any] | object, index: int) -> dict[str, A
     if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight) or weight <= 0:
         raise DataError(f"data source {index} ({path!r}): weight must be a number > 0, got {weight!r}")
     if max_samples is not None and (
-        isinstance(max_samples, bool) or not isinstance(max_samples, int) or max_samples < 1
+        isinstance(max_samples, bool) or not isinstance(max_samples, int) or not 1 <= max_samples <= sys.maxsize
     ):
         raise DataError(
             f"data source {index} ({path!r}): max_samples must be an integer >= 1 or null, got {max_samples!r}"

@@ -53,6 +53,8 @@ def detect_prompt_format(row: Mapping[str, Any]) -> str:
 def to_prompt(row: Mapping[str, Any], format: str) -> Prompt:
     """The prompt a row holds in ``format`` (``prompt`` or ``conversation``), its other keys as columns."""
     if format == "prompt":
+        if "prompt" not in row:
+            raise RowError(f"missing key 'prompt' (found {', '.join(map(repr, row)) or 'no keys'})")
         value = row["prompt"]
         columns = {key: item for key, item in row.items() if key != "prompt"}
         if isinstance(value, str):

@@ -1,7 +1,8 @@
-"""What data preparation produced: examples, tokens, loss share, lengths, cuts and packing."""
+"""What data preparation produced: examples, tokens, loss share, lengths, cuts, packing and images."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -24,6 +25,11 @@ class DataReport:
     rows: int = 0
     row_length: int = 0
     packing_efficiency: float | None = None  # real tokens / row slots, when rows are packed
+    # vision-language data only (empty otherwise): per kept example, and per image
+    images_per_example: list[int] = field(default_factory=list)
+    image_tokens: list[int] = field(default_factory=list)  # image tokens per example
+    pixels_before: list[int] = field(default_factory=list)  # pixels per image as loaded
+    pixels_after: list[int] = field(default_factory=list)  # pixels per image after the processor resized it
 
     def add(self, length: int, loss_tokens: int) -> None:
         """Count one kept example."""
@@ -31,6 +37,15 @@ class DataReport:
         self.tokens += length
         self.loss_tokens += loss_tokens
         self.lengths.append(length)
+
+    def add_images(
+        self, count: int, image_tokens: int, pixels_before: Sequence[int], pixels_after: Sequence[int]
+    ) -> None:
+        """Count one kept example's images: how many, their tokens, and each one's pixels before and after resizing."""
+        self.images_per_example.append(count)
+        self.image_tokens.append(image_tokens)
+        self.pixels_before.extend(pixels_before)
+        self.pixels_after.extend(pixels_after)
 
     def reject(self, reason: str) -> None:
         """Count a row that cannot be trained on; keep the first few reasons."""
@@ -49,7 +64,23 @@ class DataReport:
             f"{split} data: {self.examples:,} examples, {self.tokens:,} tokens ({self.loss_share:.0%} with "
             f"loss); truncated {self.truncated}, dropped {self.dropped} over-long, rejected {self.rejected}"
         )
+        if self.images_per_example:
+            line += f"; {sum(self.images_per_example):,} images, {sum(self.image_tokens):,} image tokens"
         return line + "".join(f"\n  {reason}" for reason in self.reasons)
+
+    def _image_lines(self) -> list[str]:
+        """Images per example, image tokens per example, and pixels per image before and after resizing."""
+        if not self.images_per_example:
+            return []
+        lines = [
+            f"  images per example: {_spread(self.images_per_example)}",
+            f"  image tokens per example: {_spread(self.image_tokens)}",
+        ]
+        if self.pixels_before:
+            lines.append(f"  pixels per image before resizing: {_spread(self.pixels_before)}")
+        if self.pixels_after:
+            lines.append(f"  pixels per image after resizing: {_spread(self.pixels_after)}")
+        return lines
 
     def length_histogram(self, bins: int = 10) -> list[tuple[int, int, int]]:
         """``(low, high, count)``: example lengths ``low..high`` (inclusive) in at most ``bins`` equal bins."""
@@ -69,6 +100,7 @@ class DataReport:
             f"  lengths: min {lengths.min()}, median {int(np.median(lengths))}, mean {lengths.mean():.1f}, "
             f"max {lengths.max()} tokens",
         ]
+        lines += self._image_lines()
         if self.rows:
             packing = "" if self.packing_efficiency is None else f", packing efficiency {self.packing_efficiency:.1%}"
             lines.append(f"  rows: {self.rows:,} of {self.row_length} tokens{packing}")
@@ -78,3 +110,9 @@ class DataReport:
             span = f"{low}" if low == high else f"{low}-{high}"
             lines.append(f"  {span:>15} {count:>8,} {'#' * round(40 * count / widest)}")
         return "\n".join(lines)
+
+
+def _spread(values: Sequence[int]) -> str:
+    """``min A, mean B, max C`` of a non-empty list of counts."""
+    array = np.asarray(values)
+    return f"min {array.min():,}, mean {array.mean():,.1f}, max {array.max():,}"

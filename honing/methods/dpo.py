@@ -9,10 +9,12 @@ from typing import Any
 import torch
 from torch.distributed.fsdp import FSDPModule
 
+from honing import chunked_ce
 from honing.errors import ConfigError
 from honing.losses import DPO_LOSS_TYPES, IGNORE_INDEX, completion_logps, dpo_loss
 from honing.methods.base import BaseTrainModule
 from honing.methods.lm import LMTrainModule
+from honing.models.output_head import forward_with_head
 from honing.models.wrappers import is_lora, unwrap_model
 from honing.train.metrics import ReduceType
 
@@ -45,9 +47,11 @@ class DPOTrainModule(BaseTrainModule):
         rpo_alpha: float | None = None,
         reference: str = "copy",
         reference_model: torch.nn.Module | None = None,
+        chunked_loss: bool = True,
         **options: Any,
     ):
         super().__init__(model, optimizer, **options)
+        self.chunked_loss = chunked_loss
         if loss_type not in DPO_LOSS_TYPES:
             raise ConfigError(f"dpo.loss_type: expected one of {', '.join(DPO_LOSS_TYPES)}, got {loss_type!r}")
         if reference not in REFERENCE_MODES:
@@ -69,8 +73,12 @@ class DPOTrainModule(BaseTrainModule):
         if self.reference == "precompute":
             raise RuntimeError("dpo.reference is 'precompute' but the batch carries no reference log-probs")
         with torch.no_grad(), self._reference_context() as model, self.autocast():
-            logits = model(**self.collator.model_inputs(micro), use_cache=False).logits
-        logps, _ = completion_logps(logits, micro["targets"])
+            logps, _ = pair_logps(
+                model,
+                micro["targets"],
+                lambda: model(**self.collator.model_inputs(micro), use_cache=False),
+                chunked=self.chunked_loss,
+            )
         return logps[:, 0], logps[:, 1]
 
     @contextlib.contextmanager
@@ -91,7 +99,9 @@ class DPOTrainModule(BaseTrainModule):
     def pair_terms(self, micro: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """Per-pair losses and log-probs of one micro-batch (one policy forward for chosen and rejected), and the
         chosen completions' summed negative log-likelihood and token count (the RPO term)."""
-        logps, lengths = completion_logps(self.forward(micro).logits, micro["targets"])
+        logps, lengths = pair_logps(
+            self.model, micro["targets"], lambda: self.forward(micro), chunked=self.chunked_loss
+        )
         ref_chosen, ref_rejected = self.reference_logps(micro)
         chosen, rejected = logps[:, 0], logps[:, 1]
         ref_chosen, ref_rejected = ref_chosen.to(chosen.dtype), ref_rejected.to(chosen.dtype)
@@ -193,9 +203,31 @@ class DPOTrainModule(BaseTrainModule):
         return flops * 8 // 6
 
 
+def pair_logps(
+    model: torch.nn.Module, targets: torch.Tensor, run_forward: Any, *, chunked: bool = True
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``completion_logps`` of ``targets`` under ``run_forward()`` (a forward of ``model``): with ``chunked``, from
+    chunks of the completion positions inside the forward (``honing.chunked_ce``), where the model allows it."""
+    if chunked:
+        logps = forward_with_head(
+            model,
+            lambda hidden, weight, bias: chunked_ce.completion_logps(hidden, weight, bias, targets)[0],
+            run_forward,
+        )
+        if logps is not None:
+            return logps, (targets != IGNORE_INDEX).sum(1)
+    return completion_logps(run_forward().logits, targets)
+
+
 @torch.no_grad()
 def compute_reference_logps(
-    model: torch.nn.Module, batches: Any, *, collator: Any, device: torch.device, autocast: Any
+    model: torch.nn.Module,
+    batches: Any,
+    *,
+    collator: Any,
+    device: torch.device,
+    autocast: Any,
+    chunked: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The log-probs of every pair's chosen and rejected completion under ``model`` (in eval mode), batch by batch
     in order: the ``precompute`` reference, computed once before training."""
@@ -208,8 +240,12 @@ def compute_reference_logps(
             for micro in collator.split(batch, len(batch["input_ids"])):  # one micro-batch: cut to its width
                 micro = {key: value.to(device) for key, value in micro.items()}
                 with autocast():
-                    logits = model(**collator.model_inputs(micro), use_cache=False).logits
-                logps, _ = completion_logps(logits, micro["targets"])
+                    logps, _ = pair_logps(
+                        model,
+                        micro["targets"],
+                        lambda micro=micro: model(**collator.model_inputs(micro), use_cache=False),
+                        chunked=chunked,
+                    )
                 chosen.append(logps[:, 0].double().cpu())
                 rejected.append(logps[:, 1].double().cpu())
     finally:

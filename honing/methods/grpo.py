@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from honing import chunked_ce
 from honing.data.collate import stack_collate
 from honing.distributed import get_world_size, is_distributed, is_rank0
 from honing.losses import (
@@ -33,6 +34,7 @@ from honing.losses import (
 )
 from honing.methods.base import BaseTrainModule
 from honing.models.generation import sample_completions
+from honing.models.output_head import forward_with_head
 from honing.models.parallel import is_fsdp
 from honing.models.wrappers import is_lora, unwrap_model
 from honing.rl.rewards import RewardScorer
@@ -66,9 +68,11 @@ class GRPOTrainModule(BaseTrainModule):
         reference_model: torch.nn.Module | None = None,
         seed: int = 0,
         sample_interval: int | None = None,
+        chunked_loss: bool = True,
         **options: Any,
     ):
         super().__init__(model, optimizer, **options)
+        self.chunked_loss = chunked_loss
         if loss_type not in GRPO_LOSS_TYPES:
             raise ValueError(f"loss_type must be one of {GRPO_LOSS_TYPES}, got {loss_type!r}")
         self.tokenizer = tokenizer
@@ -147,16 +151,31 @@ class GRPOTrainModule(BaseTrainModule):
 
     def completion_logps(self, model: torch.nn.Module, micro: dict[str, torch.Tensor]) -> torch.Tensor:
         """Per-token log-probabilities of the completion tokens at the sampling temperature (as TRL scores them:
-        ``input_ids`` and ``attention_mask`` only, the logits of the completion positions only)."""
-        width = micro["completion_ids"].shape[1]
-        with self.autocast():
-            logits = model(
-                input_ids=micro["input_ids"],
-                attention_mask=micro["attention_mask"],
-                use_cache=False,
-                logits_to_keep=width + 1,
-            ).logits
-        return token_logps(logits[:, :-1], micro["completion_ids"], self.temperature)
+        ``input_ids`` and ``attention_mask`` only, the logits of the completion positions only). The chunked head
+        computes them only where ``completion_mask`` is set (0 elsewhere, where the loss never looks)."""
+        completion_ids = micro["completion_ids"]
+        width = completion_ids.shape[1]
+
+        def run_forward() -> Any:
+            with self.autocast():
+                return model(
+                    input_ids=micro["input_ids"],
+                    attention_mask=micro["attention_mask"],
+                    use_cache=False,
+                    logits_to_keep=width + 1,
+                )
+
+        if self.chunked_loss:
+            logps = forward_with_head(
+                model,
+                lambda hidden, weight, bias: chunked_ce.token_logps(
+                    hidden[:, :-1], weight, bias, completion_ids, micro["completion_mask"], self.temperature
+                ),
+                run_forward,
+            )
+            if logps is not None:
+                return logps
+        return token_logps(run_forward().logits[:, :-1], completion_ids, self.temperature)
 
     # --- rollouts -----------------------------------------------------------------------
     def rollout(self, batch: dict[str, Any], *, dry_run: bool = False) -> dict[str, Any]:

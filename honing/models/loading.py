@@ -53,8 +53,20 @@ def build_model_config(
 def build_model_from_config(
     config: PretrainedConfig, *, attn_implementation: str | None = "sdpa", dtype: torch.dtype = torch.float32
 ) -> torch.nn.Module:
-    """A randomly initialised causal LM (deterministic under the current torch seed)."""
-    return AutoModelForCausalLM.from_config(config, attn_implementation=attn_implementation, dtype=dtype)
+    """A randomly initialised model (deterministic under the current torch seed): a causal LM, or an
+    image-text-to-text model for a vision-language config."""
+    return auto_model_class(config).from_config(config, attn_implementation=attn_implementation, dtype=dtype)
+
+
+def auto_model_class(config: PretrainedConfig) -> Any:
+    """``AutoModelForImageTextToText`` for a vision-language model type, else ``AutoModelForCausalLM``."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES
+
+    if config.model_type in MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES:
+        from transformers import AutoModelForImageTextToText
+
+        return AutoModelForImageTextToText
+    return AutoModelForCausalLM
 
 
 def load_pretrained_model(
@@ -63,14 +75,16 @@ def load_pretrained_model(
     attn_implementation: str | None = "sdpa",
     dtype: torch.dtype = torch.float32,
     trust_remote_code: bool = False,
+    auto_class: Any = None,
 ) -> torch.nn.Module:
-    """A causal LM from a local folder or a hub name; remote code only when the config allows it."""
+    """A causal LM (or ``auto_class``'s model, e.g. ``AutoModelForImageTextToText``) from a local folder or a hub
+    name; remote code only when the config allows it."""
     from transformers.utils import logging as hf_logging
 
     check_name_or_path(name_or_path, "model.name_or_path")
     hf_logging.disable_progress_bar()  # a bar per shard of a small model is noise in the run's log
     try:
-        return AutoModelForCausalLM.from_pretrained(
+        return (auto_class or AutoModelForCausalLM).from_pretrained(
             name_or_path, attn_implementation=attn_implementation, dtype=dtype, trust_remote_code=trust_remote_code
         )
     except OSError as error:

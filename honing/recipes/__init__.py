@@ -8,6 +8,7 @@ from honing.recipes.base import Recipe
 RECIPES: dict[str, str] = {
     "pretrain": "honing.recipes.pretrain:PretrainRecipe",
     "sft": "honing.recipes.sft:SFTRecipe",
+    "vl_sft": "honing.recipes.vl_sft:VLSFTRecipe",
     "dpo": "honing.recipes.dpo:DPORecipe",
     "grpo": "honing.recipes.grpo:GRPORecipe",
 }

@@ -222,6 +222,7 @@ class Recipe:
             device=self.device,
             collator=self.collator,
             nonfinite_loss=self.config.trainer.nonfinite_loss,
+            chunked_loss=self.config.model.chunked_loss,
         )
 
     def micro_batch_size(self) -> int:

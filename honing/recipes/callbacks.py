@@ -23,6 +23,7 @@ from honing.train.callbacks.evaluator import EvaluatorCallback
 from honing.train.callbacks.export import ExportCallback
 from honing.train.callbacks.gc import GarbageCollectorCallback
 from honing.train.callbacks.generation_eval import GenerationEvalCallback
+from honing.train.callbacks.loss_spike import LossSpikeCallback
 from honing.train.callbacks.metrics_file import MetricsFileCallback
 from honing.train.callbacks.profiler import ProfilerCallback
 from honing.train.callbacks.sample import TextSampleCallback
@@ -107,6 +108,12 @@ def _garbage_collector(recipe: Recipe, cfg: Any) -> Built:
     return {"garbage_collector": GarbageCollectorCallback(interval=cfg.interval)}
 
 
+def _loss_spike(recipe: Recipe, cfg: Any) -> Built:
+    return {
+        "loss_spike": LossSpikeCallback(window=cfg.window, warmup_steps=cfg.warmup_steps, warn_score=cfg.warn_score)
+    }
+
+
 def _sample(recipe: Recipe, cfg: Any) -> Built:
     if not cfg.prompts:
         return {}
@@ -131,6 +138,7 @@ def _generation_eval(recipe: Recipe, cfg: Any) -> Built:
             examples,
             interval=cfg.interval,
             printer=recipe.print,
+            character_error_rate=recipe.config.method == "vl_sft",  # transcription is what VL tasks check
         )
     }
 
@@ -179,6 +187,7 @@ CALLBACKS: list[CallbackEntry] = [
     CallbackEntry("console", "console", _console),
     CallbackEntry("speed_monitor", "speed_monitor", _speed_monitor),
     CallbackEntry("garbage_collector", "garbage_collector", _garbage_collector),
+    CallbackEntry("loss_spike", "loss_spike", _loss_spike),
     CallbackEntry("evaluator", "evaluator", _evaluator),
     CallbackEntry("sample", "sample", _sample),
     CallbackEntry("wandb", "wandb", _wandb),

@@ -33,6 +33,8 @@ from honing.train.train_module import ModelState
 log = logging.getLogger(__name__)
 
 ADAPTER_DIR = "adapter"
+# what a multimodal processor's save_pretrained writes beside the tokenizer's files
+PROCESSOR_FILES = ("processor_config.json", "preprocessor_config.json")
 
 
 class ModelOnly(ModelState):
@@ -70,8 +72,16 @@ def load_model_from_checkpoint(checkpoint_dir: str) -> tuple[torch.nn.Module, An
         checkpoint_dir, ModelOnly(model), load_optimizer_state=False, load_trainer_state=False, this_process_only=True
     )
     tokenizer_dir = os.path.join(checkpoint_dir, "tokenizer")
-    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir) if os.path.isdir(tokenizer_dir) else None
-    return model, tokenizer
+    return model, load_processor(tokenizer_dir) if os.path.isdir(tokenizer_dir) else None
+
+
+def load_processor(folder: str) -> Any:
+    """The saved processor of a vision-language run (image processor + tokenizer), else the tokenizer."""
+    if any(os.path.exists(os.path.join(folder, name)) for name in PROCESSOR_FILES):
+        from transformers import AutoProcessor
+
+        return AutoProcessor.from_pretrained(folder)
+    return AutoTokenizer.from_pretrained(folder)
 
 
 def run_model_section(checkpoint_dir: str) -> dict[str, Any]:

@@ -189,7 +189,12 @@ class DPORecipe(SFTRecipe):
             for start in range(0, len(dataset), batch_size)
         )
         chosen, rejected = compute_reference_logps(
-            self.model, batches, collator=self.collator, device=self.device, autocast=self._autocast
+            self.model,
+            batches,
+            collator=self.collator,
+            device=self.device,
+            autocast=self._autocast,
+            chunked=self.config.model.chunked_loss,
         )
         if is_rank0() or resolve_strategy(self.config.parallel.strategy, get_world_size()) == "fsdp":
             atomic_write(path, lambda handle: torch.save({"chosen": chosen, "rejected": rejected}, handle))

@@ -8,6 +8,7 @@ must be on storage all ranks share (one node); rank 0 uploads once every rank's 
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import io
 import json
@@ -16,6 +17,7 @@ import os
 import re
 import time
 import warnings
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -23,6 +25,7 @@ import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.api import CheckpointException
+from torch.distributed.checkpoint.filesystem import FileSystem
 
 from honing import storage
 from honing.distributed import get_rank, get_world_size, is_distributed
@@ -36,6 +39,7 @@ MODEL_AND_OPTIM_DIR = "model_and_optim"
 TRAIN_DIR = "train"
 MARKER = ".complete"
 TEMP_SUFFIX = ".tmp"
+CORRUPT_SUFFIX = ".corrupt"  # an unloadable checkpoint moved aside: never loaded, never in the way of a save
 RESERVED_NAMES = (MODEL_AND_OPTIM_DIR, TRAIN_DIR, MARKER)
 _STEP_DIR = re.compile(r"^step(\d+)$")
 _TEMP_STEP_DIR = re.compile(r"^step(\d+)" + re.escape(TEMP_SUFFIX) + "$")
@@ -278,7 +282,13 @@ class Checkpointer:
                     storage.write_bytes(storage.join(local, MARKER), marker)
             _barrier(group)  # no rank returns before the checkpoint is visible
         except (OSError, CheckpointException) as error:  # DCP reports a rank's failed write as the latter
-            raise CheckpointError(f"{local}: could not save checkpoint: {_describe(error)}") from error
+            if not distributed:  # free what the failed save wrote (a full disk); with peers, the next start does
+                with contextlib.suppress(OSError):
+                    storage.rm(temp)
+            raise CheckpointError(
+                f"{local}: could not save checkpoint: {_describe(error)}; it was not marked complete and the "
+                f"earlier checkpoints are kept"
+            ) from error
         if rank == 0 and local != dir:  # every rank's files are written (the barrier above)
             self.uploader.upload_folder(local, dir, marker=MARKER)
         log.debug("saved checkpoint %s", local)
@@ -310,13 +320,14 @@ class Checkpointer:
         # DCP wraps every rank's failure (missing, truncated or mismatched data) in a CheckpointException,
         # which is a BaseException; either way the checkpoint cannot be loaded into this module.
         try:
-            dcp.load(
-                to_read,
-                checkpoint_id=model_dir,
-                storage_reader=_storage_reader(model_dir),
-                process_group=self.process_group,
-                no_dist=this_process_only or not is_distributed(),
-            )
+            with _quiet_metadata_fallback():
+                dcp.load(
+                    to_read,
+                    checkpoint_id=model_dir,
+                    storage_reader=_storage_reader(model_dir),
+                    process_group=self.process_group,
+                    no_dist=this_process_only or not is_distributed(),
+                )
         except (Exception, CheckpointException) as error:
             raise CheckpointError(f"{dir}: cannot load model and optimizer state: {_describe(error)}") from error
         train_module.load_state_dict(state)
@@ -402,18 +413,39 @@ def _read_trainer_state(dir: str) -> dict[str, Any]:
     if world_size_changed:  # more ranks now than when saved: start from rank 0's progress
         path = storage.join(dir, TRAIN_DIR, "rank0.pt")
         if not storage.exists(path):
-            raise CheckpointError(
-                f"{dir}: no trainer state (neither {TRAIN_DIR}/rank{rank}.pt nor {TRAIN_DIR}/rank0.pt)"
+            wanted = (
+                f"{TRAIN_DIR}/rank0.pt" if rank == 0 else f"neither {TRAIN_DIR}/rank{rank}.pt nor {TRAIN_DIR}/rank0.pt"
             )
+            raise CheckpointError(f"{dir}: the trainer state is missing ({wanted})")
     try:
         state = torch.load(io.BytesIO(storage.read_bytes(path)), map_location="cpu", weights_only=True)
     except Exception as error:
-        raise CheckpointError(f"{dir}: cannot read trainer state {path}: {_describe(error)}") from error
+        raise CheckpointError(
+            f"{dir}: cannot read trainer state {path}: {_describe(error)} (truncated or corrupt?)"
+        ) from error
     if not isinstance(state, dict):
         raise CheckpointError(f"{dir}: trainer state {path} holds a {type(state).__name__}, expected a dict")
     if world_size_changed:
         state["_world_size_changed"] = True
     return state
+
+
+class _MetadataFallbackFilter(logging.Filter):
+    """Drops DCP's tracebacks for an unreadable ``.metadata`` (logged on the root logger before it raises):
+    the CheckpointError raised after them already says what is wrong, in one line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.name == "root" and "metadata is not found" in record.getMessage())
+
+
+@contextlib.contextmanager
+def _quiet_metadata_fallback() -> Iterator[None]:
+    quiet = _MetadataFallbackFilter()
+    logging.getLogger().addFilter(quiet)
+    try:
+        yield
+    finally:
+        logging.getLogger().removeFilter(quiet)
 
 
 def _temp_dir(dir: str) -> str:
@@ -430,10 +462,23 @@ def _barrier(group: dist.ProcessGroup | None) -> None:
         dist.barrier(group=group)
 
 
+class _HookedFileSystem(FileSystem):
+    """DCP's local file system whose written files report to ``storage``'s write hook (fault injection)."""
+
+    @contextlib.contextmanager
+    def create_stream(self, path: str | os.PathLike, mode: str) -> Iterator[Any]:
+        with super().create_stream(path, mode) as stream:
+            yield storage.HookedStream(stream, str(path)) if "w" in mode else stream
+
+
 def _storage_writer(path: str) -> dcp.StorageWriter | None:
     # Local folders get DCP's file-system writer explicitly: inferring it from the path requires a
     # writable existing parent. For URLs, DCP picks its fsspec writer from checkpoint_id.
-    return None if storage.is_url(path) else dcp.FileSystemWriter(path)
+    if storage.is_url(path):
+        return None
+    writer = dcp.FileSystemWriter(path)
+    writer.fs = _HookedFileSystem()  # so a test's injected disk-full or kill can land inside the DCP write
+    return writer
 
 
 def _storage_reader(path: str) -> dcp.StorageReader | None:

@@ -21,8 +21,9 @@ from honing.distributed import (
 )
 from honing.errors import CheckpointError
 from honing.train.callbacks.checkpointer import CheckpointerCallback
-from honing.train.checkpoint import Checkpointer
+from honing.train.checkpoint import CORRUPT_SUFFIX, Checkpointer
 from honing.train.common import LoadStrategy
+from honing.train.config_change import COMPARED_FILES, check_resume
 from honing.train.rng import rng_state, set_rng_state
 
 log = logging.getLogger(__name__)
@@ -159,13 +160,51 @@ class TrainerCheckpoints:
             candidates = [folder]
         else:
             candidates = [path for _, path in reversed(Checkpointer.find_checkpoints(folder))]
+        skipped = []
+        loaded = False
         for path in candidates:
+            if folder == self.save_folder:  # this run's own checkpoints: resuming needs a compatible config
+                self._check_config_change(path)
             try:
                 self.load_checkpoint(path, load_trainer_state=load_trainer_state, load_optim_state=load_optim_state)
-                return True
+                loaded = True
+                break
             except CheckpointError as error:
-                log.warning("skipping checkpoint %s: %s", path, error)
-        return False
+                reason = str(error).removeprefix(f"{path}: ")  # the warning names the path once
+                log.warning("skipping checkpoint %s: %s; trying the previous one", path, reason)
+                skipped.append(path)
+        if skipped and folder == self.save_folder and candidates != [folder]:  # never the save folder itself
+            self._move_aside(skipped)
+        return loaded
+
+    def _check_config_change(self, path: str) -> None:
+        # Raises ConfigError (not CheckpointError: no fallback to an older checkpoint of the same config)
+        saved = {}
+        for name in COMPARED_FILES:
+            file = storage.join(path, name)
+            try:
+                saved[name] = storage.read_bytes(file) if storage.exists(file) else None
+            except OSError:
+                saved[name] = None  # unreadable: loading the checkpoint reports it
+        allowed = check_resume(path, saved, self.extra_checkpoint_files)
+        if allowed and is_rank0():
+            log.warning(
+                "resuming from %s with a changed config (allowed): %s",
+                path,
+                "; ".join(change.describe() for change in allowed),
+            )
+
+    def _move_aside(self, corrupt: list[str]) -> None:
+        # A corrupt stepN left in place would block this run's own save of step N (it exists and is
+        # complete) and be tried again on every start; it is kept, renamed, for whoever wants to look.
+        barrier()  # every rank is done reading them
+        if is_rank0():
+            for path in corrupt:
+                aside = f"{path.rstrip('/')}{CORRUPT_SUFFIX}"
+                storage.rm(aside)
+                storage.rename(path, aside)
+                log.warning("moved the unloadable checkpoint %s aside to %s", path, aside)
+        barrier()
 
     def _load_at_start(self) -> None:
         if self.load_strategy == LoadStrategy.never or self.no_checkpoints:

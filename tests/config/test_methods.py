@@ -44,10 +44,10 @@ def test_defaults_never_count_as_given():
         (
             "callbacks",
             {"generation_eval": {"enabled": True}},
-            "config: callbacks.generation_eval: not used by method 'pretrain' (used by: sft, dpo)",
+            "config: callbacks.generation_eval: not used by method 'pretrain' (used by: sft, dpo, vl_sft)",
         ),
         ("callbacks", {"generation_eval": {}}, "config: callbacks.generation_eval: not used by method 'pretrain'"),
-        ("data", {"packing": True}, "config: data.packing: not used by method 'pretrain' (used by: sft)"),
+        ("data", {"packing": True}, "config: data.packing: not used by method 'pretrain' (used by: sft, vl_sft)"),
         ("data", {"chat_template": "chatml"}, "config: data.chat_template: not used by method 'pretrain'"),
         ("data", {"train_on": "all"}, "config: data.train_on: not used by method 'pretrain'"),
         ("data", {"group_by_length": False}, "config: data.group_by_length: not used by method 'pretrain'"),
@@ -86,9 +86,9 @@ def test_every_refused_key_is_listed_on_one_line():
         )
     )
     assert message == (
-        "config: data.packing: not used by method 'pretrain' (used by: sft); data.bad_rows: not used "
-        "by method 'pretrain' (used by: sft, dpo); callbacks.generation_eval: not used by method "
-        "'pretrain' (used by: sft, dpo)"
+        "config: data.packing: not used by method 'pretrain' (used by: sft, vl_sft); data.bad_rows: not used "
+        "by method 'pretrain' (used by: sft, dpo, vl_sft); callbacks.generation_eval: not used by method "
+        "'pretrain' (used by: sft, dpo, vl_sft)"
     )
 
 
@@ -109,7 +109,10 @@ def test_a_refusal_from_an_override_names_the_file(tmp_path):
     path.write_text("data:\n  train:\n    sources: [{path: a.txt}]\nmodel:\n  config: {model_type: llama}\n")
     with pytest.raises(ConfigError) as info:
         load_config(str(path), ["callbacks.generation_eval.enabled=true"])
-    assert str(info.value) == f"{path}: callbacks.generation_eval: not used by method 'pretrain' (used by: sft, dpo)"
+    assert (
+        str(info.value)
+        == f"{path}: callbacks.generation_eval: not used by method 'pretrain' (used by: sft, dpo, vl_sft)"
+    )
     assert load_config(str(path), ["method=sft", "callbacks.generation_eval.enabled=true"]).method == "sft"
 
 
@@ -139,5 +142,5 @@ def test_a_method_with_its_own_section_is_one_table_line(monkeypatch):
         WithDPO.model_validate(raw_config("sft", dpo={"beta": 0.2}))
     config = WithDPO.model_validate(raw_config("sft", data={"packing": True}))
     assert refusals(config, "sft") == []
-    assert refusals(config, "dpo") == ["data.packing: not used by method 'dpo' (used by: sft)"]
-    assert refusals(config, "pretrain") == ["data.packing: not used by method 'pretrain' (used by: sft)"]
+    assert refusals(config, "dpo") == ["data.packing: not used by method 'dpo' (used by: sft, vl_sft)"]
+    assert refusals(config, "pretrain") == ["data.packing: not used by method 'pretrain' (used by: sft, vl_sft)"]

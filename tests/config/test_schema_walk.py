@@ -255,9 +255,42 @@ def dpo(tmp_path: Path) -> Iterator[dict[str, Any]]:
 
 
 #: method → its runs, each config built after the previous run (the second loads the first's export)
+def vl_sft(tmp_path: Path) -> Iterator[dict[str, Any]]:
+    """A tiny Qwen2-VL on generated OCR images: LoRA, frozen tower and projector, packing, pixel limits,
+    generation eval; then full fine-tuning of its export with the tower at its own learning rate, padded rows."""
+    raw = shared(tmp_path / "a", "vl_sft")
+    source = {"format": "conversation", "weight": 1.0, "text_field": "text", "max_samples": 16}
+    raw["data"].update(
+        train={"sources": [{"path": "generated:ocr?samples=16&seed=0", **source}]},
+        validation={"sources": [{"path": "generated:ocr?samples=4&seed=1", **source}]},
+        validation_split=0.0,
+        seq_len=128,
+        train_on="assistant",
+        packing=True,
+        group_by_length=True,
+        overlong="truncate",
+        bad_rows="skip",
+        min_pixels=784,
+        max_pixels=3136,
+    )
+    raw["model"]["config"] = {"model_type": "qwen2_vl"}
+    raw["model"].update(freeze_vision=True, freeze_projector=True)
+    raw["model"]["lora"]["modules_to_save"] = None
+    raw["tokenizer"] = {"kind": "auto", "trust_remote_code": False}
+    raw["callbacks"]["generation_eval"] = {"enabled": True, "num_prompts": 2, "max_new_tokens": 2, "interval": 1}
+    yield raw
+    second = second_run(raw, tmp_path / "a", tmp_path / "b")
+    second["model"].update(lora=None, freeze_vision=False, freeze_projector=False)
+    second["model"]["freeze_layers"] = ["*language_model.layers.0.self_attn.q_proj*"]
+    second["optim"].update(vision_lr=1e-4, param_groups=[{"params": "*lm_head*", "lr": 1e-4, "weight_decay": 0.0}])
+    second["data"].update(packing=False, seq_len=101, overlong="drop", bad_rows="fail")  # some over-long
+    yield second
+
+
 SCENARIOS: dict[str, Callable[[Path], Iterator[dict[str, Any]]]] = {
     "pretrain": pretrain,
     "sft": sft,
+    "vl_sft": vl_sft,
     "grpo": grpo,
     "dpo": dpo,
 }

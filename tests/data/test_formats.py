@@ -86,7 +86,7 @@ def test_image_content_is_an_error_for_text_training_not_dropped(kind):
         convo.to_hf_messages()
     message = str(info.value)
     assert f"row has image content ({kind} in messages[0])" in message
-    assert "text SFT cannot train on images" in message and "method: vl_sft, is not available yet" in message
+    assert "text SFT cannot train on images" in message and "use method: vl_sft" in message
     assert "\n" not in message
 
 
@@ -242,7 +242,7 @@ def test_detect_format_custom_text_field_and_error_names_keys():
             {"messages": [{"role": "user", "content": [{"type": "audio", "content": "a.wav"}]}]},
             "conversation",
             "unknown content type 'audio' in messages[0].content[0]; expected one of: text, image_url, image_path, "
-            "image_base64",
+            "image_base64, pdf",
         ),
         (
             {"conversations": [{"from": "human", "value": "a"}, {"from": "bot", "value": "b"}]},

@@ -39,7 +39,7 @@ def test_paths_parse_and_materialize_once(tmp_path):
 @pytest.mark.parametrize(
     "path, message",
     [
-        ("generated:nope", "unknown generated task 'nope'; expected one of: addition, reverse, sort_digits"),
+        ("generated:nope", "unknown generated task 'nope'; expected one of: addition, ocr, reverse, sort_digits"),
         ("generated:reverse?size=3", "unknown option"),
         ("generated:reverse?samples=x", "must be integers"),
         ("generated:reverse?samples=0", "samples must be >= 1"),

@@ -25,3 +25,33 @@ def test_one_bin_per_length_when_lengths_are_few():
     for length in [3, 3, 4, 6]:
         report.add(length, length)
     assert report.length_histogram() == [(3, 3, 2), (4, 4, 1), (5, 5, 0), (6, 6, 1)]
+
+
+def test_image_statistics_are_printed_only_when_present():
+    report = DataReport()
+    report.add(40, 4)
+    text_only = report.text("train")
+    assert "image" not in text_only and "pixels" not in text_only
+    report.add_images(1, 16, [3136], [3136])
+    report.add(60, 4)
+    report.add_images(2, 24, [1000, 50000], [1568, 12544])
+    assert report.summary("train").endswith("rejected 0; 3 images, 40 image tokens")
+    lines = report.text("train").splitlines()
+    assert lines[2:6] == [
+        "  images per example: min 1, mean 1.5, max 2",
+        "  image tokens per example: min 16, mean 20.0, max 24",
+        "  pixels per image before resizing: min 1,000, mean 18,045.3, max 50,000",
+        "  pixels per image after resizing: min 1,568, mean 5,749.3, max 12,544",
+    ]
+
+
+def test_histograms_add_a_row_of_image_tokens(tmp_path):
+    from honing.data_report import draw_histograms
+
+    report = DataReport()
+    report.add(40, 4)
+    report.add_images(1, 16, [3136], [3136])
+    path = draw_histograms({"train": report, "validation": DataReport()}, str(tmp_path / "report.png"))
+    from PIL import Image
+
+    assert Image.open(path).size == (600, 800)  # one column (splits with data), two rows

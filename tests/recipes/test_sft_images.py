@@ -64,7 +64,7 @@ def test_image_row_under_text_sft_names_file_and_line(tmp_path, image_rows):
         SFTRecipe(config(tmp_path, image_rows)).run()
     message = str(info.value)
     assert "chat.jsonl:3: row has image content (image_url in messages[0])" in message
-    assert "method: vl_sft, is not available yet" in message and "\n" not in message
+    assert "use method: vl_sft" in message and "\n" not in message
 
 
 def test_image_row_is_rejected_under_bad_rows_skip(tmp_path, image_rows):

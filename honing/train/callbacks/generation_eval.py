@@ -20,7 +20,8 @@ log = logging.getLogger(__name__)
 
 class GenerationEvalCallback(Callback):
     """Answers each ``(prompt, expected)`` with ``answer_fn(prompt) -> text`` (greedy) before training,
-    every ``interval`` steps, and at the end; records ``eval/exact_match`` and appends the answers to
+    every ``interval`` steps, and at the end; records ``eval/exact_match`` (and ``eval/cer``, the mean
+    character error rate, with ``character_error_rate``) and appends the answers to
     ``SAVE_FOLDER/generation_eval.jsonl``.
 
     ``prompt`` is whatever ``answer_fn`` takes (e.g. the conversation without its last assistant turn).
@@ -37,12 +38,14 @@ class GenerationEvalCallback(Callback):
         interval: int | None = None,
         printer: Callable[[str], Any] = print,
         name: str = "eval",
+        character_error_rate: bool = False,
     ):
         self.answer_fn = answer_fn
         self.examples = list(examples)
         self.interval = interval
         self.printer = printer
         self.name = name
+        self.character_error_rate = character_error_rate
         self.history: list[tuple[int, float]] = []
 
     def on_train_begin(self) -> None:
@@ -68,20 +71,22 @@ class GenerationEvalCallback(Callback):
             with torch.random.fork_rng(devices=[]):  # generation must not move the training RNG
                 for prompt, expected in self.examples:
                     answer = self.answer_fn(prompt).strip()
-                    rows.append(
-                        {
-                            "step": self.step,
-                            "expected": expected,
-                            "answer": answer,
-                            "correct": answer == expected.strip(),
-                        }
-                    )
+                    row = {"step": self.step, "expected": expected, "answer": answer}
+                    row["correct"] = answer == expected.strip()
+                    if self.character_error_rate:
+                        row["cer"] = character_error_rate(answer, expected.strip())
+                    rows.append(row)
         finally:
             model.train(was_training)
         correct = sum(row["correct"] for row in rows)
         accuracy = correct / max(len(rows), 1)
         self.history.append((self.step, accuracy))
         self.trainer.record_metric(f"{self.name}/exact_match", accuracy, ReduceType.max)
+        cer = ""
+        if self.character_error_rate and rows:
+            mean_cer = sum(row["cer"] for row in rows) / len(rows)
+            self.trainer.record_metric(f"{self.name}/cer", mean_cer, ReduceType.max)
+            cer = f", character error rate {mean_cer:.3f}"
         if is_rank0():
             path = os.path.join(self.trainer.work_folder, "generation_eval.jsonl")
             os.makedirs(self.trainer.work_folder, exist_ok=True)
@@ -90,5 +95,16 @@ class GenerationEvalCallback(Callback):
             self.trainer.persist_working_file(path)  # uploaded when the save folder is remote
             shown = rows[0] if rows else None
             example = f" (e.g. expected {shown['expected']!r}, got {shown['answer']!r})" if shown else ""
-            self.printer(f"held-out exact match {label}: {accuracy:.1%} ({correct}/{len(rows)}){example}")
+            self.printer(f"held-out exact match {label}: {accuracy:.1%} ({correct}/{len(rows)}){cer}{example}")
         return accuracy
+
+
+def character_error_rate(answer: str, expected: str) -> float:
+    """Levenshtein distance from ``answer`` to ``expected`` over ``expected``'s length (OCR's CER; may exceed 1)."""
+    previous = list(range(len(answer) + 1))
+    for i, want in enumerate(expected, start=1):
+        current = [i]
+        for j, got in enumerate(answer, start=1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (want != got)))
+        previous = current
+    return previous[-1] / max(len(expected), 1)

@@ -9,6 +9,7 @@ user's, the metrics file, the garbage collector) run at 0.
 PRIORITY: dict[str, int] = {
     "speed_monitor": 1000,  # stop the step's clock before any callback does work in on_step_end
     "profiler": 900,  # step the profiler right after the step's work, before evaluation and saving
+    "loss_spike": 300,  # this step's loss statistics, before evaluation and saving (its state is this step's)
     "evaluator": 200,  # before the checkpointer: a checkpoint of this step can be chosen by its eval loss
     "generation_eval": 190,  # just after the evaluator, so both land in the same step's metrics
     "best_model": 150,  # after the evaluations, before the checkpointer: a new best is protected before pruning

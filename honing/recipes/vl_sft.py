@@ -1,0 +1,384 @@
+"""Vision-language SFT: image conversations through the model's own processor, loss on the reply text only.
+
+By default LoRA trains the language model (olmOCR's target modules) and the vision tower stays frozen;
+``model.lora: null`` fine-tunes every weight, ``model.freeze_vision`` / ``model.freeze_projector`` and
+``optim.vision_lr`` steer the rest. Per-family knowledge (which keys the model takes, where its vision
+tower is) lives in ``honing.models.vl_families``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+import torch
+
+from honing.config.schema import LoraSection
+from honing.data.chat import resolve_chat_template
+from honing.data.chat_templates import NAMED_TEMPLATES
+from honing.data.eval_batches import EvalBatches
+from honing.data.formats import Conversation
+from honing.data.images import load_image
+from honing.data.loader import DataLoader
+from honing.data.report import DataReport
+from honing.data.vl_batches import VLCollator
+from honing.data.vl_packing import PackedVLCollator, VLPackedDataset
+from honing.data.vl_rows import VLDataset, VLExample, process, tokenize_vl_conversations
+from honing.distributed import get_rank, get_world_size
+from honing.errors import ConfigError, DataError
+from honing.models import apply_lora
+from honing.models.loading import load_pretrained_model
+from honing.models.param_names import matches, named_parameters
+from honing.models.vl_families import (
+    VLFamily,
+    family_for,
+    lora_targets,
+    part_patterns,
+    position_ids_for_packing,
+    set_pixel_limits,
+)
+from honing.optim.param_groups import build_adamw
+from honing.recipes.sft import SFTRecipe
+
+log = logging.getLogger(__name__)
+
+VISION_EXTRA = "pip install 'honing[vision]'"
+
+
+class VLSFTRecipe(SFTRecipe):
+    """Image conversations → the processor's ids and pixels, assistant-only labels → padded rows → LoRA or full."""
+
+    family: VLFamily
+
+    # --- model assets -----------------------------------------------------------------
+    def build_processor(self) -> Any:
+        """The model's own ``AutoProcessor`` (image processor, tokenizer, chat template); for a model built from
+        ``model.config``, a tiny processor of its family assembled here (``honing.models.tiny_vl``). The image
+        size bounds of ``data.min_pixels`` / ``data.max_pixels`` are set on it, so they are saved with it."""
+        require_vision_extra()
+        from transformers import AutoProcessor
+
+        cfg = self.config
+        name = cfg.tokenizer.path or cfg.model.name_or_path
+        if cfg.tokenizer.kind == "pretrained" and name is None:
+            raise ConfigError("tokenizer.kind: 'pretrained' needs tokenizer.path or model.name_or_path (a processor)")
+        if cfg.data.chat_template in NAMED_TEMPLATES:
+            raise ConfigError(
+                f"data.chat_template: {cfg.data.chat_template!r} is a text-only template and cannot place images; "
+                "leave it unset (the processor's own template) or give an inline Jinja template"
+            )
+        model_type = self.model_type()
+        if name is None:
+            from honing.models.tiny_vl import build_tiny_processor
+
+            name = build_tiny_processor(
+                model_type, os.path.join(self.cache_dir(), "processors", model_type), cache_dir=self.cache_dir()
+            )
+        try:
+            processor = AutoProcessor.from_pretrained(name, trust_remote_code=cfg.tokenizer.trust_remote_code)
+        except (OSError, ValueError) as error:
+            reason = " ".join(str(error).split())
+            raise ConfigError(f"cannot load the processor of {name!r}: {reason}") from None
+        if getattr(processor, "tokenizer", None) is None or getattr(processor, "image_processor", None) is None:
+            raise ConfigError(f"{name!r} has no image processor and tokenizer: vl_sft needs a multimodal processor")
+        self.family = family_for(model_type, processor=processor)
+        set_pixel_limits(processor, self.family, cfg.data.min_pixels, cfg.data.max_pixels)
+        self.chat_template = resolve_chat_template(processor, cfg.data.chat_template)
+        processor.chat_template = self.chat_template  # saved with the processor in checkpoints and exports
+        return processor
+
+    def model_type(self) -> str:
+        """``model.config.model_type``, or the pretrained model's."""
+        cfg = self.config.model
+        if cfg.name_or_path is None:
+            model_type = (cfg.config or {}).get("model_type")
+            if not model_type:
+                raise ConfigError(
+                    "model.config.model_type: vl_sft builds a random model from its family's tiny config; set it "
+                    "(e.g. qwen2_vl) or set model.name_or_path"
+                )
+            return model_type
+        from transformers import AutoConfig
+
+        return AutoConfig.from_pretrained(cfg.name_or_path, trust_remote_code=cfg.trust_remote_code).model_type
+
+    def build_model(self) -> torch.nn.Module:
+        """``AutoModelForImageTextToText`` from ``model.name_or_path`` or ``model.config``; LoRA on the language
+        model by default (``model.lora: null`` trains every weight)."""
+        from transformers import AutoModelForImageTextToText
+
+        cfg = self.config.model
+        dtype = getattr(torch, cfg.dtype) if cfg.dtype else (torch.bfloat16 if self.precision == "bf16" else None)
+        dtype = dtype or torch.float32
+        if cfg.name_or_path:
+            model = load_pretrained_model(
+                cfg.name_or_path,
+                attn_implementation=cfg.attn_implementation,
+                dtype=dtype,
+                trust_remote_code=cfg.trust_remote_code,
+                auto_class=AutoModelForImageTextToText,
+            )
+        else:
+            from honing.models.tiny_vl import tiny_vl_config
+
+            options = dict(cfg.config or {})
+            model_type = options.pop("model_type")
+            model_config = tiny_vl_config(model_type, vocab_size=len(self.tokenizer), **options)
+            model = AutoModelForImageTextToText.from_config(
+                model_config, dtype=dtype, attn_implementation=cfg.attn_implementation
+            )
+        self.family = family_for(model.config.model_type, model=model, processor=self.processor)
+        rows = model.get_input_embeddings().weight.shape[0]
+        if len(self.tokenizer) > rows:
+            model.resize_token_embeddings(len(self.tokenizer))
+        model = model.to(self.device)
+        lora = self.lora_section()
+        if lora is not None:
+            targets = lora.target_modules
+            if "target_modules" not in lora.model_fields_set:
+                targets = lora_targets(self.family)  # the language model's linears, never the vision tower's
+                # the config saved with the run (and read back by best-model export and `honing merge`) says
+                # what was applied
+                self.config.model.lora = lora.model_copy(update={"target_modules": targets})
+            model = apply_lora(
+                model,
+                rank=lora.rank,
+                alpha=lora.alpha,
+                dropout=lora.dropout,
+                bias=lora.bias,
+                target_modules=targets,
+                task_type=lora.task_type,
+                modules_to_save=lora.modules_to_save,
+            )
+        return model
+
+    def lora_section(self) -> LoraSection | None:
+        """``model.lora`` as set; LoRA with its defaults when the key is absent (``model.lora: null``: none)."""
+        cfg = self.config.model
+        if "lora" in cfg.model_fields_set:
+            return cfg.lora
+        return LoraSection()
+
+    def freeze_module(self, model: torch.nn.Module) -> None:
+        """``model.freeze_layers`` patterns, then the vision tower (``model.freeze_vision``, on by default) and
+        the projector (``model.freeze_projector``)."""
+        super().freeze_module(model)
+        cfg = self.config.model
+        patterns = []
+        if cfg.freeze_vision:
+            patterns += part_patterns(self.family, "vision")
+        if cfg.freeze_projector:
+            patterns += part_patterns(self.family, "projector")
+        for name, param in named_parameters(model):
+            if matches(name, patterns):
+                param.requires_grad_(False)
+
+    def build_optimizer(self, model: torch.nn.Module) -> torch.optim.Optimizer:
+        """AdamW as for text; ``optim.vision_lr`` puts the vision tower in a group of its own."""
+        vision_lr = self.config.optim.vision_lr
+        if vision_lr is not None and self.config.model.freeze_vision:
+            raise ConfigError(
+                "optim.vision_lr: the vision tower is frozen (model.freeze_vision: true); set "
+                "model.freeze_vision: false to train it at its own learning rate"
+            )
+        cfg = self.config.optim
+        groups = [group.model_dump() for group in cfg.param_groups]
+        if vision_lr is not None:
+            groups.append({"params": part_patterns(self.family, "vision"), "lr": vision_lr})
+        return build_adamw(
+            model,
+            lr=cfg.lr,
+            weight_decay=cfg.weight_decay,
+            betas=tuple(cfg.betas),
+            eps=cfg.eps,
+            fused=cfg.fused,
+            groups=groups,
+        )
+
+    # --- data -------------------------------------------------------------------------
+    def tokenize(self, examples: list[Any], split: str) -> list[VLExample]:
+        """Rows through the processor (many per call), images checked now (a bad image fails or is skipped here,
+        never mid-epoch); rows longer than ``data.seq_len`` are cut only where no image's tokens are cut."""
+        data = self.config.data
+        report, tokenized = DataReport(), []
+        loaded: list[tuple[str, Any, tuple[Any, ...]]] = []  # (origin, (messages, images), image items)
+        failures: dict[int, DataError] = {}
+        for index, (example, origin) in enumerate(examples):
+            try:
+                if not isinstance(example, Conversation):
+                    raise DataError("vl_sft trains on conversations; got a plain-text row")
+                messages, items = example.to_vl_messages()
+                loaded.append((origin, (messages, [load_image(item) for item in items]), tuple(items)))
+            except DataError as error:
+                failures[index] = error
+                loaded.append((origin, None, ()))
+        rows = [row for _, row, _ in loaded if row is not None]
+        results = iter(
+            tokenize_vl_conversations(self.processor, rows, chat_template=self.chat_template, train_on=data.train_on)
+        )
+        for index, (origin, row, items) in enumerate(loaded):
+            try:
+                if row is None:
+                    raise failures[index]
+                item = next(results)
+                if isinstance(item, DataError):
+                    raise item
+                item.images = items
+                item, fate = self.fit(item)
+            except DataError as error:
+                if data.bad_rows == "fail":
+                    raise DataError(f"{origin}: {error}") from None
+                report.reject(f"{origin}: {error}")
+                continue
+            if item is None:
+                report.dropped += 1
+                continue
+            report.truncated += fate == "truncated"
+            report.add(len(item.input_ids), sum(label != -100 for label in item.labels[1:]))
+            report.add_images(len(item.images), item.image_tokens, item.pixels_before, item.pixels_after)
+            tokenized.append(item)
+        self.data_reports[split] = report
+        self.print(report.summary(split))
+        if not tokenized:
+            raise DataError(f"no {split} example is left to train on (see the data report above)")
+        return tokenized
+
+    def fit(self, item: VLExample) -> tuple[VLExample | None, str]:
+        """``(item, "kept")`` if it fits ``data.seq_len``; else cut after its last image token (``overlong:
+        truncate``: ``"truncated"``) or dropped (``drop``, or nothing left to learn after the cut: ``(None,
+        "dropped")``). A cut through an image's tokens is a bad row."""
+        data = self.config.data
+        if len(item.input_ids) <= data.seq_len:
+            if not any(label != -100 for label in item.labels):
+                raise DataError("no tokens to train on (no assistant turn left after the chat template)")
+            return item, "kept"
+        if data.overlong == "drop":
+            return None, "dropped"
+        last_image = max((i for i in range(len(item.input_ids)) if self._is_image_token(item, i)), default=-1)
+        if last_image >= data.seq_len:
+            raise DataError(
+                f"the row has {len(item.input_ids)} tokens and its image tokens run to position {last_image + 1}, "
+                f"past data.seq_len ({data.seq_len}): truncating would cut an image; raise data.seq_len, lower "
+                "data.max_pixels, or set data.overlong: drop"
+            )
+        item.input_ids, item.labels = item.input_ids[: data.seq_len], item.labels[: data.seq_len]
+        if not any(label != -100 for label in item.labels):
+            return None, "dropped"  # a valid row that truncation leaves with nothing to learn is over-long, not bad
+        return item, "truncated"
+
+    def _is_image_token(self, item: VLExample, position: int) -> bool:
+        from honing.data.vl_rows import image_token_ids
+
+        if not hasattr(self, "_image_ids"):
+            self._image_ids = image_token_ids(self.processor)
+        return item.input_ids[position] in self._image_ids
+
+    def rows(self, tokenized: list[Any], split: str) -> tuple[Any, Any]:
+        """Padded rows (length-grouped) by default; packed rows with per-document rope positions when
+        ``data.packing: true`` and the family has them (Qwen-VL). Images are re-processed when batched."""
+        data, family = self.config.data, self.family
+        report = self.data_reports[split]
+        dataset = VLDataset(tokenized, self.processor, load_image)
+        if self.packs():
+            packed = VLPackedDataset(
+                tokenized,
+                data.seq_len,
+                rows=dataset,
+                rope_positions=lambda ids, types, grid: position_ids_for_packing(self.model, ids, types, grid),
+                pad_token_id=self.tokenizer.pad_token_id,
+            )
+            report.rows, report.row_length = len(packed), data.seq_len
+            report.packing_efficiency = packed.packing_efficiency
+            self.print(
+                f"packed into {len(packed):,} rows of {data.seq_len} tokens "
+                f"({packed.packing_efficiency:.1%} real tokens)"
+            )
+            return packed, PackedVLCollator(self.tokenizer.pad_token_id, family.model_input_keys)
+        report.rows, report.row_length = len(tokenized), max(report.lengths)
+        return dataset, VLCollator(self.processor, self.tokenizer.pad_token_id, family.model_input_keys)
+
+    def packs(self) -> bool:
+        """Whether rows are packed: only when ``data.packing`` is set true (VL rows are padded by default), and
+        only for a family with per-document rope positions; otherwise setting it is refused."""
+        data = self.config.data
+        if "packing" not in data.model_fields_set or not data.packing:
+            return False
+        if not self.family.packing:
+            raise ConfigError(
+                f"data.packing: {self.family.model_type} has no per-document rope positions, so packed image "
+                "rows would not train as they do alone; set data.packing: false (rows are padded and length-grouped)"
+            )
+        return True
+
+    def build_data(self) -> tuple[DataLoader, EvalBatches | None]:
+        data = self.config.data
+        train_examples, validation_examples = self.examples()
+        train_rows, self.collator = self.rows(self.tokenize(train_examples, "train"), "train")
+        loader = DataLoader(
+            train_rows,
+            global_batch_size=data.global_batch_size,
+            collate_fn=self.collator,
+            seed=self.config.trainer.seed,
+            shuffle=data.shuffle,
+            rank=get_rank(),
+            world_size=get_world_size(),
+            group_by_length=data.group_by_length and not self.packs(),
+        )
+        if not validation_examples:
+            return loader, None
+        validation_rows, collate = self.rows(self.tokenize(validation_examples, "validation"), "validation")
+        batch_size = self.config.callbacks.evaluator.batch_size or self.micro_batch_size()
+        return loader, EvalBatches(
+            validation_rows, batch_size=batch_size, collate_fn=collate, rank=get_rank(), world_size=get_world_size()
+        )
+
+    # --- generation ---------------------------------------------------------------------
+    def held_out_answers(self) -> list[tuple[Any, str]]:
+        """Validation conversations as ((messages before the last assistant turn, their image items), answer)."""
+        out = []
+        for example, _ in self.examples()[1]:
+            if not isinstance(example, Conversation) or example.messages[-1].role != "assistant":
+                continue
+            prompt = Conversation(messages=example.messages[:-1], metadata=example.metadata)
+            out.append((prompt, example.messages[-1].text()))
+        return out
+
+    def answer(self, prompt: Any, *, max_new_tokens: int, temperature: float = 0.0) -> str:
+        """The model's reply to an image conversation (greedy unless ``temperature``), stopped at end of turn."""
+        from honing.models.generation import end_of_turn_ids, generate, sampling_kwargs
+
+        messages, items = prompt.to_vl_messages()
+        images = [load_image(item) for item in items]
+        tokenizer = self.tokenizer
+        text = self.processor.apply_chat_template(
+            messages, chat_template=self.chat_template, tokenize=False, add_generation_prompt=True
+        )
+        inputs = process(self.processor, text, images, {})
+        model_inputs = {
+            key: value.to(self.device)
+            for key, value in inputs.items()
+            # generate() makes the attention mask of the prompt and of each new token itself
+            if isinstance(value, torch.Tensor) and key in self.collator.model_input_keys and key != "attention_mask"
+        }
+        model_inputs["input_ids"] = inputs["input_ids"].to(self.device)
+        stop = [i for i in (tokenizer.eos_token_id, *end_of_turn_ids(tokenizer)) if i is not None]
+        ids = model_inputs.pop("input_ids")
+        out = generate(
+            self.model,
+            ids,
+            pad_token_id=tokenizer.pad_token_id,
+            **model_inputs,
+            **sampling_kwargs(max_new_tokens=max_new_tokens, temperature=temperature, stop_token_ids=stop),
+        )
+        return tokenizer.decode(out[0, ids.shape[1] :], skip_special_tokens=True)
+
+
+def require_vision_extra() -> None:
+    """One line naming the extra to install when torchvision (the image processors' backend) is missing."""
+    try:
+        import torchvision  # noqa: F401
+    except (ImportError, RuntimeError) as error:
+        raise ConfigError(
+            f"method vl_sft needs torchvision for the model's image processor ({error}); {VISION_EXTRA}"
+        ) from None

@@ -1,0 +1,107 @@
+"""VL batches: token fields padded, image fields concatenated, micro-batches take exactly their rows' images."""
+
+import pytest
+import torch
+
+from honing.data.vl_batches import SHARES, ProcessedVLCollator
+from honing.losses import IGNORE_INDEX
+
+
+def row(length: int, patches: int, value: float) -> dict:
+    """A Qwen-VL-like row: ids, labels, token types, and ``patches`` pixel rows for one image."""
+    ids = torch.arange(1, length + 1)
+    return {
+        "input_ids": ids,
+        "labels": ids.clone(),
+        "attention_mask": torch.ones(length, dtype=torch.long),
+        "mm_token_type_ids": torch.ones(length, dtype=torch.int32),
+        "pixel_values": torch.full((patches, 6), value),
+        "image_grid_thw": torch.tensor([[1, patches, 1]]),
+    }
+
+
+def test_pads_token_fields_and_concatenates_image_fields():
+    collate = ProcessedVLCollator(0, ("pixel_values", "image_grid_thw", "mm_token_type_ids"))
+    batch = collate([row(3, 2, 1.0), row(5, 4, 2.0)])
+    assert batch["input_ids"].tolist() == [[1, 2, 3, 0, 0], [1, 2, 3, 4, 5]]
+    assert batch["labels"][0, 3:].tolist() == [IGNORE_INDEX] * 2
+    assert batch["mm_token_type_ids"].tolist() == [[1, 1, 1, 0, 0], [1] * 5]
+    assert batch["pixel_values"].shape == (6, 6)
+    assert batch[SHARES]["pixel_values"].tolist() == [2, 4]
+    assert batch["image_grid_thw"].tolist() == [[1, 2, 1], [1, 4, 1]]
+
+
+def test_split_gives_each_micro_batch_its_own_rows_images():
+    collate = ProcessedVLCollator(0, ("pixel_values", "image_grid_thw"))
+    items = [row(3, 2, 1.0), row(4, 3, 2.0), row(2, 1, 3.0)]
+    batch = collate(items)
+    micro = collate.split(batch, 1)
+    assert len(micro) == 3
+    for item, part in zip(items, micro):
+        assert torch.equal(part["pixel_values"], item["pixel_values"])
+        assert torch.equal(part["image_grid_thw"], item["image_grid_thw"])
+        assert SHARES not in part
+    pairs = collate.split(batch, 2)
+    assert pairs[0]["pixel_values"].shape[0] == 5 and pairs[1]["pixel_values"].shape[0] == 1
+    assert set(collate.model_inputs(pairs[0])) == {"input_ids", "attention_mask", "pixel_values", "image_grid_thw"}
+
+
+def test_rows_without_images_and_per_row_stacks():
+    collate = ProcessedVLCollator(0, ("pixel_values",))
+    text_only = {"input_ids": torch.tensor([1, 2]), "labels": torch.tensor([1, 2])}
+    with_image = {"input_ids": torch.tensor([1, 2, 3]), "labels": torch.tensor([1, 2, 3])}
+    with_image["pixel_values"] = torch.ones(1, 2, 3, 4, 4)  # Idefics3-like: [row, images, C, H, W]
+    two = dict(with_image, pixel_values=torch.ones(1, 1, 3, 4, 4))
+    batch = collate([text_only, with_image, two])
+    assert batch["pixel_values"].shape == (2, 2, 3, 4, 4)  # the one-image row padded with a zero image
+    assert batch["pixel_values"][1, 1].abs().sum() == 0
+    first, second = collate.split(batch, 1)[:2]
+    assert "pixel_values" not in first and second["pixel_values"].shape[0] == 1
+
+
+def test_filler_counts_for_nothing():
+    collate = ProcessedVLCollator(0, ("pixel_values",))
+    batch = collate([row(3, 2, 1.0)])
+    filler = collate.filler(batch)
+    assert (filler["labels"] == IGNORE_INDEX).all() and collate.num_tokens(filler) == 0
+
+
+def test_micro_batches_are_processed_together_as_each_row_alone(tmp_path):
+    pytest.importorskip("torchvision")
+    from PIL import Image
+    from transformers import AutoProcessor
+
+    from honing.data.vl_batches import VLCollator
+    from honing.data.vl_rows import VLDataset, tokenize_vl_conversations
+    from honing.models.tiny_vl import build_tiny_processor
+
+    processor = AutoProcessor.from_pretrained(build_tiny_processor("qwen2_vl", str(tmp_path / "processor")))
+    images = {i: Image.new("RGB", size, (40 * i, 90, 200)) for i, size in enumerate([(56, 28), (112, 56), (28, 28)])}
+    rows = [
+        (
+            [
+                {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "Read" + "!" * i}]},
+                {"role": "assistant", "content": [{"type": "text", "text": f"answer {i}"}]},
+            ],
+            [images[i]],
+        )
+        for i in images
+    ]
+    examples = tokenize_vl_conversations(processor, rows, chat_template=processor.chat_template, chunk_size=2)
+    for i, example in enumerate(examples):
+        example.images = (i,)
+    examples[1].input_ids, examples[1].labels = examples[1].input_ids[:-2], examples[1].labels[:-2]  # truncated
+    dataset = VLDataset(examples, processor, load_image=lambda key: images[key])
+    collate = VLCollator(processor, processor.tokenizer.pad_token_id, ("pixel_values", "image_grid_thw"))
+    micro = collate.split(collate([dataset[i] for i in range(3)]), 2)
+    assert [part["input_ids"].shape[0] for part in micro] == [2, 1]
+    alone = [dataset.processed(i) for i in range(3)]
+    together = [(micro[0], 0), (micro[0], 1), (micro[1], 0)]
+    for row, (part, index) in zip(alone, together):
+        length = len(row["input_ids"])
+        assert part["input_ids"][index, :length].tolist() == row["input_ids"].tolist()
+        assert part["labels"][index, :length].tolist() == row["labels"].tolist()
+        assert int(part["attention_mask"][index].sum()) == length
+        assert part["mm_token_type_ids"][index, :length].tolist() == row["mm_token_type_ids"].tolist()
+    assert torch.equal(micro[0]["pixel_values"], torch.cat([alone[0]["pixel_values"], alone[1]["pixel_values"]]))
+    assert torch.equal(micro[1]["image_grid_thw"], alone[2]["image_grid_thw"])
