@@ -374,11 +374,13 @@ def tiny_tokenizer(model_type: str) -> Any:
     )
 
 
-def build_tiny_processor(model_type: str, out_dir: str, *, cache_dir: str | None = None) -> str:
+def build_tiny_processor(model_type: str, out_dir: str | None, *, cache_dir: str | None = None) -> str:
     """Save a tiny processor of ``model_type`` (byte tokenizer + chat template + stock image processor) to
     ``out_dir`` and return ``out_dir``; reload it with ``AutoProcessor.from_pretrained(out_dir)``.
 
-    The folder is built once per content (family, template, library versions) under the honing cache and copied.
+    The folder is built once per content (family, template, library versions) under the honing cache and copied;
+    with ``out_dir=None`` the cache's own folder is returned, not copied: it is published whole by a rename, so
+    several processes (the ranks of one run) may read it while another is building it.
     """
     import tokenizers
     import transformers
@@ -417,5 +419,7 @@ def build_tiny_processor(model_type: str, out_dir: str, *, cache_dir: str | None
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
+    if out_dir is None:
+        return entry
     shutil.copytree(entry, out_dir, dirs_exist_ok=True)
     return out_dir

@@ -184,7 +184,7 @@ class Recipe:
     def build_optimizer(self, model: torch.nn.Module) -> torch.optim.Optimizer:
         """AdamW with decay / no-decay groups and the user's ``optim.param_groups`` (their own LR / decay)."""
         cfg = self.config.optim
-        groups = [group.model_dump() for group in cfg.param_groups]
+        groups = [group.model_dump() for group in cfg.param_groups] + self.extra_param_groups()
         return build_adamw(
             model,
             lr=cfg.lr,
@@ -194,6 +194,10 @@ class Recipe:
             fused=cfg.fused,
             groups=groups,
         )
+
+    def extra_param_groups(self) -> list[dict[str, Any]]:
+        """Parameter groups a method adds after ``optim.param_groups`` (same form); none by default."""
+        return []
 
     def build_data(self) -> tuple[Any, Any]:
         """The training DataLoader and the validation batches (or None)."""

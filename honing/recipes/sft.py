@@ -154,7 +154,7 @@ class SFTRecipe(Recipe):
             shuffle=data.shuffle,
             rank=get_rank(),
             world_size=get_world_size(),
-            group_by_length=data.group_by_length and not data.packing,
+            group_by_length=self.groups_by_length(),
         )
         if not validation_examples:
             return loader, None
@@ -163,6 +163,10 @@ class SFTRecipe(Recipe):
         return loader, EvalBatches(
             validation_rows, batch_size=batch_size, collate_fn=collate, rank=get_rank(), world_size=get_world_size()
         )
+
+    def groups_by_length(self) -> bool:
+        """Whether training batches are length-grouped: padded rows with ``data.group_by_length``."""
+        return self.config.data.group_by_length and not self.config.data.packing
 
     # --- generation ---------------------------------------------------------------------
     def held_out_answers(self) -> list[tuple[list[dict[str, Any]], str]]:

@@ -9,7 +9,6 @@ tower is) lives in ``honing.models.vl_families``.
 from __future__ import annotations
 
 import logging
-import os
 from typing import Any
 
 import torch
@@ -17,15 +16,12 @@ import torch
 from honing.config.schema import LoraSection
 from honing.data.chat import resolve_chat_template
 from honing.data.chat_templates import NAMED_TEMPLATES
-from honing.data.eval_batches import EvalBatches
 from honing.data.formats import Conversation
 from honing.data.images import load_image
-from honing.data.loader import DataLoader
 from honing.data.report import DataReport
 from honing.data.vl_batches import VLCollator
 from honing.data.vl_packing import PackedVLCollator, VLPackedDataset
 from honing.data.vl_rows import VLDataset, VLExample, process, tokenize_vl_conversations
-from honing.distributed import get_rank, get_world_size
 from honing.errors import ConfigError, DataError
 from honing.models import apply_lora
 from honing.models.loading import load_pretrained_model
@@ -38,7 +34,6 @@ from honing.models.vl_families import (
     position_ids_for_packing,
     set_pixel_limits,
 )
-from honing.optim.param_groups import build_adamw
 from honing.recipes.sft import SFTRecipe
 
 log = logging.getLogger(__name__)
@@ -72,9 +67,8 @@ class VLSFTRecipe(SFTRecipe):
         if name is None:
             from honing.models.tiny_vl import build_tiny_processor
 
-            name = build_tiny_processor(
-                model_type, os.path.join(self.cache_dir(), "processors", model_type), cache_dir=self.cache_dir()
-            )
+            # the cache's own folder, published by a rename: every rank may read it while one builds it
+            name = build_tiny_processor(model_type, None, cache_dir=self.cache_dir())
         try:
             processor = AutoProcessor.from_pretrained(name, trust_remote_code=cfg.tokenizer.trust_remote_code)
         except (OSError, ValueError) as error:
@@ -174,27 +168,17 @@ class VLSFTRecipe(SFTRecipe):
             if matches(name, patterns):
                 param.requires_grad_(False)
 
-    def build_optimizer(self, model: torch.nn.Module) -> torch.optim.Optimizer:
-        """AdamW as for text; ``optim.vision_lr`` puts the vision tower in a group of its own."""
+    def extra_param_groups(self) -> list[dict[str, Any]]:
+        """``optim.vision_lr``: the vision tower in a group of its own (refused while the tower is frozen)."""
         vision_lr = self.config.optim.vision_lr
-        if vision_lr is not None and self.config.model.freeze_vision:
+        if vision_lr is None:
+            return []
+        if self.config.model.freeze_vision:
             raise ConfigError(
                 "optim.vision_lr: the vision tower is frozen (model.freeze_vision: true); set "
                 "model.freeze_vision: false to train it at its own learning rate"
             )
-        cfg = self.config.optim
-        groups = [group.model_dump() for group in cfg.param_groups]
-        if vision_lr is not None:
-            groups.append({"params": part_patterns(self.family, "vision"), "lr": vision_lr})
-        return build_adamw(
-            model,
-            lr=cfg.lr,
-            weight_decay=cfg.weight_decay,
-            betas=tuple(cfg.betas),
-            eps=cfg.eps,
-            fused=cfg.fused,
-            groups=groups,
-        )
+        return [{"params": part_patterns(self.family, "vision"), "lr": vision_lr}]
 
     # --- data -------------------------------------------------------------------------
     def tokenize(self, examples: list[Any], split: str) -> list[VLExample]:
@@ -311,27 +295,9 @@ class VLSFTRecipe(SFTRecipe):
             )
         return True
 
-    def build_data(self) -> tuple[DataLoader, EvalBatches | None]:
-        data = self.config.data
-        train_examples, validation_examples = self.examples()
-        train_rows, self.collator = self.rows(self.tokenize(train_examples, "train"), "train")
-        loader = DataLoader(
-            train_rows,
-            global_batch_size=data.global_batch_size,
-            collate_fn=self.collator,
-            seed=self.config.trainer.seed,
-            shuffle=data.shuffle,
-            rank=get_rank(),
-            world_size=get_world_size(),
-            group_by_length=data.group_by_length and not self.packs(),
-        )
-        if not validation_examples:
-            return loader, None
-        validation_rows, collate = self.rows(self.tokenize(validation_examples, "validation"), "validation")
-        batch_size = self.config.callbacks.evaluator.batch_size or self.micro_batch_size()
-        return loader, EvalBatches(
-            validation_rows, batch_size=batch_size, collate_fn=collate, rank=get_rank(), world_size=get_world_size()
-        )
+    def groups_by_length(self) -> bool:
+        """Padded rows are length-grouped with ``data.group_by_length``; packed ones are not."""
+        return self.config.data.group_by_length and not self.packs()
 
     # --- generation ---------------------------------------------------------------------
     def held_out_answers(self) -> list[tuple[Any, str]]:
