@@ -76,7 +76,15 @@ def prepare_assets(folder: str, samples: int) -> tuple[str, str]:
     config = tiny_vl_config(MODEL_TYPE, vocab_size=len(tokenizer))
     AutoModelForImageTextToText.from_config(config, attn_implementation="sdpa").save_pretrained(model_dir)
     rows = write_ocr_set(os.path.join(folder, "ocr"), samples=samples, seed=SEED)
-    return model_dir, rows
+    # TRL's collator puts a row's images before its first user text: every system gets that order
+    image_first = os.path.join(os.path.dirname(rows), "rows-image-first.jsonl")
+    with open(rows, encoding="utf-8") as source, open(image_first, "w", encoding="utf-8") as target:
+        for line in source:
+            row = json.loads(line)
+            user = row["messages"][0]
+            user["content"] = sorted(user["content"], key=lambda item: item["type"] == "text")
+            target.write(json.dumps(row) + "\n")
+    return model_dir, image_first
 
 
 def read_rows(rows_path: str) -> list[dict[str, str]]:
@@ -85,7 +93,7 @@ def read_rows(rows_path: str) -> list[dict[str, str]]:
     with open(rows_path, encoding="utf-8") as handle:
         for line in handle:
             user, assistant = json.loads(line)["messages"]
-            image, text = user["content"]
+            image, text = sorted(user["content"], key=lambda item: item["type"] == "text")
             path = os.path.join(os.path.dirname(rows_path), image["content"])
             out.append({"image": path, "prompt": text["content"], "reply": assistant["content"]})
     return out
