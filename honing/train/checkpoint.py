@@ -9,34 +9,38 @@ must be on storage all ranks share (one node); rank 0 uploads once every rank's 
 from __future__ import annotations
 
 import contextlib
-import copy
-import io
 import json
 import logging
 import os
 import re
 import time
 import warnings
-from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.api import CheckpointException
-from torch.distributed.checkpoint.filesystem import FileSystem
 
 from honing import storage
 from honing.distributed import get_rank, get_world_size, is_distributed
 from honing.errors import CheckpointError
+from honing.train.checkpoint_io import (
+    MODEL_AND_OPTIM_DIR,
+    TRAIN_DIR,
+    copy_to_cpu,
+    describe_error,
+    quiet_metadata_fallback,
+    read_trainer_state,
+    serialize_trainer_state,
+    storage_reader,
+    storage_writer,
+)
 from honing.train.remote import Uploader, work_folder_for
 from honing.train.train_module import ModelState
 
 log = logging.getLogger(__name__)
 
-MODEL_AND_OPTIM_DIR = "model_and_optim"
-TRAIN_DIR = "train"
 MARKER = ".complete"
 TEMP_SUFFIX = ".tmp"
 CORRUPT_SUFFIX = ".corrupt"  # an unloadable checkpoint moved aside: never loaded, never in the way of a save
@@ -89,7 +93,7 @@ class Checkpointer:
         CheckpointerCallback's job."""
         self.wait()
         extra_files = self._check_save(dir, extra_files)
-        trainer_bytes = _serialize_trainer_state(train_state, dir)
+        trainer_bytes = serialize_trainer_state(train_state, dir)
         self._write(dir, train_module.state_dict_to_save(), trainer_bytes, extra_files, self.process_group, ephemeral)
 
     def save_async(
@@ -105,8 +109,8 @@ class Checkpointer:
         when ``dir`` is a complete checkpoint."""
         self.wait()
         extra_files = self._check_save(dir, extra_files)
-        trainer_bytes = _serialize_trainer_state(train_state, dir)
-        staged = _copy_to_cpu(train_module.state_dict_to_save())
+        trainer_bytes = serialize_trainer_state(train_state, dir)
+        staged = copy_to_cpu(train_module.state_dict_to_save())
         group = self._group_for_background()
         if self._executor is None:
             self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="honing-checkpoint")
@@ -194,7 +198,7 @@ class Checkpointer:
                 "cannot list %s (%s): checkpoints already there are neither pruned nor protected from "
                 "being overwritten",
                 folder,
-                storage.redact_secrets(_describe(error)),
+                storage.redact_secrets(describe_error(error)),
             )
 
     def _delete_deferred(self) -> None:
@@ -263,7 +267,7 @@ class Checkpointer:
             dcp.save(
                 state,
                 checkpoint_id=model_dir,
-                storage_writer=_storage_writer(model_dir),
+                storage_writer=storage_writer(model_dir),
                 process_group=group,
                 no_dist=not distributed,
             )
@@ -286,7 +290,7 @@ class Checkpointer:
                 with contextlib.suppress(OSError):
                     storage.rm(temp)
             raise CheckpointError(
-                f"{local}: could not save checkpoint: {_describe(error)}; it was not marked complete and the "
+                f"{local}: could not save checkpoint: {describe_error(error)}; it was not marked complete and the "
                 f"earlier checkpoints are kept"
             ) from error
         if rank == 0 and local != dir:  # every rank's files are written (the barrier above)
@@ -312,7 +316,7 @@ class Checkpointer:
         if not self.dir_is_checkpoint(dir):
             raise CheckpointError(f"{dir}: not a complete checkpoint (no {MARKER} marker)")
         # Read the small trainer state first so a corrupt file is found before the model is touched.
-        trainer_state = _read_trainer_state(dir) if load_trainer_state else None
+        trainer_state = read_trainer_state(dir, get_rank()) if load_trainer_state else None
         state = train_module.state_dict_to_load(load_optimizer_state=load_optimizer_state)
         # the extra state left out of the read keeps its current values when loaded back below
         to_read = state if load_optimizer_state else {key: value for key, value in state.items() if key == "model"}
@@ -320,16 +324,16 @@ class Checkpointer:
         # DCP wraps every rank's failure (missing, truncated or mismatched data) in a CheckpointException,
         # which is a BaseException; either way the checkpoint cannot be loaded into this module.
         try:
-            with _quiet_metadata_fallback():
+            with quiet_metadata_fallback():
                 dcp.load(
                     to_read,
                     checkpoint_id=model_dir,
-                    storage_reader=_storage_reader(model_dir),
+                    storage_reader=storage_reader(model_dir),
                     process_group=self.process_group,
                     no_dist=this_process_only or not is_distributed(),
                 )
         except (Exception, CheckpointException) as error:
-            raise CheckpointError(f"{dir}: cannot load model and optimizer state: {_describe(error)}") from error
+            raise CheckpointError(f"{dir}: cannot load model and optimizer state: {describe_error(error)}") from error
         train_module.load_state_dict(state)
         return trainer_state
 
@@ -405,49 +409,6 @@ class Checkpointer:
         self._delete_deferred()
 
 
-def _read_trainer_state(dir: str) -> dict[str, Any]:
-    """This rank's trainer state, or rank 0's (flagged) when the run now has more ranks."""
-    rank = get_rank()
-    path = storage.join(dir, TRAIN_DIR, f"rank{rank}.pt")
-    world_size_changed = not storage.exists(path)
-    if world_size_changed:  # more ranks now than when saved: start from rank 0's progress
-        path = storage.join(dir, TRAIN_DIR, "rank0.pt")
-        if not storage.exists(path):
-            wanted = (
-                f"{TRAIN_DIR}/rank0.pt" if rank == 0 else f"neither {TRAIN_DIR}/rank{rank}.pt nor {TRAIN_DIR}/rank0.pt"
-            )
-            raise CheckpointError(f"{dir}: the trainer state is missing ({wanted})")
-    try:
-        state = torch.load(io.BytesIO(storage.read_bytes(path)), map_location="cpu", weights_only=True)
-    except Exception as error:
-        raise CheckpointError(
-            f"{dir}: cannot read trainer state {path}: {_describe(error)} (truncated or corrupt?)"
-        ) from error
-    if not isinstance(state, dict):
-        raise CheckpointError(f"{dir}: trainer state {path} holds a {type(state).__name__}, expected a dict")
-    if world_size_changed:
-        state["_world_size_changed"] = True
-    return state
-
-
-class _MetadataFallbackFilter(logging.Filter):
-    """Drops DCP's tracebacks for an unreadable ``.metadata`` (logged on the root logger before it raises):
-    the CheckpointError raised after them already says what is wrong, in one line."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not (record.name == "root" and "metadata is not found" in record.getMessage())
-
-
-@contextlib.contextmanager
-def _quiet_metadata_fallback() -> Iterator[None]:
-    quiet = _MetadataFallbackFilter()
-    logging.getLogger().addFilter(quiet)
-    try:
-        yield
-    finally:
-        logging.getLogger().removeFilter(quiet)
-
-
 def _temp_dir(dir: str) -> str:
     return str(dir).rstrip("/") + TEMP_SUFFIX
 
@@ -460,73 +421,3 @@ def _remove_checkpoint(dir: str) -> None:
 def _barrier(group: dist.ProcessGroup | None) -> None:
     if is_distributed():
         dist.barrier(group=group)
-
-
-class _HookedFileSystem(FileSystem):
-    """DCP's local file system whose written files report to ``storage``'s write hook (fault injection)."""
-
-    @contextlib.contextmanager
-    def create_stream(self, path: str | os.PathLike, mode: str) -> Iterator[Any]:
-        with super().create_stream(path, mode) as stream:
-            yield storage.HookedStream(stream, str(path)) if "w" in mode else stream
-
-
-def _storage_writer(path: str) -> dcp.StorageWriter | None:
-    # Local folders get DCP's file-system writer explicitly: inferring it from the path requires a
-    # writable existing parent. For URLs, DCP picks its fsspec writer from checkpoint_id.
-    if storage.is_url(path):
-        return None
-    writer = dcp.FileSystemWriter(path)
-    writer.fs = _HookedFileSystem()  # so a test's injected disk-full or kill can land inside the DCP write
-    return writer
-
-
-def _storage_reader(path: str) -> dcp.StorageReader | None:
-    # Explicit for the same reason: inference would refuse a checkpoint in a read-only folder.
-    return None if storage.is_url(path) else dcp.FileSystemReader(path)
-
-
-def _copy_to_cpu(value: Any) -> Any:
-    """A deep copy with every tensor copied to CPU memory, so training may change the live tensors."""
-    if isinstance(value, torch.Tensor):
-        # .to(copy=True) copies a DTensor's local shard and keeps its placement, which DCP needs.
-        return value.detach().to("cpu", copy=True)
-    if isinstance(value, dict):
-        return {key: _copy_to_cpu(item) for key, item in value.items()}
-    if type(value) in (list, tuple):
-        return type(value)(_copy_to_cpu(item) for item in value)
-    return copy.deepcopy(value)
-
-
-def _serialize_trainer_state(state: dict[str, Any], dir: str) -> bytes:
-    """``torch.save`` bytes of ``state``, checked to load back with ``weights_only=True``.
-
-    Checking now turns a state that could never be resumed from into an error at save time.
-    """
-    buffer = io.BytesIO()
-    try:
-        torch.save(state, buffer)
-        torch.load(io.BytesIO(buffer.getvalue()), weights_only=True)
-    except Exception as error:
-        raise CheckpointError(
-            f"{dir}: the trainer state cannot be checkpointed: {_describe(error)}; callbacks' and the data "
-            f"loader's state_dict() must hold only numbers, strings, lists, tuples, dicts and tensors"
-        ) from error
-    return buffer.getvalue()
-
-
-def _describe(error: BaseException) -> str:
-    """The useful first line of an error message (torch's weights_only errors bury it mid-paragraph)."""
-    if isinstance(error, CheckpointException) and error.failures:
-        rank, (cause, _) = next(iter(sorted(error.failures.items())))
-        return f"rank {rank}: {_describe(cause)}"
-    message = str(error)
-    if "WeightsUnpickler error: " in message:
-        message = message.split("WeightsUnpickler error: ", 1)[1]
-    lines = [line.strip() for line in message.splitlines() if line.strip()]
-    first = lines[0] if lines else ""
-    if len(first) > 300:
-        first = first[:300] + "..."
-    if not first and isinstance(error, EOFError):
-        first = "a file ends early (truncated?)"
-    return f"{type(error).__name__}: {first}" if first else type(error).__name__
