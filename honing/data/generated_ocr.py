@@ -1,17 +1,18 @@
 """The mini-OCR task (``generated:ocr``): images of short random strings to transcribe, olmOCR's task in miniature.
 
-Each string is drawn with PIL's built-in font (no font file, no download) on a small white image, 28 pixels high and
-a multiple of 28 wide, so a Qwen2-VL (14-pixel patches merged 2 x 2) sees it unresized as a handful of tokens. The
-images (PNG, or one-page PDFs with ``pdf``) sit in a folder beside a conversation-format JSONL whose user turn is
-the image and an instruction and whose assistant turn is the string. ``blank`` keeps the strings and leaves the
-images empty: a model that scores as well on those is not reading the image.
+Each string is typed with PIL's built-in font (no font file, no download) on a small white strip, one character
+centred in each 28 x 28 cell, as on a typewriter: one cell is one merged Qwen2-VL patch (14-pixel patches merged
+2 x 2), so the k-th image token holds the k-th character. Every strip of a set has the width of its longest
+string (at least 4 cells, which Qwen2-VL's processor leaves unresized). The images (PNG, or one-page PDFs with
+``pdf``) sit in a folder beside a conversation-format JSONL whose user turn is an instruction and the image and
+whose assistant turn is the string. ``blank`` keeps the strings and leaves the images empty: a model that scores
+as well on those is not reading the image.
 """
 
 from __future__ import annotations
 
 import functools
 import json
-import math
 import os
 import random
 import time
@@ -28,11 +29,10 @@ OPTIONS = ("pdf", "blank", "length")  # besides samples and seed
 DEFAULT_LENGTH = (3, 5)
 MAX_LENGTH = 12
 HEIGHT = 28
-WIDTH_STEP = 28  # one merged Qwen2-VL patch: widths on this grid are not resized by its processor
-MIN_WIDTH = 56
-FONT_SIZE = 20
-MARGIN = 3  # pixels kept clear at each side of the text
-VERSION = 2  # part of the folder's name: bump it whenever the rows or images change
+WIDTH_STEP = 28  # one cell per character: one merged Qwen2-VL patch
+MIN_CELLS = 4  # 4 x 28 x 28 = 3,136 pixels, Qwen2-VL's default min_pixels: no strip is resized
+FONT_SIZE = 22
+VERSION = 3  # part of the folder's name: bump it whenever the rows or images change
 PDF_DATE = time.gmtime(0)  # fixed, so a PDF's bytes depend on the seed only
 
 
@@ -75,17 +75,15 @@ def _font() -> Any:
     return ImageFont.load_default(size=FONT_SIZE)  # Pillow's embedded font: no file, no download
 
 
-def render_text(text: str, offset: float = 0.5, *, blank: bool = False) -> Any:
-    """A greyscale image of ``text`` in black on white; ``offset`` (0-1) places it within the spare width."""
+def render_text(text: str, cells: int, *, blank: bool = False) -> Any:
+    """A greyscale strip of ``cells`` 28-pixel cells with ``text`` in black on white, one character per cell."""
     from PIL import Image, ImageDraw
 
-    font = _font()
-    text_width = math.ceil(ImageDraw.Draw(Image.new("L", (1, 1))).textlength(text, font=font))
-    width = max(MIN_WIDTH, math.ceil((text_width + 2 * MARGIN) / WIDTH_STEP) * WIDTH_STEP)
-    image = Image.new("L", (width, HEIGHT), 255)
+    image = Image.new("L", (cells * WIDTH_STEP, HEIGHT), 255)
     if not blank:
-        left = MARGIN + round(offset * (width - text_width - 2 * MARGIN))
-        ImageDraw.Draw(image).text((left, HEIGHT / 2), text, font=font, fill=0, anchor="lm")
+        draw = ImageDraw.Draw(image)
+        for index, character in enumerate(text):
+            draw.text((index * WIDTH_STEP + WIDTH_STEP / 2, HEIGHT / 2), character, font=_font(), fill=0, anchor="mm")
     return image
 
 
@@ -102,10 +100,10 @@ def write_ocr_set(
         import PIL  # noqa: F401
     except ImportError as error:
         raise DataError("generated:ocr draws images with Pillow: pip install 'honing[vision]'") from error
-    placement = random.Random(f"ocr-placement:{seed}")
+    cells = max(MIN_CELLS, length[1])  # one width for the whole set: the strip never tells the length
     lines = []
     for index, text in enumerate(ocr_strings(samples, seed, length)):
-        image = render_text(text, placement.random(), blank=blank)
+        image = render_text(text, cells, blank=blank)
         name = f"images/{index:05d}.{'pdf' if pdf else 'png'}"
         if pdf:
             item = {"type": "pdf", "content": name, "page": 1}

@@ -283,7 +283,7 @@ def vl_sft(tmp_path: Path) -> Iterator[dict[str, Any]]:
     second["model"].update(lora=None, freeze_vision=False, freeze_projector=False)
     second["model"]["freeze_layers"] = ["*language_model.layers.0.self_attn.q_proj*"]
     second["optim"].update(vision_lr=1e-4, param_groups=[{"params": "*lm_head*", "lr": 1e-4, "weight_decay": 0.0}])
-    second["data"].update(packing=False, seq_len=101, overlong="drop", bad_rows="fail")  # some over-long
+    second["data"].update(packing=False, seq_len=102, overlong="drop", bad_rows="fail")  # some over-long
     yield second
 
 

@@ -26,7 +26,7 @@ def folder_bytes(rows_path: str) -> dict[str, bytes]:
 
 def test_rows_images_and_determinism(tmp_path):
     rows_path = materialize("generated:ocr?samples=12&seed=3", str(tmp_path / "a"))
-    assert rows_path == str(tmp_path / "a" / "generated" / "ocr-12-3-len3-5-v2" / "rows.jsonl")
+    assert rows_path == str(tmp_path / "a" / "generated" / "ocr-12-3-len3-5-v3" / "rows.jsonl")
     rows = [json.loads(line) for line in open(rows_path)]
     answers = [row["messages"][1]["content"] for row in rows]
     assert answers == ocr_strings(12, 3) and answers != ocr_strings(12, 4)
@@ -50,9 +50,18 @@ def test_images_decode_to_the_patch_grid_with_ink_and_blank_images_keep_the_answ
         assert example.messages[1].content == control.messages[1].content
         picture, empty = load_image(example.images()[0]), load_image(control.images()[0])
         width, height = picture.size
-        assert height == HEIGHT and width % WIDTH_STEP == 0 and 56 <= width <= 112 and empty.size == picture.size
-        ink = (np.asarray(picture.convert("L")) < 128).sum()
-        assert ink > 30 and (np.asarray(empty) == 255).all()
+        assert (width, height) == (6 * WIDTH_STEP, HEIGHT) and empty.size == picture.size
+        # one character per cell: every one of the 6 cells has ink, and it sits inside the cell
+        cells = np.asarray(picture.convert("L")).reshape(HEIGHT, 6, WIDTH_STEP) < 128
+        assert all(cells[:, cell].sum() > 10 for cell in range(6))
+        assert not cells[:, :, 0].any() and not cells[:, :, -1].any()
+        assert (np.asarray(empty) == 255).all()
+
+
+def test_strips_of_a_set_share_one_width_of_at_least_four_cells(tmp_path):
+    for query, cells in (("length=1-2", 4), ("length=3-7", 7)):
+        examples = load_examples([{"path": materialize(f"generated:ocr?samples=8&{query}", str(tmp_path))}]).examples
+        assert {load_image(example.images()[0]).size for example in examples} == {(cells * WIDTH_STEP, HEIGHT)}
 
 
 def test_pdf_pages_render_like_the_pngs(tmp_path):
