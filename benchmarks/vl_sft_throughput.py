@@ -4,12 +4,13 @@ samples per second and real (non-padding) tokens per second of each, the ratios,
 
 The same for every system:
 - data: the mini-OCR task (``honing.data.generated_ocr``, the ``generated:ocr`` rows): images of short random
-  strings rendered with PIL's default font, 28 px high, with the instruction "Transcribe the text in the image."
+  strings typed with PIL's default font, one character per 28-pixel cell, with the instruction "Transcribe the text in the image."
   and the string as the reply; ``(warm-up + steps) x batch`` rows written once per run of this script, read in
   file order (no shuffle, no length grouping: honing's loader unshuffled, the Trainers' sequential sampler), so
   the three systems train on the very same batches and their real tokens per step must agree;
-- images are loaded from their PNG files for every batch and processed on the fly by the processor (honing
-  re-processes each row's images when it is batched; the Trainer's collator and TRL's process the batch);
+- images are loaded from their PNG files for every batch and processed on the fly (honing runs the image
+  processor on each micro-batch's images beside the ids it stored when the data set was built, as it does for
+  every Qwen-VL family; the Trainer's collator and TRL's run the whole processor on the batch);
 - processor: a tiny Qwen2-VL processor (``honing.models.tiny_vl``: a byte-level tokenizer with the family's
   special tokens, the Qwen2-VL chat template with ``{% generation %}`` markers, the stock ``Qwen2VLImageProcessor``)
   and model: the tiny random Qwen2-VL of ``tiny_vl_config("qwen2_vl")`` (hidden 64 x 2 layers, a 2-block vision

@@ -3,7 +3,9 @@
 ``VLCollator`` (padded rows) keeps each row's stored ids, labels, rendered text and loaded images, and runs
 the processor once per micro-batch when the batch is split: one call for many rows costs little more than
 one call for one row, and the processor's own batching (Molmo2's index shifts, Idefics3's per-row image
-stacks) is used as it is. The ids it gives are checked against the stored ones.
+stacks) is used as it is. The ids it gives are checked against the stored ones. For a family whose processor
+adds nothing to the text but token types (Qwen-VL: ``mm_token_type_ids``, 1 at image tokens), only the image
+processor runs and the types come from the stored ids, whose image tokens are checked against the image grid.
 
 ``ProcessedVLCollator`` (packed rows, processed per document): token-shaped fields (ids, labels, masks,
 ``mm_token_type_ids``) are right-padded to the longest row.
@@ -106,10 +108,19 @@ class ProcessedVLCollator(PadCollator):
 class VLCollator(PadCollator):
     """Rows of stored ids and labels plus their text and images; each micro-batch is processed in one call."""
 
-    def __init__(self, processor: Any, pad_token_id: int | None, model_input_keys: Sequence[str]):
+    def __init__(
+        self,
+        processor: Any,
+        pad_token_id: int | None,
+        model_input_keys: Sequence[str],
+        *,
+        image_token_id: int | None = None,
+    ):
         super().__init__(pad_token_id)
         self.processor = processor
         self.model_input_keys = tuple(dict.fromkeys(("input_ids", "attention_mask", *model_input_keys)))
+        # set: image processor only, token types from the ids (``VLFamily.image_only_batches``)
+        self.image_token_id = image_token_id
 
     def __call__(self, items: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         batch = super().__call__(items)  # input_ids, labels, attention_mask, num_real_tokens
@@ -130,6 +141,8 @@ class VLCollator(PadCollator):
         micro = {key: batch[key][start:stop, :width] for key in ("input_ids", "labels", "attention_mask")}
         micro["num_real_tokens"] = lengths
         images = [image for row in batch["images"][start:stop] for image in row]
+        if self.image_token_id is not None:
+            return self._with_images_only(micro, batch["images"][start:stop])
         kwargs: dict[str, Any] = {"images": images} if images else {}
         encoding = self.processor(
             text=batch["texts"][start:stop], padding=True, padding_side="right", return_tensors="pt", **kwargs
@@ -147,6 +160,27 @@ class VLCollator(PadCollator):
                 micro[key] = torch.where(micro["attention_mask"].bool(), value[:, :width], 0)
             else:
                 micro[key] = value
+        return micro
+
+    def _with_images_only(self, micro: dict[str, torch.Tensor], rows: Sequence[Sequence[Any]]) -> dict[str, Any]:
+        """``micro`` with the image processor's fields and token types read off the stored ids; each row must hold
+        as many image tokens as its images' grids give (the processor's expansion, done when the data was built)."""
+        image_tokens = (micro["input_ids"] == self.image_token_id) & micro["attention_mask"].bool()
+        micro["mm_token_type_ids"] = image_tokens.long()  # as the processor gives it
+        images = [image for row in rows for image in row]
+        expected = torch.zeros(len(rows), dtype=torch.long)
+        if images:
+            encoding = self.processor.image_processor(images=images, return_tensors="pt")
+            merge = int(getattr(self.processor.image_processor, "merge_size", 1))
+            per_image = encoding["image_grid_thw"].prod(-1) // merge**2
+            owner = torch.repeat_interleave(torch.arange(len(rows)), torch.tensor([len(row) for row in rows]))
+            expected.index_add_(0, owner, per_image)
+            micro.update(pixel_values=encoding["pixel_values"], image_grid_thw=encoding["image_grid_thw"])
+        if not torch.equal(image_tokens.sum(1), expected):
+            raise DataError(
+                f"rows hold {image_tokens.sum(1).tolist()} image tokens but their images give {expected.tolist()}: "
+                "the images or the image processor changed since the data set was built"
+            )
         return micro
 
     def filler(self, batch: Mapping[str, Any]) -> dict[str, Any]:

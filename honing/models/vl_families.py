@@ -89,6 +89,10 @@ class VLFamily:
     pixel_index_keys: tuple[str, ...] = ()
     # The key that says how many pixel_values entries each image has ("patches" and "crops" layouts).
     pixel_count_key: str | None = None
+    # True when the processor's only text-derived output is mm_token_type_ids (1 at image tokens): padded batches
+    # then run the image processor alone beside the stored ids, which skips the tokenizer and the placeholder
+    # expansion, about two thirds of a Qwen-VL processor call.
+    image_only_batches: bool = False
     # True when derived from module and processor names rather than registered.
     generic: bool = field(default=False, compare=False)
 
@@ -103,6 +107,7 @@ _QWEN_COMMON = {
     "packing": True,
     "pixel_kwargs": _size_limits,
     "pixel_count_key": "image_grid_thw",
+    "image_only_batches": True,
 }
 
 # The merger sits inside `model.visual` but is the projector: freezing "the vision tower" leaves it trainable.

@@ -280,7 +280,10 @@ class VLSFTRecipe(SFTRecipe):
             )
             return packed, PackedVLCollator(self.tokenizer.pad_token_id, family.model_input_keys)
         report.rows, report.row_length = len(tokenized), max(report.lengths)
-        return dataset, VLCollator(self.processor, self.tokenizer.pad_token_id, family.model_input_keys)
+        image_token_id = self.tokenizer.convert_tokens_to_ids(family.image_token) if family.image_only_batches else None
+        return dataset, VLCollator(
+            self.processor, self.tokenizer.pad_token_id, family.model_input_keys, image_token_id=image_token_id
+        )
 
     def packs(self) -> bool:
         """Whether rows are packed: only when ``data.packing`` is set true (VL rows are padded by default), and

@@ -105,3 +105,54 @@ def test_micro_batches_are_processed_together_as_each_row_alone(tmp_path):
         assert part["mm_token_type_ids"][index, :length].tolist() == row["mm_token_type_ids"].tolist()
     assert torch.equal(micro[0]["pixel_values"], torch.cat([alone[0]["pixel_values"], alone[1]["pixel_values"]]))
     assert torch.equal(micro[1]["image_grid_thw"], alone[2]["image_grid_thw"])
+
+
+@pytest.mark.parametrize("model_type", ["qwen2_vl", "qwen2_5_vl", "qwen3_vl"])
+def test_image_only_batches_equal_the_full_processor_call(tmp_path, model_type):
+    """Qwen-VL batches from the image processor alone (token types from the ids) are the processor call's, key for
+    key; a row whose image tokens do not match its image's grid is refused."""
+    pytest.importorskip("torchvision")
+    from PIL import Image
+    from transformers import AutoProcessor
+
+    from honing.data.vl_batches import VLCollator
+    from honing.data.vl_rows import VLDataset, tokenize_vl_conversations
+    from honing.errors import DataError
+    from honing.models.tiny_vl import build_tiny_processor
+    from honing.models.vl_families import FAMILIES
+
+    family = FAMILIES[model_type]
+    assert family.image_only_batches
+    processor = AutoProcessor.from_pretrained(build_tiny_processor(model_type, str(tmp_path / "processor")))
+    sizes = [(56, 28), (112, 56), (64, 64), (28, 84)]
+    images = {i: Image.new("RGB", size, (40 * i, 90, 200)) for i, size in enumerate(sizes)}
+    contents = [[0], [1, 2], [], [3]]  # one image, two images, none, one
+    rows = [
+        (
+            [
+                {"role": "user", "content": [*({"type": "image"} for _ in keys), {"type": "text", "text": "Read" * i}]},
+                {"role": "assistant", "content": [{"type": "text", "text": f"answer {i}"}]},
+            ],
+            [images[key] for key in keys],
+        )
+        for i, keys in enumerate(contents)
+    ]
+    examples = tokenize_vl_conversations(processor, rows, chat_template=processor.chat_template, chunk_size=4)
+    for example, keys in zip(examples, contents):
+        example.images = tuple(keys)
+    dataset = VLDataset(examples, processor, load_image=lambda key: images[key])
+    full = VLCollator(processor, processor.tokenizer.pad_token_id, family.model_input_keys)
+    image_token_id = processor.tokenizer.convert_tokens_to_ids(family.image_token)
+    fast = VLCollator(processor, processor.tokenizer.pad_token_id, family.model_input_keys, image_token_id=image_token_id)
+    batch = full([dataset[i] for i in range(4)])
+    for size in (1, 2, 4):
+        for expected, got in zip(full.split(batch, size), fast.split(batch, size)):
+            assert expected.keys() == got.keys()
+            for key, value in expected.items():
+                assert value.dtype == got[key].dtype and torch.equal(value, got[key]), (size, key)
+    # a stored row with one image token too few for its image's grid
+    broken = dict(batch, input_ids=batch["input_ids"].clone())
+    first = int((broken["input_ids"][0] == image_token_id).nonzero()[0])
+    broken["input_ids"][0, first] = processor.tokenizer.pad_token_id
+    with pytest.raises(DataError, match=r"image tokens but their images give"):
+        fast.split(broken, 4)
