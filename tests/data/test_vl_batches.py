@@ -143,7 +143,9 @@ def test_image_only_batches_equal_the_full_processor_call(tmp_path, model_type):
     dataset = VLDataset(examples, processor, load_image=lambda key: images[key])
     full = VLCollator(processor, processor.tokenizer.pad_token_id, family.model_input_keys)
     image_token_id = processor.tokenizer.convert_tokens_to_ids(family.image_token)
-    fast = VLCollator(processor, processor.tokenizer.pad_token_id, family.model_input_keys, image_token_id=image_token_id)
+    fast = VLCollator(
+        processor, processor.tokenizer.pad_token_id, family.model_input_keys, image_token_id=image_token_id
+    )
     batch = full([dataset[i] for i in range(4)])
     for size in (1, 2, 4):
         for expected, got in zip(full.split(batch, size), fast.split(batch, size)):
