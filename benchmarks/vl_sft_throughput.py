@@ -3,10 +3,10 @@ collator) and TRL's ``SFTTrainer`` in its VLM mode, on the same images, model, p
 samples per second and real (non-padding) tokens per second of each, the ratios, and each run's mean loss.
 
 The same for every system:
-- data: the mini-OCR task (``honing.data.generated_ocr``, the ``generated:ocr`` rows): images of short random
-  strings typed with PIL's default font, one character per 28-pixel cell, with the instruction "Transcribe the
-  text in the image." and the string as the reply; ``(warm-up + steps) x batch`` rows written once per run of
-  this script, read in file order (no shuffle, no length grouping: honing's loader unshuffled, the Trainers' sequential sampler), so
+- data: the mini-OCR task (``honing.data.generated_ocr``, the ``generated:ocr`` rows): images of short random strings
+  typed with PIL's default font, one character per 28-pixel cell, with the instruction "Transcribe the text in the
+  image." and the string as the reply; ``(warm-up + steps) x batch`` rows written once per run of this script, read
+  in file order (no shuffle, no length grouping: honing's loader unshuffled, the Trainers' sequential sampler), so
   the three systems train on the very same batches and their real tokens per step must agree;
 - images are loaded from their PNG files for every batch and processed on the fly (honing runs the image
   processor on each micro-batch's images beside the ids it stored when the data set was built, as it does for
