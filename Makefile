@@ -24,8 +24,10 @@ $(STAMP): pyproject.toml
 train: $(STAMP)
 	$(BIN)/honing train configs/quickstart.yaml
 
+# Two test processes: much of the suite waits on launched runs (torchrun, kill -9, SIGTERM) and file I/O, which
+# then overlaps; tests keep one torch thread each (tests/conftest.py). Files stay whole on one worker (loadfile).
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/trainer_overhead.py

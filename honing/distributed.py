@@ -97,6 +97,18 @@ def barrier() -> None:
         dist.barrier()
 
 
+def ranks_where(flag: bool, group: dist.ProcessGroup | None = None) -> list[int]:
+    """The ranks of ``group`` whose ``flag`` is true (``[0]`` or ``[]`` when not distributed): every rank learns
+    the same answer, so all take the same branch after a rank-local check."""
+    if not is_distributed():
+        return [0] if flag else []
+    device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend(group) == "nccl" else "cpu"
+    flags = torch.zeros(dist.get_world_size(group), dtype=torch.int32, device=device)
+    flags[dist.get_rank(group)] = int(flag)
+    dist.all_reduce(flags, group=group)
+    return [rank for rank, value in enumerate(flags.tolist()) if value]
+
+
 def all_reduce_sum(tensor: torch.Tensor) -> torch.Tensor:
     """Sum ``tensor`` over ranks in place and return it (unchanged when not distributed)."""
     if is_distributed():

@@ -23,7 +23,7 @@ import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.api import CheckpointException
 
 from honing import storage
-from honing.distributed import get_rank, get_world_size, is_distributed
+from honing.distributed import get_rank, get_world_size, is_distributed, ranks_where
 from honing.errors import CheckpointError
 from honing.train.checkpoint_io import (
     MODEL_AND_OPTIM_DIR,
@@ -316,7 +316,20 @@ class Checkpointer:
         if not self.dir_is_checkpoint(dir):
             raise CheckpointError(f"{dir}: not a complete checkpoint (no {MARKER} marker)")
         # Read the small trainer state first so a corrupt file is found before the model is touched.
-        trainer_state = read_trainer_state(dir, get_rank()) if load_trainer_state else None
+        trainer_state, unreadable = None, None
+        if load_trainer_state:
+            try:
+                trainer_state = read_trainer_state(dir, get_rank())
+            except CheckpointError as error:
+                unreadable = error
+        if not this_process_only:
+            # One rank's unreadable file must fail the load on every rank: a rank that went on alone would wait
+            # in the collective load while the others fall back to an older checkpoint.
+            failed = ranks_where(unreadable is not None, self.process_group)
+            if failed and unreadable is None:
+                raise CheckpointError(f"{dir}: rank(s) {', '.join(map(str, failed))} cannot read their trainer state")
+        if unreadable is not None:
+            raise unreadable
         state = train_module.state_dict_to_load(load_optimizer_state=load_optimizer_state)
         # the extra state left out of the read keeps its current values when loaded back below
         to_read = state if load_optimizer_state else {key: value for key, value in state.items() if key == "model"}

@@ -368,6 +368,7 @@ WORKER = textwrap.dedent("""
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
     from torch.distributed.fsdp import fully_shard
     from honing.distributed import get_rank, prepare_training_environment, teardown_training_environment
+    from honing.errors import CheckpointError
     from honing.train.checkpoint import Checkpointer
     from honing.train.train_module import ModelState
     from tests.helpers import tiny_llama
@@ -419,6 +420,19 @@ WORKER = textwrap.dedent("""
         state = Checkpointer().load(f"{folder}/step{step}", fresh)
         assert state["rank"] == rank, (step, state)
         assert same(fresh.full(), expected), f"step{step} differs on rank {rank}"
+    # rank 1's trainer state of step2 goes bad: the load fails on both ranks (rank 0 would otherwise wait in the
+    # collective read while rank 1 falls back), and both can fall back to step1 together
+    torch.distributed.barrier()
+    if rank == 1:
+        open(f"{folder}/step2/train/rank1.pt", "wb").write(b"not a checkpoint")
+    torch.distributed.barrier()
+    try:
+        Checkpointer().load(f"{folder}/step2", Sharded(seed=1, steps=0))
+        raise AssertionError(f"rank {rank} loaded step2")
+    except CheckpointError as error:
+        expected_message = "cannot read trainer state" if rank == 1 else "rank(s) 1 cannot read their trainer state"
+        assert expected_message in str(error), str(error)
+    assert Checkpointer().load(f"{folder}/step1", Sharded(seed=1, steps=0))["rank"] == rank
     teardown_training_environment()
     print(f"rank {rank} ok")
 """)
