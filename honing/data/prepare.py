@@ -1,6 +1,6 @@
 """``honing prepare``: tokenize sources into memory-mapped token shards with several processes, resumably.
 
-The run is keyed by a content hash of the inputs (each file's path, size and change marker), the tokenizer's
+The run is keyed by a content hash of the inputs (each file's path, size and content digest or S3 ETag), the tokenizer's
 fingerprint and the settings. The same key as a finished folder's ``index.json``: nothing to do. Otherwise each
 shard missing (or damaged) is written by a worker under a temporary name and published whole; shards already
 published by an interrupted run with the same key are kept. ``index.json`` is written last.

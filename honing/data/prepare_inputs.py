@@ -10,6 +10,7 @@ input, so the plan (and the shard files) is a pure function of the inputs and th
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -19,6 +20,7 @@ from typing import Any
 
 import fsspec
 
+from honing import storage
 from honing.data.finetune_rows import (
     COMPRESSION_SUFFIXES,
     DATA_SUFFIXES,
@@ -148,11 +150,24 @@ def _source_files(path: str) -> list[tuple[str, int, str]]:
     for url in expand_paths(path):
         fs, root = fsspec.core.url_to_fs(url)
         info = fs.info(root)
-        # The file's size and its store's change marker (local mtime, S3 ETag): cheap to read for terabytes,
-        # and any edit changes them.
-        marker = next((str(info[key]) for key in ("ETag", "etag", "md5", "mtime", "LastModified") if key in info), "")
+        if storage.is_url(url):
+            # An object store's own content hash (S3's ETag: the MD5 of the object or of its parts): reading
+            # terabytes back to hash them again would cost a full download.
+            keys = ("ETag", "etag", "md5", "LastModified")
+            marker = next((str(info[key]) for key in keys if key in info), "")
+        else:
+            marker = file_digest(root)  # ~0.45 GB/s: ~1.5 % of tokenizing it; a touched file stays the same
         files.append((url, int(info.get("size") or 0), marker))
     return files
+
+
+def file_digest(path: str) -> str:
+    """The BLAKE2b digest of a local file's bytes, read in 8 MiB blocks."""
+    digest = hashlib.blake2b(digest_size=20)
+    with open(path, "rb") as handle:
+        while block := handle.read(8 * 2**20):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def _is_stream(path: str) -> bool:

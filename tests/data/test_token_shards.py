@@ -118,6 +118,15 @@ def test_rerun_is_a_no_op_and_changed_input_prepares_again(tmp_path, tokenizer):
     again = prepare_tokens([{"path": path}], tokenizer, out, workers=1, shard_bytes=1024)
     assert again.up_to_date and again.written == [] and again.index.key == first.index.key
     assert {name: os.stat(os.path.join(out, name)).st_mtime_ns for name in os.listdir(out)} == stamps
+    # keyed by the input's content: a touched file is the same input, an edit that keeps size and time is not
+    os.utime(path, (1, 1))
+    assert prepare_tokens([{"path": path}], tokenizer, out, workers=1, shard_bytes=1024).up_to_date
+    data = bytearray(open(path, "rb").read())
+    data[data.index(b'"text": "') + 9] ^= 1  # one character of the first document, same length
+    open(path, "wb").write(bytes(data))
+    os.utime(path, (1, 1))
+    edited = prepare_tokens([{"path": path}], tokenizer, out, workers=1, shard_bytes=1024)
+    assert not edited.up_to_date and edited.index.key != first.index.key
 
     write_jsonl(tmp_path / "a.jsonl", documents(50, seed=1))
     changed = prepare_tokens([{"path": path}], tokenizer, out, workers=1, shard_bytes=1024)
