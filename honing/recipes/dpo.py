@@ -78,14 +78,9 @@ class DPORecipe(SFTRecipe):
 
     # --- data -------------------------------------------------------------------------
     def _pair_sources(self, sources: list[Any]) -> list[dict[str, Any]]:
-        resolved = []
-        for source in sources:
-            fields = source.model_dump()
-            if is_generated_preference(fields["path"]):
-                fields["path"] = materialize(fields["path"], self.cache_dir())
-                fields["format"] = "preference"
-            resolved.append(fields)
-        return resolved
+        return self._sources(
+            sources, generated=is_generated_preference, write_generated=materialize, generated_format="preference"
+        )
 
     def examples(self) -> tuple[list[Any], list[Any]]:
         """Training and validation pairs with their origins (validation: its own sources or a held-out split)."""

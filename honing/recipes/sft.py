@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from honing.data.chat import (
@@ -54,13 +55,22 @@ class SFTRecipe(Recipe):
         """Where generated data sets are written."""
         return self.config.data.cache_dir or default_cache_dir()
 
-    def _sources(self, sources: list[Any]) -> list[dict[str, Any]]:
+    def _sources(
+        self,
+        sources: list[Any],
+        *,
+        generated: Callable[[str], bool] = is_generated,
+        write_generated: Callable[[str, str], str] = materialize,
+        generated_format: str = "conversation",
+    ) -> list[dict[str, Any]]:
+        """The sources' fields; a path ``generated`` recognises is written to the cache by ``write_generated``
+        and read back in ``generated_format``."""
         resolved = []
         for source in sources:
             fields = source.model_dump()
-            if is_generated(fields["path"]):
-                fields["path"] = materialize(fields["path"], self.cache_dir())
-                fields["format"] = "conversation"
+            if generated(fields["path"]):
+                fields["path"] = write_generated(fields["path"], self.cache_dir())
+                fields["format"] = generated_format
             resolved.append(fields)
         return resolved
 
