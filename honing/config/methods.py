@@ -69,6 +69,7 @@ FINETUNE_ONLY = (
 VISION_ONLY = (
     "data.min_pixels",
     "data.max_pixels",
+    "data.pdf_longest_side",
     "model.freeze_vision",
     "model.freeze_projector",
     "optim.vision_lr",

@@ -127,6 +127,8 @@ class DataSection(Section):
     # vision-language SFT: the image processor's resize bounds (Qwen-VL's names); None: the processor's own
     min_pixels: int | None = Field(default=None, ge=1)
     max_pixels: int | None = Field(default=None, ge=1)
+    # PDF pages render with this longest side in pixels (olmOCR renders 1024-1288); None: 72 dpi, a pixel a point
+    pdf_longest_side: int | None = Field(default=None, ge=1)
     bad_rows: Literal["fail", "skip"] = "fail"
 
     @model_validator(mode="after")

@@ -17,7 +17,7 @@ from honing.config.schema import LoraSection
 from honing.data.chat import resolve_chat_template
 from honing.data.chat_templates import NAMED_TEMPLATES
 from honing.data.formats import Conversation
-from honing.data.images import load_image
+from honing.data.images import load_image as load_image_item
 from honing.data.report import DataReport
 from honing.data.vl_batches import VLCollator
 from honing.data.vl_packing import PackedVLCollator, VLPackedDataset
@@ -193,7 +193,7 @@ class VLSFTRecipe(SFTRecipe):
                 if not isinstance(example, Conversation):
                     raise DataError("vl_sft trains on conversations; got a plain-text row")
                 messages, items = example.to_vl_messages()
-                loaded.append((origin, (messages, [load_image(item) for item in items]), tuple(items)))
+                loaded.append((origin, (messages, [self.load_image(item) for item in items]), tuple(items)))
             except DataError as error:
                 failures[index] = error
                 loaded.append((origin, None, ()))
@@ -263,7 +263,7 @@ class VLSFTRecipe(SFTRecipe):
         ``data.packing: true`` and the family has them (Qwen-VL). Images are re-processed when batched."""
         data, family = self.config.data, self.family
         report = self.data_reports[split]
-        dataset = VLDataset(tokenized, self.processor, load_image)
+        dataset = VLDataset(tokenized, self.processor, self.load_image)
         if self.packs():
             packed = VLPackedDataset(
                 tokenized,
@@ -313,12 +313,16 @@ class VLSFTRecipe(SFTRecipe):
             out.append((prompt, example.messages[-1].text()))
         return out
 
+    def load_image(self, item: Any) -> Any:
+        """One image item as an RGB image; PDF pages at ``data.pdf_longest_side`` when set."""
+        return load_image_item(item, pdf_longest_side=self.config.data.pdf_longest_side)
+
     def answer(self, prompt: Any, *, max_new_tokens: int, temperature: float = 0.0) -> str:
         """The model's reply to an image conversation (greedy unless ``temperature``), stopped at end of turn."""
         from honing.models.generation import end_of_turn_ids, generate, sampling_kwargs
 
         messages, items = prompt.to_vl_messages()
-        images = [load_image(item) for item in items]
+        images = [self.load_image(item) for item in items]
         tokenizer = self.tokenizer
         text = self.processor.apply_chat_template(
             messages, chat_template=self.chat_template, tokenize=False, add_generation_prompt=True

@@ -272,6 +272,7 @@ def vl_sft(tmp_path: Path) -> Iterator[dict[str, Any]]:
         bad_rows="skip",
         min_pixels=784,
         max_pixels=3136,
+        pdf_longest_side=140,
     )
     raw["model"]["config"] = {"model_type": "qwen2_vl"}
     raw["model"].update(freeze_vision=True, freeze_projector=True)

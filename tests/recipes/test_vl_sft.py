@@ -409,3 +409,16 @@ def test_llama_factory_mllm_demo_trains_with_no_rejected_row(tmp_path):
     assert report.rejected == 0 and report.dropped == 0 and report.examples == 6
     assert sum(report.images_per_example) == 8  # two rows show a picture in each of their two user turns
     assert trainer.global_step == 2 and all(math.isfinite(loss) for loss in losses(tmp_path / "run").values())
+
+
+def test_pdf_pages_render_at_the_configured_longest_side(tmp_path, transcriptions):
+    from PIL import Image
+
+    from honing.data.formats import ContentItem
+
+    pdf = tmp_path / "page.pdf"
+    Image.new("L", (100, 50), 255).save(pdf, format="PDF")
+    page = ContentItem(type="pdf", content=str(pdf), page=1)
+    assert VLSFTRecipe(vl_config(tmp_path, transcriptions)).load_image(page).size == (100, 50)  # 72 dpi
+    recipe = VLSFTRecipe(vl_config(tmp_path, transcriptions, data={"pdf_longest_side": 300}))
+    assert recipe.load_image(page).size == (300, 150)
