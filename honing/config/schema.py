@@ -118,6 +118,9 @@ class DataSection(Section):
     cache_dir: str | None = None
     # pretraining only: position_ids restart at each document, so no token attends across documents
     document_masking: bool = False
+    # worker processes that read and collate whole batches ahead of training (0: in the training process); the
+    # batches, their order and a resume's position are the same for any number
+    num_workers: int = Field(default=0, ge=0)
     # fine-tuning only (refused for pretraining: honing.config.methods.FINETUNE_ONLY)
     chat_template: str | None = None
     train_on: Literal["assistant", "all"] = "assistant"

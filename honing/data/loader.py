@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
+import torch
 
 from honing.data.collate import Collator, stack_collate
 from honing.data.padding import length_grouped_order
@@ -29,6 +30,7 @@ class DataLoader:
         rank: int = 0,
         world_size: int = 1,
         group_by_length: bool = False,
+        num_workers: int = 0,
     ):
         if world_size < 1 or not 0 <= rank < world_size:
             raise DataError(f"rank {rank} is not valid for world_size {world_size}")
@@ -43,7 +45,10 @@ class DataLoader:
                 f"the dataset has {len(dataset)} rows, fewer than one global batch of "
                 f"{global_batch_size}; add data or lower global_batch_size"
             )
+        if num_workers < 0:
+            raise DataError(f"num_workers must be >= 0, got {num_workers}")
         self.dataset = dataset
+        self.num_workers = num_workers
         self.global_batch_size = global_batch_size
         self.local_batch_size = global_batch_size // world_size
         self.collate_fn = collate_fn or stack_collate
@@ -93,14 +98,36 @@ class DataLoader:
     def __iter__(self) -> Iterator[Any]:
         """The rest of the current epoch's local batches; afterwards the loader is at the next epoch."""
         order = self.order(self.epoch)
-        while self.batches_consumed < self.batches_per_epoch:
-            start = self.batches_consumed * self.global_batch_size + self.rank * self.local_batch_size
-            batch = self.collate_fn([self.dataset[int(i)] for i in order[start : start + self.local_batch_size]])
+        indices = [
+            order[start : start + self.local_batch_size].tolist()
+            for start in range(
+                self.batches_consumed * self.global_batch_size + self.rank * self.local_batch_size,
+                self.batches_per_epoch * self.global_batch_size,
+                self.global_batch_size,
+            )
+        ]
+        for batch in self._batches(indices):
             # Counted before the yield: a checkpoint taken while the batch trains must not replay it.
             self.batches_consumed += 1
             yield batch
         self.epoch += 1
         self.batches_consumed = 0
+
+    def _batches(self, indices: list[list[int]]) -> Iterator[Any]:
+        """Each list of rows read and collated, in order: here, or by ``num_workers`` worker processes that
+        take whole batches in turn and read ahead (torch's DataLoader keeps their order)."""
+        if self.num_workers == 0:
+            for rows in indices:
+                yield self.collate_fn([self.dataset[i] for i in rows])
+            return
+        workers = torch.utils.data.DataLoader(
+            self.dataset,
+            batch_sampler=indices,
+            collate_fn=self.collate_fn,
+            num_workers=self.num_workers,
+            prefetch_factor=2,
+        )
+        yield from workers
 
     def state_dict(self) -> dict[str, int]:
         """The loader's position and the settings needed to check a resume against it."""

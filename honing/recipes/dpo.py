@@ -160,6 +160,7 @@ class DPORecipe(SFTRecipe):
             rank=get_rank(),
             world_size=get_world_size(),
             group_by_length=data.group_by_length,
+            num_workers=self.config.data.num_workers,
         )
         if validation is None:
             return loader, None

@@ -87,6 +87,7 @@ class GRPORecipe(SFTRecipe):
             shuffle=data.shuffle,
             rank=get_rank(),
             world_size=get_world_size(),
+            num_workers=self.config.data.num_workers,
         )
         return loader, None
 

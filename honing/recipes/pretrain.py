@@ -222,6 +222,7 @@ class PretrainRecipe(Recipe):
             shuffle=data.shuffle,
             rank=get_rank(),
             world_size=get_world_size(),
+            num_workers=self.config.data.num_workers,
         )
         if validation is None:
             return loader, None

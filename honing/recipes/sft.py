@@ -165,6 +165,7 @@ class SFTRecipe(Recipe):
             rank=get_rank(),
             world_size=get_world_size(),
             group_by_length=self.groups_by_length(),
+            num_workers=self.config.data.num_workers,
         )
         if not validation_examples:
             return loader, None

@@ -184,3 +184,29 @@ def test_custom_collate_and_stack_collate():
 def test_invalid_settings(kwargs, message):
     with pytest.raises(DataError, match=message):
         DataLoader(Rows(20), **kwargs)
+
+
+def test_worker_processes_give_the_same_batches_ranks_and_resume():
+    """num_workers=2: the same batches in the same order as in-process, the same rank slices, and a resume
+    mid-epoch (the position counts yielded batches, not the ones the workers read ahead) continues exactly."""
+    dataset = Rows(30, with_mask=True)
+    for rank in (0, 1):
+        settings = {"global_batch_size": 4, "seed": 5, "rank": rank, "world_size": 2, "group_by_length": False}
+        reference = DataLoader(dataset, **settings)
+        expected = [batch for _ in range(2) for batch in reference]  # two epochs
+        loader = DataLoader(dataset, num_workers=2, **settings)
+        taken = []
+        for batch in loader:
+            taken.append(batch)
+            if len(taken) == 3:
+                break
+        state = loader.state_dict()
+        assert (state["epoch"], state["batches_consumed"]) == (1, 3)
+        resumed = DataLoader(dataset, num_workers=2, **settings)
+        resumed.load_state_dict(state)
+        taken += [batch for _ in range(2) for batch in resumed]
+        assert len(taken) == len(expected) == 14
+        for got, want in zip(taken, expected):
+            assert got.keys() == want.keys() and all(torch.equal(got[k], want[k]) for k in want)
+    with pytest.raises(DataError, match="num_workers must be >= 0, got -1"):
+        DataLoader(dataset, global_batch_size=4, num_workers=-1)
