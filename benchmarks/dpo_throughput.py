@@ -30,10 +30,11 @@ import os
 import platform
 import resource
 import statistics
-import subprocess
 import sys
 import time
 from typing import Any
+
+import common  # benchmarks/common.py: this folder is on sys.path when a script runs
 
 DEFAULT_DATA = os.path.join(
     os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data", "hh_rlhf", "harmless-base-test.jsonl.gz"
@@ -248,22 +249,11 @@ SYSTEMS = {
 # --- driver -------------------------------------------------------------------------------------------------
 def measure_in_subprocess(system: str, args: argparse.Namespace) -> dict[str, float]:
     """Run one system in a fresh interpreter with the benchmark's thread count; return its measurement."""
-    code = (
-        f"import sys, json, torch; sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r}); "
-        f"torch.set_num_threads({args.threads}); import dpo_throughput as b; "
-        f"print(json.dumps(b.SYSTEMS[{system!r}]({args.data!r}, {args.max_length}, {args.warmup}, {args.steps})))"
+    return common.measure_in_subprocess(
+        "dpo_throughput",
+        f"b.SYSTEMS[{system!r}]({args.data!r}, {args.max_length}, {args.warmup}, {args.steps})",
+        threads=args.threads,
     )
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
-    env["TOKENIZERS_PARALLELISM"] = "false"
-    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    completed = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=False, env=env, cwd=repo
-    )
-    if completed.returncode != 0:
-        lines = completed.stderr.strip().splitlines() or [f"exit code {completed.returncode}"]
-        print("\n".join(lines[-15:]), file=sys.stderr)
-        raise RuntimeError(lines[-1])
-    return json.loads(completed.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:

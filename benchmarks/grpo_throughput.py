@@ -29,13 +29,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import platform
 import statistics
-import subprocess
-import sys
 import time
 from typing import Any
+
+import common  # benchmarks/common.py: this folder is on sys.path when a script runs
 
 SEED = 0
 LR = 1e-5
@@ -306,29 +305,14 @@ SYSTEMS = {"honing": run_honing, "TRL GRPOTrainer": run_trl}
 # --- driver -------------------------------------------------------------------------------------------------
 def measure_in_subprocess(system: str, args: argparse.Namespace) -> dict[str, float]:
     """Run one system in a fresh interpreter with the benchmark's thread count; return its measurement."""
-    code = (
-        f"import sys, json, torch; sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r}); "
-        f"torch.set_num_threads({args.threads}); import grpo_throughput as b; "
-        f"b.PROMPTS_PER_STEP, b.GENERATIONS, b.NEW_TOKENS = {args.prompts}, {args.generations}, {args.new_tokens}; "
-        f"print(json.dumps(b.SYSTEMS[{system!r}]({args.warmup}, {args.steps})))"
+    return common.measure_in_subprocess(
+        "grpo_throughput",
+        f"b.SYSTEMS[{system!r}]({args.warmup}, {args.steps})",
+        threads=args.threads,
+        setup=(
+            f"b.PROMPTS_PER_STEP, b.GENERATIONS, b.NEW_TOKENS = {args.prompts}, {args.generations}, {args.new_tokens}"
+        ),
     )
-    # Nothing may be fetched from the hub; TRL and transformers would otherwise try for model cards and the like.
-    env = {
-        **os.environ,
-        "HF_HUB_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
-        "HF_DATASETS_OFFLINE": "1",
-        "TOKENIZERS_PARALLELISM": "false",
-    }
-    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    completed = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=False, env=env, cwd=repo
-    )
-    if completed.returncode != 0:
-        lines = completed.stderr.strip().splitlines() or [f"exit code {completed.returncode}"]
-        print("\n".join(lines[-15:]), file=sys.stderr)  # the traceback's tail; the summary keeps its last line
-        raise RuntimeError(lines[-1])
-    return json.loads(completed.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
