@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from typing import Any
 
 import torch
 
 from honing.distributed import is_distributed
-from honing.models.wrappers import unwrap_model
+from honing.models.lean_decoder import lean_decoder
+from honing.models.wrappers import transformers_model, unwrap_model
 
 # the end-of-turn tokens of the common chat templates (ChatML, Llama-3, Phi-3)
 END_OF_TURN_TOKENS = ("<|im_end|>", "<|eot_id|>", "<|end|>")
@@ -81,52 +83,72 @@ def sample_completions(
     has ended; with ``sync_ranks`` (FSDP2: every rank must take part in every forward) it stops when every row
     of every rank has ended. ``temperature`` 0 is greedy.
     """
-    from transformers import DynamicCache
-
     inner = unwrap_model(model)
     was_training = inner.training
     inner.eval()
     device = input_ids.device
     generators = [torch.Generator(device=device).manual_seed(int(seed)) for seed in seeds]
     stops = torch.tensor(sorted(set(stop_token_ids)), device=device, dtype=torch.long)
-    rows = input_ids.shape[0]
-    # positions count real tokens only, as transformers' generate sets them for left-padded rows
-    positions = (attention_mask.long().cumsum(-1) - 1).masked_fill(attention_mask == 0, 1)
-    mask = attention_mask.long()
-    done = torch.zeros(rows, dtype=torch.bool, device=device)
+    done = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=device)
     tokens: list[torch.Tensor] = []
     alive: list[torch.Tensor] = []
     try:
         with torch.no_grad():
-            config = getattr(inner, "config", None)
-            out = inner(
-                input_ids=input_ids,
-                attention_mask=mask,
-                position_ids=positions,
-                past_key_values=DynamicCache(config=config),
-                use_cache=True,
-                logits_to_keep=1,
-            )
-            position = positions[:, -1:]
+            # FSDP2's all-gathers run in the root module's forward, which only the transformers path calls
+            decode = (None if sync_ranks else lean_decoder(inner)) or TransformersDecoder(inner)
+            logits = decode.prefill(input_ids, attention_mask, max_new_tokens)
             for _ in range(max_new_tokens):
-                next_tokens = _sample(out.logits[:, -1, :], generators, temperature, top_p, top_k)
+                next_tokens = _sample(logits, generators, temperature, top_p, top_k)
                 alive.append(~done)
                 tokens.append(next_tokens.masked_fill(done, pad_token_id))
                 done = done | torch.isin(next_tokens, stops)
                 if _all_done(done, sync_ranks) or len(tokens) == max_new_tokens:
                     break
-                mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
-                position = position + 1
-                out = inner(
-                    input_ids=tokens[-1][:, None],
-                    attention_mask=mask,
-                    position_ids=position,
-                    past_key_values=out.past_key_values,
-                    use_cache=True,
-                )
+                logits = decode.step(tokens[-1])
     finally:
         inner.train(was_training)
     return torch.stack(tokens, dim=1), torch.stack(alive, dim=1).long()
+
+
+class TransformersDecoder:
+    """The model's own forward over transformers' cache: any architecture, and FSDP2 (its root forward gathers)."""
+
+    def __init__(self, model: torch.nn.Module):
+        self.model = model
+        # transformers 5.x renamed ``past_key_values`` to ``cache``; the old name warns on every call
+        parameters = inspect.signature(transformers_model(model).forward).parameters
+        self.cache_argument = "cache" if "cache" in parameters else "past_key_values"
+        self.cache: Any = None
+        self.mask = torch.empty(0, dtype=torch.long)
+        self.position = torch.empty(0, dtype=torch.long)
+
+    def prefill(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, max_new_tokens: int) -> torch.Tensor:
+        """Run the left-padded prompts; the next-token logits ``[rows, vocab]``."""
+        from transformers import DynamicCache
+
+        # positions count real tokens only, as transformers' generate sets them for left-padded rows
+        positions = (attention_mask.long().cumsum(-1) - 1).masked_fill(attention_mask == 0, 1)
+        self.mask = attention_mask.long()
+        self.position = positions[:, -1:]
+        self.cache = DynamicCache(config=getattr(self.model, "config", None))
+        return self._forward(input_ids, positions, logits_to_keep=1)
+
+    def step(self, token_ids: torch.Tensor) -> torch.Tensor:
+        """Append one token per row; the next-token logits ``[rows, vocab]``."""
+        self.mask = torch.cat([self.mask, torch.ones_like(self.mask[:, :1])], dim=1)
+        self.position = self.position + 1
+        return self._forward(token_ids[:, None], self.position)
+
+    def _forward(self, input_ids: torch.Tensor, positions: torch.Tensor, **kwargs: Any) -> torch.Tensor:
+        out = self.model(
+            input_ids=input_ids,
+            attention_mask=self.mask,
+            position_ids=positions,
+            use_cache=True,
+            **{self.cache_argument: self.cache},
+            **kwargs,
+        )
+        return out.logits[:, -1, :]
 
 
 def _all_done(done: torch.Tensor, sync_ranks: bool) -> bool:
