@@ -13,10 +13,11 @@ The same for every system:
   (16 sequences in one forward), in the data's order (TRL's sequential sampler; honing's loader unshuffled);
 - β = 0.1, the sigmoid loss.
 
-honing ``precompute`` scores the reference once before training (timed separately, not in pairs/s). The
-metric: the timed steps' pairs over the wall time from the end of warm-up step W to the end of step W+N; peak
-RSS is the measuring process's (``ru_maxrss``), imports included. Each measurement is a fresh subprocess run
-alone; systems alternate order round by round and the median of the rounds is reported.
+honing runs with its defaults: each micro-batch's pairs packed into one row without padding, attended pair by pair
+(``dpo.packed_pairs``). honing ``precompute`` scores the reference once before training (timed separately, not in
+pairs/s). The metric: the timed steps' pairs over the wall time from the end of warm-up step W to the end of step
+W+N; peak RSS is the measuring process's (``ru_maxrss``), imports included. Each measurement is a fresh subprocess
+run alone; systems alternate order round by round and the median of the rounds is reported.
 
     .venv/bin/python benchmarks/dpo_throughput.py [--rounds 3] [--steps 10] [--warmup 2] [--threads 2]
 """

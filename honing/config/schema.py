@@ -441,6 +441,9 @@ class DPOSection(Section):
     label_smoothing: float = Field(default=0.0, ge=0, lt=0.5)  # robust only: the share of flipped labels
     reference: Literal["copy", "adapters_off", "precompute"] = "copy"
     rpo_alpha: float | None = Field(default=None, ge=0)  # + rpo_alpha x the chosen completions' NLL (RPO)
+    # a micro-batch's pairs in one row without padding, attended pair by pair (sdpa / eager attention; not
+    # under parallel.compile); false: one right-padded row per pair under a dense 4D mask
+    packed_pairs: bool = True
 
     @model_validator(mode="after")
     def _smoothing_is_robust(self) -> DPOSection:

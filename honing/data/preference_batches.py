@@ -156,7 +156,7 @@ class PairCollator(Collator):
                 micro[key] = micro[key][:, :width]  # right padding: trimming it changes nothing
         return micro_batches
 
-    def model_inputs(self, micro_batch: Mapping[str, Any]) -> dict[str, Any]:
+    def model_inputs(self, micro_batch: Mapping[str, Any], *, dense_mask: bool = True) -> dict[str, Any]:
         """``input_ids``, the position ids (the rejected reply's continue the prompt's) and the 4D attention mask:
         causal, without the chosen reply's keys for the rejected reply's queries (pad positions see only the
         past, and no real token sees them)."""
@@ -167,12 +167,42 @@ class PairCollator(Collator):
         chosen_end = prompt + chosen
         in_rejected = index >= chosen_end  # (rows, width): the rejected reply and the padding after it
         position_ids = torch.where(in_rejected, index - chosen, index)
+        if not dense_mask:
+            return {"input_ids": input_ids, "position_ids": position_ids}
         in_chosen = (index >= prompt) & ~in_rejected
         allowed = (index[:, None] >= index[None, :]) & ~(in_rejected[:, :, None] & in_chosen[:, None, :])
         mask = allowed[:, None]  # (rows, 1, query, key)
         if self.additive_mask:
             mask = torch.zeros(mask.shape, device=input_ids.device).masked_fill(~mask, torch.finfo(torch.float32).min)
         return {"input_ids": input_ids, "position_ids": position_ids, "attention_mask": mask}
+
+    def packed_model_inputs(self, micro_batch: Mapping[str, Any]) -> dict[str, Any]:
+        """The micro-batch as ONE row of its real tokens, pair after pair, with their positions and, as
+        ``pair_segments``, each pair's (prompt, chosen, rejected) lengths: the inputs of a forward under
+        ``honing.models.pair_attention``, which attends pair by pair (no padding, no dense mask)."""
+        inputs = self.model_inputs(micro_batch, dense_mask=False)
+        real = self.real_positions(micro_batch)
+        return {
+            "input_ids": inputs["input_ids"][real][None],
+            "position_ids": inputs["position_ids"][real][None],
+            # a 4D tensor: transformers takes it as built and builds no mask of its own
+            "attention_mask": torch.zeros((1, 1, 0, 0), dtype=torch.bool, device=real.device),
+            "pair_segments": tuple(tuple(int(n) for n in row) for row in micro_batch["segments"].tolist()),
+        }
+
+    @staticmethod
+    def real_positions(micro_batch: Mapping[str, Any]) -> torch.Tensor:
+        """(rows, width): True where a row holds a token of its pair, False at its padding."""
+        input_ids = micro_batch["input_ids"]
+        index = torch.arange(input_ids.shape[1], device=input_ids.device)
+        return index < micro_batch["segments"].to(input_ids.device).sum(1, keepdim=True)
+
+    def unpack(self, micro_batch: Mapping[str, Any], packed: torch.Tensor) -> torch.Tensor:
+        """A packed forward's ``[1, tokens, ...]`` output laid out as the micro-batch's ``[rows, width, ...]``,
+        zero at the padding (which no target reads)."""
+        real = self.real_positions(micro_batch)
+        out = packed.new_zeros((*real.shape, *packed.shape[2:]))
+        return out.index_put((real,), packed[0])
 
     def filler(self, batch: Mapping[str, Any]) -> dict[str, Any]:
         """The batch with nothing to score and no real tokens: a forward that counts for nothing."""

@@ -15,6 +15,7 @@ from honing.losses import DPO_LOSS_TYPES, IGNORE_INDEX, completion_logps, dpo_lo
 from honing.methods.base import BaseTrainModule
 from honing.methods.lm import LMTrainModule
 from honing.models.output_head import forward_with_head
+from honing.models.pair_attention import enable_pair_attention
 from honing.models.wrappers import is_lora, unwrap_model
 from honing.train.metrics import ReduceType
 
@@ -48,6 +49,7 @@ class DPOTrainModule(BaseTrainModule):
         reference: str = "copy",
         reference_model: torch.nn.Module | None = None,
         chunked_loss: bool = True,
+        packed_pairs: bool = True,
         **options: Any,
     ):
         super().__init__(model, optimizer, **options)
@@ -64,6 +66,9 @@ class DPOTrainModule(BaseTrainModule):
         self.rpo_alpha = rpo_alpha or 0.0
         self.reference = reference
         self.reference_model = reference_model
+        # a step's pairs in one row without padding, attended pair by pair (honing.models.pair_attention)
+        models = [model] if reference_model is None else [model, reference_model]
+        self.packed_pairs = packed_pairs and all(enable_pair_attention(m) for m in models)
 
     # --- the maths ------------------------------------------------------------------------------
     def reference_logps(self, micro: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -72,12 +77,14 @@ class DPOTrainModule(BaseTrainModule):
             return micro["ref_chosen_logps"], micro["ref_rejected_logps"]
         if self.reference == "precompute":
             raise RuntimeError("dpo.reference is 'precompute' but the batch carries no reference log-probs")
-        with torch.no_grad(), self._reference_context() as model, self.autocast():
+        with torch.no_grad(), self._reference_context() as model:
             logps, _ = pair_logps(
                 model,
-                micro["targets"],
-                lambda: model(**self.collator.model_inputs(micro), use_cache=False),
+                micro,
+                self.collator,
+                autocast=self.autocast,
                 chunked=self.chunked_loss,
+                packed=self.packed_pairs,
             )
         return logps[:, 0], logps[:, 1]
 
@@ -100,7 +107,12 @@ class DPOTrainModule(BaseTrainModule):
         """Per-pair losses and log-probs of one micro-batch (one policy forward for chosen and rejected), and the
         chosen completions' summed negative log-likelihood and token count (the RPO term)."""
         logps, lengths = pair_logps(
-            self.model, micro["targets"], lambda: self.forward(micro), chunked=self.chunked_loss
+            self.model,
+            micro,
+            self.collator,
+            autocast=self.autocast,
+            chunked=self.chunked_loss,
+            packed=self.packed_pairs,
         )
         ref_chosen, ref_rejected = self.reference_logps(micro)
         chosen, rejected = logps[:, 0], logps[:, 1]
@@ -204,19 +216,43 @@ class DPOTrainModule(BaseTrainModule):
 
 
 def pair_logps(
-    model: torch.nn.Module, targets: torch.Tensor, run_forward: Any, *, chunked: bool = True
+    model: torch.nn.Module,
+    micro: dict[str, torch.Tensor],
+    collator: Any,
+    *,
+    autocast: Any = contextlib.nullcontext,
+    chunked: bool = True,
+    packed: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``completion_logps`` of ``targets`` under ``run_forward()`` (a forward of ``model``): with ``chunked``, from
-    chunks of the completion positions inside the forward (``honing.chunked_ce``), where the model allows it."""
+    """``completion_logps`` of the micro-batch's pairs under a forward of ``model`` (under ``autocast()``): with
+    ``packed``, its real tokens in one row under the pair attention (``enable_pair_attention`` done on
+    ``model``); with ``chunked``, from chunks of the completion positions inside the forward
+    (``honing.chunked_ce``), where the model allows it."""
+    targets = micro["targets"]
+    if packed:
+        inputs = collator.packed_model_inputs(micro)
+
+        def unpack(packed_output: torch.Tensor) -> torch.Tensor:
+            return collator.unpack(micro, packed_output)
+    else:
+        inputs = collator.model_inputs(micro)
+
+        def unpack(packed_output: torch.Tensor) -> torch.Tensor:
+            return packed_output
+
+    def run_forward() -> Any:
+        with autocast():
+            return model(**inputs, use_cache=False)
+
     if chunked:
         logps = forward_with_head(
             model,
-            lambda hidden, weight, bias: chunked_ce.completion_logps(hidden, weight, bias, targets)[0],
+            lambda hidden, weight, bias: chunked_ce.completion_logps(unpack(hidden), weight, bias, targets)[0],
             run_forward,
         )
         if logps is not None:
             return logps, (targets != IGNORE_INDEX).sum(1)
-    return completion_logps(run_forward().logits, targets)
+    return completion_logps(unpack(run_forward().logits), targets)
 
 
 @torch.no_grad()
@@ -228,9 +264,12 @@ def compute_reference_logps(
     device: torch.device,
     autocast: Any,
     chunked: bool = True,
+    packed: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The log-probs of every pair's chosen and rejected completion under ``model`` (in eval mode), batch by batch
-    in order: the ``precompute`` reference, computed once before training."""
+    in order: the ``precompute`` reference, computed once before training (``packed``: in packed rows, where
+    the model's attention allows it)."""
+    packed = packed and enable_pair_attention(model)
     inner = unwrap_model(model)
     was_training = inner.training
     inner.eval()
@@ -239,13 +278,7 @@ def compute_reference_logps(
         for batch in batches:
             for micro in collator.split(batch, len(batch["input_ids"])):  # one micro-batch: cut to its width
                 micro = {key: value.to(device) for key, value in micro.items()}
-                with autocast():
-                    logps, _ = pair_logps(
-                        model,
-                        micro["targets"],
-                        lambda micro=micro: model(**collator.model_inputs(micro), use_cache=False),
-                        chunked=chunked,
-                    )
+                logps, _ = pair_logps(model, micro, collator, autocast=autocast, chunked=chunked, packed=packed)
                 chosen.append(logps[:, 0].double().cpu())
                 rejected.append(logps[:, 1].double().cpu())
     finally:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import logging
 import os
 from typing import Any
@@ -191,6 +192,7 @@ class DPORecipe(SFTRecipe):
             device=self.device,
             autocast=self._autocast,
             chunked=self.config.model.chunked_loss,
+            packed=self.packed_pairs,
         )
         if is_rank0() or resolve_strategy(self.config.parallel.strategy, get_world_size()) == "fsdp":
             atomic_write(path, lambda handle: torch.save({"chosen": chosen, "rejected": rejected}, handle))
@@ -233,8 +235,17 @@ class DPORecipe(SFTRecipe):
             rpo_alpha=cfg.rpo_alpha,
             reference=cfg.reference,
             reference_model=self.reference_model,
+            packed_pairs=self.packed_pairs,
             **self.train_module_options(),
         )
+
+    @functools.cached_property
+    def packed_pairs(self) -> bool:
+        """``dpo.packed_pairs``, off under ``parallel.compile`` (its per-pair loop would recompile every step)."""
+        if self.dpo.packed_pairs and self.config.parallel.compile:
+            self.print("dpo.packed_pairs is off under parallel.compile: padded rows with a dense 4D mask")
+            return False
+        return self.dpo.packed_pairs
 
     def held_out_answers(self) -> list[tuple[list[dict[str, Any]], str]]:
         """The validation prompts with their chosen reply's text (the answer the generation eval expects)."""
