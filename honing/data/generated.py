@@ -9,6 +9,7 @@ Different seeds give different examples, so ``seed=1`` makes a held-out set for 
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import random
@@ -28,8 +29,12 @@ DEFAULT_SAMPLES = 2000
 VERSION = 2
 
 
-def _reverse(rng: random.Random) -> tuple[str, str]:
-    word = "".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(3, 8)))
+#: ``generated:reverse?letters=MIN-MAX``: the words' lengths (longer ones than SFT saw test generalisation)
+REVERSE_LETTERS = (3, 8)
+
+
+def _reverse(rng: random.Random, letters: tuple[int, int] = REVERSE_LETTERS) -> tuple[str, str]:
+    word = "".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(*letters)))
     return f"Reverse the letters: {word}", word[::-1]
 
 
@@ -48,6 +53,10 @@ TASKS: dict[str, Callable[[random.Random], tuple[str, str]]] = {
     "addition": _addition,
     "sort_digits": _sort_digits,
 }
+
+
+#: options a task takes besides ``samples`` and ``seed``
+TASK_OPTIONS: dict[str, tuple[str, ...]] = {"reverse": ("letters",), OCR_TASK: OCR_OPTIONS}
 
 
 def is_generated(path: str) -> bool:
@@ -71,7 +80,7 @@ def _parse(path: str) -> tuple[str, int, int, dict[str, str]]:
         options = dict(parse_qsl(query, strict_parsing=bool(query)))
     except ValueError:
         raise DataError(f"{path}: options must read KEY=VALUE&KEY=VALUE, got {query!r}") from None
-    allowed = ("samples", "seed") + (OCR_OPTIONS if name == OCR_TASK else ())
+    allowed = ("samples", "seed") + TASK_OPTIONS.get(name, ())
     unknown = set(options) - set(allowed)
     if unknown:
         expected = f"{', '.join(allowed[:-1])} and {allowed[-1]}"
@@ -83,15 +92,31 @@ def _parse(path: str) -> tuple[str, int, int, dict[str, str]]:
     if samples < 1:
         raise DataError(f"{path}: samples must be >= 1, got {samples}")
     extra = {key: value for key, value in options.items() if key not in ("samples", "seed")}
+    if "letters" in extra:
+        letters_range(path, extra["letters"])  # a bad range fails here, before any file is written
     return name, samples, seed, extra
 
 
-def generate_rows(task: str, *, samples: int, seed: int) -> list[dict]:
-    """``samples`` conversation rows of ``task``: the question from the user, the answer from the assistant."""
+def letters_range(path: str, value: str) -> tuple[int, int]:
+    """``letters=MIN-MAX`` (or ``letters=N``) as ``(MIN, MAX)``, 1 <= MIN <= MAX."""
+    low, _, high = value.partition("-")
+    try:
+        bounds = (int(low), int(high or low))
+    except ValueError:
+        raise DataError(f"{path}: letters must read MIN-MAX (e.g. letters=8-10), got {value!r}") from None
+    if not 1 <= bounds[0] <= bounds[1]:
+        raise DataError(f"{path}: letters must satisfy 1 <= MIN <= MAX, got {value!r}")
+    return bounds
+
+
+def generate_rows(task: str, *, samples: int, seed: int, letters: tuple[int, int] | None = None) -> list[dict]:
+    """``samples`` conversation rows of ``task``: the question from the user, the answer from the assistant
+    (``letters``: the reverse task's word lengths)."""
     rng = random.Random(f"{task}:{seed}")  # string seeds are stable across Python runs
+    make = TASKS[task] if letters is None else functools.partial(_reverse, letters=letters)
     rows = []
     for _ in range(samples):
-        question, answer = TASKS[task](rng)
+        question, answer = make(rng)
         rows.append({"messages": [{"role": "user", "content": question}, {"role": "assistant", "content": answer}]})
     return rows
 
@@ -103,8 +128,11 @@ def materialize(path: str, cache_dir: str) -> str:
         settings = ocr_settings(path, options)
         folder = os.path.join(cache_dir, "generated", ocr_folder_name(samples, seed, **settings))
         return write_ocr_set(folder, samples=samples, seed=seed, **settings)
-    out = os.path.join(cache_dir, "generated", f"{task}-{samples}-{seed}-v{VERSION}.jsonl")
+    letters = letters_range(path, options["letters"]) if "letters" in options else None
+    lengths = f"-letters{letters[0]}-{letters[1]}" if letters else ""
+    out = os.path.join(cache_dir, "generated", f"{task}-{samples}-{seed}{lengths}-v{VERSION}.jsonl")
     if not os.path.exists(out):
-        text = "".join(json.dumps(row) + "\n" for row in generate_rows(task, samples=samples, seed=seed))
+        rows = generate_rows(task, samples=samples, seed=seed, letters=letters)
+        text = "".join(json.dumps(row) + "\n" for row in rows)
         atomic_write(out, lambda handle: handle.write(text.encode("utf-8")))
     return out

@@ -4,6 +4,7 @@ from verl), as functions ``f(prompts, completions, **columns) -> list[float | No
 from __future__ import annotations
 
 import ast
+import difflib
 import math
 import operator
 import re
@@ -148,6 +149,22 @@ def _gsm8k(method: str) -> Callable[..., list[float]]:
     return reward
 
 
+def exact_answer(prompts: Sequence[Any], completions: Sequence[Any], answer: Sequence[Any], **_: Any) -> list[float]:
+    """1 when the completion, stripped, is the ``answer`` column's text, else 0 (honing's; not in Oumi)."""
+    return [float(completion_text(c).strip() == str(a).strip()) for c, a in zip(completions, answer)]
+
+
+def answer_similarity(
+    prompts: Sequence[Any], completions: Sequence[Any], answer: Sequence[Any], **_: Any
+) -> list[float]:
+    """Partial credit in [0, 1]: difflib's ratio 2·matches / (len(a) + len(b)) of the stripped completion and
+    ``answer`` (honing's; not in Oumi)."""
+    return [
+        difflib.SequenceMatcher(None, completion_text(c).strip(), str(a).strip()).ratio()
+        for c, a in zip(completions, answer)
+    ]
+
+
 BUILTIN_REWARDS: dict[str, Callable[..., list[Any]]] = {
     **{f"soft_{t}tokens_completions": _length_reward(soft_length_reward, t) for t in (5, 10, 20)},
     **{f"sharp_{t}tokens_completions": _length_reward(sharp_length_reward, t) for t in (5, 10, 20)},
@@ -155,4 +172,6 @@ BUILTIN_REWARDS: dict[str, Callable[..., list[Any]]] = {
     "countdown": countdown,
     "gsm8k": _gsm8k("strict"),
     "gsm8k_flexible": _gsm8k("flexible"),
+    "exact_answer": exact_answer,
+    "answer_similarity": answer_similarity,
 }

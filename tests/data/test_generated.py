@@ -43,8 +43,22 @@ def test_paths_parse_and_materialize_once(tmp_path):
         ("generated:reverse?size=3", "unknown option"),
         ("generated:reverse?samples=x", "must be integers"),
         ("generated:reverse?samples=0", "samples must be >= 1"),
+        ("generated:reverse?letters=9-3", "letters must satisfy 1 <= MIN <= MAX"),
+        ("generated:reverse?letters=long", "letters must read MIN-MAX"),
+        ("generated:addition?letters=3", "unknown option"),
     ],
 )
 def test_bad_paths_are_data_errors(path, message):
     with pytest.raises(DataError, match=message.replace("?", r"\?")):
         parse_generated(path)
+
+
+def test_reverse_words_take_the_asked_lengths(tmp_path):
+    path = materialize("generated:reverse?samples=50&seed=2&letters=8-10", str(tmp_path))
+    assert path.endswith("reverse-50-2-letters8-10-v2.jsonl")
+    rows = [json.loads(line) for line in open(path)]
+    lengths = {len(row["messages"][1]["content"]) for row in rows}
+    assert lengths == {8, 9, 10}
+    for row in rows:
+        assert row["messages"][0]["content"] == f"Reverse the letters: {row['messages'][1]['content'][::-1]}"
+    assert generate_rows("reverse", samples=5, seed=2, letters=(3, 8)) == generate_rows("reverse", samples=5, seed=2)

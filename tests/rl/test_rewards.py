@@ -186,3 +186,12 @@ def test_a_raising_reward_names_itself_and_the_prompt(tmp_path, monkeypatch):
     with pytest.raises(DataError, match="reward 'bad_rewards:short' returned 1 value.s. for 2 completions"):
         RewardScorer([("bad_rewards:short", 1.0)]).score(["a", "b"], ["x", "y"], {})
     assert torch.isnan(RewardScorer([("soft_5tokens_completions", 1.0)]).score([], [], {})).numel() == 0
+
+
+def test_answer_rewards_score_against_the_answer_column():
+    completions = ["olleh", [{"role": "assistant", "content": " olleh\n"}], "ollhe", ""]
+    answer = ["olleh"] * 4
+    assert REWARDS["exact_answer"]([None] * 4, completions, answer=answer) == [1.0, 1.0, 0.0, 0.0]
+    similarity = REWARDS["answer_similarity"]([None] * 4, completions, answer=answer)
+    assert similarity[:2] == [1.0, 1.0] and similarity[3] == 0.0
+    assert similarity[2] == pytest.approx(2 * 4 / 10)  # "oll" + "e" match: 2·4 / (5 + 5)
