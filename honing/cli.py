@@ -46,6 +46,15 @@ def build_parser() -> argparse.ArgumentParser:
         "-o", "--output", help="the PNG to write (default: RUN_DIR/plot.png, or ./plot.png for several runs)"
     )
     plot.add_argument("--x", choices=["step", "tokens"], default="step", help="the horizontal axis")
+    plot.add_argument(
+        "--metric",
+        action="append",
+        metavar="NAME",
+        help="a logged metric to draw in a panel of its own (repeat for more; default: loss, lr, grad norm, tokens/s)",
+    )
+    plot.add_argument(
+        "--smooth", type=int, default=1, metavar="N", help="draw the trailing mean of N logged points over the raw line"
+    )
 
     data = verbs.add_parser("data", help="report on a config's training data as training will see it")
     data.add_argument("config", help="YAML config")
@@ -110,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
     if args.verb == "plot":
         from honing.plot import plot_runs
 
-        print(f"wrote {plot_runs(args.run_dirs, args.output, x=args.x)}")
+        print(f"wrote {plot_runs(args.run_dirs, args.output, x=args.x, metrics=args.metric, smooth=args.smooth)}")
         return 0
     if args.verb == "data":
         from honing.data_report import write_data_report

@@ -1,7 +1,8 @@
-"""``honing plot``: draw loss, learning rate, gradient norm and throughput of one or more runs."""
+"""``honing plot``: draw loss, learning rate, gradient norm and throughput (or chosen metrics) of one or more runs."""
 
 from __future__ import annotations
 
+import difflib
 import json
 import logging
 import math
@@ -80,11 +81,43 @@ def run_label(run_dir: str) -> str:
     return os.path.basename(os.path.normpath(run_dir))
 
 
-def plot_runs(run_dirs: list[str], output: str | None = None, *, x: str = "step") -> str:
-    """Draw every run's curves, overlaid, in a 2x2 grid of panels; write a PNG and return its path."""
+def smoothed(values: list[float], window: int) -> list[float]:
+    """The trailing mean of each value and the ``window - 1`` before it (fewer at the start; NaN is skipped)."""
+    out = []
+    for index in range(len(values)):
+        finite = [v for v in values[max(0, index - window + 1) : index + 1] if math.isfinite(v)]
+        out.append(sum(finite) / len(finite) if finite else math.nan)
+    return out
+
+
+def chosen_panels(runs: list[tuple[str, str, dict]], metrics: list[str]) -> list[tuple[str, list[tuple[str, str]]]]:
+    """One panel per metric the user named; a name no run logged is refused with the closest logged names."""
+    logged = sorted({name for _, _, steps in runs for record in steps.values() for name in record})
+    for metric in metrics:
+        if metric not in logged:
+            close = difflib.get_close_matches(metric, logged, n=3, cutoff=0.5)
+            hint = f"; did you mean {', '.join(close)}?" if close else f"; logged: {', '.join(logged)}"
+            raise DataError(f"--metric {metric}: no run logged it{hint}")
+    return [(metric, [(metric, "-")]) for metric in metrics]
+
+
+def plot_runs(
+    run_dirs: list[str],
+    output: str | None = None,
+    *,
+    x: str = "step",
+    metrics: list[str] | None = None,
+    smooth: int = 1,
+) -> str:
+    """Draw every run's curves, overlaid, one panel per metric (default: loss, lr, grad norm, tokens/s),
+    optionally as a trailing mean over ``smooth`` logged points over the faint raw line; write a PNG and return
+    its path."""
     if x not in ("step", "tokens"):
         raise DataError(f"--x: expected 'step' or 'tokens', got {x!r}")
+    if smooth < 1:
+        raise DataError(f"--smooth: expected a window of at least 1 logged point, got {smooth}")
     runs = [(run_label(run_dir), run_dir, read_metrics(run_dir)) for run_dir in run_dirs]
+    panels = chosen_panels(runs, metrics) if metrics else PANELS
     if x == "tokens":
         for _, run_dir, steps in runs:
             if steps and not any(TOKENS_METRIC in record for record in steps.values()):
@@ -100,10 +133,13 @@ def plot_runs(run_dirs: list[str], output: str | None = None, *, x: str = "step"
 
     figure = Figure(figsize=FIGURE_INCHES, dpi=DPI, layout="constrained")
     FigureCanvasAgg(figure)
-    axes = figure.subplots(2, 2).flatten()
+    columns = 1 if len(panels) == 1 else 2
+    axes = figure.subplots(math.ceil(len(panels) / columns), columns, squeeze=False).flatten()
+    for ax in axes[len(panels) :]:
+        ax.set_visible(False)
     colors = [f"C{index % 10}" for index in range(len(runs))]
-    for ax, (title, metrics) in zip(axes, PANELS):
-        drawn = _draw_panel(ax, runs, colors, metrics, x)
+    for ax, (title, panel_metrics) in zip(axes, panels):
+        drawn = _draw_panel(ax, runs, colors, panel_metrics, x, smooth)
         ax.set_title(title)
         ax.set_xlabel("tokens" if x == "tokens" else "step")
         ax.grid(True, alpha=0.3)
@@ -117,7 +153,7 @@ def plot_runs(run_dirs: list[str], output: str | None = None, *, x: str = "step"
 
 
 def _draw_panel(
-    ax: Any, runs: list[tuple[str, str, dict]], colors: list[str], metrics: list[tuple[str, str]], x: str
+    ax: Any, runs: list[tuple[str, str, dict]], colors: list[str], metrics: list[tuple[str, str]], x: str, smooth: int
 ) -> int:
     """Draw each run's lines for ``metrics`` on ``ax``; returns how many lines were drawn."""
     drawn = 0
@@ -128,6 +164,11 @@ def _draw_panel(
                 continue
             # name the metric in the legend only where a panel holds more than one
             name = label if len(metrics) == 1 else f"{label} {metric}"
-            ax.plot(xs, [y if math.isfinite(y) else math.nan for y in ys], style, color=color, label=name, markersize=3)
+            ys = [y if math.isfinite(y) else math.nan for y in ys]
+            if smooth > 1:
+                # the raw points stay visible, faint, so the smoothing hides nothing
+                ax.plot(xs, ys, style, color=color, alpha=0.25, markersize=3)
+                ys, name = smoothed(ys, smooth), f"{name} (mean of {smooth})"
+            ax.plot(xs, ys, style, color=color, label=name, markersize=3)
             drawn += 1
     return drawn

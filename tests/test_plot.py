@@ -11,7 +11,7 @@ import matplotlib.image
 import pytest
 
 from honing.errors import DataError
-from honing.plot import plot_runs, read_metrics, series
+from honing.plot import plot_runs, read_metrics, series, smoothed
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -108,3 +108,23 @@ def test_tokens_axis_needs_total_tokens(tmp_path):
     run = write_run(tmp_path / "run", [{"step": 1, "train/loss": 4.0}])
     with pytest.raises(DataError, match="throughput/total_tokens"):
         plot_runs([run], x="tokens")
+
+
+def test_chosen_metrics_get_a_panel_each_and_a_typo_is_named(tmp_path):
+    rows = [
+        {"step": step, "train/reward": step / 10, "train/rewards/exact_answer/mean": step / 20} for step in range(1, 31)
+    ]
+    run = write_run(tmp_path / "grpo", rows)
+    out = plot_runs(
+        [run], str(tmp_path / "reward.png"), metrics=["train/reward", "train/rewards/exact_answer/mean"], smooth=5
+    )
+    check_png(out)
+    with pytest.raises(DataError, match=r"--metric train/rewrd: no run logged it; did you mean train/reward"):
+        plot_runs([run], metrics=["train/rewrd"])
+    with pytest.raises(DataError, match="--smooth: expected a window of at least 1"):
+        plot_runs([run], smooth=0)
+
+
+def test_smoothing_is_a_trailing_mean_that_skips_nan():
+    assert smoothed([1.0, 3.0, math.nan, 5.0, 7.0], 2) == [1.0, 2.0, 3.0, 5.0, 6.0]
+    assert smoothed([2.0, 4.0], 1) == [2.0, 4.0]

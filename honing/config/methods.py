@@ -88,7 +88,8 @@ METHODS: dict[str, Method] = {
             "tokenizer.kind": ("auto", "byte", "pretrained"),
         },
     ),
-    # prompts in, completions generated: no labels to mask, nothing packed, no validation loss
+    # prompts in, completions generated: no labels to mask, nothing packed, no validation loss (held-out prompts
+    # are answered by the generation eval instead)
     "grpo": Method(
         section="grpo",
         unused=(
@@ -100,13 +101,11 @@ METHODS: dict[str, Method] = {
             "data.group_by_length",
             "data.overlong",
             "data.bad_rows",
-            "data.validation",
-            "data.validation_split",
+            "data.validation_split",  # validation prompts come from data.validation, for callbacks.generation_eval
             "callbacks.evaluator",
-            "callbacks.generation_eval",
         ),
         values={
-            "data.train.sources[].format": ("auto", "prompt", "conversation"),  # validation is refused whole
+            **source_formats("auto", "prompt", "conversation"),
             "tokenizer.kind": ("auto", "byte", "pretrained"),
         },
     ),

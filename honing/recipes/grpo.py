@@ -56,8 +56,13 @@ class GRPORecipe(SFTRecipe):
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     def build_data(self) -> tuple[DataLoader, None]:
-        """A resumable loader of left-padded prompts (no validation: the reward is logged every step)."""
+        """A resumable loader of left-padded prompts (no validation loss: the reward is logged every step)."""
         data, grpo = self.config.data, self.grpo
+        if data.validation is not None and not self.config.callbacks.generation_eval.enabled:
+            raise ConfigError(
+                "data.validation: method 'grpo' reads held-out prompts only for callbacks.generation_eval "
+                "(exact match of greedy answers); enable it or remove data.validation"
+            )
         prompts = load_prompts(self._sources(data.train.sources), seed=self.config.trainer.seed)
         room = data.seq_len - grpo.max_completion_length
         kept, token_ids, dropped = [], [], 0
@@ -130,5 +135,17 @@ class GRPORecipe(SFTRecipe):
         )
 
     def held_out_answers(self) -> list[tuple[Any, str]]:
-        """None: GRPO has no validation split."""
-        return []
+        """The ``data.validation`` prompts as (messages, their ``answer`` column) for the generation eval: the
+        held-out words a verifiable reward checks, answered greedily before and after training."""
+        data = self.config.data
+        if data.validation is None:
+            return []
+        prompts = load_prompts(self._sources(data.validation.sources), seed=self.config.trainer.seed)
+        answerable = [p for p, _ in prompts if p.is_conversational and isinstance(p.columns.get("answer"), str)]
+        if len(answerable) < len(prompts):
+            raise DataError(
+                f"data.validation: {len(prompts) - len(answerable)} of {len(prompts)} prompts cannot be checked by "
+                "callbacks.generation_eval; expected conversations whose last assistant turn (or 'answer' column) "
+                "is the expected answer"
+            )
+        return [(p.prompt, p.columns["answer"]) for p in answerable]

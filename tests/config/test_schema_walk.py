@@ -196,8 +196,9 @@ def sft(tmp_path: Path) -> Iterator[dict[str, Any]]:
 
 
 def grpo(tmp_path: Path) -> Iterator[dict[str, Any]]:
-    """Generated conversations as prompts, LoRA (the reference: adapters off), two passes per rollout; then
-    plain prompts with reward columns, full fine-tuning with a frozen reference copy."""
+    """Plain prompts with reward columns, held-out conversations for the generation eval, LoRA (the reference:
+    adapters off), two passes per rollout; then generated conversations as prompts, full fine-tuning with a
+    frozen reference copy."""
     raw = shared(tmp_path / "a", "grpo")
     del raw["callbacks"]["evaluator"]  # no validation loss: the reward is logged every step
     source = {"format": "conversation", "weight": 1.0, "text_field": "text", "max_samples": 16}
@@ -221,6 +222,8 @@ def grpo(tmp_path: Path) -> Iterator[dict[str, Any]]:
     prompts = tmp_path / "prompts.jsonl"
     prompts.write_text('{"prompt": "3 5 7 make 8: ", "nums": [3, 5, 7], "target": 8}\n' * 8)
     raw["data"]["train"]["sources"][0].update(path=str(prompts), format="prompt")
+    raw["data"]["validation"] = {"sources": [{"path": "generated:reverse?samples=4&seed=1", **source}]}
+    raw["callbacks"]["generation_eval"] = {"enabled": True, "num_prompts": 2, "max_new_tokens": 2, "interval": 1}
     yield raw
     second = second_run({**raw, "data": {**raw["data"], "validation": None}}, tmp_path / "a", tmp_path / "b")
     second["data"].pop("validation_split")  # second_run's validation split off the training data: refused here

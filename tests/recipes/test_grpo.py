@@ -15,7 +15,7 @@ import torch
 import yaml
 
 from honing.config import validate
-from honing.errors import DataError
+from honing.errors import ConfigError, DataError
 from honing.recipes.grpo import GRPORecipe
 from tests.e2e.test_cli import final_weights, honing
 
@@ -154,3 +154,31 @@ def test_kill_9_then_rerun_generates_the_same_completions(tmp_path):
         return {step: [(r["text"], r["reward"]) for r in rows[-8:]] for step, rows in steps.items()}
 
     assert by_step(save_folder) == by_step(reference)
+
+
+def test_held_out_prompts_are_answered_before_and_after_training(tmp_path):
+    raw = grpo_raw(tmp_path)
+    raw["data"]["validation"] = {"sources": [{"path": "generated:reverse?samples=3&seed=1&letters=4-4"}]}
+    raw["callbacks"]["generation_eval"] = {"enabled": True, "num_prompts": 3, "max_new_tokens": 4}
+    recipe = GRPORecipe(validate(raw))
+    held_out = recipe.held_out_answers()
+    assert [messages[-1]["content"][::-1][:4] for messages, _ in held_out] == [answer for _, answer in held_out]
+    recipe.run()
+    answers = read_jsonl(tmp_path / "run" / "generation_eval.jsonl")
+    assert [row["step"] for row in answers] == [0, 0, 0, 3, 3, 3]
+    assert [row["expected"] for row in answers[:3]] == [answer for _, answer in held_out]
+    logged = [row for row in read_jsonl(tmp_path / "run" / "metrics.jsonl") if "eval/exact_match" in row]
+    assert [row["step"] for row in logged] == [0, 3]
+
+
+def test_validation_prompts_need_the_generation_eval_and_answers(tmp_path):
+    raw = grpo_raw(tmp_path)
+    raw["data"]["validation"] = {"sources": [{"path": "generated:reverse?samples=3&seed=1"}]}
+    with pytest.raises(ConfigError, match="data.validation: method 'grpo' reads held-out prompts only for"):
+        GRPORecipe(validate(raw)).run()
+    plain = tmp_path / "plain.jsonl"
+    plain.write_text('{"prompt": "2 + 2 = "}\n')
+    raw["data"]["validation"] = {"sources": [{"path": str(plain)}]}
+    raw["callbacks"]["generation_eval"] = {"enabled": True}
+    with pytest.raises(DataError, match="data.validation: 1 of 1 prompts cannot be checked"):
+        GRPORecipe(validate(raw)).held_out_answers()

@@ -15,6 +15,10 @@ from honing.distributed import is_rank0
 from honing.train.callbacks.base import Callback
 from honing.train.callbacks.order import PRIORITY
 
+# What a method's users watch besides the loss (TRL's names): the loss of GRPO hovers near zero
+# by construction, so its progress shows in the reward; DPO's in how often chosen beats rejected.
+HEADLINE_METRICS = {"train/reward": "reward", "train/rewards/accuracies": "accuracy"}
+
 
 def format_duration(seconds: float) -> str:
     """``H:MM:SS`` for a number of seconds (rounded down)."""
@@ -132,6 +136,7 @@ class ConsoleCallback(Callback):
         parts = []
         if "train/loss" in metrics:
             parts.append(f"loss {metrics['train/loss']:.4f}")
+        parts += [f"{label} {metrics[name]:.4f}" for name, label in HEADLINE_METRICS.items() if name in metrics]
         if "optim/lr" in metrics:
             parts.append(f"lr {metrics['optim/lr']:.2e}")
         if "throughput/tokens_per_s" in metrics:

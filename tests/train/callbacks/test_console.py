@@ -55,6 +55,14 @@ def test_plain_lines_every_collect_interval_with_the_numbers(run):
     assert "\x1b" not in stream.getvalue()
 
 
+def test_reward_and_preference_accuracy_follow_the_loss(run):
+    _, _, stream, steps = run()
+    steps(10, extra={10: {"train/reward": 1.2345, "train/rewards/accuracies": 0.75}})
+    assert stream.getvalue().splitlines() == [
+        "step 10/30 | loss 2.9000 | reward 1.2345 | accuracy 0.7500 | lr 3.00e-04 | 12,345 tok/s | eta 0:00:40"
+    ]
+
+
 def test_log_interval_and_a_last_step_off_the_interval(run):
     # an unknown stop step (a token duration) still ends with the last logged step
     trainer, _, stream, steps = run(stop_step=None, log_interval=4)
