@@ -138,7 +138,8 @@ def _generation_eval(recipe: Recipe, cfg: Any) -> Built:
             examples,
             interval=cfg.interval,
             printer=recipe.print,
-            character_error_rate=recipe.config.method == "vl_sft",  # transcription is what VL tasks check
+            # transcription is what VL tasks check; GRPO's near misses are what its partial rewards see
+            character_error_rate=recipe.config.method in ("vl_sft", "grpo"),
         )
     }
 

@@ -169,6 +169,7 @@ def test_held_out_prompts_are_answered_before_and_after_training(tmp_path):
     assert [row["expected"] for row in answers[:3]] == [answer for _, answer in held_out]
     logged = [row for row in read_jsonl(tmp_path / "run" / "metrics.jsonl") if "eval/exact_match" in row]
     assert [row["step"] for row in logged] == [0, 3]
+    assert all(0.0 <= row["eval/cer"] for row in logged)  # how far the near misses are
 
 
 def test_validation_prompts_need_the_generation_eval_and_answers(tmp_path):
