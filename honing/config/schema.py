@@ -177,7 +177,8 @@ class ModelSection(Section):
 
     name_or_path: str | None = None
     config: dict[str, Any] | None = None
-    attn_implementation: str | None = "sdpa"
+    # auto: sdpa, or on CUDA with packed rows a varlen kernel (flash attention if installed, else flex_attention)
+    attn_implementation: str | None = "auto"
     trust_remote_code: bool = False
     dtype: Literal["float32", "bfloat16", "float16"] | None = None  # None: from trainer.precision
     lora: LoraSection | None = None

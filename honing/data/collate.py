@@ -16,7 +16,7 @@ import torch
 from honing.errors import DataError
 from honing.losses import IGNORE_INDEX
 
-__all__ = ["Collator", "PadCollator", "stack_collate", "pad_collate"]
+__all__ = ["Collator", "PadCollator", "VarlenCollator", "stack_collate", "pad_collate"]
 
 
 class Collator:
@@ -100,6 +100,31 @@ class PadCollator(Collator):
         # are right and the mask only has to hide the pad keys.
         attention_mask = (torch.arange(width) < lengths[:, None]).long()
         return {"input_ids": input_ids, "labels": labels, "attention_mask": attention_mask, "num_real_tokens": lengths}
+
+
+class VarlenCollator(Collator):
+    """Packed rows whose micro-batches reach the model as one row, end to end: flash attention's varlen path
+    reads the documents' boundaries from ``position_ids`` only in a batch of one row (transformers'
+    ``_is_packed_sequence``); given several rows it runs each as one sequence and documents see each other."""
+
+    def split(self, batch: Mapping[str, Any], rows_per_micro_batch: int) -> list[dict[str, torch.Tensor]]:
+        return [self.one_row(micro) for micro in super().split(batch, rows_per_micro_batch)]
+
+    @staticmethod
+    def one_row(micro: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """The micro-batch's ``[rows, width, ...]`` tensors as ``[1, rows * width, ...]``; the same loss."""
+        rows, width = micro["input_ids"].shape[:2]
+        flat: dict[str, torch.Tensor] = {}
+        for key, value in micro.items():
+            if value.dim() >= 2 and tuple(value.shape[:2]) == (rows, width):
+                if key == "labels":
+                    # A row's first label is never a target (labels shift by one inside the loss); end to end it
+                    # would be predicted from the previous row's last token.
+                    value = value.clone()
+                    value[:, 0] = IGNORE_INDEX
+                value = value.reshape(1, rows * width, *value.shape[2:])
+            flat[key] = value
+        return flat
 
 
 #: the default collator: stack rows of equal length (pretraining rows, packed SFT rows)

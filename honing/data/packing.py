@@ -8,7 +8,10 @@ tests/data/test_packing.py). Two pitfalls:
 - it only does so when no KV cache exists: the model must be called with ``use_cache=False`` (the
   config default ``use_cache=True`` creates a cache and the documents silently attend to each other);
 - ``attn_implementation="flash_attention_2"`` takes the same position_ids and turns them into
-  per-document ``cu_seqlens`` (untested here: it needs a GPU); the pad tail is its own document there too.
+  per-document ``cu_seqlens``, but only in a batch of one row: under flash attention the micro-batch's rows are
+  laid end to end (``honing.data.collate.VarlenCollator``; ``model.attn_implementation: auto`` picks flash or
+  flex_attention for packed rows on CUDA, see ``honing.models.attention_choice``); the pad tail is its own
+  document there too. The kernels themselves need a GPU and are not run by the suite.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ import torch
 
 from honing import storage
 from honing.config import RunConfig, to_yaml
+from honing.data.collate import Collator, VarlenCollator, stack_collate
 from honing.distributed import (
     default_device,
     get_world_size,
@@ -34,6 +35,7 @@ from honing.models import (
     load_pretrained_model,
     unwrap_model,
 )
+from honing.models.attention_choice import AUTO, AttentionChoice, choose_attention, is_flash
 from honing.models.export import save_adapter
 from honing.models.generation import end_of_turn_ids, generate, sampling_kwargs
 from honing.models.parallel import full_state_dict, is_fsdp, parallelize
@@ -56,6 +58,7 @@ class Recipe:
         self.processor: Any = None  # a tokenizer, or a multimodal processor holding one
         self.tokenizer: Any = None
         self.model: torch.nn.Module | None = None
+        self.attention: AttentionChoice | None = None  # the attention implementation build_model chose
         self.reference_model: torch.nn.Module | None = None
         self.collator: Any = None  # how the data's batches split into micro-batches (set by build_data)
         self.train_module: Any = None
@@ -111,7 +114,7 @@ class Recipe:
         if cfg.name_or_path:
             model = load_pretrained_model(
                 cfg.name_or_path,
-                attn_implementation=cfg.attn_implementation,
+                attn_implementation=self.attention_to_build(),
                 dtype=dtype,
                 trust_remote_code=cfg.trust_remote_code,
             )
@@ -127,7 +130,7 @@ class Recipe:
                     "bos_token_id": tokenizer.bos_token_id,
                 },
             )
-            model = build_model_from_config(model_config, attn_implementation=cfg.attn_implementation, dtype=dtype)
+            model = build_model_from_config(model_config, attn_implementation=self.attention_to_build(), dtype=dtype)
         rows = model.get_input_embeddings().weight.shape[0]
         if self.tokenizer is not None and len(self.tokenizer) > rows:
             # e.g. chat-template special tokens added to a pretrained tokenizer: the new rows are
@@ -136,7 +139,7 @@ class Recipe:
                 "resizing the model's embeddings from %d to %d tokens to fit the tokenizer", rows, len(self.tokenizer)
             )
             model.resize_token_embeddings(len(self.tokenizer))
-        model = model.to(self.device)
+        model = self.set_attention(model.to(self.device))
         lora = cfg.lora
         if lora is not None:  # peft creates the adapters on the device of the layers they adapt
             model = apply_lora(
@@ -149,6 +152,43 @@ class Recipe:
                 task_type=lora.task_type,
                 modules_to_save=lora.modules_to_save,
             )
+        return model
+
+    def packed_rows(self) -> bool:
+        """Whether training rows hold several documents told apart by restarting ``position_ids`` (those are
+        what ``model.attn_implementation: auto`` picks a varlen kernel for on CUDA)."""
+        return False
+
+    def packed_collator(self) -> Collator:
+        """The collator of packed rows: stacked, or laid end to end per micro-batch under flash attention
+        (whose varlen path reads documents from position_ids only in a batch of one row)."""
+        if self.attention is not None and is_flash(self.attention.name):
+            return VarlenCollator()
+        return stack_collate
+
+    def attention_to_build(self) -> str | None:
+        """The attention implementation to build the model with: the configured one; sdpa for ``auto``, which
+        :meth:`set_attention` resolves once the model exists."""
+        requested = self.config.model.attn_implementation
+        return "sdpa" if requested == AUTO else requested
+
+    def set_attention(self, model: torch.nn.Module) -> torch.nn.Module:
+        """Resolve ``model.attn_implementation`` for this model, device and row layout (``auto``: see
+        ``honing.models.attention_choice``), switch the model to it, and keep the choice in ``self.attention``."""
+        self.attention = choose_attention(
+            self.config.model.attn_implementation,
+            device_type=self.device.type,
+            packed_rows=self.packed_rows(),
+            precision=self.precision,
+            supports_flash=bool(getattr(model, "_supports_flash_attn", False)),
+            supports_flex=bool(getattr(model, "_supports_flex_attn", False)),
+        )
+        requested = self.config.model.attn_implementation
+        if requested == AUTO and self.attention.name != self.attention_to_build():
+            model.set_attn_implementation(self.attention.name)
+        elif requested != AUTO:  # what transformers made of it (None: its own default)
+            config = getattr(model, "config", None)
+            self.attention = AttentionChoice(str(getattr(config, "_attn_implementation", None) or requested))
         return model
 
     def build_reference_model(self) -> torch.nn.Module | None:
@@ -346,9 +386,16 @@ class Recipe:
         share = "" if trainable == total else f" ({trainable:,} trainable)"
         self.print(
             f"model: {total:,} parameters{share} | device {describe_device(self.device)} | "
-            f"precision {self.precision} | save folder {self.config.trainer.save_folder}"
+            f"precision {self.precision} | attention {self.describe_attention()} | "
+            f"save folder {self.config.trainer.save_folder}"
         )
         return self.trainer
+
+    def describe_attention(self) -> str:
+        """The attention implementation in use, with why when ``auto`` picked it."""
+        if self.attention is None:
+            return str(self.config.model.attn_implementation)
+        return f"{self.attention.name} ({self.attention.reason})" if self.attention.reason else self.attention.name
 
     def save_config(self) -> None:
         """Write the resolved config, secrets redacted, to ``SAVE_FOLDER/config.yaml``."""

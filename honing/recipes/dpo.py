@@ -25,6 +25,7 @@ from honing.distributed import get_rank, get_world_size, is_rank0
 from honing.errors import ConfigError, DataError
 from honing.methods.dpo import DPOTrainModule, compute_reference_logps
 from honing.models import is_lora, unwrap_model
+from honing.models.attention_choice import is_flash
 from honing.models.parallel import parallelize, resolve_strategy
 from honing.recipes.sft import SFTRecipe
 
@@ -134,8 +135,8 @@ class DPORecipe(SFTRecipe):
     def build_data(self) -> tuple[DataLoader, EvalBatches | None]:
         data = self.config.data
         train_examples, validation_examples = self.examples()
-        attention = self.config.model.attn_implementation or "sdpa"
-        if "flash" in attention:
+        attention = self.attention.name if self.attention else self.config.model.attn_implementation or "sdpa"
+        if is_flash(attention):
             raise ConfigError(
                 f"model.attn_implementation: {attention!r} cannot take the 4D attention mask through which a pair's "
                 "two replies share its prompt; use sdpa (or eager)"
@@ -204,7 +205,8 @@ class DPORecipe(SFTRecipe):
         precision."""
 
         def parts():
-            yield f"dpo-reference-v1|{self.precision}|{self.config.model.attn_implementation}"
+            attention = self.attention.name if self.attention else self.config.model.attn_implementation
+            yield f"dpo-reference-v1|{self.precision}|{attention}"
             if resolve_strategy(self.config.parallel.strategy, get_world_size()) == "fsdp":
                 yield f"rank {get_rank()} of {get_world_size()}"
             for name, tensor in unwrap_model(self.model).state_dict().items():

@@ -13,7 +13,6 @@ import numpy as np
 
 from honing import storage
 from honing.config import ConfigError
-from honing.data.collate import stack_collate
 from honing.data.eval_batches import EvalBatches
 from honing.data.loader import DataLoader
 from honing.data.prepare import DEFAULT_SHARD_BYTES, PrepareResult, prepare_tokens
@@ -205,6 +204,10 @@ class PretrainRecipe(Recipe):
             progress=progress,
         )
 
+    def packed_rows(self) -> bool:
+        """Rows hold several documents apart when ``data.document_masking`` restarts their positions."""
+        return self.config.data.document_masking
+
     def build_data(self) -> tuple[DataLoader, EvalBatches | None]:
         data = self.config.data
         if self.token_sources("train") is not None:
@@ -213,7 +216,7 @@ class PretrainRecipe(Recipe):
             train_docs, validation_docs = self.documents()
             train = self.rows(train_docs, "train")
             validation = self.rows(validation_docs, "validation") if validation_docs else None
-        self.collator = stack_collate  # rows of seq_len tokens, stacked
+        self.collator = self.packed_collator()  # rows of seq_len tokens, stacked
         loader = DataLoader(
             train,
             global_batch_size=data.global_batch_size,

@@ -14,7 +14,7 @@ from honing.data.chat import (
     tokenize_conversation,
     tokenize_plain_text,
 )
-from honing.data.collate import pad_collate, stack_collate
+from honing.data.collate import pad_collate
 from honing.data.eval_batches import EvalBatches
 from honing.data.finetune_rows import load_examples
 from honing.data.formats import Conversation
@@ -148,7 +148,7 @@ class SFTRecipe(Recipe):
                 f"packed into {len(packed):,} rows of {self.config.data.seq_len} tokens "
                 f"({packed.packing_efficiency:.1%} real tokens)"
             )
-            return packed, stack_collate
+            return packed, self.packed_collator()
         report.rows, report.row_length = len(tokenized), max(report.lengths)
         return PaddedDataset(tokenized), pad_collate(pad_id)
 
@@ -174,6 +174,10 @@ class SFTRecipe(Recipe):
         return loader, EvalBatches(
             validation_rows, batch_size=batch_size, collate_fn=collate, rank=get_rank(), world_size=get_world_size()
         )
+
+    def packed_rows(self) -> bool:
+        """Rows hold several examples apart with ``data.packing``."""
+        return self.config.data.packing
 
     def groups_by_length(self) -> bool:
         """Whether training batches are length-grouped: padded rows with ``data.group_by_length``."""

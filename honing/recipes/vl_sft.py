@@ -108,7 +108,7 @@ class VLSFTRecipe(SFTRecipe):
         if cfg.name_or_path:
             model = load_pretrained_model(
                 cfg.name_or_path,
-                attn_implementation=cfg.attn_implementation,
+                attn_implementation=self.attention_to_build(),
                 dtype=dtype,
                 trust_remote_code=cfg.trust_remote_code,
                 auto_class=AutoModelForImageTextToText,
@@ -120,13 +120,13 @@ class VLSFTRecipe(SFTRecipe):
             model_type = options.pop("model_type")
             model_config = tiny_vl_config(model_type, vocab_size=len(self.tokenizer), **options)
             model = AutoModelForImageTextToText.from_config(
-                model_config, dtype=dtype, attn_implementation=cfg.attn_implementation
+                model_config, dtype=dtype, attn_implementation=self.attention_to_build()
             )
         self.family = family_for(model.config.model_type, model=model, processor=self.processor)
         rows = model.get_input_embeddings().weight.shape[0]
         if len(self.tokenizer) > rows:
             model.resize_token_embeddings(len(self.tokenizer))
-        model = model.to(self.device)
+        model = self.set_attention(model.to(self.device))
         lora = self.lora_section()
         if lora is not None:
             targets = lora.target_modules
@@ -297,6 +297,11 @@ class VLSFTRecipe(SFTRecipe):
                 "rows would not train as they do alone; set data.packing: false (rows are padded and length-grouped)"
             )
         return True
+
+    def packed_rows(self) -> bool:
+        """False: packed image rows carry multimodal rope positions, which the varlen kernels are not tested with,
+        so ``auto`` keeps sdpa and its dense per-document mask for them."""
+        return False
 
     def groups_by_length(self) -> bool:
         """Padded rows are length-grouped with ``data.group_by_length``; packed ones are not."""
