@@ -22,6 +22,7 @@ from honing.data.report import DataReport
 from honing.data.vl_batches import VLCollator
 from honing.data.vl_packing import PackedVLCollator, VLPackedDataset
 from honing.data.vl_rows import VLDataset, VLExample, process, tokenize_vl_conversations
+from honing.distributed import is_rank0
 from honing.errors import ConfigError, DataError
 from honing.models import apply_lora
 from honing.models.loading import load_pretrained_model
@@ -162,6 +163,13 @@ class VLSFTRecipe(SFTRecipe):
         patterns = []
         if cfg.freeze_vision:
             patterns += part_patterns(self.family, "vision")
+        elif cfg.config is not None and is_rank0():
+            log.warning(
+                "model.freeze_vision: false on a model built from model.config: its vision tower is random, and a "
+                "random tower trained from scratch tends to collapse into one constant vector for every image "
+                "(measured here: image embeddings' spread 0.03 after 60 steps at lr 1e-3, loss stuck at chance); "
+                "a frozen random tower or a pretrained one (model.name_or_path) learns"
+            )
         if cfg.freeze_projector:
             patterns += part_patterns(self.family, "projector")
         for name, param in named_parameters(model):
