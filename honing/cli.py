@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import logging
 import os
@@ -208,6 +209,9 @@ def main(argv: list[str] | None = None) -> int:
         args.overrides = [*args.overrides, *unknown]
     setup_logging()
     rank = distributed_rank()
+    if rank is not None:
+        # a rank that dies in native code (SIGABRT, SIGSEGV) prints every thread's Python stack first
+        faulthandler.enable(all_threads=True)
     try:
         return run(args)
     except HoningError as error:

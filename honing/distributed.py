@@ -78,9 +78,14 @@ def prepare_training_environment(
         seed_all(seed)
 
 
-def teardown_training_environment() -> None:
-    """Leave the process group, if any."""
+def teardown_training_environment(*, wait_for_peers: bool = False) -> None:
+    """Leave the process group, if any; with ``wait_for_peers``, once every rank is leaving too."""
     if is_distributed():
+        if wait_for_peers:
+            # gloo closes a group's connections at once: a rank that leaves while a peer is still finishing
+            # the last collective (a metric reduction, a checkpoint's barrier) can break that peer
+            # (pytorch/gloo#155), so ranks that finished well leave together.
+            dist.barrier()
         dist.destroy_process_group()
 
 

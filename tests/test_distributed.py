@@ -64,3 +64,19 @@ def test_seed_all_seeds_every_generator():
     first = (random.random(), np.random.rand(), torch.rand(1).item())
     seed_all(11)
     assert (random.random(), np.random.rand(), torch.rand(1).item()) == first
+
+
+def test_a_finished_run_waits_for_its_peers_before_leaving_and_a_failed_one_does_not(monkeypatch):
+    # gloo closes a group's connections at once, so a rank leaving early can break a peer still in the last
+    # collective; a failed rank must not wait on peers that may be gone.
+    import honing.distributed as distributed
+
+    calls: list[str] = []
+    monkeypatch.setattr(distributed, "is_distributed", lambda: True)
+    monkeypatch.setattr(distributed.dist, "barrier", lambda: calls.append("barrier"))
+    monkeypatch.setattr(distributed.dist, "destroy_process_group", lambda: calls.append("destroy"))
+    distributed.teardown_training_environment(wait_for_peers=True)
+    assert calls == ["barrier", "destroy"]
+    calls.clear()
+    distributed.teardown_training_environment()
+    assert calls == ["destroy"]

@@ -412,14 +412,16 @@ class Recipe:
         try:
             trainer = self.build()
             trainer.fit()
-            if trainer.canceled:
-                self.print(
-                    f"run canceled ({trainer.cancel_reason}); saved a checkpoint at step "
-                    f"{trainer.global_step}: run the same command again to resume"
-                )
-            return trainer
-        finally:
-            teardown_training_environment()
+        except BaseException:
+            teardown_training_environment()  # a failed rank does not wait for peers that may be gone
+            raise
+        teardown_training_environment(wait_for_peers=True)
+        if trainer.canceled:
+            self.print(
+                f"run canceled ({trainer.cancel_reason}); saved a checkpoint at step "
+                f"{trainer.global_step}: run the same command again to resume"
+            )
+        return trainer
 
     @staticmethod
     def print(message: str) -> None:
