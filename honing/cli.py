@@ -6,6 +6,7 @@ import argparse
 import faulthandler
 import json
 import logging
+import multiprocessing
 import os
 import subprocess
 import sys
@@ -213,7 +214,9 @@ def main(argv: list[str] | None = None) -> int:
         # a rank that dies in native code (SIGABRT, SIGSEGV) prints every thread's Python stack first
         faulthandler.enable(all_threads=True)
     try:
-        return run(args)
+        code = run(args)
+        if rank is None:
+            return code
     except HoningError as error:
         if rank is None:
             print(f"honing: error: {error}", file=sys.stderr)
@@ -225,8 +228,17 @@ def main(argv: list[str] | None = None) -> int:
             raise
         report_failed_rank(rank, error)
         code = 1
-    # Leave at once: background threads (checkpoint writes, metric reductions) may wait in a collective
-    # for peers that will never join, and would hold the process at interpreter exit.
+    # A torchrun worker leaves without interpreter finalization, whatever the outcome. After a failure,
+    # background threads (checkpoint writes, metric reductions) may wait in a collective for peers that will
+    # never join, and would hold the process. After a run that went well every file is written and closed and
+    # the process group is left, but gloo's worker threads live until their group object is freed: one that
+    # frees a tensor while the interpreter finalizes aborts the process (pytorch/pytorch#179291; seen in CI).
+    for child in multiprocessing.active_children():
+        if child.daemon:  # data-loader workers: what interpreter exit stops (they would hold the output pipes)
+            child.terminate()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    logging.shutdown()
     os._exit(code)
 
 

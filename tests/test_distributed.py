@@ -80,3 +80,30 @@ def test_a_finished_run_waits_for_its_peers_before_leaving_and_a_failed_one_does
     calls.clear()
     distributed.teardown_training_environment()
     assert calls == ["destroy"]
+
+
+def test_a_torchrun_worker_that_finished_leaves_without_interpreter_finalization(monkeypatch):
+    # gloo's worker threads outlive destroy_process_group; one freeing a tensor while the interpreter finalizes
+    # aborts the process, so a worker leaves through os._exit with its code, data-loader workers stopped first.
+    import multiprocessing
+
+    from honing import cli
+
+    class Child:
+        daemon, stopped = True, False
+
+        def terminate(self):
+            self.stopped = True
+
+    child, exits = Child(), []
+    monkeypatch.setattr(cli, "setup_logging", lambda: None)  # this process's logging and faulthandler stay
+    monkeypatch.setattr(cli.faulthandler, "enable", lambda **kwargs: None)
+    monkeypatch.setattr(cli.logging, "shutdown", lambda: None)
+    monkeypatch.setattr(cli, "distributed_rank", lambda: 1)
+    monkeypatch.setattr(cli, "run", lambda args: 0)
+    monkeypatch.setattr(multiprocessing, "active_children", lambda: [child])
+    monkeypatch.setattr(cli.os, "_exit", exits.append)
+    cli.main(["train", "config.yaml"])
+    assert exits == [0] and child.stopped
+    monkeypatch.setattr(cli, "distributed_rank", lambda: None)  # one process: an ordinary return
+    assert cli.main(["train", "config.yaml"]) == 0 and exits == [0]
