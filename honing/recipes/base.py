@@ -374,7 +374,12 @@ class Recipe:
         """Run every build step in order and return the Trainer."""
         self.configure_storage()
         self.setup_processor()
-        self.model = self.build_model()
+        try:
+            self.model = self.build_model()
+        except ValueError as error:  # transformers' word for an unknown kernel names no config key
+            if "attn_implementation" not in str(error):
+                raise
+            raise ConfigError(f"model.attn_implementation: {error} honing also takes auto (the default).") from error
         self.freeze_module(self.model)
         self.model = self.build_parallel(self.model)
         self.reference_model = self.build_reference_model()
@@ -391,11 +396,14 @@ class Recipe:
         )
         return self.trainer
 
+    def attention_name(self) -> str:
+        """The attention implementation in use (the configured name until the model is built)."""
+        return self.attention.name if self.attention else str(self.config.model.attn_implementation or "sdpa")
+
     def describe_attention(self) -> str:
         """The attention implementation in use, with why when ``auto`` picked it."""
-        if self.attention is None:
-            return str(self.config.model.attn_implementation)
-        return f"{self.attention.name} ({self.attention.reason})" if self.attention.reason else self.attention.name
+        reason = self.attention.reason if self.attention else ""
+        return f"{self.attention_name()} ({reason})" if reason else self.attention_name()
 
     def save_config(self) -> None:
         """Write the resolved config, secrets redacted, to ``SAVE_FOLDER/config.yaml``."""

@@ -135,7 +135,7 @@ class DPORecipe(SFTRecipe):
     def build_data(self) -> tuple[DataLoader, EvalBatches | None]:
         data = self.config.data
         train_examples, validation_examples = self.examples()
-        attention = self.attention.name if self.attention else self.config.model.attn_implementation or "sdpa"
+        attention = self.attention_name()
         if is_flash(attention):
             raise ConfigError(
                 f"model.attn_implementation: {attention!r} cannot take the 4D attention mask through which a pair's "
@@ -205,8 +205,7 @@ class DPORecipe(SFTRecipe):
         precision."""
 
         def parts():
-            attention = self.attention.name if self.attention else self.config.model.attn_implementation
-            yield f"dpo-reference-v1|{self.precision}|{attention}"
+            yield f"dpo-reference-v1|{self.precision}|{self.attention_name()}"
             if resolve_strategy(self.config.parallel.strategy, get_world_size()) == "fsdp":
                 yield f"rank {get_rank()} of {get_world_size()}"
             for name, tensor in unwrap_model(self.model).state_dict().items():

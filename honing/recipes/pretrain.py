@@ -216,7 +216,7 @@ class PretrainRecipe(Recipe):
             train_docs, validation_docs = self.documents()
             train = self.rows(train_docs, "train")
             validation = self.rows(validation_docs, "validation") if validation_docs else None
-        self.collator = self.packed_collator()  # rows of seq_len tokens, stacked
+        self.collator = self.packed_collator()  # rows of seq_len tokens
         loader = DataLoader(
             train,
             global_batch_size=data.global_batch_size,

@@ -4,6 +4,7 @@ themselves need a GPU), and what a recipe does with it."""
 import pytest
 import torch
 
+from honing.config import ConfigError
 from honing.data.collate import VarlenCollator, stack_collate
 from honing.models.attention_choice import AttentionChoice, choose_attention
 from honing.recipes.sft import SFTRecipe
@@ -75,3 +76,9 @@ def test_the_recipe_switches_the_built_model_to_the_chosen_kernel(tmp_path):
     model = recipe.set_attention(model)
     assert recipe.attention.name == "flex_attention" and model.config._attn_implementation == "flex_attention"
     assert "document block mask" in recipe.describe_attention()
+
+
+def test_an_unknown_kernel_is_refused_naming_the_key(tmp_path):
+    recipe = SFTRecipe(sft_config(tmp_path, model={"attn_implementation": "flsh"}))
+    with pytest.raises(ConfigError, match=r"^model.attn_implementation: .*flsh"):
+        recipe.build()
