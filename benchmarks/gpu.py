@@ -186,6 +186,7 @@ def run_honing(
     from honing.methods.lm import LMTrainModule
     from honing.models import parallel
     from honing.optim.param_groups import build_adamw
+    from honing.parallel_dims import ParallelDims
     from honing.train import Callback, TrainerConfig
     from honing.train.callbacks.gc import GarbageCollectorCallback
     from honing.train.callbacks.metrics_file import MetricsFileCallback
@@ -198,8 +199,10 @@ def run_honing(
     precision = settings["precision"]
     model, data = build(settings, device)
     force_fsdp_on_one_process()
+    dims = ParallelDims(world_size=1)
+    dims.build_mesh(device.type)
     model = parallel.parallelize(
-        model, strategy="fsdp", world_size=1, device=device, precision=precision, **parallel_options
+        model, strategy="fsdp", dims=dims, device=device, precision=precision, **parallel_options
     )
     optimizer = build_adamw(model, lr=LR, weight_decay=WEIGHT_DECAY, betas=BETAS, eps=EPS)
     module = LMTrainModule(

@@ -61,6 +61,7 @@ def worker(strategy: str, warmup: int, steps: int, out: str) -> None:
     from honing.methods.lm import LMTrainModule
     from honing.models.parallel import parallelize
     from honing.optim.param_groups import build_adamw
+    from honing.parallel_dims import ParallelDims
     from honing.train import Callback, TrainerConfig
     from honing.train.callbacks.gc import GarbageCollectorCallback
     from honing.train.callbacks.metrics_file import MetricsFileCallback
@@ -76,7 +77,9 @@ def worker(strategy: str, warmup: int, steps: int, out: str) -> None:
     prepare_training_environment(seed=0)
     try:
         model = LlamaForCausalLM(LlamaConfig(**MODEL, attn_implementation="sdpa"))
-        model = parallelize(model, strategy=strategy, world_size=get_world_size(), device=torch.device("cpu"))
+        dims = ParallelDims(world_size=get_world_size())
+        dims.build_mesh("cpu")
+        model = parallelize(model, strategy=strategy, dims=dims, device=torch.device("cpu"))
         data = torch.randint(0, VOCAB, (GLOBAL_BATCH * 64, SEQ_LEN), generator=torch.Generator().manual_seed(0))
         optimizer = build_adamw(model, lr=LR, weight_decay=0.1, betas=(0.9, 0.95), eps=1e-8)
         local_batch = GLOBAL_BATCH // get_world_size()

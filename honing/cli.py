@@ -10,6 +10,7 @@ import multiprocessing
 import os
 import subprocess
 import sys
+import tempfile
 import traceback
 from pathlib import Path
 
@@ -105,6 +106,9 @@ def run(args: argparse.Namespace) -> int:
         path, overrides = split_config_and_overrides(args.config, args.overrides)
         config = load_config(path, overrides)  # checked here, so a bad config fails once, before any launch
         if args.nproc is not None and "RANK" not in os.environ:
+            from honing.parallel_dims import parallel_dims_from
+
+            parallel_dims_from(config.parallel, args.nproc)  # a layout that cannot fit fails before any launch
             return launch_torchrun(args.nproc, path, overrides)
         recipe_class(config.method)(config).run()
         return 0
@@ -149,6 +153,10 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+#: where ``honing train --nproc N`` asks its ranks to leave a user error's message for it to print on one line
+USER_ERROR_FILE = "HONING_USER_ERROR_FILE"
+
+
 def launch_torchrun(nproc: int, config: str, overrides: list[str]) -> int:
     """Run ``honing train`` in ``nproc`` processes under ``torch.distributed.run``; its exit code."""
     if nproc < 1:
@@ -165,11 +173,18 @@ def launch_torchrun(nproc: int, config: str, overrides: list[str]) -> int:
         config,
         *overrides,
     ]
-    with subprocess.Popen(command) as process:
-        try:
-            code = process.wait()
-        except KeyboardInterrupt:  # torchrun got the same Ctrl-C and stops its workers; wait for that
-            code = process.wait()
+    with tempfile.TemporaryDirectory() as folder:
+        error_file = os.path.join(folder, "error")
+        with subprocess.Popen(command, env={**os.environ, USER_ERROR_FILE: error_file}) as process:
+            try:
+                code = process.wait()
+            except KeyboardInterrupt:  # torchrun got the same Ctrl-C and stops its workers; wait for that
+                code = process.wait()
+        if code != 0 and os.path.exists(error_file):
+            # a user error (config, layout, data) found by the ranks: one line and exit 2, as in one process
+            with open(error_file, encoding="utf-8") as handle:
+                print(f"honing: error: {handle.read()}", file=sys.stderr)
+            return 2
     if code != 0:
         print(
             f"honing: error: the {nproc}-process run failed (exit code {code}); the failed rank is named above",
@@ -191,7 +206,13 @@ def report_failed_rank(rank: int, error: BaseException) -> None:
     from torch.distributed.elastic.multiprocessing.errors import ErrorHandler
 
     print(f"honing: rank {rank} failed: {type(error).__name__}: {error}", file=sys.stderr)
-    if "TORCHELASTIC_ERROR_FILE" in os.environ:
+    if isinstance(error, HoningError) and USER_ERROR_FILE in os.environ:
+        try:  # the first rank to fail names the error; the launcher prints it on one line
+            with open(os.environ[USER_ERROR_FILE], "x", encoding="utf-8") as handle:
+                handle.write(str(error))
+        except FileExistsError:
+            pass
+    elif "TORCHELASTIC_ERROR_FILE" in os.environ:
         ErrorHandler().record_exception(error)  # torchrun's failure summary shows it with the traceback
     elif not isinstance(error, HoningError):
         traceback.print_exception(error, file=sys.stderr)

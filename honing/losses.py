@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import torch
 import torch.nn.functional as F
 
@@ -18,20 +20,35 @@ def count_target_tokens(labels: torch.Tensor) -> torch.Tensor:
     return (labels[..., 1:] != IGNORE_INDEX).sum()
 
 
+def batch_targets(batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
+    """A (micro-)batch's next-token targets: its ``targets`` where they were shifted on whole rows already (rows
+    split over sequence-parallel ranks, ``honing.methods.sequence_split``), else its ``labels`` shifted."""
+    targets = batch.get("targets")
+    return targets if targets is not None else next_token_targets(batch["labels"])
+
+
 def cross_entropy_sum(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """Summed next-token cross-entropy over the positions that have a target.
 
     Summing (not averaging) lets the caller divide by the token count of the whole optimizer
     step, so the update does not depend on how the batch is split into micro-batches.
     """
-    targets = next_token_targets(labels).reshape(-1)
+    return targets_cross_entropy_sum(logits, next_token_targets(labels))
+
+
+def targets_cross_entropy_sum(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Summed cross-entropy of ``logits`` against already shifted ``targets`` (position t's target is token t+1)."""
     flat = logits.reshape(-1, logits.size(-1)).float()
-    return F.cross_entropy(flat, targets, ignore_index=IGNORE_INDEX, reduction="sum")
+    return F.cross_entropy(flat, targets.reshape(-1), ignore_index=IGNORE_INDEX, reduction="sum")
 
 
 def count_correct(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """How many next-token targets the argmax of ``logits`` predicts exactly (token accuracy)."""
-    targets = next_token_targets(labels)
+    return count_correct_targets(logits, next_token_targets(labels))
+
+
+def count_correct_targets(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """How many of the already shifted ``targets`` the argmax of ``logits`` predicts exactly."""
     return ((logits.argmax(-1) == targets) & (targets != IGNORE_INDEX)).sum()
 
 

@@ -76,7 +76,10 @@ VISION_ONLY = (
 )
 
 # Keys only pretraining reads: rows cut from one stream of documents.
-PRETRAIN_ONLY = ("data.document_masking",)
+PRETRAIN_ONLY = ("data.document_masking", "data.text_document_separator")
+
+# Keys only the next-token methods (pretrain, sft, vl_sft) read: DPO's and GRPO's losses add no router loss.
+NEXT_TOKEN_ONLY = ("model.router_aux_loss_coef",)
 
 METHODS: dict[str, Method] = {
     "pretrain": Method(unused=FINETUNE_ONLY + VISION_ONLY, values=source_formats("auto", "text", "jsonl", "tokens")),
@@ -95,6 +98,7 @@ METHODS: dict[str, Method] = {
         unused=(
             *VISION_ONLY,
             *PRETRAIN_ONLY,
+            *NEXT_TOKEN_ONLY,
             "tokenizer.vocab_size",
             "data.train_on",
             "data.packing",
@@ -112,7 +116,14 @@ METHODS: dict[str, Method] = {
     # preference pairs: labels are the completions (no train_on), pairs are padded side by side (no packing)
     "dpo": Method(
         section="dpo",
-        unused=("tokenizer.vocab_size", "data.train_on", "data.packing", *VISION_ONLY, *PRETRAIN_ONLY),
+        unused=(
+            "tokenizer.vocab_size",
+            "data.train_on",
+            "data.packing",
+            *VISION_ONLY,
+            *PRETRAIN_ONLY,
+            *NEXT_TOKEN_ONLY,
+        ),
         values={
             **source_formats("auto", "preference", "preference_prompt", "preference_sharegpt", "preference_transcript"),
             "tokenizer.kind": ("auto", "byte", "pretrained"),

@@ -118,6 +118,9 @@ class DataSection(Section):
     cache_dir: str | None = None
     # pretraining only: position_ids restart at each document, so no token attends across documents
     document_masking: bool = False
+    # pretraining only: what splits a text file into documents, e.g. "\n\n" (a blank line); None: each file is one.
+    # `honing prepare` and training from raw text split the same way (honing.data.text_pieces)
+    text_document_separator: str | None = Field(default=None, min_length=1)
     # worker processes that read and collate whole batches ahead of training (0: in the training process); the
     # batches, their order and a resume's position are the same for any number
     num_workers: int = Field(default=0, ge=0)
@@ -185,6 +188,8 @@ class ModelSection(Section):
     freeze_layers: list[str] = Field(default_factory=list)
     # the LM head and its loss over chunks of the positions that carry one, so the full logits never exist (exact)
     chunked_loss: bool = True
+    # mixture-of-experts models: the weight of the router's load-balancing loss (None: the model config's own)
+    router_aux_loss_coef: float | None = Field(default=None, ge=0)
     # vision-language SFT: the vision tower is frozen by default (olmOCR); the projector trains unless frozen
     freeze_vision: bool = True
     freeze_projector: bool = False
@@ -383,6 +388,12 @@ class ParallelSection(Section):
     """How several processes share the training (``torchrun`` or ``honing train --nproc N``)."""
 
     strategy: Literal["auto", "ddp", "fsdp", "none"] = "auto"  # auto: fsdp with several processes
+    # One device mesh (honing.parallel_dims): dp_replicate × dp_shard × ep × cp × tp = the number of processes.
+    dp_replicate: int = Field(default=1, ge=1)  # whole copies (DDP; with dp_shard > 1, HSDP's replicas)
+    dp_shard: int = Field(default=-1, ge=-1)  # FSDP2 shards; -1: whatever the other dimensions leave
+    tp: int = Field(default=1, ge=1)  # tensor parallelism from the model family's own plan
+    cp: int = Field(default=1, ge=1)  # sequence (context) parallelism, Ulysses all-to-all attention
+    ep: int = Field(default=1, ge=1)  # experts of MoE models sharded over ranks
     reshard_after_forward: bool = True  # FSDP2: free gathered weights after forward (less memory, more traffic)
     activation_checkpointing: Literal["none", "full", "every_n"] = "none"
     activation_checkpointing_every: int = Field(default=2, ge=1)  # every_n: the N-th, 2N-th, ... block

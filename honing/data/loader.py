@@ -1,4 +1,10 @@
-"""A deterministic, resumable, rank-sharded batch loader: the same seed gives the same batches, always."""
+"""A deterministic, resumable, rank-sharded batch loader: the same seed gives the same batches, always.
+
+An epoch's order is numpy's seeded permutation, held, for up to ``ORDER_IN_MEMORY_ROWS`` rows (and whenever rows
+are grouped by length, which needs every length anyway); above that it is a ``SeededPermutation`` computed a
+slice at a time, so a loader over billions of rows holds no order, and the batch indices are made one batch at a
+time as it goes.
+"""
 
 from __future__ import annotations
 
@@ -11,9 +17,12 @@ import torch
 
 from honing.data.collate import Collator, stack_collate
 from honing.data.padding import length_grouped_order
+from honing.data.permutation import Arange, SeededPermutation
 from honing.errors import DataError
 
 log = logging.getLogger(__name__)
+
+ORDER_IN_MEMORY_ROWS = 1 << 20  # rows up to which an epoch's order is held (8 MiB of int64): as it always was
 
 
 class DataLoader:
@@ -59,7 +68,7 @@ class DataLoader:
         self.epoch = 1
         self.batches_consumed = 0
         self._length = len(dataset)
-        self._order_cache: tuple[int, np.ndarray] | None = None
+        self._order_cache: tuple[int, np.ndarray | Arange | SeededPermutation] | None = None
         # Length grouping needs every row's length up front; the order stays a pure function of
         # (seed, epoch, lengths), so it is resumable and the same global batch on every rank.
         self._lengths: np.ndarray | None = None
@@ -84,36 +93,41 @@ class DataLoader:
         return None if tokens_per_row is None else tokens_per_row * self.global_batch_size
 
     def order(self, epoch: int) -> np.ndarray:
-        """The dataset indices in the order epoch ``epoch`` (1-based) visits them."""
+        """The dataset indices in the order epoch ``epoch`` (1-based) visits them, all of them in one array."""
+        return np.asarray(self._order(epoch)[:])
+
+    def _order(self, epoch: int) -> np.ndarray | Arange | SeededPermutation:
+        """Epoch ``epoch``'s order as something sliced into arrays: held, or computed slice by slice."""
         if self._order_cache is None or self._order_cache[0] != epoch:
-            rng = np.random.default_rng([self.seed, epoch])
-            order = rng.permutation(self._length) if self.shuffle else np.arange(self._length)
-            if self._lengths is not None:
-                order = length_grouped_order(
-                    order, self._lengths, self.global_batch_size, rng=rng if self.shuffle else None
-                )
+            if self._lengths is None and not self.shuffle:
+                order: np.ndarray | Arange | SeededPermutation = Arange(self._length)
+            elif self._lengths is None and self._length > ORDER_IN_MEMORY_ROWS:
+                order = SeededPermutation(self._length, [self.seed, epoch])
+            else:
+                rng = np.random.default_rng([self.seed, epoch])
+                order = rng.permutation(self._length) if self.shuffle else np.arange(self._length)
+                if self._lengths is not None:
+                    order = length_grouped_order(
+                        order, self._lengths, self.global_batch_size, rng=rng if self.shuffle else None
+                    )
             self._order_cache = (epoch, order)
         return self._order_cache[1]
 
     def __iter__(self) -> Iterator[Any]:
         """The rest of the current epoch's local batches; afterwards the loader is at the next epoch."""
-        order = self.order(self.epoch)
-        indices = [
-            order[start : start + self.local_batch_size].tolist()
-            for start in range(
-                self.batches_consumed * self.global_batch_size + self.rank * self.local_batch_size,
-                self.batches_per_epoch * self.global_batch_size,
-                self.global_batch_size,
-            )
-        ]
-        for batch in self._batches(indices):
+        starts = range(
+            self.batches_consumed * self.global_batch_size + self.rank * self.local_batch_size,
+            self.batches_per_epoch * self.global_batch_size,
+            self.global_batch_size,
+        )
+        for batch in self._batches(_BatchIndices(self._order(self.epoch), starts, self.local_batch_size)):
             # Counted before the yield: a checkpoint taken while the batch trains must not replay it.
             self.batches_consumed += 1
             yield batch
         self.epoch += 1
         self.batches_consumed = 0
 
-    def _batches(self, indices: list[list[int]]) -> Iterator[Any]:
+    def _batches(self, indices: _BatchIndices) -> Iterator[Any]:
         """Each list of rows read and collated, in order: here, or by ``num_workers`` worker processes that
         take whole batches in turn and read ahead (torch's DataLoader keeps their order)."""
         if self.num_workers == 0:
@@ -177,3 +191,20 @@ class DataLoader:
             )
         self.epoch = epoch
         self.batches_consumed = min(consumed, self.batches_per_epoch)
+
+
+class _BatchIndices:
+    """This rank's batches of the epoch from ``starts`` on, as lists of row indices made one batch at a time (a
+    torch ``DataLoader`` takes it as its ``batch_sampler``)."""
+
+    def __init__(self, order: np.ndarray | Arange | SeededPermutation, starts: range, size: int):
+        self.order = order
+        self.starts = starts
+        self.size = size
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def __iter__(self) -> Iterator[list[int]]:
+        for start in self.starts:
+            yield self.order[start : start + self.size].tolist()

@@ -26,6 +26,7 @@ import numpy as np
 from honing import storage
 from honing.cache import content_hash
 from honing.data.prepare_inputs import Plan, iter_piece_texts, plan_sources
+from honing.data.text_pieces import NotUTF8Error, TextPart
 from honing.data.token_shards import (
     INDEX_FILE,
     TEMP_PREFIX,
@@ -73,10 +74,12 @@ def prepare_tokens(
     *,
     workers: int | None = None,
     shard_bytes: int = DEFAULT_SHARD_BYTES,
+    separator: str | None = None,
     progress: bool = False,
 ) -> PrepareResult:
     """Tokenize ``sources`` into shards under ``out_dir`` (a local path or fsspec URL); resumable, a no-op when
-    the folder already holds these inputs tokenized by this tokenizer."""
+    the folder already holds these inputs tokenized by this tokenizer. Text files' documents split on
+    ``separator`` (None: each file is one document)."""
     workers = default_workers() if workers is None else workers
     if workers < 1:
         raise DataError(f"--workers must be >= 1, got {workers}")
@@ -87,7 +90,7 @@ def prepare_tokens(
         raise DataError("the tokenizer has no eos token; pretraining needs one to separate documents")
     vocab_size = len(tokenizer)
     dtype = token_dtype(vocab_size)
-    plan = plan_sources(sources, shard_bytes)
+    plan = plan_sources(sources, shard_bytes, separator=separator)
     fingerprint = tokenizer_fingerprint(tokenizer)
     key = content_hash(
         [PREPARE_VERSION, fingerprint, str(eos_id), dtype.name, str(shard_bytes), str(len(plan.shards)), *plan.identity]
@@ -267,7 +270,8 @@ def _init_worker(payload: bytes, queue: Any) -> None:
 
 
 def _write_shard(task: tuple, advance: ProgressFn | None = None) -> int:
-    """Tokenize one shard's pieces, documents each followed by eos, into its file; returns the shard index."""
+    """Tokenize one shard's pieces, documents each followed by eos, into its file; returns the shard index. A text
+    piece found not to be UTF-8 is left out whole, with a warning."""
     index, pieces, path, dtype, eos_id = task
     queue = _worker.get("queue")
     report: ProgressFn = advance or (queue.put if queue is not None else (lambda done: None))
@@ -275,17 +279,22 @@ def _write_shard(task: tuple, advance: ProgressFn | None = None) -> int:
     writer = ShardWriter(path, dtype)
     try:
         for piece in pieces:
-            texts: list[str] = []
+            mark = writer.mark()
+            parts: list[TextPart] = []
             batch_bytes = reported = pending = 0
-            for text, consumed in iter_piece_texts(piece):
-                texts.append(text)
-                batch_bytes += len(text)
-                pending += consumed
-                if batch_bytes >= ENCODE_BATCH_BYTES:
-                    _encode_into(writer, encode, texts, eos_id)
-                    report(pending)
-                    texts, batch_bytes, reported, pending = [], 0, reported + pending, 0
-            _encode_into(writer, encode, texts, eos_id)
+            try:
+                for part in iter_piece_texts(piece):
+                    parts.append(part)
+                    batch_bytes += len(part.text)
+                    pending += part.consumed
+                    if batch_bytes >= ENCODE_BATCH_BYTES:
+                        _encode_into(writer, encode, parts, eos_id)
+                        report(pending)
+                        parts, batch_bytes, reported, pending = [], 0, reported + pending, 0
+                _encode_into(writer, encode, parts, eos_id)
+            except NotUTF8Error as error:
+                writer.rollback(mark)
+                log.warning("skipped %s; convert it to UTF-8 or leave it out of the sources", error)
             report(max(piece.size - reported, 0))  # what the rows did not account for (Parquet, streams)
         writer.publish()
     except BaseException:
@@ -295,12 +304,20 @@ def _write_shard(task: tuple, advance: ProgressFn | None = None) -> int:
 
 
 def _encode_into(
-    writer: ShardWriter, encode: Callable[[list[str]], list[list[int]]], texts: list[str], eos: int
+    writer: ShardWriter, encode: Callable[[list[str]], list[list[int]]], parts: list[TextPart], eos: int
 ) -> None:
-    if not texts:
+    """Tokenize ``parts`` in one call and append them: eos after each part that ends its document."""
+    if not parts:
         return
-    for ids in encode(texts):
-        writer.add_document(np.append(np.asarray(ids, dtype=np.int64), eos))
+    tokens: list[int] = []
+    starts: list[int] = []
+    for part, ids in zip(parts, encode([part.text for part in parts])):
+        if part.starts_document:
+            starts.append(len(tokens))
+        tokens += ids
+        if part.ends_document:
+            tokens.append(eos)
+    writer.add_tokens(np.asarray(tokens, dtype=np.int64), starts)
 
 
 # ---- finishing ----------------------------------------------------------------------------------------------

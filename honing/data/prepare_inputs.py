@@ -1,11 +1,12 @@
 """What ``honing prepare`` reads: sources cut into pieces and shards, the inputs' identity, and each piece's
 documents, streamed (line by line, Parquet row groups in batches, ``datasets`` rows) so no corpus is held whole.
 
-A piece is a unit of input a worker can read on its own: a whole text file (one document), a byte range of a
-JSON Lines file (every line whose first byte lies in the range), a run of a Parquet file's row groups, or every
-row of a path read through ``honing.data.finetune_rows.iter_records`` (compressed files, saved and hub
-``datasets``: one stream, one piece). Shards group consecutive pieces of one source up to ``shard_bytes`` of
-input, so the plan (and the shard files) is a pure function of the inputs and the settings.
+A piece is a unit of input a worker can read on its own: a byte range of a text file (cut at a document start or
+a seam, ``honing.data.text_pieces``; its documents split on ``data.text_document_separator``, each read in bounded
+parts), a byte range of a JSON Lines file (every line whose first byte lies in the range), a run of a Parquet
+file's row groups, or every row of a path read through ``honing.data.finetune_rows.iter_records`` (compressed
+files, saved and hub ``datasets``: one stream, one piece). Shards group consecutive pieces of one source up to
+``shard_bytes`` of input, so the plan (and the shard files) is a pure function of the inputs and the settings.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from honing.data.finetune_rows import (
     iter_records,
 )
 from honing.data.pretrain_text import JSONL_SUFFIXES, expand_paths, source_fields
+from honing.data.text_pieces import NotUTF8Error, TextPart, cut_position, iter_text_parts
 from honing.errors import ConfigError, DataError
 
 log = logging.getLogger(__name__)
@@ -45,9 +47,12 @@ class Piece:
     kind: str  # "text" | "jsonl" | "parquet" | "records"
     url: str
     text_field: str
-    start: int = 0  # byte offset (jsonl) or first row group (parquet)
-    stop: int = 0  # end byte offset (jsonl) or row group after the last (parquet)
+    start: int = 0  # byte offset (text, jsonl) or first row group (parquet)
+    stop: int = 0  # end byte offset (jsonl; text, 0: the file's end) or row group after the last (parquet)
     size: int = 0
+    separator: str | None = None  # text: what splits documents (None: the whole file is one)
+    starts_document: bool = True  # text: False when the range begins inside a document (cut at a seam)
+    ends_document: bool = True  # text: False when the range ends inside one
 
 
 @dataclass
@@ -59,8 +64,9 @@ class Plan:
     identity: list[str]
 
 
-def plan_sources(sources: Sequence[Any], shard_bytes: int) -> Plan:
-    """Cut every source into pieces and group them into shards of about ``shard_bytes`` of input."""
+def plan_sources(sources: Sequence[Any], shard_bytes: int, *, separator: str | None = None) -> Plan:
+    """Cut every source into pieces and group them into shards of about ``shard_bytes`` of input; text files'
+    documents split on ``separator``."""
     shards: list[list[Piece]] = []
     shard_sources: list[int] = []
     identity: list[str] = []
@@ -85,45 +91,52 @@ def plan_sources(sources: Sequence[Any], shard_bytes: int) -> Plan:
                 path,
                 fields["weight"],
             )
-        identity.append(json.dumps({"path": path, "format": format, "text_field": text_field}))
+        settings = {"path": path, "format": format, "text_field": text_field}
+        identity.append(json.dumps(settings if separator is None else {**settings, "separator": separator}))
         pieces: list[Piece] = []
         for url, size, checksum in _source_files(path):
             identity.append(f"{url}\t{size}\t{checksum}")
-            pieces.extend(_pieces(url, size, format, text_field, shard_bytes))
+            pieces.extend(_pieces(url, size, format, text_field, shard_bytes, separator))
         for group in _group(pieces, shard_bytes):
             shards.append(group)
             shard_sources.append(index)
     return Plan(shards, shard_sources, identity)
 
 
-def sample_texts(sources: Sequence[Any], max_bytes: int) -> list[str]:
-    """The sources' first documents, in order, up to about ``max_bytes`` of text: what a bpe or char tokenizer
-    is trained on when a corpus too large for memory is prepared."""
+def sample_texts(sources: Sequence[Any], max_bytes: int, *, separator: str | None = None) -> list[str]:
+    """The sources' first documents (a long one in parts), in order, up to about ``max_bytes`` of text: what a bpe
+    or char tokenizer is trained on when a corpus too large for memory is prepared."""
     texts: list[str] = []
     size = 0
-    for shard in plan_sources(sources, max_bytes).shards:
+    for shard in plan_sources(sources, max_bytes, separator=separator).shards:
         for piece in shard:
-            for text, _ in iter_piece_texts(piece):
-                texts.append(text)
-                size += len(text)
-                if size >= max_bytes:
-                    return texts
+            try:
+                for part in iter_piece_texts(piece):
+                    texts.append(part.text)
+                    size += len(part.text)
+                    if size >= max_bytes:
+                        return texts
+            except NotUTF8Error as error:
+                log.warning("skipped the rest of %s", error)
     return texts
 
 
-def iter_piece_texts(piece: Piece) -> Iterator[tuple[str, int]]:
-    """``(text, input bytes read for it)`` for every non-empty document of ``piece`` (0 where the bytes of one
-    row are unknown: the caller counts the rest of ``piece.size`` when the piece ends)."""
+def iter_piece_texts(piece: Piece) -> Iterator[TextPart]:
+    """Every non-empty document of ``piece``, a long text document in several parts, each with the input bytes
+    read for it (0 where the bytes of one row are unknown: the caller counts the rest of ``piece.size`` when the
+    piece ends). A text piece that is not UTF-8 raises ``NotUTF8Error`` after the parts before the bad byte."""
     if piece.kind == "text":
         with fsspec.open(piece.url, "rb") as file:
-            data = file.read()
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError:
-            log.warning("skipped %s: not valid UTF-8 text", piece.url)
-            return
-        if text:
-            yield text, len(data)
+            file.seek(piece.start)
+            yield from iter_text_parts(
+                file,
+                separator=piece.separator,
+                limit=piece.stop - piece.start if piece.stop else None,
+                starts_document=piece.starts_document,
+                ends_document=piece.ends_document,
+                where=piece.url,
+                offset=piece.start,
+            )
     elif piece.kind == "jsonl":
         yield from _iter_jsonl_range(piece)
     elif piece.kind == "parquet":
@@ -132,7 +145,7 @@ def iter_piece_texts(piece: Piece) -> Iterator[tuple[str, int]]:
         for record in iter_records(piece.url):
             text = _text_of(record.row, piece.text_field, record.origin)
             if text:
-                yield text, 0
+                yield TextPart(text, 0)
 
 
 def _source_files(path: str) -> list[tuple[str, int, str]]:
@@ -183,7 +196,7 @@ def _is_stream(path: str) -> bool:
     return os.path.isdir(base) or bool(HUB_NAME.match(base) and not base.endswith(DATA_SUFFIXES))
 
 
-def _pieces(url: str, size: int, format: str, text_field: str, shard_bytes: int) -> list[Piece]:
+def _pieces(url: str, size: int, format: str, text_field: str, shard_bytes: int, separator: str | None) -> list[Piece]:
     if _is_stream(url):
         return [Piece("records", url, text_field)]
     name = url
@@ -196,10 +209,29 @@ def _pieces(url: str, size: int, format: str, text_field: str, shard_bytes: int)
     if compressed and kind == "jsonl":
         return [Piece("records", url, text_field, size=size)]  # no seeking inside a compressed stream
     if kind == "text":
-        return [Piece("text", url, text_field, size=size)]
+        if compressed or size <= shard_bytes:
+            return [Piece("text", url, text_field, size=size, separator=separator)]  # stop 0: to the end
+        return _text_pieces(url, size, text_field, shard_bytes, separator)
     return [
         Piece("jsonl", url, text_field, start, min(start + shard_bytes, size), min(shard_bytes, size - start))
         for start in range(0, max(size, 1), shard_bytes)
+    ]
+
+
+def _text_pieces(url: str, size: int, text_field: str, shard_bytes: int, separator: str | None) -> list[Piece]:
+    """Byte ranges of a text file, each starting at the first document start or seam from a multiple of
+    ``shard_bytes`` on (read from the bytes around it), so workers read one large file in parallel."""
+    cuts = [(0, True)]
+    with fsspec.open(url, "rb") as file:
+        for nominal in range(shard_bytes, size, shard_bytes):
+            position, starts_document = cut_position(file, nominal, size, separator)
+            if position > cuts[-1][0]:
+                cuts.append((position, starts_document))
+    if cuts[-1][0] < size:
+        cuts.append((size, True))
+    return [
+        Piece("text", url, text_field, start, stop, stop - start, separator, starts, ends)
+        for (start, starts), (stop, ends) in zip(cuts, cuts[1:])
     ]
 
 
@@ -258,7 +290,7 @@ def _iter_jsonl_range(piece: Piece) -> Iterator[tuple[str, int]]:
                 ) from error
             text = _text_of(row, piece.text_field, where)
             if text:
-                yield text, consumed
+                yield TextPart(text, consumed)
 
 
 def _iter_parquet_groups(piece: Piece) -> Iterator[tuple[str, int]]:
@@ -280,7 +312,7 @@ def _iter_parquet_groups(piece: Piece) -> Iterator[tuple[str, int]]:
                         f"{piece.url}: column {piece.text_field!r} holds {type(text).__name__}, expected strings"
                     )
                 if text:
-                    yield text, 0  # compressed columns: progress is counted per piece
+                    yield TextPart(text, 0)  # compressed columns: progress is counted per piece
 
 
 def _text_of(row: Any, text_field: str, where: str) -> str:

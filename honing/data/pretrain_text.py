@@ -17,6 +17,7 @@ import fsspec
 import numpy as np
 from fsspec.implementations.local import LocalFileSystem
 
+from honing.data.text_pieces import split_text
 from honing.errors import DataError
 
 log = logging.getLogger(__name__)
@@ -63,8 +64,11 @@ def expand_paths(path: str) -> list[str]:
     return sorted(name if local else fs.unstrip_protocol(name) for name in files)
 
 
-def iter_text_documents(path: str, *, format: str = "auto", text_field: str = "text") -> Iterator[Document]:
-    """Every non-empty document under ``path``: whole files (``text``) or one field per line (``jsonl``)."""
+def iter_text_documents(
+    path: str, *, format: str = "auto", text_field: str = "text", separator: str | None = None
+) -> Iterator[Document]:
+    """Every non-empty document under ``path``: whole files (``text``; or their parts between ``separator``s) or
+    one field per line (``jsonl``)."""
     if format not in FORMATS:
         raise DataError(f"unknown data format {format!r} for {path!r}; expected one of: {', '.join(FORMATS)}")
     not_utf8: list[str] = []
@@ -81,8 +85,8 @@ def iter_text_documents(path: str, *, format: str = "auto", text_field: str = "t
             except UnicodeDecodeError:
                 not_utf8.append(url)
                 continue
-            if text:
-                yield Document(text, url)
+            for document in split_text(text, separator):
+                yield Document(document, url)
     finally:
         if not_utf8:  # once per source, not once per file: a folder may hold many binary files
             log.warning(
@@ -94,14 +98,22 @@ def iter_text_documents(path: str, *, format: str = "auto", text_field: str = "t
             )
 
 
-def load_documents(sources: Sequence[Mapping[str, Any] | object], *, seed: int = 0) -> list[Document]:
-    """The documents of every source, each repeated by its weight (a seeded fraction for the remainder)."""
+def load_documents(
+    sources: Sequence[Mapping[str, Any] | object], *, seed: int = 0, separator: str | None = None
+) -> list[Document]:
+    """The documents of every source, each repeated by its weight (a seeded fraction for the remainder); text
+    files split into documents on ``separator`` (None: a file is one document)."""
     documents: list[Document] = []
     for index, source in enumerate(sources):
         fields = source_fields(source, index)
         path, weight, max_samples = fields["path"], fields["weight"], fields["max_samples"]
         found = list(
-            islice(iter_text_documents(path, format=fields["format"], text_field=fields["text_field"]), max_samples)
+            islice(
+                iter_text_documents(
+                    path, format=fields["format"], text_field=fields["text_field"], separator=separator
+                ),
+                max_samples,
+            )
         )
         if not found:
             raise DataError(f"data source {index} ({path!r}) holds no non-empty documents")

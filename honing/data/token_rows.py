@@ -5,7 +5,9 @@ shorter than a row is dropped). Several folders mix by ``weight`` exactly as tex
 a source's rows, then a seeded fraction of them, so an epoch visits each row ``weight`` times at most (once
 for weights up to 1). The order, resumption and rank slices are the ``DataLoader``'s: it permutes these
 indices per epoch from (seed, epoch) and keeps its position in checkpoints. Nothing here holds the corpus:
-only per-shard row counts and, for fractional weights, the sorted indices of the chosen rows.
+only per-shard row counts and, for fractional weights, the sorted indices of the chosen rows of a window of up
+to ``HELD_ROWS`` rows; a larger window's chosen rows are the first of a ``SeededPermutation`` of them, computed
+row by row.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import numpy as np
 import torch
 
 from honing.data.document_mask import mask_documents
+from honing.data.permutation import HELD_ROWS, SeededPermutation
 from honing.data.token_shards import TokenIndex, local_folder, open_shard, read_index
 from honing.errors import DataError
 
@@ -100,15 +103,18 @@ class TokenRows(torch.utils.data.Dataset):
         self.seq_len = self.windows[0].source.seq_len
         self.document_masking = document_masking
         self._whole: list[int] = []
-        self._picks: list[np.ndarray] = []
+        self._picks: list[np.ndarray | SeededPermutation] = []
         lengths = []
         for number, window in enumerate(self.windows):
             whole, fraction = divmod(window.weight, 1.0)
             chosen = round(fraction * window.count)
             # Seeded by (seed, source number), as text sources are: adding a source leaves earlier picks alone.
-            picks = np.random.default_rng([seed, number]).choice(window.count, size=chosen, replace=False)
+            if window.count > HELD_ROWS and chosen:
+                self._picks.append(SeededPermutation(window.count, [seed, number]))
+            else:
+                picks = np.random.default_rng([seed, number]).choice(window.count, size=chosen, replace=False)
+                self._picks.append(np.sort(picks).astype(np.int64))
             self._whole.append(int(whole))
-            self._picks.append(np.sort(picks).astype(np.int64))
             lengths.append(int(whole) * window.count + chosen)
         self._offsets = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]).astype(np.int64)
         if self._offsets[-1] == 0:
@@ -138,8 +144,11 @@ class TokenRows(torch.utils.data.Dataset):
             raise IndexError(f"row {index} out of range for a dataset of {len(self)} rows")
         number = int(np.searchsorted(self._offsets, index, side="right")) - 1
         window, within = self.windows[number], index - int(self._offsets[number])
-        copies = self._whole[number] * window.count
-        local = within % window.count if within < copies else int(self._picks[number][within - copies])
+        copies, picks = self._whole[number] * window.count, self._picks[number]
+        if within < copies:
+            local = within % window.count
+        else:
+            local = picks.at(within - copies) if isinstance(picks, SeededPermutation) else int(picks[within - copies])
         return number, window.start + local
 
     def document_lengths(self, index: int) -> list[int]:

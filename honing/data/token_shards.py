@@ -19,6 +19,7 @@ import os
 import struct
 import tempfile
 from array import array
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -34,6 +35,8 @@ INDEX_FILE = "index.json"
 TOKENIZER_DIR = "tokenizer"
 INDEX_FORMAT = "honing-token-shards-v1"
 TEMP_PREFIX = ".tmp-"
+STARTS_BUFFER = 1 << 16  # document starts a writer holds before writing them out
+COPY_BYTES = 8 << 20  # block size for copying files
 
 
 def token_dtype(vocab_size: int) -> np.dtype:
@@ -149,7 +152,10 @@ def publish_file(local_temp: str, target: str) -> None:
 
 
 class ShardWriter:
-    """Streams documents' tokens into a local temporary file; ``publish`` moves the finished shard into place."""
+    """Streams documents' tokens into a local temporary file; ``publish`` moves the finished shard into place.
+
+    Document starts go to a second temporary file as they come (a buffer of ``STARTS_BUFFER`` at a time), so a
+    shard of any number of documents is written in bounded memory; ``publish`` appends them after the tokens."""
 
     def __init__(self, target: str, dtype: np.dtype):
         self.target = target
@@ -160,38 +166,77 @@ class ShardWriter:
         # Beside the target on local disks, so the publishing rename stays on one file system.
         fd, self.temp = tempfile.mkstemp(dir=folder, prefix=TEMP_PREFIX, suffix="-" + os.path.basename(target))
         self.file = os.fdopen(fd, "wb")
+        fd, self.starts_temp = tempfile.mkstemp(dir=folder, prefix=TEMP_PREFIX, suffix="-starts")
+        self.starts_file = os.fdopen(fd, "w+b")
         self.file.write(b"\0" * HEADER_BYTES)
-        self.doc_starts = array("q")
+        self.doc_starts = array("q")  # not yet written to starts_file
         self.num_tokens = 0
+        self.num_documents = 0
         self.limit = np.iinfo(self.dtype).max
 
     def add_document(self, ids: Any) -> None:
         """Append one document's ids (eos included)."""
+        self.add_tokens(ids, (0,))
+
+    def add_tokens(self, ids: Any, document_starts: Sequence[int] = ()) -> None:
+        """Append ``ids``, in which documents begin at the offsets ``document_starts`` (none: the tokens go on
+        with the last document, as the next piece of a long one does)."""
         tokens = np.asarray(ids)
         if len(tokens) and int(tokens.max()) > self.limit:
             raise DataError(f"token id {int(tokens.max())} does not fit {self.dtype.name}; the vocabulary changed")
-        self.doc_starts.append(self.num_tokens)
+        self.doc_starts.extend(self.num_tokens + int(offset) for offset in document_starts)
+        self.num_documents += len(document_starts)
+        if len(self.doc_starts) >= STARTS_BUFFER:
+            self._flush_starts()
         self.file.write(tokens.astype(self.dtype, copy=False).tobytes())
         self.num_tokens += len(tokens)
+
+    def mark(self) -> tuple[int, int]:
+        """The position to ``rollback`` to: tokens and documents written so far."""
+        return self.num_tokens, self.num_documents
+
+    def rollback(self, mark: tuple[int, int]) -> None:
+        """Forget everything added after ``mark`` (a source found unreadable halfway)."""
+        tokens, documents = mark
+        self._flush_starts()
+        self.starts_file.truncate(documents * 8)
+        self.starts_file.seek(documents * 8)
+        self.file.truncate(HEADER_BYTES + tokens * self.dtype.itemsize)
+        self.file.seek(HEADER_BYTES + tokens * self.dtype.itemsize)
+        self.num_tokens, self.num_documents = tokens, documents
 
     def publish(self) -> ShardInfo:
         """Finish the file (padding, offsets, header), flush it to disk and move it to its final name."""
         token_bytes = self.num_tokens * self.dtype.itemsize
         self.file.write(b"\0" * (-token_bytes % 8))
-        self.file.write(self.doc_starts.tobytes())
+        self._flush_starts()
+        self.starts_file.seek(0)
+        while block := self.starts_file.read(COPY_BYTES):
+            self.file.write(block)
         self.file.seek(0)
-        self.file.write(HEADER.pack(MAGIC, self.num_tokens, len(self.doc_starts), self.dtype.itemsize))
+        self.file.write(HEADER.pack(MAGIC, self.num_tokens, self.num_documents, self.dtype.itemsize))
         self.file.flush()
         os.fsync(self.file.fileno())
         self.file.close()
+        self._drop_starts()
         publish_file(self.temp, self.target)
-        return ShardInfo(os.path.basename(self.target), self.num_tokens, len(self.doc_starts), -1)
+        return ShardInfo(os.path.basename(self.target), self.num_tokens, self.num_documents, -1)
 
     def discard(self) -> None:
-        """Drop the temporary file (on an error)."""
+        """Drop the temporary files (on an error)."""
         self.file.close()
+        self._drop_starts()
         if os.path.exists(self.temp):
             os.remove(self.temp)
+
+    def _flush_starts(self) -> None:
+        self.starts_file.write(self.doc_starts.tobytes())
+        del self.doc_starts[:]
+
+    def _drop_starts(self) -> None:
+        self.starts_file.close()
+        if os.path.exists(self.starts_temp):
+            os.remove(self.starts_temp)
 
 
 def parse_header(data: bytes, size: int, where: str) -> tuple[int, int, int, int]:

@@ -11,13 +11,14 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from torch.distributed.tensor import DTensor
 
 from honing.data.collate import Collator, stack_collate
-from honing.distributed import all_reduce_sum, get_world_size, is_distributed
+from honing.distributed import get_world_size, is_distributed
 from honing.errors import ConfigError
-from honing.models.parallel import gradient_sync
+from honing.methods.sequence_split import check_splittable, split_model_inputs, split_rows
+from honing.models.parallel import clip_grads, gradient_sync, total_grad_norm
 from honing.optim.schedulers import lr_factor
+from honing.parallel_dims import ParallelDims
 from honing.train.metrics import ReduceType
 from honing.train.train_module import TrainModule
 
@@ -28,6 +29,9 @@ NONFINITE_POLICIES = ("stop", "skip")
 class BaseTrainModule(TrainModule):
     """A TrainModule around one model and optimizer; subclasses implement ``train_batch`` and ``eval_batch``
     with the helpers here (``micro_batches``, ``forward``, ``backward_each``, ``record_loss``)."""
+
+    #: whether the method's step can train on slices of rows (``parallel.cp``): its loss reads ``batch_targets``
+    splits_rows: bool = False
 
     def __init__(
         self,
@@ -41,6 +45,7 @@ class BaseTrainModule(TrainModule):
         device: torch.device | str = "cpu",
         collator: Collator | None = None,
         nonfinite_loss: str = "stop",
+        parallel_dims: ParallelDims | None = None,
     ):
         if nonfinite_loss not in NONFINITE_POLICIES:
             raise ConfigError(
@@ -55,6 +60,9 @@ class BaseTrainModule(TrainModule):
         self.device = torch.device(device)
         self.collator = collator or stack_collate
         self.nonfinite_loss = nonfinite_loss
+        self.parallel_dims = parallel_dims or ParallelDims(world_size=get_world_size())
+        if self.parallel_dims.cp_enabled:
+            check_splittable(self)
         self._params: list[torch.nn.Parameter] | None = None
         self._step_loss: torch.Tensor | None = None
 
@@ -66,16 +74,26 @@ class BaseTrainModule(TrainModule):
         return contextlib.nullcontext()
 
     def micro_batches(self, batch: Any) -> list[dict[str, torch.Tensor]]:
-        """This rank's batch cut by its collator into micro-batches, on the device."""
-        return [
+        """This rank's batch cut by its collator into micro-batches, on the device; under ``parallel.cp`` each
+        row cut to this rank's slice (``honing.methods.sequence_split``)."""
+        micro_batches = [
             {key: value.to(self.device, non_blocking=True) for key, value in micro.items()}
             for micro in self.collator.split(batch, self.micro_batch_size)
         ]
+        if self.parallel_dims.cp_enabled:
+            rank, size = self.parallel_dims.local_rank("cp"), self.parallel_dims.cp
+            micro_batches = [split_rows(micro, rank, size) for micro in micro_batches]
+        return micro_batches
 
-    def forward(self, micro_batch: dict[str, torch.Tensor]) -> Any:
-        """The model's output for a micro-batch (the collator names the model's inputs), under autocast."""
+    def forward(self, micro_batch: dict[str, torch.Tensor], **options: Any) -> Any:
+        """The model's output for a micro-batch (the collator names the model's inputs; ``options`` are more
+        keywords of its forward, e.g. ``output_router_logits``), under autocast."""
+        if self.parallel_dims.cp_enabled:  # the mask over whole rows, built here: one micro-batch's at a time
+            inputs = split_model_inputs(self.model, micro_batch)
+        else:
+            inputs = self.collator.model_inputs(micro_batch)
         with self.autocast():
-            return self.model(**self.collator.model_inputs(micro_batch), use_cache=False)
+            return self.model(**inputs, use_cache=False, **options)
 
     def start_step(self) -> None:
         """Put the model in training mode (only when it is not: ``train()`` walks every module)."""
@@ -101,14 +119,29 @@ class BaseTrainModule(TrainModule):
         return total
 
     @property
-    def world_size(self) -> int:
-        """How many processes train together."""
-        return get_world_size()
+    def grad_divisor(self) -> int:
+        """How many ranks DDP / FSDP2 average the gradients over (a loss scaled by it and divided by the step's
+        global count gives the one-process update)."""
+        return self.parallel_dims.grad_divisor
 
-    @staticmethod
-    def sum_over_ranks(value: torch.Tensor) -> torch.Tensor:
-        """``value`` summed over every rank (itself in one process)."""
-        return all_reduce_sum(value.clone()) if is_distributed() else value
+    @property
+    def data_parallel_size(self) -> int:
+        """How many different batches one step reads (the data loader's slices)."""
+        return self.parallel_dims.dp_size
+
+    def sum_over_ranks(self, value: torch.Tensor) -> torch.Tensor:
+        """``value`` summed over the ranks that hold different tokens (itself in one process): tensor-parallel
+        ranks hold the same tokens, so each is counted once."""
+        if not is_distributed():
+            return value
+        value = value.clone()
+        torch.distributed.all_reduce(value, group=self.parallel_dims.group("dp_cp"))
+        return value
+
+    def count_once(self, value: torch.Tensor | int) -> torch.Tensor | int:
+        """``value`` on one rank of each tensor-parallel group and zero on the others, so a ``ReduceType.sum``
+        metric counts the group's shared tokens once."""
+        return value if self.parallel_dims.local_rank("tp") == 0 else value * 0
 
     def record_loss(self, loss: torch.Tensor, *, cross_entropy: bool, dry_run: bool = False) -> None:
         """Record the step's ``train/loss`` (a cross-entropy also gets its perplexity at log time) and keep it
@@ -127,8 +160,8 @@ class BaseTrainModule(TrainModule):
         self.optimizer.zero_grad(set_to_none=True)
 
     def num_tokens(self, batch: Any) -> int:
-        """This rank's real tokens times the world size."""
-        return self.collator.num_tokens(batch) * get_world_size()
+        """This rank's real tokens times the number of batches a step reads."""
+        return self.collator.num_tokens(batch) * self.data_parallel_size
 
     def current_lr_factor(self) -> float:
         """The schedule's multiplier for the step being taken."""
@@ -167,12 +200,9 @@ class BaseTrainModule(TrainModule):
                 self.trainer.record_metric("optim/skipped_steps", 1, ReduceType.max)
             return
         params = self._params
+        grad_norm = total_grad_norm(params)  # of the whole model, however its weights are split over ranks
         if self.grad_clip is not None:
-            grad_norm = torch.nn.utils.clip_grad_norm_(params, self.grad_clip)
-        else:
-            grad_norm = torch.nn.utils.get_total_norm([p.grad for p in params if p.grad is not None])
-        if isinstance(grad_norm, DTensor):  # FSDP2: the global norm, replicated on every rank
-            grad_norm = grad_norm.full_tensor()
+            clip_grads(params, self.grad_clip, grad_norm)
         factor = self.current_lr_factor()
         for group in self.optimizer.param_groups:
             group["lr"] = group["initial_lr"] * factor

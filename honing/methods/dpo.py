@@ -162,7 +162,7 @@ class DPOTrainModule(BaseTrainModule):
         local_pairs = torch.tensor(sum(m["input_ids"].shape[0] for m in micro_batches), device=self.device)
         step_pairs = self.sum_over_ranks(local_pairs).clamp(min=1)
         # times the world size because DDP / FSDP average gradients over ranks (as in LMTrainModule)
-        scale = self.world_size / step_pairs
+        scale = self.grad_divisor / step_pairs
         rpo_weight = None
         if self.rpo_alpha:
             chosen_tokens = sum((m["targets"][..., 0] != IGNORE_INDEX).sum() for m in micro_batches)

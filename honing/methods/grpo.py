@@ -21,7 +21,7 @@ import torch
 
 from honing import chunked_ce
 from honing.data.collate import stack_collate
-from honing.distributed import get_world_size, is_distributed, is_rank0
+from honing.distributed import is_distributed, is_rank0
 from honing.losses import (
     GRPO_LOSS_TYPES,
     combine_rewards,
@@ -110,11 +110,11 @@ class GRPOTrainModule(BaseTrainModule):
         global_tokens = self.sum_over_ranks(rollouts["completion_mask"].sum())
         scale = grpo_loss_scale(
             self.loss_type,
-            sequences=completions * self.world_size,
+            sequences=completions * self.data_parallel_size,
             tokens=global_tokens,
             micro_batches=len(micro_batches),
             max_completion_length=self.max_completion_length,
-            world_size=self.world_size,
+            world_size=self.grad_divisor,
         )
         scale = torch.as_tensor(scale, dtype=torch.float32, device=self.device)  # backward takes a tensor
         if self.num_iterations > 1:  # the policy that sampled, for the clipped ratio of every later pass
@@ -232,9 +232,9 @@ class GRPOTrainModule(BaseTrainModule):
         """This rank's advantages (groups never span ranks; ``batch`` scaling uses every rank's rewards)."""
         if self.scale_rewards != "batch" or not is_distributed():
             return group_advantages(rewards, self.num_generations, self.scale_rewards)
-        everyone = _gather(rewards, self.device)
+        everyone = _gather(rewards, self.device, self.parallel_dims.group("dp"))
         advantages, std = group_advantages(everyone, self.num_generations, "batch")
-        start = torch.distributed.get_rank() * len(rewards)
+        start = self.parallel_dims.dp_rank * len(rewards)
         return advantages[start : start + len(rewards)], std[start : start + len(rewards)]
 
     @torch.no_grad()
@@ -269,7 +269,7 @@ class GRPOTrainModule(BaseTrainModule):
         """Prompt tokens (once per completion) plus generated tokens, over all ranks (TRL's ``num_tokens``)."""
         if self._step_tokens is not None and self._step_tokens[0] is batch:
             return self._step_tokens[1]
-        return self.collator.num_tokens(batch) * self.num_generations * get_world_size()  # a skipped step
+        return self.collator.num_tokens(batch) * self.num_generations * self.data_parallel_size  # a skipped step
 
     def eval_batch(self, batch: Any) -> dict[str, torch.Tensor]:
         """GRPO has no validation loss (its reward is logged every step)."""
@@ -402,14 +402,14 @@ class _Unrecorded:
         return getattr(self._trainer, name)
 
 
-def _gather(values: torch.Tensor, device: torch.device) -> torch.Tensor:
-    """Every rank's ``values`` (of the same shape) concatenated in rank order, on the CPU; itself in one process.
-    The collective runs on ``device`` (NCCL reduces only GPU tensors)."""
+def _gather(values: torch.Tensor, device: torch.device, group: Any = None) -> torch.Tensor:
+    """Every rank's ``values`` (of the same shape) of ``group`` (None: every rank) concatenated in rank order, on
+    the CPU; itself in one process. The collective runs on ``device`` (NCCL reduces only GPU tensors)."""
     if not is_distributed():
         return values.cpu()
     values = values.to(device).contiguous()
-    parts = [torch.empty_like(values) for _ in range(get_world_size())]
-    torch.distributed.all_gather(parts, values)
+    parts = [torch.empty_like(values) for _ in range(torch.distributed.get_world_size(group))]
+    torch.distributed.all_gather(parts, values, group=group)
     return torch.cat(parts).cpu()
 
 

@@ -18,10 +18,12 @@ already runs a flash kernel when there is no mask.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["AUTO", "AttentionChoice", "choose_attention", "installed_flash_attention", "is_flash"]
+__all__ = ["AUTO", "AttentionChoice", "attention_kernel", "choose_attention", "installed_flash_attention", "is_flash"]
 
 AUTO = "auto"
 #: transformers' names for the flash-attention packages, best first (FA3 runs on Hopper only)
@@ -39,6 +41,15 @@ class AttentionChoice:
 def is_flash(name: str | None) -> bool:
     """Whether ``name`` is one of transformers' flash-attention implementations (varlen from position_ids)."""
     return bool(name) and str(name).startswith("flash_attention")
+
+
+def attention_kernel(module: Any, name: str) -> Callable[..., Any]:
+    """The function transformers runs for implementation ``name`` in the attention layer ``module`` (for wrappers that
+    stand in for it): eager is each model file's own (some soft-cap or add sinks), the others are shared."""
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+    own = getattr(sys.modules[type(module).__module__], "eager_attention_forward", None) if name == "eager" else None
+    return own or ALL_ATTENTION_FUNCTIONS[name]
 
 
 def installed_flash_attention() -> str | None:

@@ -43,6 +43,15 @@ def head_linears(model: nn.Module) -> list[nn.Linear] | None:
     return None
 
 
+def whole(tensor: torch.Tensor | None) -> torch.Tensor | None:
+    """``tensor`` whole on every rank: a head split over vocabulary shards by tensor parallelism is all-gathered
+    (vocabulary × hidden per forward, less than gathering the logits as the plain head does; its backward keeps
+    this rank's shard of the gradient), so the chunked loss needs no vocabulary-parallel softmax."""
+    from torch.distributed.tensor import DTensor
+
+    return tensor.full_tensor() if isinstance(tensor, DTensor) else tensor
+
+
 def supports_head_fn(model: nn.Module) -> bool:
     """True when ``forward_with_head`` can serve ``model`` (its head is a plain linear layer, and its forward has
     not been found to change the head's output)."""
@@ -62,7 +71,7 @@ def forward_with_head(model: nn.Module, head_fn: HeadFn, run_forward: Callable[[
 
     def replaced(linear: nn.Linear) -> Callable[[torch.Tensor], torch.Tensor]:
         def forward(hidden_states: torch.Tensor) -> torch.Tensor:
-            result = head_fn(hidden_states, linear.weight, linear.bias)
+            result = head_fn(hidden_states, whole(linear.weight), whole(linear.bias))
             results.append(result)
             return result
 

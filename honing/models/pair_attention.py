@@ -15,7 +15,6 @@ activation checkpointing's recomputation run as before. The implementation's nam
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,6 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from honing.models.attention_choice import attention_kernel
 from honing.models.wrappers import transformers_model
 
 #: the attention implementations the packed path stands in for (those that take a dense 4D mask on any device)
@@ -72,16 +72,13 @@ def _dispatching(base: str) -> tuple[Any, Any]:
     """The attention and mask functions registered for ``base``: pairs when the forward passed
     ``pair_segments`` (a packed DPO forward), ``base`` itself otherwise (generation, evaluation samples)."""
     from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS
-    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
     base_mask = ALL_MASK_ATTENTION_FUNCTIONS[base]
 
     def attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):  # type: ignore[no-untyped-def]
         segments = kwargs.pop("pair_segments", None)
         if segments is None:
-            # eager is each model file's own function (some soft-cap or add sinks), the others are shared
-            own = sys.modules[type(module).__module__].eager_attention_forward if base == "eager" else None
-            base_attention = own or ALL_ATTENTION_FUNCTIONS[base]
+            base_attention = attention_kernel(module, base)
             return base_attention(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
         return pair_attention_forward(module, query, key, value, segments, scaling=scaling, dropout=dropout)
 

@@ -1,5 +1,6 @@
-"""Data parallelism applied to a model from outside: DDP or FSDP2, activation checkpointing,
-per-block torch.compile, and the helpers that differ by strategy (gradient sync, full weights)."""
+"""Parallelism applied to a model from outside: tensor / expert / sequence parallelism, then DDP or FSDP2 over the
+data-parallel dimensions of the run's mesh, activation checkpointing, per-block torch.compile, and the helpers that
+differ by strategy (gradient sync, gradient norms, full weights)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ import torch.utils.checkpoint
 from torch import nn
 
 from honing.errors import ConfigError
+from honing.models.model_parallel import apply_tensor_and_expert_parallel, expert_modules
 from honing.models.wrappers import transformers_model
+from honing.parallel_dims import ParallelDims
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +112,7 @@ def parallelize(
     model: nn.Module,
     *,
     strategy: str,
-    world_size: int,
+    dims: ParallelDims,
     device: torch.device,
     reshard_after_forward: bool = True,
     activation_checkpointing: str = "none",
@@ -118,9 +121,19 @@ def parallelize(
     mixed_precision: str = "auto",
     precision: str = "fp32",
 ) -> nn.Module:
-    """Apply activation checkpointing, per-block compile, then DDP or FSDP2 (torchtitan's order) and
-    return the model to train: the same object for FSDP2 and ``none``, a DDP wrapper for ``ddp``."""
-    strategy = resolve_strategy(strategy, world_size)
+    """Apply tensor / expert parallelism, sequence parallelism's attention, activation checkpointing, per-block
+    compile, then DDP or FSDP2 over the data-parallel dimensions (torchtitan's order) and return the model to
+    train: the same object for FSDP2 and ``none``, a DDP wrapper for ``ddp``."""
+    strategy = resolve_strategy(strategy, dims.world_size)
+    if strategy == "ddp" and (dims.tp > 1 or dims.cp > 1 or dims.ep > 1):
+        raise ConfigError(
+            f"parallel.strategy: ddp replicates whole models; {dims.describe()} splits them: use fsdp (or auto)"
+        )
+    apply_tensor_and_expert_parallel(model, dims)
+    if dims.cp > 1:
+        from honing.models.ulysses import apply_context_parallel
+
+        apply_context_parallel(model, dims)
     blocks = find_blocks(model)
     if activation_checkpointing != "none" and not blocks:
         log.warning(
@@ -138,33 +151,53 @@ def parallelize(
         return nn.parallel.DistributedDataParallel(
             model, device_ids=[device.index] if device.type == "cuda" else None, broadcast_buffers=False
         )
-    if strategy == "fsdp":
-        from torch.distributed.device_mesh import init_device_mesh
-        from torch.distributed.fsdp import fully_shard
-
-        mesh = init_device_mesh(device.type, (world_size,))
-        policy = mixed_precision_policy(mixed_precision, precision=precision, device=device)
-        if not blocks:
-            log.warning(
-                "parallel.strategy fsdp: no list of repeated blocks found in %s; the whole model is "
-                "one FSDP unit (no overlap of communication and compute)",
-                type(model).__name__,
-            )
-        for module_list in blocks:
-            for index, block in enumerate(module_list):
-                # backward starts with the last block: keeping it gathered after forward saves an all-gather
-                last = index == len(module_list) - 1
-                fully_shard(
-                    block, mesh=mesh, mp_policy=policy, reshard_after_forward=reshard_after_forward and not last
-                )
-        # The root is the Hugging Face model itself, also inside a peft wrapper: generate() calls its
-        # forward directly, and the root's hooks must run there to gather the weights outside the blocks.
-        root = transformers_model(model)
-        fully_shard(root, mesh=mesh, mp_policy=policy, reshard_after_forward=reshard_after_forward)
-        # transformers' generate() then keeps every rank running forward until all ranks finish
-        # (synced_gpus), so sampling under FSDP never leaves one rank waiting in an all-gather.
-        root._is_fsdp_managed_module = True
+    # tensor or sequence parallelism alone leaves no data-parallel rank to shard over
+    if strategy == "fsdp" and (dims.grad_divisor > 1 or dims.world_size == 1):
+        shard_data_parallel(
+            model,
+            dims,
+            blocks,
+            policy=mixed_precision_policy(mixed_precision, precision=precision, device=device),
+            reshard_after_forward=reshard_after_forward,
+        )
     return model
+
+
+def shard_data_parallel(
+    model: nn.Module, dims: ParallelDims, blocks: list[nn.ModuleList], *, policy: Any, reshard_after_forward: bool
+) -> None:
+    """FSDP2 over the ranks that see other tokens (``dp_shard × ep × cp``; HSDP with ``dp_replicate``): each block,
+    the experts of a MoE block first (on ``efsdp``, their gradients averaged like the rest), then the root."""
+    from torch.distributed.fsdp import fully_shard
+
+    replicated = ("dp_replicate",) if dims.dp_replicate > 1 else ()
+    mesh = dims.submesh(*replicated, "fsdp")
+    for experts in expert_modules(model, dims):
+        fully_shard(experts, mesh=dims.submesh(*replicated, "efsdp"), mp_policy=policy, reshard_after_forward=True)
+        # an expert's gradient sums the tokens of every ep rank (the all-to-all's backward) but FSDP2 divides by
+        # its own group only: divide by every rank that sees other tokens, as the dense weights are
+        experts.set_gradient_divide_factor(float(dims.grad_divisor))
+        if dims.dp_replicate * dims.dp_shard * dims.cp > 1:
+            # FSDP2 applies a divide factor other than the group size through PREMUL_SUM, which gloo rejects
+            experts.set_force_sum_reduction_for_comms(True)
+    if not blocks:
+        log.warning(
+            "parallel.strategy fsdp: no list of repeated blocks found in %s; the whole model is "
+            "one FSDP unit (no overlap of communication and compute)",
+            type(model).__name__,
+        )
+    for module_list in blocks:
+        for index, block in enumerate(module_list):
+            # backward starts with the last block: keeping it gathered after forward saves an all-gather
+            last = index == len(module_list) - 1
+            fully_shard(block, mesh=mesh, mp_policy=policy, reshard_after_forward=reshard_after_forward and not last)
+    # The root is the Hugging Face model itself, also inside a peft wrapper: generate() calls its
+    # forward directly, and the root's hooks must run there to gather the weights outside the blocks.
+    root = transformers_model(model)
+    fully_shard(root, mesh=mesh, mp_policy=policy, reshard_after_forward=reshard_after_forward)
+    # transformers' generate() then keeps every rank running forward until all ranks finish
+    # (synced_gpus), so sampling under FSDP never leaves one rank waiting in an all-gather.
+    root._is_fsdp_managed_module = True
 
 
 def fsdp_root(model: nn.Module) -> Any:
@@ -180,6 +213,14 @@ def fsdp_root(model: nn.Module) -> Any:
 def is_fsdp(model: nn.Module) -> bool:
     """True when ``model`` is sharded with FSDP2 (its weights are split over ranks)."""
     return fsdp_root(model) is not None
+
+
+def is_sharded(model: nn.Module) -> bool:
+    """True when some weight of ``model`` is split over ranks (FSDP2, tensor or expert parallelism): gathering
+    its full weights then takes every rank."""
+    from torch.distributed.tensor import DTensor
+
+    return any(isinstance(param, DTensor) for param in model.parameters())
 
 
 @contextlib.contextmanager
@@ -202,3 +243,39 @@ def full_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
     return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+
+
+def _params_by_mesh(params: list[torch.nn.Parameter]) -> list[list[torch.nn.Parameter]]:
+    """The parameters of ``params`` that have gradients, grouped by the device mesh their DTensors live on (plain
+    tensors together): one foreach kernel never mixes meshes."""
+    by_mesh: dict[Any, list[torch.nn.Parameter]] = {}
+    for param in params:
+        if param.grad is not None:
+            by_mesh.setdefault(getattr(param.grad, "device_mesh", None), []).append(param)
+    return list(by_mesh.values())
+
+
+def total_grad_norm(params: list[torch.nn.Parameter]) -> torch.Tensor:
+    """The L2 norm of every gradient of ``params`` together, the same on every rank, as a plain tensor.
+
+    Weights split over ranks are DTensors, possibly on different meshes (FSDP2 over data-parallel ranks, tensor
+    parallelism, experts over ``ep``): each mesh's gradients are normed together, made whole, then combined."""
+    norms = []
+    for group in _params_by_mesh(params):
+        norm = torch.nn.utils.get_total_norm([param.grad for param in group])
+        norms.append(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
+    if not norms:
+        return torch.zeros(())
+    if len(norms) == 1:
+        return norms[0]
+    return torch.linalg.vector_norm(torch.stack([norm.to(norms[0].device) for norm in norms]))
+
+
+def clip_grads(params: list[torch.nn.Parameter], max_norm: float, total_norm: torch.Tensor) -> None:
+    """Scale the gradients of ``params`` so that their total norm is at most ``max_norm`` (no host sync)."""
+    from torch.distributed.tensor.experimental import implicit_replication
+
+    for group in _params_by_mesh(params):
+        # the plain-tensor coefficient multiplies DTensor gradients as a replicated scalar
+        with implicit_replication():
+            torch.nn.utils.clip_grads_with_norm_(group, max_norm, total_norm)

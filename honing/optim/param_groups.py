@@ -96,9 +96,15 @@ def build_adamw(
     parameters instead of a loop of small ops, the largest optimizer cost for small models.
     """
     param_groups = build_param_groups(model, weight_decay=weight_decay, groups=groups)
-    if fused is None:
-        fused = all(p.device.type in ("cpu", "cuda") for g in param_groups for p in g["params"])
-    optimizer = torch.optim.AdamW(param_groups, lr=lr, betas=betas, eps=eps, fused=fused)
+    params = [p for g in param_groups for p in g["params"]]
+    foreach = None
+    if len({getattr(p, "device_mesh", None) for p in params}) > 1:
+        # weights split over different meshes (tensor or expert parallelism beside plain or FSDP2-only weights):
+        # a fused or foreach kernel takes all of a group's tensors in one call, which DTensor refuses across meshes
+        fused, foreach = False, False
+    elif fused is None:
+        fused = all(p.device.type in ("cpu", "cuda") for p in params)
+    optimizer = torch.optim.AdamW(param_groups, lr=lr, betas=betas, eps=eps, fused=fused, foreach=foreach)
     for group in optimizer.param_groups:
         group.setdefault("initial_lr", group["lr"])
     return optimizer

@@ -38,12 +38,15 @@ from honing.models import (
 from honing.models.attention_choice import AUTO, AttentionChoice, choose_attention, is_flash
 from honing.models.export import save_adapter
 from honing.models.generation import end_of_turn_ids, generate, sampling_kwargs
-from honing.models.parallel import full_state_dict, is_fsdp, parallelize
+from honing.models.model_parallel import check_model_layout
+from honing.models.parallel import full_state_dict, is_sharded, parallelize
 from honing.optim.param_groups import build_adamw
+from honing.parallel_dims import ParallelDims, check_divides, parallel_dims_from
 from honing.recipes.callbacks import build_callbacks
 from honing.train import Callback, Trainer, TrainerConfig
 from honing.train.common import StepSkipRange
 from honing.train.precision import choose_precision, describe_device
+from honing.train.shared_folder import check_shared_folder
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +69,22 @@ class Recipe:
         self.eval_batches: Any = None
         self.trainer: Trainer | None = None
         self.data_reports: dict[str, Any] = {}  # split → honing.data.report.DataReport, filled by build_data
+        self._parallel_dims: ParallelDims | None = None
+
+    @property
+    def parallel_dims(self) -> ParallelDims:
+        """The run's parallel layout (``parallel.dp_replicate / dp_shard / tp / cp / ep``) over the processes that
+        joined, its mesh built on first use: every consumer asks it for its own dimension."""
+        if self._parallel_dims is None:
+            dims = parallel_dims_from(self.config.parallel, get_world_size())
+            self.check_layout(dims)
+            dims.build_mesh(self.device.type)
+            self._parallel_dims = dims
+        return self._parallel_dims
+
+    def check_layout(self, dims: ParallelDims) -> None:
+        """Refuse a layout this method or its data cannot use, before any model is built (one line each)."""
+        check_divides("data.seq_len", self.config.data.seq_len, "cp", dims.cp)
 
     # --- the overridable steps ------------------------------------------------------
     def build_device(self) -> torch.device:
@@ -208,10 +227,11 @@ class Recipe:
         """Apply ``parallel.*`` from outside the model: activation checkpointing, per-block compile, then
         DDP or FSDP2 (``auto``: FSDP2 with several processes). Returns the model to train."""
         cfg = self.config.parallel
+        check_model_layout(model, self.parallel_dims, lora=is_lora(model), seq_len=self.config.data.seq_len)
         return parallelize(
             model,
             strategy=cfg.strategy,
-            world_size=get_world_size(),
+            dims=self.parallel_dims,
             device=self.device,
             reshard_after_forward=cfg.reshard_after_forward,
             activation_checkpointing=cfg.activation_checkpointing,
@@ -244,10 +264,16 @@ class Recipe:
         raise NotImplementedError
 
     def build_train_module(self) -> Any:
-        """The method's TrainModule around the model and optimizer (next-token loss by default)."""
+        """The method's TrainModule around the model and optimizer (next-token loss by default, plus an MoE model's
+        router load-balancing loss)."""
         from honing.methods.lm import LMTrainModule
 
-        return LMTrainModule(self.model, self.build_optimizer(self.model), **self.train_module_options())
+        return LMTrainModule(
+            self.model,
+            self.build_optimizer(self.model),
+            router_aux_loss_coef=self.config.model.router_aux_loss_coef,  # MoE models' load-balancing loss
+            **self.train_module_options(),
+        )
 
     def train_module_options(self) -> dict[str, Any]:
         """The step settings every method's TrainModule takes (``honing.methods.base.BaseTrainModule``)."""
@@ -267,11 +293,12 @@ class Recipe:
             collator=self.collator,
             nonfinite_loss=self.config.trainer.nonfinite_loss,
             chunked_loss=self.config.model.chunked_loss,
+            parallel_dims=self.parallel_dims,
         )
 
     def micro_batch_size(self) -> int:
         """Rows per forward pass on each rank (defaults to the whole per-rank batch)."""
-        local = self.config.data.global_batch_size // get_world_size()
+        local = self.config.data.global_batch_size // self.parallel_dims.dp_size
         return min(self.config.data.micro_batch_size or local, local)
 
     # --- generation and export (every method) -----------------------------------------------
@@ -308,7 +335,7 @@ class Recipe:
     def export(self, out_dir: str) -> None:
         """``SAVE_FOLDER/hf``: the full model and processor (merged when LoRA); ``SAVE_FOLDER/adapter``: the
         peft adapter. Every rank gathers FSDP2-sharded weights; rank 0 writes."""
-        state_dict = full_state_dict(self.model) if is_fsdp(self.model) else None
+        state_dict = full_state_dict(self.model) if is_sharded(self.model) else None
         if not is_rank0():
             return
         export_hf(self.model, self.processor, out_dir, state_dict=state_dict)
@@ -373,6 +400,7 @@ class Recipe:
     def build(self) -> Trainer:
         """Run every build step in order and return the Trainer."""
         self.configure_storage()
+        layout = self.parallel_dims.describe()  # a layout that cannot fit fails here, before any model is built
         self.setup_processor()
         try:
             self.model = self.build_model()
@@ -386,12 +414,13 @@ class Recipe:
         self.train_loader, self.eval_batches = self.build_data()
         self.train_module = self.build_train_module()
         self.trainer = self.build_trainer()
+        check_shared_folder(self.config.trainer.save_folder)  # several machines: one folder all of them see
         self.save_config()
         total, trainable = count_parameters(self.model), count_parameters(self.model, trainable_only=True)
         share = "" if trainable == total else f" ({trainable:,} trainable)"
         self.print(
             f"model: {total:,} parameters{share} | device {describe_device(self.device)} | "
-            f"precision {self.precision} | attention {self.describe_attention()} | "
+            f"precision {self.precision} | attention {self.describe_attention()} | parallel {layout} | "
             f"save folder {self.config.trainer.save_folder}"
         )
         return self.trainer

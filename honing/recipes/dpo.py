@@ -70,7 +70,7 @@ class DPORecipe(SFTRecipe):
             reference = parallelize(
                 reference,
                 strategy="fsdp",
-                world_size=get_world_size(),
+                dims=self.parallel_dims,
                 device=self.device,
                 reshard_after_forward=cfg.reshard_after_forward,
                 mixed_precision=cfg.mixed_precision,
@@ -159,8 +159,8 @@ class DPORecipe(SFTRecipe):
             collate_fn=self.collator,
             seed=self.config.trainer.seed,
             shuffle=data.shuffle,
-            rank=get_rank(),
-            world_size=get_world_size(),
+            rank=self.parallel_dims.dp_rank,
+            world_size=self.parallel_dims.dp_size,
             group_by_length=data.group_by_length,
             num_workers=self.config.data.num_workers,
         )
@@ -168,7 +168,11 @@ class DPORecipe(SFTRecipe):
             return loader, None
         batch_size = self.config.callbacks.evaluator.batch_size or self.micro_batch_size()
         return loader, EvalBatches(
-            validation, batch_size=batch_size, collate_fn=self.collator, rank=get_rank(), world_size=get_world_size()
+            validation,
+            batch_size=batch_size,
+            collate_fn=self.collator,
+            rank=self.parallel_dims.dp_rank,
+            world_size=self.parallel_dims.dp_size,
         )
 
     # --- the precomputed reference ------------------------------------------------------

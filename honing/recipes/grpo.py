@@ -11,7 +11,6 @@ import torch
 from honing.config.schema import GRPOSection
 from honing.data.loader import DataLoader
 from honing.data.prompts import Prompt, PromptCollator, PromptDataset, load_prompts
-from honing.distributed import get_rank, get_world_size
 from honing.errors import ConfigError, DataError
 from honing.models import is_lora
 from honing.models.generation import end_of_turn_ids
@@ -90,8 +89,8 @@ class GRPORecipe(SFTRecipe):
             collate_fn=self.collator,
             seed=self.config.trainer.seed,
             shuffle=data.shuffle,
-            rank=get_rank(),
-            world_size=get_world_size(),
+            rank=self.parallel_dims.dp_rank,
+            world_size=self.parallel_dims.dp_size,
             num_workers=self.config.data.num_workers,
         )
         return loader, None

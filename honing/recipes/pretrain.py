@@ -23,7 +23,6 @@ from honing.data.report import DataReport
 from honing.data.token_rows import RowWindow, TokenRows, TokenSource, split_windows
 from honing.data.token_shards import TOKENIZER_DIR, local_folder, read_index
 from honing.data.tokenizer import build_tokenizer, load_pretrained_tokenizer, tokenizer_fingerprint
-from honing.distributed import get_rank, get_world_size
 from honing.errors import DataError
 from honing.recipes.base import Recipe
 
@@ -54,11 +53,12 @@ class PretrainRecipe(Recipe):
     def documents(self) -> tuple[list[str], list[str]]:
         """Training and validation document texts (validation: its own sources or a held-out split)."""
         if not hasattr(self, "_documents"):
-            data = self.config.data
-            train = [doc.text for doc in load_documents(data.train.sources, seed=self.config.trainer.seed)]
+            data, seed = self.config.data, self.config.trainer.seed
+            separator = data.text_document_separator
+            train = [doc.text for doc in load_documents(data.train.sources, seed=seed, separator=separator)]
             if data.validation is not None:
                 validation = [
-                    doc.text for doc in load_documents(data.validation.sources, seed=self.config.trainer.seed)
+                    doc.text for doc in load_documents(data.validation.sources, seed=seed, separator=separator)
                 ]
             elif data.validation_split > 0:
                 train, validation = split_documents(train, data.validation_split, seed=self.config.trainer.seed)
@@ -163,7 +163,8 @@ class PretrainRecipe(Recipe):
                 room = REPORT_LENGTHS - len(report.lengths)  # the length statistics come from a bounded sample
                 if room <= 0:
                     return report
-                report.lengths += np.diff(starts, append=len(tokens))[:room].tolist()
+                head = starts[: room + 1]  # only what the sample needs is read from the memory map
+                report.lengths += (np.diff(head) if len(head) > room else np.diff(head, append=len(tokens))).tolist()
         return report
 
     def prepare(
@@ -182,10 +183,12 @@ class PretrainRecipe(Recipe):
         if self.token_sources("train") is not None:
             raise ConfigError("data.train.sources: these are already prepared folders (format: tokens)")
         self.configure_storage()
-        cfg = self.config.tokenizer
+        cfg, separator = self.config.tokenizer, self.config.data.text_document_separator
         kind, path = self.tokenizer_kind()
         texts = (
-            sample_texts(self.config.data.train.sources, TOKENIZER_SAMPLE_BYTES) if kind in ("char", "bpe") else None
+            sample_texts(self.config.data.train.sources, TOKENIZER_SAMPLE_BYTES, separator=separator)
+            if kind in ("char", "bpe")
+            else None
         )
         self.tokenizer = build_tokenizer(
             kind,
@@ -201,6 +204,7 @@ class PretrainRecipe(Recipe):
             out_dir,
             workers=workers,
             shard_bytes=shard_bytes,
+            separator=separator,
             progress=progress,
         )
 
@@ -223,13 +227,17 @@ class PretrainRecipe(Recipe):
             collate_fn=self.collator,
             seed=self.config.trainer.seed,
             shuffle=data.shuffle,
-            rank=get_rank(),
-            world_size=get_world_size(),
+            rank=self.parallel_dims.dp_rank,
+            world_size=self.parallel_dims.dp_size,
             num_workers=self.config.data.num_workers,
         )
         if validation is None:
             return loader, None
         batch_size = self.config.callbacks.evaluator.batch_size or self.micro_batch_size()
         return loader, EvalBatches(
-            validation, batch_size=batch_size, collate_fn=self.collator, rank=get_rank(), world_size=get_world_size()
+            validation,
+            batch_size=batch_size,
+            collate_fn=self.collator,
+            rank=self.parallel_dims.dp_rank,
+            world_size=self.parallel_dims.dp_size,
         )

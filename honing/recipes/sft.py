@@ -25,7 +25,6 @@ from honing.data.padding import PaddedDataset
 from honing.data.pretrain_corpus import default_cache_dir, split_documents
 from honing.data.report import DataReport
 from honing.data.tokenizer import build_tokenizer
-from honing.distributed import get_rank, get_world_size
 from honing.errors import DataError
 from honing.recipes.base import Recipe
 
@@ -162,8 +161,8 @@ class SFTRecipe(Recipe):
             collate_fn=self.collator,
             seed=self.config.trainer.seed,
             shuffle=data.shuffle,
-            rank=get_rank(),
-            world_size=get_world_size(),
+            rank=self.parallel_dims.dp_rank,
+            world_size=self.parallel_dims.dp_size,
             group_by_length=self.groups_by_length(),
             num_workers=self.config.data.num_workers,
         )
@@ -172,7 +171,11 @@ class SFTRecipe(Recipe):
         validation_rows, collate = self.rows(self.tokenize(validation_examples, "validation"), "validation")
         batch_size = self.config.callbacks.evaluator.batch_size or self.micro_batch_size()
         return loader, EvalBatches(
-            validation_rows, batch_size=batch_size, collate_fn=collate, rank=get_rank(), world_size=get_world_size()
+            validation_rows,
+            batch_size=batch_size,
+            collate_fn=collate,
+            rank=self.parallel_dims.dp_rank,
+            world_size=self.parallel_dims.dp_size,
         )
 
     def packed_rows(self) -> bool:

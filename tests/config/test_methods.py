@@ -79,6 +79,14 @@ def test_fine_tuning_refuses_what_it_does_not_read():
     )
 
 
+@pytest.mark.parametrize("method", ["sft", "dpo", "grpo", "vl_sft"])
+def test_the_text_document_separator_is_refused_where_text_files_are_not_pretraining_documents(method):
+    assert refusal(raw_config(method, data={"text_document_separator": "\n\n"})) == (
+        f"config: data.text_document_separator: not used by method {method!r} (used by: pretrain)"
+    )
+    assert validate(raw_config("pretrain", data={"text_document_separator": "\n\n"})).data.text_document_separator
+
+
 def test_every_refused_key_is_listed_on_one_line():
     message = refusal(
         raw_config(

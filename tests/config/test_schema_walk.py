@@ -166,6 +166,7 @@ def pretrain(tmp_path: Path) -> Iterator[dict[str, Any]]:
         "sources": [{"path": str(held_out), "format": "jsonl", **source, "text_field": "body"}]
     }
     raw["data"]["validation_split"] = 0.0
+    raw["data"]["text_document_separator"] = ". "  # each sentence of corpus.txt is a document
     raw["tokenizer"] = {"kind": "char", "vocab_size": 300, "trust_remote_code": False}
     yield raw
     yield second_run(raw, tmp_path / "a", tmp_path / "b")

@@ -15,6 +15,7 @@ from honing.models.parallel import (
     parallelize,
     resolve_strategy,
 )
+from honing.parallel_dims import ParallelDims
 from tests.helpers import tiny_llama
 
 
@@ -131,7 +132,7 @@ def test_bad_activation_checkpointing_values(mode, every, message):
 def test_parallelize_in_one_process_keeps_the_model_and_compiles_blocks_in_place():
     model = tiny_llama()
     names = list(model.state_dict())
-    out = parallelize(model, strategy="auto", world_size=1, device=torch.device("cpu"), compile=True)
+    out = parallelize(model, strategy="auto", dims=ParallelDims(), device=torch.device("cpu"), compile=True)
     assert out is model
     assert all(layer._compiled_call_impl is not None for layer in model.model.layers)
     assert model.lm_head._compiled_call_impl is None  # only the repeated blocks

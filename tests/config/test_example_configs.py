@@ -1,0 +1,16 @@
+"""The example configs that cannot run here (several machines, hub models) are still checked: every key is valid
+for its method and the parallel layout fits the machines it names."""
+
+from pathlib import Path
+
+from honing.config import load_config
+from honing.parallel_dims import parallel_dims_from
+
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+
+
+def test_the_two_node_7b_config_is_valid_and_its_layout_fits_16_gpus():
+    config = load_config(str(CONFIGS / "multinode" / "sft-7b-2x8.yaml"), [])
+    dims = parallel_dims_from(config.parallel, world_size=2 * 8)
+    assert (dims.dp_replicate, dims.dp_shard, dims.tp) == (2, 4, 2)
+    assert dims.dp_size == 8 and config.data.global_batch_size % dims.dp_size == 0
