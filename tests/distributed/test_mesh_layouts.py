@@ -86,13 +86,21 @@ MOE = (
 )
 
 
-def test_expert_parallel_moe_matches_one_process(tmp_path):
-    single = run(tmp_path, "moe_single", MOE)
-    folder = run(tmp_path, "moe_ep2", MOE, "parallel.ep=2", nproc=2)
-    assert_same_run(folder, single)
-    ours, theirs = metrics(folder), metrics(single)
+@pytest.fixture(scope="module")
+def moe_single(tmp_path_factory):
+    return run(tmp_path_factory.mktemp("moe_single"), "moe_single", MOE)
+
+
+@pytest.mark.parametrize("layout, nproc", [(["parallel.ep=2"], 2), (["parallel.dp_shard=2", "parallel.ep=2"], 4)])
+def test_expert_parallel_moe_matches_one_process(tmp_path, moe_single, layout, nproc):
+    folder = run(tmp_path, "moe_ep", MOE, *layout, nproc=nproc, save_interval=5)
+    assert_same_run(folder, moe_single)
+    ours, theirs = metrics(folder), metrics(moe_single)
     for step in range(1, STEPS + 1):  # the router's loss is the one process's: tokens reach the same experts
         assert ours[step]["train/aux_loss"] == pytest.approx(theirs[step]["train/aux_loss"], rel=1e-5), step
+    # the experts' checkpoint (split over ep, sharded over dp_shard) resumes on one process
+    resumed = run(tmp_path, "moe_resumed", MOE, f"trainer.load_path={folder / 'step5'}")
+    assert_same_run(resumed, moe_single, first_step=6)
 
 
 @pytest.mark.parametrize(
