@@ -1,9 +1,8 @@
 """A deterministic, resumable, rank-sharded batch loader: the same seed gives the same batches, always.
 
-An epoch's order is numpy's seeded permutation, held, for up to ``ORDER_IN_MEMORY_ROWS`` rows (and whenever rows
-are grouped by length, which needs every length anyway); above that it is a ``SeededPermutation`` computed a
-slice at a time, so a loader over billions of rows holds no order, and the batch indices are made one batch at a
-time as it goes.
+An epoch's order is numpy's seeded permutation, held, as it always was, for up to ``HELD_ROWS`` rows and whenever
+rows are grouped by length (which needs every length anyway); above that it is a ``SeededPermutation`` computed a
+slice at a time, so a loader over billions of rows holds no order. Batch indices are made one batch at a time.
 """
 
 from __future__ import annotations
@@ -17,12 +16,10 @@ import torch
 
 from honing.data.collate import Collator, stack_collate
 from honing.data.padding import length_grouped_order
-from honing.data.permutation import Arange, SeededPermutation
+from honing.data.permutation import HELD_ROWS, Arange, SeededPermutation
 from honing.errors import DataError
 
 log = logging.getLogger(__name__)
-
-ORDER_IN_MEMORY_ROWS = 1 << 20  # rows up to which an epoch's order is held (8 MiB of int64): as it always was
 
 
 class DataLoader:
@@ -101,7 +98,7 @@ class DataLoader:
         if self._order_cache is None or self._order_cache[0] != epoch:
             if self._lengths is None and not self.shuffle:
                 order: np.ndarray | Arange | SeededPermutation = Arange(self._length)
-            elif self._lengths is None and self._length > ORDER_IN_MEMORY_ROWS:
+            elif self._lengths is None and self._length > HELD_ROWS:
                 order = SeededPermutation(self._length, [self.seed, epoch])
             else:
                 rng = np.random.default_rng([self.seed, epoch])

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-HELD_ROWS = 1 << 20  # orders up to this many rows are numpy's, held (8 MiB of int64), as they always were
+HELD_ROWS = 1 << 16  # orders up to this many rows are numpy's, held (512 KiB of int64), as they always were
 FEISTEL_ROUNDS = 6
 CHUNK = 1 << 14  # positions computed together and kept (128 KiB)
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)

@@ -47,9 +47,9 @@ from honing.errors import DataError
 log = logging.getLogger(__name__)
 
 # Bump when the shard layout or the tokenization rule changes, so old folders are prepared again.
-PREPARE_VERSION = "prepare-v1"
+PREPARE_VERSION = "prepare-v2"  # v2: text files in byte ranges and 64 KiB pieces, split on a separator
 DEFAULT_SHARD_BYTES = 256 * 2**20  # of input text: a few minutes of one worker, a resume loses at most that
-ENCODE_BATCH_BYTES = 2**20  # text per encode call: its ids as Python ints take ~40x the bytes of text
+ENCODE_BATCH_BYTES = 2**18  # text per encode call: the tokenizer's Encodings take ~100x the bytes of text
 ProgressFn = Callable[[int], None]
 
 

@@ -22,6 +22,7 @@ from typing import Any
 import fsspec
 
 from honing import storage
+from honing.data import text_pieces
 from honing.data.finetune_rows import (
     COMPRESSION_SUFFIXES,
     DATA_SUFFIXES,
@@ -134,6 +135,7 @@ def iter_piece_texts(piece: Piece) -> Iterator[TextPart]:
                 limit=piece.stop - piece.start if piece.stop else None,
                 starts_document=piece.starts_document,
                 ends_document=piece.ends_document,
+                piece_bytes=text_pieces.PIECE_BYTES,  # read now: a test sets it tiny
                 where=piece.url,
                 offset=piece.start,
             )

@@ -12,7 +12,7 @@ that follows one, else at a character boundary. Ids across a seam are what token
 - byte-level BPE with a GPT-2 or Llama-3 style pre-tokenizer regex (honing's own ``bpe``, GPT-2, Llama 3, Qwen):
   at the first two kinds of seam, where a pre-token ends whether the text goes on or not, so no merge crosses
   them (checked on the standard library's source in ``tests/data/test_text_pieces.py``); a character-boundary
-  seam, taken only when a whole piece holds neither kind (1 MiB of text without one), may split a pre-token;
+  seam, taken only when a whole piece holds neither kind (64 KiB of text without one), may split a pre-token;
 - SentencePiece-style tokenizers that prefix each input with "▁" (Metaspace, ``prepend_scheme="always"``): a
   seam may add that one prefix token.
 
@@ -32,7 +32,7 @@ from typing import BinaryIO
 from honing.errors import DataError
 
 READ_BYTES = 1 << 20  # bytes read from the file at a time
-PIECE_BYTES = 1 << 20  # the most text one part holds: a longer document is cut at a seam (tests set it tiny)
+PIECE_BYTES = 1 << 16  # the most text one part holds: a longer document is cut at a seam (tests set it tiny)
 CUT_WINDOW_BYTES = 1 << 20  # how far a range cut looks for a document start or a seam
 _PRINTABLE = range(0x21, 0x7F)  # printable ASCII, no space
 

@@ -21,12 +21,16 @@ import torch
 
 from honing.data.document_mask import mask_documents
 from honing.data.permutation import HELD_ROWS, SeededPermutation
-from honing.data.token_shards import TokenIndex, local_folder, open_shard, read_index
+from honing.data.token_shards import HEADER_BYTES, TokenIndex, local_folder, open_shard, read_index
 from honing.errors import DataError
 
 
 class TokenSource:
-    """One prepared folder, its shards memory-mapped and cut into rows of ``seq_len`` tokens."""
+    """One prepared folder, its shards memory-mapped and cut into rows of ``seq_len`` tokens.
+
+    A row's tokens are read from the shard file (``read``), not through the memory map: the kernel maps a whole
+    page-cache folio on a fault (up to megabytes on a file just written, whatever ``madvise`` says), so rows read
+    through the map at random would make the process's resident size grow with the corpus."""
 
     def __init__(self, folder: str, seq_len: int, *, cache_dir: str):
         if seq_len < 1:
@@ -37,8 +41,10 @@ class TokenSource:
         self.index: TokenIndex = read_index(local)
         self.tokens: list[np.ndarray] = []
         self.doc_starts: list[np.ndarray] = []
-        for shard in self.index.shards:
-            tokens, starts = open_shard(os.path.join(local, shard.file))
+        self.paths = [os.path.join(local, shard.file) for shard in self.index.shards]
+        self._files: dict[int, int] = {}  # shard → a descriptor opened at its first read
+        for shard, path in zip(self.index.shards, self.paths):
+            tokens, starts = open_shard(path)
             if len(tokens) != shard.tokens or len(starts) != shard.documents:
                 raise DataError(
                     f"{folder}/{shard.file}: holds {len(tokens)} tokens and {len(starts)} documents, its index "
@@ -58,6 +64,23 @@ class TokenSource:
         """``(shard's tokens, shard index, offset)`` locating row ``row``."""
         shard = int(np.searchsorted(self.row_offsets, row, side="right")) - 1
         return self.tokens[shard], shard, int(row - self.row_offsets[shard]) * self.seq_len
+
+    def read(self, row: int) -> np.ndarray:
+        """Row ``row``'s ``seq_len`` tokens, read from its shard file."""
+        tokens, shard, start = self.row(row)
+        if shard not in self._files:
+            self._files[shard] = os.open(self.paths[shard], os.O_RDONLY)
+        itemsize = tokens.dtype.itemsize
+        data = os.pread(self._files[shard], self.seq_len * itemsize, HEADER_BYTES + start * itemsize)
+        return np.frombuffer(data, dtype=tokens.dtype)
+
+    def __getstate__(self) -> dict:
+        # descriptors do not cross into a spawned process: it opens its own
+        return {**self.__dict__, "_files": {}}
+
+    def __del__(self) -> None:
+        for descriptor in getattr(self, "_files", {}).values():
+            os.close(descriptor)
 
     def document_lengths(self, row: int) -> list[int]:
         """Lengths of the document pieces inside row ``row``, in order; they sum to ``seq_len``."""
@@ -159,8 +182,7 @@ class TokenRows(torch.utils.data.Dataset):
     def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
         number, row = self.source_of(index)
         source = self.windows[number].source
-        tokens, _, start = source.row(row)
-        ids = torch.from_numpy(tokens[start : start + self.seq_len].astype(np.int64))
+        ids = torch.from_numpy(source.read(row).astype(np.int64))
         # The HF model shifts labels itself; a copy keeps in-place label masking from touching inputs.
         item = {"input_ids": ids, "labels": ids.clone()}
         return mask_documents(item, source.document_lengths(row)) if self.document_masking else item

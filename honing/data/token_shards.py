@@ -15,6 +15,7 @@ where everything is, so a shard can be checked and opened without the index.
 from __future__ import annotations
 
 import json
+import mmap
 import os
 import struct
 import tempfile
@@ -273,17 +274,28 @@ def shard_complete(path: str) -> ShardInfo | None:
 
 
 def open_shard(path: str) -> tuple[np.ndarray, np.ndarray]:
-    """``(tokens, document starts)`` of a local shard file, both memory-mapped read-only."""
+    """``(tokens, document starts)`` of a local shard file, both memory-mapped read-only, for reading at random."""
     size = os.path.getsize(path)
     with open(path, "rb") as file:
         tokens, documents, itemsize, offsets_at = parse_header(file.read(HEADER.size), size, path)
     dtype = np.uint16 if itemsize == 2 else np.uint32
     token_array = np.memmap(path, dtype=dtype, mode="r", offset=HEADER_BYTES, shape=(tokens,)) if tokens else None
     starts = np.memmap(path, dtype=np.int64, mode="r", offset=offsets_at, shape=(documents,)) if documents else None
+    for mapped in (token_array, starts):
+        _read_at_random(mapped)
     return (
         token_array if token_array is not None else np.zeros(0, dtype=dtype),
         starts if starts is not None else np.zeros(0, dtype=np.int64),
     )
+
+
+def _read_at_random(array: np.memmap | None) -> None:
+    """No read-ahead around a page fault: rows are read at random, and on a disk with a large read-ahead (8 MiB
+    here) each row read would map megabytes of its neighbours into the process, so its resident size would grow
+    with the corpus (1.3x from a 3 MB to a 300 MB corpus in 50 steps). A page per row instead."""
+    mapping = getattr(array, "_mmap", None)
+    if mapping is not None and hasattr(mmap, "MADV_RANDOM"):
+        mapping.madvise(mmap.MADV_RANDOM)
 
 
 def local_folder(folder: str, cache_dir: str) -> str:

@@ -1,4 +1,5 @@
-"""Tests for honing/data/loader.py: seeded order, rank sharding, epochs, bit-identical resume."""
+"""Tests for honing/data/loader.py: seeded order (held or computed slice by slice), rank sharding, epochs,
+bit-identical resume."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from honing.data import loader as loader_module
 from honing.data.collate import stack_collate
 from honing.data.loader import DataLoader
 from honing.errors import DataError
@@ -210,3 +212,33 @@ def test_worker_processes_give_the_same_batches_ranks_and_resume():
             assert got.keys() == want.keys() and all(torch.equal(got[k], want[k]) for k in want)
     with pytest.raises(DataError, match="num_workers must be >= 0, got -1"):
         DataLoader(dataset, global_batch_size=4, num_workers=-1)
+
+
+@pytest.fixture
+def computed_order(monkeypatch):
+    """Orders of more than 16 rows computed slice by slice (as for billions of rows), not held."""
+    monkeypatch.setattr(loader_module, "HELD_ROWS", 16)
+
+
+def test_a_computed_order_visits_each_row_once_per_epoch_and_epochs_differ(computed_order):
+    loader = DataLoader(Rows(50), global_batch_size=5, seed=4)
+    first, second = epoch_rows(loader), epoch_rows(loader)
+    assert sorted(row for batch in first for row in batch) == list(range(50))
+    assert first != second and first != sorted(first)
+    assert first == epoch_rows(DataLoader(Rows(50), global_batch_size=5, seed=4))  # a pure function of the seed
+    assert first != epoch_rows(DataLoader(Rows(50), global_batch_size=5, seed=5))
+    assert loader.order(1).tolist() == [row for batch in first for row in batch]
+    held = DataLoader(Rows(16), global_batch_size=4, seed=4)  # at the threshold: numpy's permutation, as before
+    assert held.order(1).tolist() == np.random.default_rng([4, 1]).permutation(16).tolist()
+
+
+def test_a_computed_order_splits_across_ranks_and_resumes_mid_epoch(computed_order):
+    single = epoch_rows(DataLoader(Rows(40), global_batch_size=8, seed=3))
+    ranks = [epoch_rows(DataLoader(Rows(40), global_batch_size=8, seed=3, rank=r, world_size=2)) for r in (0, 1)]
+    assert [r0 + r1 for r0, r1 in zip(*ranks)] == single
+    stopped = DataLoader(Rows(40), global_batch_size=8, seed=3)
+    iterator = iter(stopped)
+    taken = [row_ids(next(iterator)) for _ in range(2)]
+    resumed = DataLoader(Rows(40), global_batch_size=8, seed=3)
+    resumed.load_state_dict(stopped.state_dict())
+    assert taken + epoch_rows(resumed) == single

@@ -1,17 +1,22 @@
-"""Prepared token shards: the file format, ``prepare_tokens`` (streamed inputs, workers, atomic publish, resume,
-no-op re-runs) and ``TokenRows`` (mixing, seeded order, rank slices, document masking)."""
+"""Prepared token shards: the file format, ``prepare_tokens`` (streamed inputs, text files of any size in bounded
+pieces, workers, atomic publish, resume, no-op re-runs) and ``TokenRows`` (mixing, seeded order, rank slices,
+document masking)."""
 
 from __future__ import annotations
 
 import json
 import os
+import sysconfig
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from honing.data import text_pieces, token_rows, token_shards
 from honing.data.loader import DataLoader
 from honing.data.prepare import prepare_tokens
 from honing.data.pretrain_corpus import tokenize_documents
+from honing.data.pretrain_text import load_documents
 from honing.data.token_rows import RowWindow, TokenRows, TokenSource, split_windows
 from honing.data.token_shards import ShardWriter, open_shard, read_index, shard_name, token_dtype
 from honing.data.tokenizer import build_tokenizer
@@ -204,6 +209,79 @@ def test_bad_json_line_names_the_file_and_byte(tmp_path, tokenizer):
     assert not any(name.startswith(("shard-", ".tmp-")) for name in os.listdir(tmp_path / "out"))
 
 
+def stdlib_text(megabytes: float) -> str:
+    """Real text: standard-library sources joined by blank lines, repeated to about ``megabytes``."""
+    root = Path(sysconfig.get_paths()["stdlib"]) / "json"
+    text = "\n\n".join(path.read_text(encoding="utf-8") for path in sorted(root.glob("*.py")))
+    return (text + "\n\n") * max(1, round(megabytes * 2**20 / len(text)))
+
+
+@pytest.mark.parametrize("separator", [None, "\n\n"])
+def test_a_text_file_larger_than_a_piece_and_a_shard_gives_the_ids_of_reading_it_whole(
+    tmp_path, tokenizer, monkeypatch, separator
+):
+    path = tmp_path / "big.txt"
+    path.write_text(stdlib_text(0.1) + "é tail without a newline", encoding="utf-8")
+    # 4 KiB pieces read 1 KiB at a time: documents (and with no separator, the file) are tokenized in pieces;
+    # 16 KiB shards: the file is cut into byte ranges that workers read apart
+    monkeypatch.setattr(text_pieces, "PIECE_BYTES", 4096)
+    monkeypatch.setattr(text_pieces, "READ_BYTES", 1024)
+    source = {"path": str(path), "format": "text"}
+    result = prepare_tokens(
+        [source], tokenizer, str(tmp_path / "out"), workers=2, shard_bytes=16384, separator=separator
+    )
+    documents = load_documents([source], separator=separator)
+    expected = tokenize_documents([document.text for document in documents], tokenizer, cache_dir=None)
+    index = read_index(str(tmp_path / "out"))
+    assert len(index.shards) > 5 and index.num_documents == len(documents) and (len(documents) > 100) == bool(separator)
+    shards = [open_shard(str(tmp_path / "out" / shard.file)) for shard in index.shards]
+    assert np.concatenate([tokens for tokens, _ in shards]).tolist() == expected.tokens.tolist()
+    offsets = np.cumsum([0] + [len(tokens) for tokens, _ in shards[:-1]])
+    starts = np.concatenate([starts + offset for (_, starts), offset in zip(shards, offsets)])
+    assert starts.tolist() == expected.doc_starts.tolist()  # a document split across shards starts once
+    assert (
+        result.index.key
+        != prepare_tokens(  # another separator is another input
+            [{"path": str(path), "format": "text"}],
+            tokenizer,
+            str(tmp_path / "other"),
+            workers=1,
+            shard_bytes=16384,
+            separator="\n" if separator else "\n\n",
+        ).index.key
+    )
+
+
+def test_a_text_range_that_is_not_utf8_is_left_out_with_a_warning(tmp_path, tokenizer, caplog):
+    (tmp_path / "texts").mkdir()
+    (tmp_path / "texts" / "a.txt").write_text("fine one")
+    (tmp_path / "texts" / "b.txt").write_bytes(b"first document\n\nthen \xff a bad byte")
+    (tmp_path / "texts" / "c.txt").write_text("fine two")
+    with caplog.at_level("WARNING"):
+        prepare_tokens(
+            [{"path": str(tmp_path / "texts")}], tokenizer, str(tmp_path / "out"), workers=1, separator="\n\n"
+        )
+    assert [tokenizer.decode(doc[:-1]) for doc in all_documents(tmp_path / "out")] == ["fine one", "fine two"]
+    assert "b.txt: not valid UTF-8 text (byte 21)" in caplog.text
+
+
+def test_the_writer_streams_document_starts_and_rolls_back(tmp_path, monkeypatch):
+    monkeypatch.setattr(token_shards, "STARTS_BUFFER", 2)  # starts go to disk every two documents
+    writer = ShardWriter(str(tmp_path / shard_name(0)), np.uint16)
+    for length in (3, 1, 4):
+        writer.add_document(np.full(length, length))
+    mark = writer.mark()
+    writer.add_tokens([9, 9], (0,))
+    writer.add_tokens([8])  # the same document goes on
+    writer.add_document([7, 7, 7])
+    writer.rollback(mark)
+    writer.add_tokens([5, 5, 6], (0, 2))
+    assert writer.publish().documents == 5
+    tokens, starts = open_shard(str(tmp_path / shard_name(0)))
+    assert tokens.tolist() == [3, 3, 3, 1, 4, 4, 4, 4, 5, 5, 6] and starts.tolist() == [0, 3, 4, 8, 10]
+    assert os.listdir(tmp_path) == [shard_name(0)]  # no temporary file left
+
+
 # ---- reading: TokenRows -------------------------------------------------------------------------------------
 
 
@@ -254,6 +332,17 @@ def test_mixing_weights_give_the_expected_proportions(prepared):
     first_half = loader.order(1)[: len(rows) // 2]
     share = np.mean([rows.source_of(int(i))[0] == 1 for i in first_half])
     assert abs(share - round(0.5 * b_rows) / len(rows)) < 0.1
+
+
+def test_fractional_weights_of_a_large_window_pick_rows_without_holding_them(prepared, monkeypatch):
+    monkeypatch.setattr(token_rows, "HELD_ROWS", 10)  # a window of more rows picks through a computed order
+    rows = rows_of(prepared, [("a", 1.0), ("b", 0.5)])
+    b_rows = rows.windows[1].source.num_rows
+    assert b_rows > 10 and len(rows) == rows.windows[0].source.num_rows + round(0.5 * b_rows)
+    picked = [rows.source_of(i) for i in range(len(rows))]
+    assert sum(number == 1 for number, _ in picked) == round(0.5 * b_rows)
+    assert len(set(picked)) == len(picked) and all(row < b_rows for number, row in picked if number == 1)
+    assert picked == [rows_of(prepared, [("a", 1.0), ("b", 0.5)]).source_of(i) for i in range(len(rows))]
 
 
 def test_same_seed_same_order_other_epoch_other_order_no_replacement(prepared):
@@ -336,3 +425,32 @@ def test_one_shard_gives_the_rows_of_the_in_memory_path(tmp_path, tokenizer):
         assert expected.keys() == actual.keys() == {"input_ids", "labels", "position_ids"}
         for key in expected:
             assert expected[key].tolist() == actual[key].tolist(), key
+
+
+def mapped_kib(path: str) -> int:
+    """How much of the file at ``path`` is mapped into this process (``Rss`` of its mappings), in KiB."""
+    total, current = 0, None
+    with open("/proc/self/smaps") as smaps:
+        for line in smaps:
+            fields = line.split()
+            if not fields[0].endswith(":"):
+                current = fields[5] if len(fields) > 5 else None
+            elif fields[0] == "Rss:" and current == path:
+                total += int(fields[1])
+    return total
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="reads the process's mappings (Linux)")
+def test_rows_are_read_without_mapping_the_shards_into_the_process(tmp_path, tokenizer):
+    # a shard just written sits in the page cache in large folios: rows read through the memory map at random
+    # would map whole folios (megabytes per row) into this process, so its resident size would follow the corpus
+    path = write_jsonl(tmp_path / "a.jsonl", documents(3000))
+    prepare_tokens([{"path": path}], tokenizer, str(tmp_path / "out"), workers=1)
+    source = TokenSource(str(tmp_path / "out"), 16, cache_dir=str(tmp_path))
+    rows = TokenRows([RowWindow(source, 0, source.num_rows)])
+    assert len(source.index.shards) == 1 and source.num_rows > 10_000
+    everything = np.fromfile(source.paths[0], dtype=np.uint16, offset=64, count=source.num_rows * 16)
+    before = mapped_kib(source.paths[0])
+    for index in np.random.default_rng(0).permutation(source.num_rows)[:2000].tolist():
+        assert rows[index]["input_ids"].tolist() == everything[index * 16 : index * 16 + 16].tolist()
+    assert mapped_kib(source.paths[0]) == before == 0

@@ -12,6 +12,9 @@ import torch
 from safetensors.torch import load_file
 
 from honing.config import validate
+from honing.data import text_pieces
+from honing.data.pretrain_corpus import tokenize_documents
+from honing.data.token_rows import TokenSource
 from honing.errors import DataError
 from honing.recipes import PretrainRecipe
 
@@ -121,3 +124,19 @@ def test_prepare_to_s3_and_train_from_it(tmp_path, s3):
     raw["trainer"]["max_duration"] = "2steps"
     trainer = PretrainRecipe(validate(raw)).run()
     assert trainer.global_step == 2
+
+
+def test_raw_text_and_prepared_shards_split_a_text_file_on_the_separator_alike(tmp_path, monkeypatch):
+    monkeypatch.setattr(text_pieces, "PIECE_BYTES", 64)  # prepare tokenizes long documents in pieces
+    path = tmp_path / "corpus.txt"
+    paragraphs = [" ".join(WORDS[i % 7 :] * (1 + i % 5)) for i in range(60)]
+    path.write_text("\n\n".join(paragraphs) + "\n\n\n\ntrailing words")
+    raw = raw_config(tmp_path, [{"path": str(path), "format": "text"}], text_document_separator="\n\n")
+    recipe = PretrainRecipe(validate(raw))
+    train, _ = recipe.documents()  # what training from the raw text reads
+    assert train == [*paragraphs, "trailing words"]
+    result = recipe.prepare(str(tmp_path / "tokens"), workers=1, shard_bytes=1024)
+    assert len(result.index.shards) > 3 and result.index.num_documents == len(train)
+    expected = tokenize_documents(train, recipe.tokenizer, cache_dir=None)
+    source = TokenSource(str(tmp_path / "tokens"), 16, cache_dir=str(tmp_path / "cache"))
+    assert np.concatenate(source.tokens).tolist() == expected.tokens.tolist()
