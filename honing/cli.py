@@ -65,12 +65,27 @@ def build_parser() -> argparse.ArgumentParser:
     data.add_argument("-o", "--output", help="folder for data_report.txt / .png (default: the save folder)")
 
     prepare = verbs.add_parser(
-        "prepare", help="tokenize a config's training sources into memory-mapped token shards (format: tokens)"
+        "prepare",
+        help="tokenize a config's training sources once: token shards (pretrain, format: tokens) or prepared rows "
+        "(sft, vl_sft, dpo, grpo: a source {path: DIR})",
     )
-    prepare.add_argument("config", help="YAML config (its data.train.sources and tokenizer are used)")
+    prepare.add_argument("config", help="YAML config (its data sources, tokenizer and row settings are used)")
     prepare.add_argument("overrides", nargs="*", help="dotted overrides, as for train")
-    prepare.add_argument("--out", required=True, metavar="DIR", help="the folder to write (local or s3://...)")
-    prepare.add_argument("--workers", type=int, metavar="N", help="tokenizing processes (default: min(2, CPUs))")
+    prepare.add_argument(
+        "--out", required=True, metavar="DIR", help="the folder to write (pretraining: local or s3://...; else local)"
+    )
+    prepare.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="tokenizing processes (default: pretraining min(2, CPUs), else 8 at most)",
+    )
+    prepare.add_argument(
+        "--split",
+        choices=["train", "validation"],
+        default="train",
+        help="fine-tuning methods: which split's sources to prepare (default: train)",
+    )
     prepare.add_argument(
         "--shard-mb", type=float, default=256.0, metavar="MB", help="input text per shard (default: 256)"
     )
@@ -134,9 +149,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"{text}\nwrote {text_path} and {png_path}")
         return 0
     if args.verb == "prepare":
+        config = load_config(args.config, args.overrides)
+        if config.method != "pretrain":
+            return prepare_rows(config, args)
         from honing.recipes.pretrain import PretrainRecipe
 
-        recipe = PretrainRecipe(load_config(args.config, args.overrides))
+        recipe = PretrainRecipe(config)
         shard_bytes = max(1, int(args.shard_mb * 2**20))
         result = recipe.prepare(args.out, workers=args.workers, shard_bytes=shard_bytes, progress=sys.stderr.isatty())
         state = "up to date" if result.up_to_date else f"wrote {len(result.written)} shard(s)"
@@ -150,6 +168,24 @@ def run(args: argparse.Namespace) -> int:
         print(to_yaml(load_config(args.config, args.overrides)), end="")
         return 0
     print(json.dumps(RunConfig.model_json_schema(), indent=2))
+    return 0
+
+
+def prepare_rows(config: RunConfig, args: argparse.Namespace) -> int:
+    """``honing prepare`` for a fine-tuning method: the split's rows into ``--out``; prints what it holds."""
+    from honing.data.prepared_rows import REJECTED
+    from honing.recipes import recipe_class
+
+    recipe = recipe_class(config.method)(config)
+    rows, built = recipe.prepare(args.out, split=args.split, workers=args.workers, progress=sys.stderr.isatty())
+    rejected = int((rows.column("status") == REJECTED).sum())
+    cut = rows.index["seq_len"]
+    print(
+        f"{args.out}: {'prepared' if built else 'up to date'}; {len(rows):,} {rows.method} rows of "
+        f"{len(rows.sources)} source(s) ({rejected:,} rejected), "
+        + (f"cut at {cut} tokens" if cut else "whole")
+        + f"; train with data.{args.split}.sources=[{{path: {args.out}}}]"
+    )
     return 0
 
 

@@ -62,6 +62,7 @@ FINETUNE_ONLY = (
     "data.group_by_length",
     "data.overlong",
     "data.bad_rows",
+    "data.cache_rows",
     "callbacks.generation_eval",
 )
 

@@ -130,6 +130,9 @@ class DataSection(Section):
     packing: bool = True
     group_by_length: bool = True
     overlong: Literal["truncate", "drop"] = "truncate"
+    # fine-tuning: tokenized rows are prepared once into cache_dir (worker processes, one rank per node) and read
+    # from there by every rank and every later run with the same inputs; false: each rank tokenizes in memory
+    cache_rows: bool = True
     # vision-language SFT: the image processor's resize bounds (Qwen-VL's names); None: the processor's own
     min_pixels: int | None = Field(default=None, ge=1)
     max_pixels: int | None = Field(default=None, ge=1)

@@ -122,6 +122,45 @@ def iter_records(path: str, *, on_bad_row: BadRowHandler | None = None) -> Itera
         )
 
 
+def read_sources(
+    sources: Sequence[Mapping[str, Any] | object],
+    *,
+    bad_rows: Literal["fail", "skip"] = "fail",
+    check_images: bool = False,
+) -> tuple[list[list[tuple[Example, str]]], BadRowReport]:
+    """Each source's ``(example, origin)`` pairs once, in file order (at most ``max_samples``, the first valid
+    ones), and the bad rows skipped; weights are not applied (``load_examples`` and prepared rows apply them)."""
+    _check_policy(bad_rows)
+    report = BadRowReport()
+    found = [
+        list(
+            _source_examples(_fields(source, index), index, bad_rows=bad_rows, report=report, check_images=check_images)
+        )
+        for index, source in enumerate(sources)
+    ]
+    return found, report
+
+
+def weighted_picks(counts: Sequence[int], weights: Sequence[float], paths: Sequence[str], *, seed: int) -> list[int]:
+    """Indices into the concatenation of sources of ``counts`` items, each source repeated by its weight as
+    ``load_examples`` repeats it (a warning for a source whose weight leaves nothing)."""
+    out: list[int] = []
+    start = 0
+    for index, (count, weight, path) in enumerate(zip(counts, weights, paths)):
+        picks = weighted_indices(count, weight, seed=seed, source_index=index)
+        if not picks:
+            log.warning(
+                "data source %d (%r) contributes no examples: weight %s of %d example(s) rounds to 0",
+                index,
+                path,
+                weight,
+                count,
+            )
+        out.extend(start + i for i in picks)
+        start += count
+    return out
+
+
 def load_examples(
     sources: Sequence[Mapping[str, Any] | object],
     *,
@@ -136,26 +175,14 @@ def load_examples(
     joined to their data file's folder; with ``check_images`` (vision-language methods) a row whose images do not
     all open is a bad row.
     """
-    _check_policy(bad_rows)
-    report = BadRowReport()
-    examples: list[Example] = []
-    origins: list[str] = []
-    for index, source in enumerate(sources):
-        fields = _fields(source, index)
-        found = list(_source_examples(fields, index, bad_rows=bad_rows, report=report, check_images=check_images))
-        picks = weighted_indices(len(found), fields["weight"], seed=seed, source_index=index)
-        if not picks:
-            log.warning(
-                "data source %d (%r) contributes no examples: weight %s of %d example(s) rounds to 0",
-                index,
-                fields["path"],
-                fields["weight"],
-                len(found),
-            )
-        examples.extend(found[i][0] for i in picks)
-        origins.extend(found[i][1] for i in picks)
-    _warn_skipped(report)
-    return ExampleSet(examples, origins, report)
+    found, report = read_sources(sources, bad_rows=bad_rows, check_images=check_images)
+    fields = [_fields(source, index) for index, source in enumerate(sources)]
+    flat = [item for items in found for item in items]
+    picks = weighted_picks(
+        [len(items) for items in found], [f["weight"] for f in fields], [f["path"] for f in fields], seed=seed
+    )
+    warn_skipped(report)
+    return ExampleSet([flat[i][0] for i in picks], [flat[i][1] for i in picks], report)
 
 
 def iter_examples(
@@ -189,7 +216,7 @@ def iter_examples(
             active.remove(chosen)
             continue
         yield item
-    _warn_skipped(report)
+    warn_skipped(report)
 
 
 def _source_examples(
@@ -278,7 +305,8 @@ def _check_policy(bad_rows: str) -> None:
         raise DataError(f"bad_rows must be 'fail' or 'skip', got {bad_rows!r}")
 
 
-def _warn_skipped(report: BadRowReport) -> None:
+def warn_skipped(report: BadRowReport) -> None:
+    """Warn once about the bad rows skipped while reading (nothing when there were none)."""
     if report.count:
         log.warning("%s; fix those rows, or set data.bad_rows: fail to stop at the first one", report.summary())
 

@@ -17,11 +17,14 @@ tests/data/test_packing.py). Two pitfalls:
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import torch
 
+from honing.data.flat_examples import FlatExamples, check_flat
 from honing.data.padding import read_example
 from honing.errors import DataError
 from honing.losses import IGNORE_INDEX
@@ -106,34 +109,18 @@ def best_fit_decreasing(lengths: Sequence[int], max_length: int) -> list[list[in
 class PackedDataset(torch.utils.data.Dataset):
     """Rows of exactly ``max_length`` tokens packed from tokenized examples, with per-document position_ids."""
 
-    def __init__(self, examples: Sequence[Any], max_length: int, *, pad_token_id: int):
+    def __init__(self, examples: Sequence[Any] | FlatExamples, max_length: int, *, pad_token_id: int):
         if pad_token_id is None or int(pad_token_id) < 0:
             raise DataError(f"pad_token_id is {pad_token_id!r}; packing needs a pad token id >= 0")
-        pairs = [read_example(example, i) for i, example in enumerate(examples)]
-        if not pairs:
+        flat = examples if isinstance(examples, FlatExamples) else _flatten(examples)
+        if not len(flat):
             raise DataError("there are no examples to pack")
+        check_flat(flat)
         self.max_length = max_length
-        bins = best_fit_decreasing([len(ids) for ids, _ in pairs], max_length)
-        shape = (len(bins), max_length)
-        self.input_ids = torch.full(shape, int(pad_token_id), dtype=torch.long)
-        self.labels = torch.full(shape, IGNORE_INDEX, dtype=torch.long)
-        self.position_ids = torch.empty(shape, dtype=torch.long)
-        self.real_tokens = torch.zeros(len(bins), dtype=torch.long)
-        for row, bin_indices in enumerate(bins):
-            start = 0
-            for index in bin_indices:
-                ids, labels = pairs[index]
-                end = start + len(ids)
-                self.input_ids[row, start:end] = torch.tensor(ids)
-                self.labels[row, start:end] = torch.tensor(labels)
-                # The shifted loss predicts label j from position j-1, i.e. from the previous document.
-                self.labels[row, start] = IGNORE_INDEX
-                self.position_ids[row, start:end] = torch.arange(len(ids))
-                start = end
-            # The pad tail counts from 0 as a document of its own, so no real token attends to it.
-            self.position_ids[row, start:] = torch.arange(max_length - start)
-            self.real_tokens[row] = start
-        self.bins = bins
+        self.bins = best_fit_decreasing(flat.lengths.tolist(), max_length)
+        input_ids, labels, position_ids, real = _fill_rows(flat, self.bins, max_length, int(pad_token_id))
+        self.input_ids, self.labels = torch.from_numpy(input_ids), torch.from_numpy(labels)
+        self.position_ids, self.real_tokens = torch.from_numpy(position_ids), torch.from_numpy(real)
 
     @property
     def num_real_tokens(self) -> int:
@@ -155,3 +142,41 @@ class PackedDataset(torch.utils.data.Dataset):
             "position_ids": self.position_ids[index],
             "num_real_tokens": int(self.real_tokens[index]),
         }
+
+
+def _flatten(examples: Sequence[Any]) -> FlatExamples:
+    """Examples (objects or mappings with ``input_ids`` and ``labels``), each checked, laid end to end."""
+    pairs = [read_example(example, i) for i, example in enumerate(examples)]
+    lengths = np.array([len(ids) for ids, _ in pairs], dtype=np.int64)
+    ids = np.fromiter((token for pair in pairs for token in pair[0]), dtype=np.int64, count=int(lengths.sum()))
+    labels = np.fromiter((label for pair in pairs for label in pair[1]), dtype=np.int64, count=int(lengths.sum()))
+    return FlatExamples(ids, labels, np.cumsum(lengths) - lengths, lengths)
+
+
+def _fill_rows(
+    examples: FlatExamples, bins: list[list[int]], max_length: int, pad_token_id: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The packed rows' ids, labels and position_ids, and each row's real tokens: every example copied to its place
+    in one scatter (examples follow each other from the start of their row, in bin order)."""
+    sizes = np.array([len(indices) for indices in bins], dtype=np.int64)
+    order = np.fromiter(itertools.chain.from_iterable(bins), dtype=np.int64, count=int(sizes.sum()))
+    lengths = examples.lengths[order]
+    row = np.repeat(np.arange(len(bins), dtype=np.int64), sizes)
+    begins = np.cumsum(lengths) - lengths  # where each example begins, counted over every row end to end
+    row_begin = begins[np.cumsum(sizes) - sizes][row]  # ... and where its row's first example begins
+    first = row * max_length + begins - row_begin  # the example's first slot in the [rows * max_length] grid
+    within = np.arange(int(lengths.sum()), dtype=np.int64) - np.repeat(begins, lengths)  # position in its document
+    target = np.repeat(first, lengths) + within
+    source = np.repeat(examples.starts[order], lengths) + within
+    shape = (len(bins), max_length)
+    input_ids = np.full(shape, pad_token_id, dtype=np.int64)
+    labels = np.full(shape, IGNORE_INDEX, dtype=np.int64)
+    input_ids.reshape(-1)[target] = examples.input_ids[source]
+    labels.reshape(-1)[target] = examples.labels[source]
+    # The shifted loss predicts label j from position j-1, i.e. from the previous document.
+    labels.reshape(-1)[first] = IGNORE_INDEX
+    real = np.bincount(row, weights=lengths, minlength=len(bins)).astype(np.int64)
+    # The pad tail counts from 0 as a document of its own, so no real token attends to it.
+    position_ids = np.arange(max_length, dtype=np.int64)[None, :] - real[:, None]
+    position_ids.reshape(-1)[target] = within
+    return input_ids, labels, position_ids, real

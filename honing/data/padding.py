@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from honing.data.collate import pad_collate
+from honing.data.flat_examples import FlatExamples, check_flat
 from honing.errors import DataError
 from honing.losses import IGNORE_INDEX
 
@@ -48,7 +49,15 @@ def read_example(example: Any, index: int) -> tuple[list[int], list[int]]:
 class PaddedDataset(torch.utils.data.Dataset):
     """One tokenized example per item, ``{input_ids, labels}`` at its own length (pad with ``pad_collate``)."""
 
-    def __init__(self, examples: Sequence[Any]):
+    def __init__(self, examples: Sequence[Any] | FlatExamples):
+        if isinstance(examples, FlatExamples):  # views into two flat tensors: no Python list per example
+            check_flat(examples)
+            if not np.array_equal(examples.starts, np.cumsum(examples.lengths) - examples.lengths):  # not end to end
+                examples = FlatExamples.gather(examples.input_ids, examples.labels, examples.starts, examples.lengths)
+            sizes = examples.lengths.tolist()
+            self.input_ids = list(torch.split(torch.from_numpy(examples.input_ids), sizes))
+            self.labels = list(torch.split(torch.from_numpy(examples.labels), sizes))
+            return
         pairs = [read_example(example, i) for i, example in enumerate(examples)]
         self.input_ids = [torch.tensor(ids, dtype=torch.long) for ids, _ in pairs]
         self.labels = [torch.tensor(labels, dtype=torch.long) for _, labels in pairs]

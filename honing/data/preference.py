@@ -84,22 +84,33 @@ def to_pair(row: Mapping[str, Any], format: str) -> PreferencePair:
     return _checked(pair)
 
 
+def read_pair_sources(
+    sources: Sequence[Mapping[str, Any] | object], *, bad_rows: Literal["fail", "skip"] = "fail"
+) -> tuple[list[list[tuple[PreferencePair, str]]], BadRowReport]:
+    """Each source's ``(pair, origin)`` once, in file order (at most ``max_samples``), and the bad rows skipped;
+    weights are not applied (``load_pairs`` and prepared rows apply them)."""
+    if bad_rows not in ("fail", "skip"):
+        raise DataError(f"bad_rows must be 'fail' or 'skip', got {bad_rows!r}")
+    report = BadRowReport()
+    found = [
+        list(_source_pairs(source_fields(source, index), index, bad_rows=bad_rows, report=report))
+        for index, source in enumerate(sources)
+    ]
+    return found, report
+
+
 def load_pairs(
     sources: Sequence[Mapping[str, Any] | object], *, seed: int = 0, bad_rows: Literal["fail", "skip"] = "fail"
 ) -> PairSet:
     """The pairs of every source in order, each repeated by its weight as ``load_examples`` does; a bad row fails
     with its file:line, or (``bad_rows: skip``) is counted and reported."""
-    if bad_rows not in ("fail", "skip"):
-        raise DataError(f"bad_rows must be 'fail' or 'skip', got {bad_rows!r}")
-    report = BadRowReport()
+    found, report = read_pair_sources(sources, bad_rows=bad_rows)
     pairs: list[PreferencePair] = []
     origins: list[str] = []
-    for index, source in enumerate(sources):
-        fields = source_fields(source, index)
-        found = list(_source_pairs(fields, index, bad_rows=bad_rows, report=report))
-        picks = weighted_indices(len(found), fields["weight"], seed=seed, source_index=index)
-        pairs.extend(found[i][0] for i in picks)
-        origins.extend(found[i][1] for i in picks)
+    for index, (source, items) in enumerate(zip(sources, found)):
+        picks = weighted_indices(len(items), source_fields(source, index)["weight"], seed=seed, source_index=index)
+        pairs.extend(items[i][0] for i in picks)
+        origins.extend(items[i][1] for i in picks)
     return PairSet(pairs, origins, report)
 
 

@@ -91,10 +91,10 @@ def _plain_messages(value: Any, key: str) -> list[dict[str, str]]:
     return [{"role": message.role, "content": message.text()} for message in messages]
 
 
-def load_prompts(sources: Sequence[Mapping[str, Any] | object], *, seed: int = 0) -> list[tuple[Prompt, str]]:
-    """``(prompt, origin)`` for every row of every source, repeated by the sources' weights; a bad row fails
-    with its ``file:line``."""
-    out: list[tuple[Prompt, str]] = []
+def read_prompt_sources(sources: Sequence[Mapping[str, Any] | object]) -> list[list[tuple[Prompt, str]]]:
+    """Each source's ``(prompt, origin)`` once, in file order (at most ``max_samples``); a bad row fails with its
+    ``file:line``. Weights are not applied (``load_prompts`` and prepared rows apply them)."""
+    out: list[list[tuple[Prompt, str]]] = []
     for index, source in enumerate(sources):
         fields = source_fields(source, index)
         format = fields["format"]
@@ -114,7 +114,17 @@ def load_prompts(sources: Sequence[Mapping[str, Any] | object], *, seed: int = 0
                 break
         if not found:
             raise DataError(f"data source {index} ({fields['path']!r}) holds no prompts")
-        out.extend(found[i] for i in weighted_indices(len(found), fields["weight"], seed=seed, source_index=index))
+        out.append(found)
+    return out
+
+
+def load_prompts(sources: Sequence[Mapping[str, Any] | object], *, seed: int = 0) -> list[tuple[Prompt, str]]:
+    """``(prompt, origin)`` for every row of every source, repeated by the sources' weights; a bad row fails
+    with its ``file:line``."""
+    out: list[tuple[Prompt, str]] = []
+    for index, (source, found) in enumerate(zip(sources, read_prompt_sources(sources))):
+        weight = source_fields(source, index)["weight"]
+        out.extend(found[i] for i in weighted_indices(len(found), weight, seed=seed, source_index=index))
     return out
 
 

@@ -7,6 +7,7 @@ import copy
 import functools
 import logging
 import os
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -15,10 +16,12 @@ import torch
 from honing.cache import atomic_write, content_hash
 from honing.config.schema import DPOSection
 from honing.data.eval_batches import EvalBatches
+from honing.data.finetune_rows import BadRowReport
 from honing.data.generated_preferences import is_generated_preference, materialize
 from honing.data.loader import DataLoader
-from honing.data.preference import load_pairs
-from honing.data.preference_batches import PairCollator, PairDataset, fit_pair, tokenize_pair
+from honing.data.preference import load_pairs, read_pair_sources
+from honing.data.preference_batches import PairCollator, PairDataset, TokenizedPair, fit_pair, tokenize_pair
+from honing.data.prepared_rows import REJECTED
 from honing.data.pretrain_corpus import split_documents
 from honing.data.report import DataReport
 from honing.distributed import get_rank, get_world_size, is_rank0
@@ -27,6 +30,7 @@ from honing.methods.dpo import DPOTrainModule, compute_reference_logps
 from honing.models import is_lora, unwrap_model
 from honing.models.attention_choice import is_flash
 from honing.models.parallel import parallelize, resolve_strategy
+from honing.recipes.row_data import split_rows
 from honing.recipes.sft import SFTRecipe
 
 log = logging.getLogger(__name__)
@@ -84,6 +88,10 @@ class DPORecipe(SFTRecipe):
             sources, generated=is_generated_preference, write_generated=materialize, generated_format="preference"
         )
 
+    def source_list(self, sources: list[Any]) -> list[dict[str, Any]]:
+        """The sources' fields, generated preference tasks written to the cache."""
+        return self._pair_sources(sources)
+
     def examples(self) -> tuple[list[Any], list[Any]]:
         """Training and validation pairs with their origins (validation: its own sources or a held-out split)."""
         if not hasattr(self, "_examples"):
@@ -103,21 +111,44 @@ class DPORecipe(SFTRecipe):
             self._examples = (train, validation)
         return self._examples
 
-    def tokenize(self, examples: list[Any], split: str) -> list[Any]:
-        """Tokenized pairs that fit ``data.seq_len`` (``data.overlong``); bad rows counted in the data report."""
+    row_method = "dpo"
+
+    def row_settings(self) -> dict[str, Any]:
+        """The tokenizer, the chat template and the bad-row policy (DPO has no label policy)."""
+        settings = super().row_settings()
+        del settings["train_on"]
+        return settings
+
+    def row_cut(self) -> None:
+        """Pairs are stored whole: ``data.overlong`` cuts a prompt from its left and the replies from their right,
+        from the whole pair's lengths, when the rows are used."""
+        return None
+
+    def read_items(self, fields: list[dict[str, Any]]) -> tuple[list[list[tuple[Any, str]]], BadRowReport]:
+        """Each source's preference pairs and origins in file order, and the bad rows skipped while reading."""
+        return read_pair_sources(fields, bad_rows=self.config.data.bad_rows)
+
+    def build_row(self, pair: Any) -> dict[str, Any]:
+        """A pair's prompt, chosen and rejected token ids (DataError: rejected)."""
+        item = tokenize_pair(self.tokenizer, pair, chat_template=self.chat_template)
+        return {"prompt_ids": item.prompt_ids, "chosen_ids": item.chosen_ids, "rejected_ids": item.rejected_ids}
+
+    def tokenize_rows(self, table: Any, indices: Sequence[int], split: str) -> list[Any]:
+        """The pairs ``indices`` of ``table`` fitted to ``data.seq_len`` (``data.overlong``); bad rows, those skipped
+        while reading included, counted in the data report."""
         data = self.config.data
         report, tokenized = DataReport(), []
-        bad = self.bad_row_reports.get(split)
-        if bad is not None and bad.count:  # skipped while reading (data.bad_rows: skip)
-            report.rejected, report.reasons = bad.count, list(bad.first_reasons)
-        for pair, origin in examples:
-            try:
-                item = tokenize_pair(self.tokenizer, pair, chat_template=self.chat_template)
-            except DataError as error:
+        # rows skipped while reading count for the split read from those sources (not for a held-out part)
+        if (split == "train" or data.validation is not None) and table.skipped.count:
+            report.rejected, report.reasons = table.skipped.count, list(table.skipped.first_reasons)
+        for index in indices:
+            row = table.row(index)
+            if row["status"] == REJECTED:
                 if data.bad_rows == "fail":
-                    raise DataError(f"{origin}: {error}") from None
-                report.reject(f"{origin}: {error}")
+                    raise DataError(f"{row['origin']}: {row['reason']}") from None
+                report.reject(f"{row['origin']}: {row['reason']}")
                 continue
+            item = TokenizedPair(row["prompt_ids"], row["chosen_ids"], row["rejected_ids"])
             fitted = fit_pair(item, data.seq_len, data.overlong)
             if fitted is None:
                 report.dropped += 1
@@ -134,7 +165,6 @@ class DPORecipe(SFTRecipe):
 
     def build_data(self) -> tuple[DataLoader, EvalBatches | None]:
         data = self.config.data
-        train_examples, validation_examples = self.examples()
         attention = self.attention_name()
         if is_flash(attention):
             raise ConfigError(
@@ -142,12 +172,12 @@ class DPORecipe(SFTRecipe):
                 "two replies share its prompt; use sdpa (or eager)"
             )
         self.collator = PairCollator(self.tokenizer.pad_token_id, additive_mask=attention == "eager")
-        report = self.data_reports
-        train = PairDataset(self.tokenize(train_examples, "train"))
+        report, splits = self.data_reports, split_rows(self)
+        train = PairDataset(self.tokenize_rows(*splits["train"], "train"))
         report["train"].rows, report["train"].row_length = len(train), max(train.lengths)
         validation = None
-        if validation_examples:
-            validation = PairDataset(self.tokenize(validation_examples, "validation"))
+        if splits.get("validation", (None, []))[1]:
+            validation = PairDataset(self.tokenize_rows(*splits["validation"], "validation"))
             report["validation"].rows, report["validation"].row_length = len(validation), max(validation.lengths)
         if self.dpo.reference == "precompute" and self.model is not None:  # `honing data` builds no model
             for dataset in (train, validation):

@@ -4,16 +4,23 @@ scored by the rewards of ``grpo.rewards``, and TRL's group-relative policy-gradi
 from __future__ import annotations
 
 import copy
+import json
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 
+from honing.cache import content_hash
 from honing.config.schema import GRPOSection
+from honing.data.finetune_rows import BadRowReport
 from honing.data.loader import DataLoader
-from honing.data.prompts import Prompt, PromptCollator, PromptDataset, load_prompts
+from honing.data.prepared_rows import REJECTED
+from honing.data.prompts import Prompt, PromptCollator, PromptDataset, load_prompts, read_prompt_sources
+from honing.data.tokenizer import tokenizer_fingerprint
 from honing.errors import ConfigError, DataError
 from honing.models import is_lora
 from honing.models.generation import end_of_turn_ids
+from honing.recipes.row_data import split_rows
 from honing.recipes.sft import SFTRecipe
 from honing.rl.rewards import RewardScorer
 
@@ -54,6 +61,54 @@ class GRPORecipe(SFTRecipe):
             text = self.tokenizer.apply_chat_template(prompt.prompt, tokenize=False, add_generation_prompt=True)
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
+    row_method = "grpo"
+
+    def row_settings(self) -> dict[str, Any]:
+        """The tokenizer and the chat template that renders conversational prompts."""
+        return {"tokenizer": tokenizer_fingerprint(self.tokenizer), "chat_template": content_hash([self.chat_template])}
+
+    def row_cut(self) -> None:
+        """Prompts are stored whole: one longer than ``data.seq_len - grpo.max_completion_length`` is dropped when
+        the rows are used."""
+        return None
+
+    def read_items(self, fields: list[dict[str, Any]]) -> tuple[list[list[tuple[Any, str]]], BadRowReport]:
+        """Each source's prompts and origins in file order (a bad row fails: GRPO has no data.bad_rows)."""
+        return read_prompt_sources(fields), BadRowReport()
+
+    def build_row(self, prompt: Prompt) -> dict[str, Any]:
+        """A prompt's token ids, the prompt itself and the columns its rewards read."""
+        if self.config.data.cache_rows:
+            for name, value in prompt.columns.items():
+                try:
+                    same = json.loads(json.dumps(value)) == value
+                except (TypeError, ValueError):
+                    same = False
+                if not same:
+                    raise DataError(
+                        f"column {name!r} holds a {type(value).__name__} that prepared rows cannot keep as it is (JSON "
+                        "values only); convert it, or set data.cache_rows: false"
+                    )
+        return {"prompt_ids": self.prompt_ids(prompt), "prompt": prompt.prompt, "columns": prompt.columns}
+
+    def tokenize_rows(
+        self, table: Any, indices: Sequence[int], split: str
+    ) -> tuple[list[Prompt], list[list[int]], int]:
+        """The prompts ``indices`` of ``table`` that leave ``grpo.max_completion_length`` tokens of ``data.seq_len``,
+        their token ids, and how many were longer."""
+        room = self.config.data.seq_len - self.grpo.max_completion_length
+        kept, token_ids, dropped = [], [], 0
+        for index in indices:
+            row = table.row(index)
+            if row["status"] == REJECTED:
+                raise DataError(f"{row['origin']}: {row['reason']}")
+            if len(row["prompt_ids"]) > room:
+                dropped += 1
+                continue
+            kept.append(Prompt(row["prompt"], row["columns"]))
+            token_ids.append(row["prompt_ids"])
+        return kept, token_ids, dropped
+
     def build_data(self) -> tuple[DataLoader, None]:
         """A resumable loader of left-padded prompts (no validation loss: the reward is logged every step)."""
         data, grpo = self.config.data, self.grpo
@@ -62,16 +117,8 @@ class GRPORecipe(SFTRecipe):
                 "data.validation: method 'grpo' reads held-out prompts only for callbacks.generation_eval "
                 "(exact match of greedy answers); enable it or remove data.validation"
             )
-        prompts = load_prompts(self._sources(data.train.sources), seed=self.config.trainer.seed)
+        kept, token_ids, dropped = self.tokenize_rows(*split_rows(self, validation=False)["train"], "train")
         room = data.seq_len - grpo.max_completion_length
-        kept, token_ids, dropped = [], [], 0
-        for prompt, _ in prompts:
-            ids = self.prompt_ids(prompt)
-            if len(ids) > room:
-                dropped += 1
-                continue
-            kept.append(prompt)
-            token_ids.append(ids)
         if not kept:
             raise DataError(
                 f"no prompt fits in data.seq_len ({data.seq_len}) minus grpo.max_completion_length "

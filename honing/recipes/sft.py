@@ -3,36 +3,46 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+
+from honing.cache import content_hash
 from honing.data.chat import (
     ensure_special_tokens,
-    fit_to_length,
-    has_trainable_tokens,
     resolve_chat_template,
     tokenize_conversation,
     tokenize_plain_text,
 )
+from honing.data.chat_rows import REJECTED_ROW, fit_chat_rows
 from honing.data.collate import pad_collate
 from honing.data.eval_batches import EvalBatches
-from honing.data.finetune_rows import load_examples
+from honing.data.finetune_rows import BadRowReport, load_examples, read_sources
+from honing.data.flat_examples import FlatExamples
 from honing.data.formats import Conversation
 from honing.data.generated import is_generated, materialize
 from honing.data.loader import DataLoader
 from honing.data.packing import PackedDataset
 from honing.data.padding import PaddedDataset
+from honing.data.prepare_finetune import build_rows, prepare_rows, rows_key
+from honing.data.prepared_rows import PreparedRows, is_prepared_folder
 from honing.data.pretrain_corpus import default_cache_dir, split_documents
 from honing.data.report import DataReport
-from honing.data.tokenizer import build_tokenizer
-from honing.errors import DataError
+from honing.data.tokenizer import build_tokenizer, tokenizer_fingerprint
+from honing.errors import ConfigError, DataError
 from honing.recipes.base import Recipe
+from honing.recipes.row_data import MemoryRows, split_rows
 
 log = logging.getLogger(__name__)
 
 
 class SFTRecipe(Recipe):
     """Chat data → chat template with assistant-only labels → packed (or padded) rows → next-token loss."""
+
+    #: which columns its rows have (``honing.data.prepared_rows.COLUMNS``)
+    row_method = "sft"
 
     # --- model assets -----------------------------------------------------------------
     def build_processor(self) -> Any:
@@ -67,11 +77,19 @@ class SFTRecipe(Recipe):
         resolved = []
         for source in sources:
             fields = source.model_dump()
+            if is_prepared_folder(fields["path"]):  # the raw sources it was prepared from (generation eval reads them)
+                inner = PreparedRows(fields["path"]).sources
+                resolved += [{**row.fields, "weight": row.fields["weight"] * fields["weight"]} for row in inner]
+                continue
             if generated(fields["path"]):
                 fields["path"] = write_generated(fields["path"], self.cache_dir())
                 fields["format"] = generated_format
             resolved.append(fields)
         return resolved
+
+    def source_list(self, sources: list[Any]) -> list[dict[str, Any]]:
+        """The fields of a split's sources as this method reads them (generated tasks written to the cache)."""
+        return self._sources(sources)
 
     def examples(self) -> tuple[list[Any], list[Any]]:
         """Training and validation examples (validation: its own sources or a held-out split)."""
@@ -91,49 +109,120 @@ class SFTRecipe(Recipe):
             self._examples = (train, validation)
         return self._examples
 
+    # --- rows: built once per example (the cache stores them), fitted to data.seq_len when used ---------------------
+    def row_settings(self) -> dict[str, Any]:
+        """Everything besides the sources that changes a row: a prepared folder made with other settings is refused,
+        a cache entry made with them is not read."""
+        data = self.config.data
+        return {
+            "tokenizer": tokenizer_fingerprint(self.tokenizer),
+            "chat_template": content_hash([self.chat_template]),
+            "train_on": data.train_on,
+            "bad_rows": data.bad_rows,
+        }
+
+    def row_cut(self) -> int | None:
+        """Rows are stored cut at ``data.seq_len`` (truncation keeps a row's head), so they serve any shorter one."""
+        return self.config.data.seq_len
+
+    def input_stamps(self, fields: list[dict[str, Any]]) -> list[str]:
+        """What the cache key holds besides the sources' own files (text rows name no other file): nothing."""
+        return []
+
+    def read_items(self, fields: list[dict[str, Any]]) -> tuple[list[list[tuple[Any, str]]], BadRowReport]:
+        """Each source's examples and origins in file order, and the bad rows skipped while reading."""
+        return read_sources(fields, bad_rows=self.config.data.bad_rows)
+
+    def build_row(self, example: Any) -> dict[str, Any]:
+        """An example's token ids and labels, cut at ``row_cut()``, and its whole length (DataError: rejected)."""
+        if isinstance(example, Conversation):
+            item = tokenize_conversation(
+                self.tokenizer,
+                example.to_hf_messages(),
+                chat_template=self.chat_template,
+                train_on=self.config.data.train_on,
+            )
+        else:
+            item = tokenize_plain_text(self.tokenizer, example.text)
+        cut = self.row_cut()
+        return {"input_ids": item.input_ids[:cut], "labels": item.labels[:cut], "length": len(item.input_ids)}
+
+    def build_rows(self, items: list[Any]) -> list[dict[str, Any] | DataError]:
+        """``build_row`` of each item, or the DataError that rejected it."""
+        rows: list[dict[str, Any] | DataError] = []
+        for item in items:
+            try:
+                rows.append(self.build_row(item))
+            except DataError as error:
+                rows.append(error)
+        return rows
+
     def tokenize(self, examples: list[Any], split: str) -> list[Any]:
         """Tokenized examples that fit ``data.seq_len`` and carry loss; the rest are counted."""
+        rows = build_rows(self.build_rows, examples)
+        return self.tokenize_rows(MemoryRows(self.row_method, rows, [], BadRowReport()), range(len(rows)), split)
+
+    def tokenize_rows(self, table: Any, indices: Sequence[int], split: str) -> FlatExamples:
+        """The rows ``indices`` of ``table`` that fit ``data.seq_len`` and carry loss, as tokenized examples; the
+        rest are counted in the split's data report (a rejected row fails the run under ``data.bad_rows: fail``)."""
         data = self.config.data
-        report, tokenized = DataReport(), []
-        for example, origin in examples:
-            try:
-                if isinstance(example, Conversation):
-                    item = tokenize_conversation(
-                        self.tokenizer,
-                        example.to_hf_messages(),
-                        chat_template=self.chat_template,
-                        train_on=data.train_on,
-                    )
-                else:
-                    item = tokenize_plain_text(self.tokenizer, example.text)
-            except DataError as error:
-                if data.bad_rows == "fail":
-                    raise DataError(f"{origin}: {error}") from None
-                report.reject(f"{origin}: {error}")
-                continue
-            if len(item.input_ids) > data.seq_len:
-                item = fit_to_length(item, data.seq_len, data.overlong)
-                if item is None or not has_trainable_tokens(item):
-                    # a valid row that truncation leaves with nothing to train on is over-long, not bad
-                    report.dropped += 1
-                    continue
-                report.truncated += 1
-            if not has_trainable_tokens(item):
-                if data.bad_rows == "fail":
-                    raise DataError(
-                        f"{origin}: no tokens to train on (no assistant turn left after the chat "
-                        "template and truncation); set data.bad_rows: skip to skip such rows"
-                    )
-                report.reject(f"{origin}: no tokens to train on")
-                continue
-            # the first token is never predicted (labels shift by one inside the loss)
-            report.add(len(item.input_ids), sum(label != -100 for label in item.labels[1:]))
-            tokenized.append(item)
+        fitted = fit_chat_rows(table, np.asarray(indices, dtype=np.int64), data.seq_len, data.overlong)
+        report = DataReport(truncated=fitted.truncated, dropped=fitted.dropped)
+        for index, kind in fitted.problems:
+            row = table.row(index)
+            if kind == REJECTED_ROW:
+                reason = row["reason"]
+            elif data.bad_rows == "fail":
+                reason = (
+                    "no tokens to train on (no assistant turn left after the chat template and truncation); set "
+                    "data.bad_rows: skip to skip such rows"
+                )
+            else:
+                reason = "no tokens to train on"
+            if data.bad_rows == "fail":
+                raise DataError(f"{row['origin']}: {reason}")
+            report.reject(f"{row['origin']}: {reason}")
+        # the first token of each example is never predicted (labels shift by one inside the loss)
+        report.examples, report.loss_tokens = len(fitted.examples), fitted.loss_tokens
+        report.lengths = fitted.examples.lengths.tolist()
+        report.tokens = sum(report.lengths)
         self.data_reports[split] = report
         self.print(report.summary(split))
-        if not tokenized:
+        if not len(fitted.examples):
             raise DataError(f"no {split} example is left to train on (see the data report above)")
-        return tokenized
+        return fitted.examples
+
+    def show_progress(self) -> bool:
+        """A progress bar while rows are prepared: on an interactive terminal."""
+        return sys.stderr.isatty()
+
+    def prepare(
+        self, out_dir: str, *, split: str = "train", workers: int | None = None, progress: bool = False
+    ) -> tuple[PreparedRows, bool]:
+        """``honing prepare``: the split's rows into the local folder ``out_dir`` (kept as they are when it already
+        holds them); whether anything was built."""
+        if "://" in out_dir:
+            raise ConfigError(f"--out {out_dir!r}: prepared rows are read memory-mapped; give a local folder")
+        section = self.config.data.train if split == "train" else self.config.data.validation
+        if section is None:
+            raise ConfigError(f"data.{split}: not set, so there is nothing to prepare")
+        if any(is_prepared_folder(source.path) for source in section.sources):
+            raise ConfigError(f"data.{split}.sources: these are already prepared folders")
+        self.configure_storage()
+        self.setup_processor()
+        fields = self.source_list(section.sources)
+        return prepare_rows(
+            out_dir,
+            method=self.row_method,
+            key=rows_key(self.row_method, self.row_settings(), fields, self.input_stamps(fields)),
+            settings=self.row_settings(),
+            sources=fields,
+            read=lambda: self.read_items(fields),
+            build=self.build_rows,
+            cut=self.row_cut(),
+            workers=workers,
+            progress=progress,
+        )
 
     def rows(self, tokenized: list[Any], split: str) -> tuple[Any, Any]:
         """The dataset of ``split``'s rows and its collate function (packed or padded)."""
@@ -153,8 +242,8 @@ class SFTRecipe(Recipe):
 
     def build_data(self) -> tuple[DataLoader, EvalBatches | None]:
         data = self.config.data
-        train_examples, validation_examples = self.examples()
-        train_rows, self.collator = self.rows(self.tokenize(train_examples, "train"), "train")
+        splits = split_rows(self)
+        train_rows, self.collator = self.rows(self.tokenize_rows(*splits["train"], "train"), "train")
         loader = DataLoader(
             train_rows,
             global_batch_size=data.global_batch_size,
@@ -166,9 +255,9 @@ class SFTRecipe(Recipe):
             group_by_length=self.groups_by_length(),
             num_workers=self.config.data.num_workers,
         )
-        if not validation_examples:
+        if not splits.get("validation", (None, []))[1]:
             return loader, None
-        validation_rows, collate = self.rows(self.tokenize(validation_examples, "validation"), "validation")
+        validation_rows, collate = self.rows(self.tokenize_rows(*splits["validation"], "validation"), "validation")
         batch_size = self.config.callbacks.evaluator.batch_size or self.micro_batch_size()
         return loader, EvalBatches(
             validation_rows,

@@ -8,20 +8,26 @@ tower is) lives in ``honing.models.vl_families``.
 
 from __future__ import annotations
 
+import json
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 
+from honing.cache import content_hash
 from honing.config.schema import LoraSection
 from honing.data.chat import resolve_chat_template
 from honing.data.chat_templates import NAMED_TEMPLATES
+from honing.data.finetune_rows import BadRowReport
 from honing.data.formats import Conversation
 from honing.data.images import load_image as load_image_item
+from honing.data.prepared_rows import REJECTED
 from honing.data.report import DataReport
 from honing.data.vl_batches import VLCollator
 from honing.data.vl_packing import PackedVLCollator, VLPackedDataset
-from honing.data.vl_rows import VLDataset, VLExample, process, tokenize_vl_conversations
+from honing.data.vl_prepared_rows import fit_vl_row, image_stamps, vl_row
+from honing.data.vl_rows import VLDataset, VLExample, image_token_ids, process, tokenize_vl_conversations
 from honing.distributed import is_rank0
 from honing.errors import ConfigError, DataError
 from honing.models import apply_lora
@@ -189,39 +195,66 @@ class VLSFTRecipe(SFTRecipe):
         return [{"params": part_patterns(self.family, "vision"), "lr": vision_lr}]
 
     # --- data -------------------------------------------------------------------------
-    def tokenize(self, examples: list[Any], split: str) -> list[VLExample]:
-        """Rows through the processor (many per call), images checked now (a bad image fails or is skipped here,
-        never mid-epoch); rows longer than ``data.seq_len`` are cut only where no image's tokens are cut."""
-        data = self.config.data
-        report, tokenized = DataReport(), []
-        loaded: list[tuple[str, Any, tuple[Any, ...]]] = []  # (origin, (messages, images), image items)
-        failures: dict[int, DataError] = {}
-        for index, (example, origin) in enumerate(examples):
+    row_method = "vl_sft"
+
+    def row_settings(self) -> dict[str, Any]:
+        """The text settings, the processor (image sizes, patches, pixel bounds) and how PDF pages render."""
+        return {
+            **super().row_settings(),
+            "processor": content_hash([self.processor.to_json_string()]),
+            "pdf_longest_side": self.config.data.pdf_longest_side,
+        }
+
+    def input_stamps(self, fields: list[dict[str, Any]]) -> list[str]:
+        """The local image and PDF files the rows name, with their sizes and modification times."""
+        return image_stamps(self.read_items(fields)[0])
+
+    def read_items(self, fields: list[dict[str, Any]]) -> tuple[list[list[tuple[Any, str]]], BadRowReport]:
+        """The sources' examples (read once per set of sources: the cache key reads them for their images)."""
+        key = json.dumps(fields, sort_keys=True)
+        if getattr(self, "_read", (None,))[0] != key:
+            self._read = (key, super().read_items(fields))
+        return self._read[1]
+
+    def build_rows(self, items: list[Any]) -> list[dict[str, Any] | DataError]:
+        """Rows through the processor (many per call), images opened now (a bad image rejects its row here, never
+        mid-epoch); each row keeps its rendered text and image references, not pixels, and where its last image
+        token is (a cut must not split an image)."""
+        loaded: list[Any] = []
+        for example in items:
             try:
                 if not isinstance(example, Conversation):
                     raise DataError("vl_sft trains on conversations; got a plain-text row")
-                messages, items = example.to_vl_messages()
-                loaded.append((origin, (messages, [self.load_image(item) for item in items]), tuple(items)))
+                messages, image_items = example.to_vl_messages()
+                loaded.append(((messages, [self.load_image(item) for item in image_items]), image_items))
             except DataError as error:
-                failures[index] = error
-                loaded.append((origin, None, ()))
-        rows = [row for _, row, _ in loaded if row is not None]
+                loaded.append(error)
+        ready = [entry[0] for entry in loaded if not isinstance(entry, DataError)]
+        data = self.config.data
         results = iter(
-            tokenize_vl_conversations(self.processor, rows, chat_template=self.chat_template, train_on=data.train_on)
+            tokenize_vl_conversations(self.processor, ready, chat_template=self.chat_template, train_on=data.train_on)
         )
-        for index, (origin, row, items) in enumerate(loaded):
+        image_ids, cut = image_token_ids(self.processor), self.row_cut()
+        rows: list[dict[str, Any] | DataError] = []
+        for entry in loaded:
+            item = entry if isinstance(entry, DataError) else next(results)
+            rows.append(item if isinstance(item, DataError) else vl_row(item, entry[1], image_ids, cut))
+        return rows
+
+    def tokenize_rows(self, table: Any, indices: Sequence[int], split: str) -> list[VLExample]:
+        """The rows ``indices`` fitted to ``data.seq_len`` (``fit_vl_row``) as VL examples; the rest counted."""
+        data = self.config.data
+        report, tokenized = DataReport(), []
+        for index in indices:
+            row = table.row(index)
             try:
-                if row is None:
-                    raise failures[index]
-                item = next(results)
-                if isinstance(item, DataError):
-                    raise item
-                item.images = items
-                item, fate = self.fit(item)
+                if row["status"] == REJECTED:
+                    raise DataError(row["reason"])
+                item, fate = fit_vl_row(row, data.seq_len, data.overlong)
             except DataError as error:
                 if data.bad_rows == "fail":
-                    raise DataError(f"{origin}: {error}") from None
-                report.reject(f"{origin}: {error}")
+                    raise DataError(f"{row['origin']}: {error}") from None
+                report.reject(f"{row['origin']}: {error}")
                 continue
             if item is None:
                 report.dropped += 1
@@ -235,36 +268,6 @@ class VLSFTRecipe(SFTRecipe):
         if not tokenized:
             raise DataError(f"no {split} example is left to train on (see the data report above)")
         return tokenized
-
-    def fit(self, item: VLExample) -> tuple[VLExample | None, str]:
-        """``(item, "kept")`` if it fits ``data.seq_len``; else cut after its last image token (``overlong:
-        truncate``: ``"truncated"``) or dropped (``drop``, or nothing left to learn after the cut: ``(None,
-        "dropped")``). A cut through an image's tokens is a bad row."""
-        data = self.config.data
-        if len(item.input_ids) <= data.seq_len:
-            if not any(label != -100 for label in item.labels):
-                raise DataError("no tokens to train on (no assistant turn left after the chat template)")
-            return item, "kept"
-        if data.overlong == "drop":
-            return None, "dropped"
-        last_image = max((i for i in range(len(item.input_ids)) if self._is_image_token(item, i)), default=-1)
-        if last_image >= data.seq_len:
-            raise DataError(
-                f"the row has {len(item.input_ids)} tokens and its image tokens run to position {last_image + 1}, "
-                f"past data.seq_len ({data.seq_len}): truncating would cut an image; raise data.seq_len, lower "
-                "data.max_pixels, or set data.overlong: drop"
-            )
-        item.input_ids, item.labels = item.input_ids[: data.seq_len], item.labels[: data.seq_len]
-        if not any(label != -100 for label in item.labels):
-            return None, "dropped"  # a valid row that truncation leaves with nothing to learn is over-long, not bad
-        return item, "truncated"
-
-    def _is_image_token(self, item: VLExample, position: int) -> bool:
-        from honing.data.vl_rows import image_token_ids
-
-        if not hasattr(self, "_image_ids"):
-            self._image_ids = image_token_ids(self.processor)
-        return item.input_ids[position] in self._image_ids
 
     def rows(self, tokenized: list[Any], split: str) -> tuple[Any, Any]:
         """Padded rows (length-grouped) by default; packed rows with per-document rope positions when

@@ -1,0 +1,324 @@
+"""Prepare fine-tuning rows once: worker processes build disjoint ranges of a split's examples into a prepared folder
+(``honing.data.prepared_rows``), keyed by the inputs' content and every setting that changes a row.
+
+The key hashes each source's fields and its files' content digests (``honing.data.prepare_inputs``, as for
+pretraining shards), the method and the settings the recipe names (tokenizer or processor, chat template, label
+policy). A folder already holding the key is read as it is; ranges an interrupted prepare of the same key
+published are kept. Training prepares into ``data.cache_dir/prepared``, one entry per key and cut length, so a run
+with a shorter ``seq_len`` reads an entry cut longer.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import multiprocessing
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import asdict
+from typing import Any
+
+from honing.cache import content_hash
+from honing.data.finetune_rows import BadRowReport
+from honing.data.prepare_inputs import _source_files
+from honing.data.prepared_rows import (
+    BUILT,
+    INDEX_FILE,
+    INDEX_FORMAT,
+    LOG_FILE,
+    REJECTED,
+    PreparedRows,
+    RowSource,
+    merge_ranges,
+    range_done,
+    read_index,
+    write_range,
+)
+from honing.errors import DataError
+
+log = logging.getLogger(__name__)
+
+# Bump when a method's rows or the layout change, so folders made before are prepared again.
+PREPARE_ROWS_VERSION = "prepared-rows-v1"
+RANGE_ROWS = 2048  # examples a worker builds and publishes at once: what an interrupted prepare loses at most
+CACHE_SUBDIR = "prepared"
+POLL_SECONDS = 0.2
+LOG_SECONDS = 30.0  # between two progress lines where no progress bar is shown
+PROGRESS_ROWS = 256  # rows built between two progress reports (a multiple of a VL processor call's 64 rows)
+SOURCE_KEYS = ("path", "format", "text_field", "max_samples")  # what a source's rows depend on (not its weight)
+
+#: reads the split's sources: each source's ``(item, origin)`` pairs in file order, and the bad rows skipped
+ReadItems = Callable[[], tuple[list[list[tuple[Any, str]]], BadRowReport]]
+#: the rows (their columns) of a run of items, one each, in order; a DataError in place of a row rejects its item
+#: (its message kept as the row's reason)
+BuildRows = Callable[[list[Any]], list["dict[str, Any] | DataError"]]
+
+
+def rows_key(
+    method: str, settings: Mapping[str, Any], sources: Sequence[Mapping[str, Any]], extra: Sequence[str] = ()
+) -> str:
+    """The content hash of what a split's rows are made from: the method, its settings, each source's fields and
+    its files' sizes and content digests, and ``extra`` (files the rows name, such as images)."""
+    parts = [PREPARE_ROWS_VERSION, method, json.dumps(settings, sort_keys=True)]
+    for fields in sources:
+        parts.append(json.dumps({key: fields[key] for key in SOURCE_KEYS}, sort_keys=True))
+        parts.extend(f"{url}\t{size}\t{marker}" for url, size, marker in _source_files(fields["path"]))
+    return content_hash([*parts, *extra])
+
+
+def build_rows(build: BuildRows, items: Sequence[tuple[Any, str]]) -> list[dict[str, Any]]:
+    """``build`` over ``(item, origin)`` pairs: each row with its status and origin, a rejected one with its reason
+    (``data.bad_rows`` decides when the rows are used)."""
+    built = build([item for item, _ in items])
+    return [
+        {"status": REJECTED, "origin": origin, "reason": str(row)}
+        if isinstance(row, DataError)
+        else {**row, "status": BUILT, "origin": origin, "reason": ""}
+        for row, (_, origin) in zip(built, items, strict=True)
+    ]
+
+
+def cache_folder(cache_dir: str, method: str, key: str, cut: int | None) -> str:
+    """The cache entry for rows of ``key`` cut at ``cut`` tokens (None: whole rows)."""
+    return os.path.join(cache_dir, CACHE_SUBDIR, f"{method}-{key[:24]}-{cut if cut else 'whole'}")
+
+
+def find_prepared(cache_dir: str, method: str, key: str, seq_len: int) -> str | None:
+    """A complete cache entry of ``key`` whose rows are cut at ``seq_len`` tokens or more, if there is one."""
+    root = os.path.join(cache_dir, CACHE_SUBDIR)
+    prefix = f"{method}-{key[:24]}-"
+    names = sorted(name for name in os.listdir(root) if name.startswith(prefix)) if os.path.isdir(root) else []
+    for name in names:
+        index = _finished_index(os.path.join(root, name), key)
+        if index is not None and (index["seq_len"] is None or index["seq_len"] >= seq_len):
+            return os.path.join(root, name)
+    return None
+
+
+def wait_for_prepared(cache_dir: str, method: str, key: str, seq_len: int, *, who: str) -> str:
+    """Poll the file system (never a collective, which would time out) until ``who`` has published the entry."""
+    log.warning("waiting for %s to prepare the data into %s", who, os.path.join(cache_dir, CACHE_SUBDIR))
+    while (folder := find_prepared(cache_dir, method, key, seq_len)) is None:
+        time.sleep(POLL_SECONDS)
+    return folder
+
+
+def prepare_rows(
+    out_dir: str,
+    *,
+    method: str,
+    key: str,
+    settings: Mapping[str, Any],
+    sources: Sequence[Mapping[str, Any]],
+    read: ReadItems,
+    build: BuildRows,
+    cut: int | None,
+    workers: int | None = None,
+    progress: bool = False,
+) -> tuple[PreparedRows, bool]:
+    """The rows of ``sources`` in ``out_dir``, built there (in ``workers`` processes, resuming the ranges a
+    prepare of the same key finished) unless it already holds them; also whether it did (False: read as is)."""
+    if _finished_index(out_dir, key) is not None:
+        try:
+            return PreparedRows(out_dir), False
+        except DataError as error:  # a column damaged since: built again from the start
+            log.warning("%s; preparing it again", error)
+    started = time.perf_counter()
+    os.makedirs(out_dir, exist_ok=True)
+    if os.path.exists(os.path.join(out_dir, INDEX_FILE)):
+        os.remove(os.path.join(out_dir, INDEX_FILE))  # another key's: the folder is incomplete until it is rewritten
+    found, skipped = read()
+    items = [item for per_source in found for item in per_source]
+    ranges = [(start, min(start + RANGE_ROWS, len(items))) for start in range(0, len(items), RANGE_ROWS)]
+    todo = [number for number, (start, stop) in enumerate(ranges) if not range_done(out_dir, number, start, stop, key)]
+    workers = min(default_workers() if workers is None else workers, len(todo)) or 1
+    if todo:
+        log.info(
+            "preparing %s rows (%d of %d ranges) with %d worker(s) into %s",
+            f"{sum(ranges[n][1] - ranges[n][0] for n in todo):,}",
+            len(todo),
+            len(ranges),
+            workers,
+            out_dir,
+        )
+    _JOB.update(folder=out_dir, method=method, key=key, items=items, ranges=ranges, build=build)
+    try:
+        _run(todo, workers, sum(ranges[n][1] - ranges[n][0] for n in todo), progress)
+    finally:
+        _JOB.clear()
+    row_sources = [RowSource(dict(fields), len(per_source)) for fields, per_source in zip(sources, found)]
+    index = {
+        "format": INDEX_FORMAT,
+        "method": method,
+        "key": key,
+        "seq_len": cut,
+        "settings": dict(settings),
+        "sources": [asdict(source) for source in row_sources],
+        "skipped": asdict(skipped),
+    }
+    try:
+        merge_ranges(out_dir, method, len(ranges), index)
+    except FileNotFoundError:
+        # another node preparing the same shared cache entry finished first and removed the ranges
+        if _finished_index(out_dir, key) is None:
+            raise
+    seconds = time.perf_counter() - started
+    _append_log(out_dir, rows=len(items), built=len(todo), reused=len(ranges) - len(todo), seconds=seconds)
+    rows = PreparedRows(out_dir)
+    log.info("prepared %s rows in %.1f s into %s", f"{len(rows):,}", seconds, out_dir)
+    return rows, True
+
+
+def default_workers() -> int:
+    """One process per core this process may run on, at most 8 (tokenizing is CPU bound)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(cores, 8))
+
+
+def _finished_index(folder: str, key: str) -> dict[str, Any] | None:
+    if not os.path.isfile(os.path.join(folder, INDEX_FILE)):
+        return None
+    try:
+        index = read_index(folder)
+    except DataError:
+        return None
+    return index if index["key"] == key else None
+
+
+def _append_log(folder: str, **fields: Any) -> None:
+    """One line of who prepared what (tests and people read it: ranks that only waited write none)."""
+    line = {
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "rank": int(os.environ.get("RANK", "0")),
+        **fields,
+    }
+    with open(os.path.join(folder, LOG_FILE), "a", encoding="utf-8") as handle:
+        handle.write(json.dumps(line) + "\n")
+
+
+# ---- workers --------------------------------------------------------------------------------------------------
+
+# What the workers build from. Forked workers inherit it (items and the build function are never pickled: the
+# function holds the recipe's tokenizer or processor).
+_JOB: dict[str, Any] = {}
+
+
+def _run(todo: list[int], workers: int, total: int, show: bool) -> None:
+    """Build every range in ``todo``: in this process for one worker (or where fork is missing), else in a pool."""
+    if not todo:
+        return
+    with _Progress(total, show) as bar:
+        if workers == 1 or "fork" not in multiprocessing.get_all_start_methods():
+            for number in todo:
+                _build_range(number, bar.advance)
+            return
+        queue = multiprocessing.get_context("fork").Queue()
+        # One process per worker: the Rust tokenizer's own thread pool would only oversubscribe the cores.
+        saved = os.environ.get("TOKENIZERS_PARALLELISM")
+        os.environ["TOKENIZERS_PARALLELISM"] = "false"
+        try:
+            # An executor, not a multiprocessing.Pool: a worker killed (out of memory, kill -9) breaks it with an
+            # error instead of leaving the parent waiting forever.
+            pool = ProcessPoolExecutor(
+                workers, mp_context=multiprocessing.get_context("fork"), initializer=_init_worker, initargs=(queue,)
+            )
+            futures = [pool.submit(_build_range, number) for number in todo]
+        finally:
+            if saved is None:
+                os.environ.pop("TOKENIZERS_PARALLELISM", None)
+            else:
+                os.environ["TOKENIZERS_PARALLELISM"] = saved
+        drain = threading.Thread(target=_drain, args=(queue, bar.advance), daemon=True)
+        drain.start()
+        try:
+            for future in as_completed(futures):
+                future.result()
+        except BrokenProcessPool as error:
+            raise DataError(
+                "a prepare worker died (killed, or out of memory); the ranges it finished are kept: run again to "
+                "build the rest"
+            ) from error
+        finally:
+            for future in futures:
+                future.cancel()
+            pool.shutdown(wait=True)
+            queue.put(None)
+            drain.join()
+
+
+def _init_worker(queue: Any) -> None:
+    import torch
+
+    torch.set_num_threads(1)  # a processor's image ops: one thread per worker process, like the tokenizer
+    _JOB["queue"] = queue
+
+
+def _build_range(number: int, advance: Callable[[int], None] | None = None) -> int:
+    start, stop = _JOB["ranges"][number]
+    report = advance or _JOB["queue"].put
+    rows = []
+    for at in range(start, stop, PROGRESS_ROWS):
+        items = _JOB["items"][at : min(at + PROGRESS_ROWS, stop)]
+        rows += build_rows(_JOB["build"], items)
+        report(len(items))
+    write_range(_JOB["folder"], number, start, rows, _JOB["method"], _JOB["key"])
+    return number
+
+
+def _drain(queue: Any, advance: Callable[[int], None]) -> None:
+    while (done := queue.get()) is not None:
+        advance(done)
+
+
+class _Progress:
+    """A rich progress bar over rows with rate and ETA on an interactive stderr; elsewhere (a batch job's log) a
+    line every ``LOG_SECONDS``."""
+
+    def __init__(self, total: int, show: bool):
+        self.progress = None
+        self.total, self.done, self.started = total, 0, time.perf_counter()
+        self.logged = self.started
+        if show and total:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+            self.progress = Progress(
+                TextColumn("tokenizing rows"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("ETA"),
+                TimeRemainingColumn(),
+            )
+            self.task = self.progress.add_task("rows", total=total)
+
+    def __enter__(self) -> _Progress:
+        if self.progress is not None:
+            self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+
+    def advance(self, done: int) -> None:
+        """Count ``done`` more rows."""
+        self.done += done
+        if self.progress is not None and done:
+            self.progress.advance(self.task, done)
+        elif self.progress is None and time.perf_counter() - self.logged >= LOG_SECONDS:
+            self.logged = time.perf_counter()
+            rate = self.done / max(self.logged - self.started, 1e-9)
+            left = (self.total - self.done) / max(rate, 1e-9)
+            log.info(
+                "tokenized %s of %s rows (%.0f rows/s, about %.0f s left)",
+                f"{self.done:,}",
+                f"{self.total:,}",
+                rate,
+                left,
+            )
