@@ -50,8 +50,8 @@ MODEL = dict(hidden_size=128, num_hidden_layers=4, num_attention_heads=4, num_ke
 # --- shared assets ------------------------------------------------------------------------------------------
 def build_tokenizer() -> Any:
     """honing's byte-level tokenizer with the ChatML tokens and template."""
-    from honing.data.chat import ensure_special_tokens
-    from honing.data.chat_templates import NAMED_TEMPLATES
+    from honing.data.chat.conversation import ensure_special_tokens
+    from honing.data.chat.templates import NAMED_TEMPLATES
     from honing.data.tokenizer import build_tokenizer as honing_tokenizer
 
     tokenizer = honing_tokenizer("byte")
@@ -72,9 +72,9 @@ def build_model(vocab_size: int, max_length: int) -> Any:
 
 def pairs(data: str, tokenizer: Any, max_length: int, count: int) -> tuple[list[Any], list[Any]]:
     """The first ``count`` pairs whose two sequences fit ``max_length`` tokens, and their tokenization."""
-    from honing.data.generated_preferences import generate_rows
-    from honing.data.preference import load_pairs, to_pair
-    from honing.data.preference_batches import tokenize_pair
+    from honing.data.generated.preferences import generate_rows
+    from honing.data.preference.batches import tokenize_pair
+    from honing.data.preference.pairs import load_pairs, to_pair
 
     if data == "generated":
         found = [to_pair(row, "preference") for row in generate_rows("addition_preference", samples=count, seed=0)]
@@ -105,7 +105,7 @@ def run_honing(data: str, max_length: int, warmup: int, steps: int, *, reference
     import tempfile
 
     from honing.data.loader import DataLoader
-    from honing.data.preference_batches import PairCollator, PairDataset
+    from honing.data.preference.batches import PairCollator, PairDataset
     from honing.methods.dpo import DPOTrainModule, compute_reference_logps
     from honing.optim.param_groups import build_adamw
     from honing.train import Callback, TrainerConfig

@@ -47,8 +47,8 @@ PROMPTS_PER_STEP, GENERATIONS, NEW_TOKENS = 2, 4, 64
 # --- shared assets ------------------------------------------------------------------------------------------
 def build_tokenizer() -> Any:
     """honing's byte-level tokenizer with the ChatML tokens and template."""
-    from honing.data.chat import ensure_special_tokens
-    from honing.data.chat_templates import NAMED_TEMPLATES
+    from honing.data.chat.conversation import ensure_special_tokens
+    from honing.data.chat.templates import NAMED_TEMPLATES
     from honing.data.tokenizer import build_tokenizer as honing_tokenizer
 
     tokenizer = honing_tokenizer("byte")
@@ -86,7 +86,7 @@ def build_model(tokenizer: Any) -> Any:
 
 def prompts(count: int) -> list[list[dict[str, str]]]:
     """``count`` chat prompts of the generated reverse task (the user's question only)."""
-    from honing.data.generated import generate_rows
+    from honing.data.generated.tasks import generate_rows
 
     return [row["messages"][:1] for row in generate_rows("reverse", samples=count, seed=SEED)]
 
@@ -140,7 +140,7 @@ def run_honing(warmup: int, steps: int) -> dict[str, float]:
 
     import honing.methods.grpo as grpo_module
     from honing.data.loader import DataLoader
-    from honing.data.prompts import Prompt, PromptCollator, PromptDataset
+    from honing.data.prompts.rows import Prompt, PromptCollator, PromptDataset
     from honing.optim.param_groups import build_adamw
     from honing.rl.rewards import RewardScorer
     from honing.train import Callback, TrainerConfig

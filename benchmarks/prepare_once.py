@@ -125,7 +125,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from benchmarks.common import machine_summary
-    from honing.data.generated import materialize
+    from honing.data.generated.tasks import materialize
 
     work = tempfile.mkdtemp(prefix="prepare-once-")
     try:

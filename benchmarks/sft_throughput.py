@@ -63,8 +63,8 @@ def build_tokenizer(data: str) -> Any:
     """honing's byte-level tokenizer, or a BPE one trained here on the data's text (``TOKENIZER``), with the
     ChatML tokens and template (with generation markers)."""
     from honing.cache import default_cache_dir
-    from honing.data.chat import ensure_special_tokens
-    from honing.data.chat_templates import NAMED_TEMPLATES
+    from honing.data.chat.conversation import ensure_special_tokens
+    from honing.data.chat.templates import NAMED_TEMPLATES
     from honing.data.tokenizer import build_tokenizer as honing_tokenizer
 
     if TOKENIZER == "byte":
@@ -90,7 +90,7 @@ def build_model(vocab_size: int, max_length: int) -> Any:
 
 def tokenize(tokenizer: Any, messages: list[dict[str, str]], max_length: int) -> Any:
     """honing's tokenization of one conversation (assistant-only labels), truncated to ``max_length``."""
-    from honing.data.chat import fit_to_length, tokenize_conversation
+    from honing.data.chat.conversation import fit_to_length, tokenize_conversation
 
     item = tokenize_conversation(tokenizer, messages, chat_template=tokenizer.chat_template, train_on="assistant")
     return fit_to_length(item, max_length, "truncate")
@@ -100,7 +100,7 @@ def conversations(data: str, tokenizer: Any, max_length: int) -> list[list[dict[
     """The data set's conversations in a seeded order, keeping those with assistant tokens after truncation."""
     import numpy as np
 
-    from honing.data.chat import has_trainable_tokens
+    from honing.data.chat.conversation import has_trainable_tokens
     from honing.data.finetune_rows import load_examples
 
     examples = load_examples([{"path": data, "format": "alpaca"}], seed=SEED).examples
@@ -143,9 +143,9 @@ def run_honing(
     bookkeeping callbacks (metrics file, speed monitor, GC)."""
     import tempfile
 
+    from honing.data.chat.packing import PackedDataset
+    from honing.data.chat.padding import PaddedDataset, pad_collate
     from honing.data.loader import DataLoader, stack_collate
-    from honing.data.packing import PackedDataset
-    from honing.data.padding import PaddedDataset, pad_collate
     from honing.methods.lm import LMTrainModule
     from honing.optim.param_groups import build_adamw
     from honing.train import Callback, TrainerConfig

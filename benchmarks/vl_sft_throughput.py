@@ -3,7 +3,7 @@ collator) and TRL's ``SFTTrainer`` in its VLM mode, on the same images, model, p
 samples per second and real (non-padding) tokens per second of each, the ratios, and each run's mean loss.
 
 The same for every system:
-- data: the mini-OCR task (``honing.data.generated_ocr``, the ``generated:ocr`` rows): images of short random strings
+- data: the mini-OCR task (``honing.data.generated.ocr``, the ``generated:ocr`` rows): images of short random strings
   typed with PIL's default font, one character per 28-pixel cell, with the instruction "Transcribe the text in the
   image." and the string as the reply; ``(warm-up + steps) x batch`` rows written once per run of this script, read
   in file order (no shuffle, no length grouping: honing's loader unshuffled, the Trainers' sequential sampler), so
@@ -68,7 +68,7 @@ def prepare_assets(folder: str, samples: int) -> tuple[str, str]:
     from transformers import AutoModelForImageTextToText, AutoProcessor
     from transformers.utils import logging as transformers_logging
 
-    from honing.data.generated_ocr import write_ocr_set
+    from honing.data.generated.ocr import write_ocr_set
     from honing.models.tiny_vl import build_tiny_processor, tiny_vl_config
 
     transformers_logging.disable_progress_bar()

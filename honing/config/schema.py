@@ -70,7 +70,7 @@ class TrainerSection(Section):
 
 class SourceSection(Section):
     """One data source: a file, folder, glob, saved or hub ``datasets`` name (local or any fsspec URL),
-    or ``generated:TASK`` for a task the project generates (see ``honing.data.generated``)."""
+    or ``generated:TASK`` for a task the project generates (see ``honing.data.generated.tasks``)."""
 
     path: str
     # pretraining reads text / jsonl; fine-tuning reads conversation / alpaca / sharegpt /
@@ -84,7 +84,7 @@ class SourceSection(Section):
         "sharegpt",
         "prompt_completion",
         "prompt",
-        # preference pairs (DPO): honing.data.preference
+        # preference pairs (DPO): honing.data.preference.pairs
         "preference",
         "preference_prompt",
         "preference_sharegpt",
@@ -119,7 +119,7 @@ class DataSection(Section):
     # pretraining only: position_ids restart at each document, so no token attends across documents
     document_masking: bool = False
     # pretraining only: what splits a text file into documents, e.g. "\n\n" (a blank line); None: each file is one.
-    # `honing prepare` and training from raw text split the same way (honing.data.text_pieces)
+    # `honing prepare` and training from raw text split the same way (honing.data.text.pieces)
     text_document_separator: str | None = Field(default=None, min_length=1)
     # worker processes that read and collate whole batches ahead of training (0: in the training process); the
     # batches, their order and a resume's position are the same for any number

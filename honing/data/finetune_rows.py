@@ -4,7 +4,7 @@ A source path is read as, in order:
 
 - a folder written by ``datasets.Dataset.save_to_disk`` (or ``DatasetDict.save_to_disk``, as ``folder:split``);
 - ``folder:split`` for any other local folder: ``datasets.load_dataset(folder, split=split, streaming=True)``;
-- a file, folder, glob or fsspec URL (``honing.data.pretrain_text.expand_paths``): ``.jsonl``, ``.json`` (an array or
+- a file, folder, glob or fsspec URL (``honing.data.sources.expand_paths``): ``.jsonl``, ``.json`` (an array or
   JSON Lines), ``.parquet``, each optionally compressed (``.gz``, ``.bz2``, ``.xz``);
 - when nothing exists at the path and it looks like ``owner/name`` or ``owner/name:split``: that Hugging Face
   Hub dataset, streamed (split ``train`` by default).
@@ -25,9 +25,17 @@ from typing import Any, Literal
 import fsspec
 import numpy as np
 
-from honing.data import images
-from honing.data.formats import EXAMPLE_FORMATS, Conversation, Example, RowError, detect_format, to_example
-from honing.data.pretrain_text import expand_paths, source_fields, weighted_indices
+from honing.data.formats import (
+    EXAMPLE_FORMATS,
+    Conversation,
+    Example,
+    RowError,
+    detect_format,
+    resolve_image_paths,
+    to_example,
+)
+from honing.data.report import BadRowReport
+from honing.data.sources import expand_paths, source_fields, weighted_indices
 from honing.errors import DataError
 
 log = logging.getLogger(__name__)
@@ -37,11 +45,11 @@ COMPRESSION_SUFFIXES = (".gz", ".bz2", ".xz")
 SAVED_DATASET_MARKERS = ("state.json", "dataset_info.json", "dataset_dict.json")
 DATA_SUFFIXES = (".jsonl", ".json", ".parquet", ".txt", ".csv", ".arrow") + COMPRESSION_SUFFIXES
 PARQUET_BATCH_ROWS = 1024
-MAX_REASONS = 5
 HUB_NAME = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 SPLIT_SUFFIX = re.compile(r"^(?P<base>[^:]+):(?P<split>[\w.-]+)$")
 
 BadRowHandler = Callable[[str, str], None]
+ImageCheck = Callable[[Conversation], list[str]]  # the reasons a row's images cannot be read
 
 
 @dataclass
@@ -53,29 +61,6 @@ class Record:
     # The data file's folder, which relative image paths are relative to; None for rows of ``datasets``.
     # Not part of a record's identity: the origin already names the file.
     folder: str | None = field(default=None, compare=False)
-
-
-@dataclass
-class BadRowReport:
-    """Rows skipped as bad: how many, the first few ``origin: reason`` lines, and the count per source path."""
-
-    count: int = 0
-    first_reasons: list[str] = field(default_factory=list)
-    per_source: dict[str, int] = field(default_factory=dict)
-
-    def add(self, source: str, origin: str, reason: str) -> None:
-        """Count one bad row of ``source``."""
-        self.count += 1
-        self.per_source[source] = self.per_source.get(source, 0) + 1
-        if len(self.first_reasons) < MAX_REASONS:
-            self.first_reasons.append(f"{origin}: {reason}")
-
-    def summary(self) -> str:
-        """One line: the count, the count per source and the first reasons."""
-        if not self.count:
-            return "no bad rows"
-        sources = ", ".join(f"{source}: {count}" for source, count in self.per_source.items())
-        return f"skipped {self.count} bad row(s) ({sources}); first: " + "; ".join(self.first_reasons)
 
 
 @dataclass
@@ -126,7 +111,7 @@ def read_sources(
     sources: Sequence[Mapping[str, Any] | object],
     *,
     bad_rows: Literal["fail", "skip"] = "fail",
-    check_images: bool = False,
+    check_images: ImageCheck | None = None,
 ) -> tuple[list[list[tuple[Example, str]]], BadRowReport]:
     """Each source's ``(example, origin)`` pairs once, in file order (at most ``max_samples``, the first valid
     ones), and the bad rows skipped; weights are not applied (``load_examples`` and prepared rows apply them)."""
@@ -166,14 +151,14 @@ def load_examples(
     *,
     seed: int = 0,
     bad_rows: Literal["fail", "skip"] = "fail",
-    check_images: bool = False,
+    check_images: ImageCheck | None = None,
 ) -> ExampleSet:
     """The examples of every source in order, each repeated by its weight like ``load_documents``.
 
     A source gives at most ``max_samples`` examples: the first valid ones in file order. Weight ``w`` then keeps
     ``int(w)`` copies of them plus a seeded sample of ``round((w % 1) * n)``. Relative image and pdf paths are
-    joined to their data file's folder; with ``check_images`` (vision-language methods) a row whose images do not
-    all open is a bad row.
+    joined to their data file's folder; with ``check_images`` (``honing.data.vision.images.check_images``) a row
+    whose images do not all open is a bad row.
     """
     found, report = read_sources(sources, bad_rows=bad_rows, check_images=check_images)
     fields = [_fields(source, index) for index, source in enumerate(sources)]
@@ -191,7 +176,7 @@ def iter_examples(
     seed: int = 0,
     bad_rows: Literal["fail", "skip"] = "fail",
     report: BadRowReport | None = None,
-    check_images: bool = False,
+    check_images: ImageCheck | None = None,
 ) -> Iterator[tuple[Example, str]]:
     """Every example of every source once, streamed, as ``(example, origin)``.
 
@@ -220,7 +205,7 @@ def iter_examples(
 
 
 def _source_examples(
-    fields: dict[str, Any], index: int, *, bad_rows: str, report: BadRowReport, check_images: bool = False
+    fields: dict[str, Any], index: int, *, bad_rows: str, report: BadRowReport, check_images: ImageCheck | None = None
 ) -> Iterator[tuple[Example, str]]:
     path, text_field, max_samples = fields["path"], fields["text_field"], fields["max_samples"]
 
@@ -242,8 +227,8 @@ def _source_examples(
             continue
         if isinstance(example, Conversation) and example.images():
             if record.folder is not None:
-                example = images.resolve_image_paths(example, record.folder)
-            problems = images.check_images(example) if check_images else []
+                example = resolve_image_paths(example, record.folder)
+            problems = check_images(example) if check_images else []
             if problems:  # found now, while the data set is built, not by a loader worker mid-epoch
                 bad(record.origin, "; ".join(problems))
                 continue

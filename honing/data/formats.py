@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import base64
+import os
+import posixpath
 from collections.abc import Callable, Iterator
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from honing import storage
 from honing.errors import DataError
 
 ROLES = ("system", "user", "assistant", "tool")
@@ -130,7 +133,7 @@ class Conversation(BaseModel):
         """HF messages for a processor's chat template, and the image items in the order their slots appear.
 
         Every content becomes a list of ``{"type": "text", "text": ...}`` and ``{"type": "image"}`` parts (the
-        form image-text-to-text templates take); the caller loads the images (``honing.data.images``) in order.
+        form image-text-to-text templates take); the caller loads the images (``honing.data.vision.images``) in order.
         """
         messages: list[dict[str, Any]] = []
         for message in self.messages:
@@ -432,3 +435,30 @@ def _kind(value: Any) -> str:
 
 def _keys(row: dict[str, Any]) -> str:
     return ", ".join(repr(key) for key in row) or "none"
+
+
+def resolve_image_paths(conversation: Conversation, folder: str) -> Conversation:
+    """The conversation with relative ``image_path`` and ``pdf`` paths joined to ``folder`` (a data file's
+    folder, local or fsspec URL); absolute paths and URLs stay as they are."""
+    if not any(_is_relative(item) for item in conversation.images()):
+        return conversation
+    messages = [
+        message
+        if isinstance(message.content, str)
+        else message.model_copy(update={"content": [_resolved(item, folder) for item in message.content]})
+        for message in conversation.messages
+    ]
+    return conversation.model_copy(update={"messages": messages})
+
+
+def _is_relative(item: ContentItem) -> bool:
+    return item.type in ("image_path", "pdf") and "://" not in item.content and not os.path.isabs(item.content)
+
+
+def _resolved(item: ContentItem, folder: str) -> ContentItem:
+    if not _is_relative(item):
+        return item
+    if storage.is_url(folder):
+        protocol, _, root = folder.partition("://")
+        return item.model_copy(update={"content": f"{protocol}://{posixpath.normpath(f'{root}/{item.content}')}"})
+    return item.model_copy(update={"content": os.path.normpath(os.path.join(folder, item.content))})

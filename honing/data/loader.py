@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from honing.data.chat.padding import length_grouped_order
 from honing.data.collate import Collator, stack_collate
-from honing.data.padding import length_grouped_order
 from honing.data.permutation import HELD_ROWS, Arange, SeededPermutation
 from honing.errors import DataError
 

@@ -1,7 +1,7 @@
 """Prepare fine-tuning rows once: worker processes build disjoint ranges of a split's examples into a prepared folder
 (``honing.data.prepared_rows``), keyed by the inputs' content and every setting that changes a row.
 
-The key hashes each source's fields and its files' content digests (``honing.data.prepare_inputs``, as for
+The key hashes each source's fields and its files' content digests (``honing.data.text.prepare_inputs``, as for
 pretraining shards), the method and the settings the recipe names (tokenizer or processor, chat template, label
 policy). A folder already holding the key is read as it is; ranges an interrupted prepare of the same key
 published are kept. Training prepares into ``data.cache_dir/prepared``, one entry per key and cut length, so a run
@@ -24,8 +24,6 @@ from dataclasses import asdict
 from typing import Any
 
 from honing.cache import content_hash
-from honing.data.finetune_rows import BadRowReport
-from honing.data.prepare_inputs import _source_files
 from honing.data.prepared_rows import (
     BUILT,
     INDEX_FILE,
@@ -39,6 +37,8 @@ from honing.data.prepared_rows import (
     read_index,
     write_range,
 )
+from honing.data.report import BadRowReport
+from honing.data.text.prepare_inputs import source_files
 from honing.errors import DataError
 
 log = logging.getLogger(__name__)
@@ -67,7 +67,7 @@ def rows_key(
     parts = [PREPARE_ROWS_VERSION, method, json.dumps(settings, sort_keys=True)]
     for fields in sources:
         parts.append(json.dumps({key: fields[key] for key in SOURCE_KEYS}, sort_keys=True))
-        parts.extend(f"{url}\t{size}\t{marker}" for url, size, marker in _source_files(fields["path"]))
+        parts.extend(f"{url}\t{size}\t{marker}" for url, size, marker in source_files(fields["path"]))
     return content_hash([*parts, *extra])
 
 

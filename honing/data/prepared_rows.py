@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from honing.data.finetune_rows import BadRowReport
+from honing.data.report import BadRowReport
 from honing.errors import DataError
 
 INDEX_FILE = "index.json"

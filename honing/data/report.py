@@ -11,6 +11,29 @@ MAX_REASONS = 5
 
 
 @dataclass
+class BadRowReport:
+    """Rows skipped as bad: how many, the first few ``origin: reason`` lines, and the count per source path."""
+
+    count: int = 0
+    first_reasons: list[str] = field(default_factory=list)
+    per_source: dict[str, int] = field(default_factory=dict)
+
+    def add(self, source: str, origin: str, reason: str) -> None:
+        """Count one bad row of ``source``."""
+        self.count += 1
+        self.per_source[source] = self.per_source.get(source, 0) + 1
+        if len(self.first_reasons) < MAX_REASONS:
+            self.first_reasons.append(f"{origin}: {reason}")
+
+    def summary(self) -> str:
+        """One line: the count, the count per source and the first reasons."""
+        if not self.count:
+            return "no bad rows"
+        sources = ", ".join(f"{source}: {count}" for source, count in self.per_source.items())
+        return f"skipped {self.count} bad row(s) ({sources}); first: " + "; ".join(self.first_reasons)
+
+
+@dataclass
 class DataReport:
     """Counts for one split, filled in while the data is prepared; printed before training and by ``honing data``."""
 

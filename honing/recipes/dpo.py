@@ -17,13 +17,13 @@ from honing.cache import atomic_write, content_hash
 from honing.config.schema import DPOSection
 from honing.data.eval_batches import EvalBatches
 from honing.data.finetune_rows import BadRowReport
-from honing.data.generated_preferences import is_generated_preference, materialize
+from honing.data.generated.preferences import is_generated_preference, materialize
 from honing.data.loader import DataLoader
-from honing.data.preference import load_pairs, read_pair_sources
-from honing.data.preference_batches import PairCollator, PairDataset, TokenizedPair, fit_pair, tokenize_pair
+from honing.data.preference.batches import PairCollator, PairDataset, TokenizedPair, fit_pair, tokenize_pair
+from honing.data.preference.pairs import load_pairs, read_pair_sources
 from honing.data.prepared_rows import REJECTED
-from honing.data.pretrain_corpus import split_documents
 from honing.data.report import DataReport
+from honing.data.text.corpus import split_documents
 from honing.distributed import get_rank, get_world_size, is_rank0
 from honing.errors import ConfigError, DataError
 from honing.methods.dpo import DPOTrainModule, compute_reference_logps

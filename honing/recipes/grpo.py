@@ -15,7 +15,7 @@ from honing.config.schema import GRPOSection
 from honing.data.finetune_rows import BadRowReport
 from honing.data.loader import DataLoader
 from honing.data.prepared_rows import REJECTED
-from honing.data.prompts import Prompt, PromptCollator, PromptDataset, load_prompts, read_prompt_sources
+from honing.data.prompts.rows import Prompt, PromptCollator, PromptDataset, load_prompts, read_prompt_sources
 from honing.data.tokenizer import tokenizer_fingerprint
 from honing.errors import ConfigError, DataError
 from honing.models import is_lora

@@ -1,7 +1,7 @@
 """Pretraining: plain text in, next-token loss on every token.
 
 Text sources are read into memory and tokenized (cached): right for small corpora such as the quickstart's.
-A corpus of any size is first prepared into token shards (``honing prepare``, ``honing.data.prepare``) and read
+A corpus of any size is first prepared into token shards (``honing prepare``, ``honing.data.text.prepare``) and read
 memory-mapped with ``format: tokens`` sources; both give the same rows of ``seq_len`` to the same loader.
 """
 
@@ -15,13 +15,13 @@ from honing import storage
 from honing.config import ConfigError
 from honing.data.eval_batches import EvalBatches
 from honing.data.loader import DataLoader
-from honing.data.prepare import DEFAULT_SHARD_BYTES, PrepareResult, prepare_tokens
-from honing.data.prepare_inputs import sample_texts
-from honing.data.pretrain_corpus import PretrainDataset, default_cache_dir, split_documents, tokenize_documents
-from honing.data.pretrain_text import load_documents
 from honing.data.report import DataReport
-from honing.data.token_rows import RowWindow, TokenRows, TokenSource, split_windows
-from honing.data.token_shards import TOKENIZER_DIR, local_folder, read_index
+from honing.data.text.corpus import PretrainDataset, default_cache_dir, split_documents, tokenize_documents
+from honing.data.text.documents import load_documents
+from honing.data.text.prepare import DEFAULT_SHARD_BYTES, PrepareResult, prepare_tokens
+from honing.data.text.prepare_inputs import sample_texts
+from honing.data.text.token_rows import RowWindow, TokenRows, TokenSource, split_windows
+from honing.data.text.token_shards import TOKENIZER_DIR, local_folder, read_index
 from honing.data.tokenizer import build_tokenizer, load_pretrained_tokenizer, tokenizer_fingerprint
 from honing.errors import DataError
 from honing.recipes.base import Recipe

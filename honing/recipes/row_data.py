@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from honing.data.finetune_rows import MAX_REASONS, BadRowReport, warn_skipped, weighted_picks
+from honing.data.finetune_rows import warn_skipped, weighted_picks
 from honing.data.prepare_finetune import (
     build_rows,
     cache_folder,
@@ -27,7 +27,8 @@ from honing.data.prepare_finetune import (
     wait_for_prepared,
 )
 from honing.data.prepared_rows import COLUMNS, PreparedRows, RowSource, column_arrays, is_prepared_folder
-from honing.data.pretrain_corpus import split_documents
+from honing.data.report import MAX_REASONS, BadRowReport
+from honing.data.text.corpus import split_documents
 from honing.distributed import barrier, get_local_rank, is_distributed
 from honing.errors import ConfigError, DataError
 

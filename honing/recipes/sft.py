@@ -10,26 +10,26 @@ from typing import Any
 import numpy as np
 
 from honing.cache import content_hash
-from honing.data.chat import (
+from honing.data.chat.conversation import (
     ensure_special_tokens,
     resolve_chat_template,
     tokenize_conversation,
     tokenize_plain_text,
 )
-from honing.data.chat_rows import REJECTED_ROW, fit_chat_rows
+from honing.data.chat.flat_examples import FlatExamples
+from honing.data.chat.packing import PackedDataset
+from honing.data.chat.padding import PaddedDataset
+from honing.data.chat.prepared_rows import REJECTED_ROW, fit_chat_rows
 from honing.data.collate import pad_collate
 from honing.data.eval_batches import EvalBatches
 from honing.data.finetune_rows import BadRowReport, load_examples, read_sources
-from honing.data.flat_examples import FlatExamples
 from honing.data.formats import Conversation
-from honing.data.generated import is_generated, materialize
+from honing.data.generated.tasks import is_generated, materialize
 from honing.data.loader import DataLoader
-from honing.data.packing import PackedDataset
-from honing.data.padding import PaddedDataset
 from honing.data.prepare_finetune import build_rows, prepare_rows, rows_key
 from honing.data.prepared_rows import PreparedRows, is_prepared_folder
-from honing.data.pretrain_corpus import default_cache_dir, split_documents
 from honing.data.report import DataReport
+from honing.data.text.corpus import default_cache_dir, split_documents
 from honing.data.tokenizer import build_tokenizer, tokenizer_fingerprint
 from honing.errors import ConfigError, DataError
 from honing.recipes.base import Recipe

@@ -17,17 +17,17 @@ import torch
 
 from honing.cache import content_hash
 from honing.config.schema import LoraSection
-from honing.data.chat import resolve_chat_template
-from honing.data.chat_templates import NAMED_TEMPLATES
+from honing.data.chat.conversation import resolve_chat_template
+from honing.data.chat.templates import NAMED_TEMPLATES
 from honing.data.finetune_rows import BadRowReport
 from honing.data.formats import Conversation
-from honing.data.images import load_image as load_image_item
 from honing.data.prepared_rows import REJECTED
 from honing.data.report import DataReport
-from honing.data.vl_batches import VLCollator
-from honing.data.vl_packing import PackedVLCollator, VLPackedDataset
-from honing.data.vl_prepared_rows import fit_vl_row, image_stamps, vl_row
-from honing.data.vl_rows import VLDataset, VLExample, image_token_ids, process, tokenize_vl_conversations
+from honing.data.vision.batches import VLCollator
+from honing.data.vision.images import load_image as load_image_item
+from honing.data.vision.packing import PackedVLCollator, VLPackedDataset
+from honing.data.vision.prepared_rows import fit_vl_row, image_stamps, vl_row
+from honing.data.vision.rows import VLDataset, VLExample, image_token_ids, process, tokenize_vl_conversations
 from honing.distributed import is_rank0
 from honing.errors import ConfigError, DataError
 from honing.models import apply_lora

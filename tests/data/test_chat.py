@@ -1,9 +1,9 @@
-"""Tests for honing/data/chat.py: rendering, assistant-only labels on both paths, length fitting."""
+"""Tests for honing/data/chat/conversation.py: rendering, assistant-only labels on both paths, length fitting."""
 
 import pytest
 
 from honing.config import ConfigError
-from honing.data.chat import (
+from honing.data.chat.conversation import (
     TokenizedExample,
     ensure_special_tokens,
     fit_to_length,
@@ -14,7 +14,7 @@ from honing.data.chat import (
     tokenize_plain_text,
     tokenize_prompt,
 )
-from honing.data.chat_templates import NAMED_TEMPLATES, NAMED_TEMPLATES_PLAIN
+from honing.data.chat.templates import NAMED_TEMPLATES, NAMED_TEMPLATES_PLAIN
 from honing.data.tokenizer import build_tokenizer
 from honing.errors import DataError
 from honing.losses import IGNORE_INDEX

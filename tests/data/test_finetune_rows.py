@@ -15,7 +15,7 @@ import pytest
 from honing.data import finetune_rows
 from honing.data.finetune_rows import BadRowReport, Record, iter_examples, iter_records, load_examples
 from honing.data.formats import Conversation, Message, PlainText
-from honing.data.pretrain_text import expand_paths
+from honing.data.sources import expand_paths
 from honing.errors import DataError
 
 ROWS = [{"text": f"row {i}"} for i in range(5)]

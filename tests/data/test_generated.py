@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from honing.data.generated import generate_rows, is_generated, materialize, parse_generated
+from honing.data.generated.tasks import generate_rows, is_generated, materialize, parse_generated
 from honing.errors import DataError
 
 

@@ -1,4 +1,4 @@
-"""Tests for honing/data/generated_ocr.py: the mini-OCR set behind ``generated:ocr``."""
+"""Tests for honing/data/generated/ocr.py: the mini-OCR set behind ``generated:ocr``."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from honing.data.finetune_rows import load_examples
-from honing.data.generated import materialize
-from honing.data.generated_ocr import ALPHABET, HEIGHT, PROMPT, WIDTH_STEP, ocr_strings
-from honing.data.images import load_image
+from honing.data.generated.ocr import ALPHABET, HEIGHT, PROMPT, WIDTH_STEP, ocr_strings
+from honing.data.generated.tasks import materialize
+from honing.data.vision.images import check_images, load_image
 from honing.errors import DataError
 
 
@@ -65,9 +65,11 @@ def test_strips_of_a_set_share_one_width_of_at_least_four_cells(tmp_path):
 
 
 def test_pdf_pages_render_like_the_pngs(tmp_path):
-    pngs = load_examples([{"path": materialize("generated:ocr?samples=4&seed=1", str(tmp_path))}], check_images=True)
+    pngs = load_examples(
+        [{"path": materialize("generated:ocr?samples=4&seed=1", str(tmp_path))}], check_images=check_images
+    )
     pdfs = load_examples(
-        [{"path": materialize("generated:ocr?samples=4&seed=1&pdf=1", str(tmp_path))}], check_images=True
+        [{"path": materialize("generated:ocr?samples=4&seed=1&pdf=1", str(tmp_path))}], check_images=check_images
     )
     for png, pdf in zip(pngs.examples, pdfs.examples):
         item = pdf.images()[0]

@@ -1,4 +1,4 @@
-"""Tests for honing/data/images.py: every image source, EXIF and mode handling, PDF pages, and bad images as
+"""Tests for honing/data/vision/images.py: every image source, EXIF and mode handling, PDF pages, and bad images as
 errors naming file:line or as counted skips."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import pytest
 from PIL import Image
 
 from honing.data.finetune_rows import iter_examples, load_examples
-from honing.data.formats import ContentItem, Conversation, Message
-from honing.data.images import ImageError, check_images, load_image, resolve_image_paths
+from honing.data.formats import ContentItem, Conversation, Message, resolve_image_paths
+from honing.data.vision.images import ImageError, check_images, load_image
 from honing.errors import DataError
 
 
@@ -176,10 +176,10 @@ def test_bad_image_row_fails_with_file_and_line_or_is_a_counted_skip(tmp_path, r
     path = tmp_path / "rows.jsonl"
     path.write_text("".join(json.dumps(image_row(row)) + "\n" for row in [good, bad, good]))
     with pytest.raises(DataError) as info:
-        load_examples([{"path": str(path)}], check_images=True)
+        load_examples([{"path": str(path)}], check_images=check_images)
     message = str(info.value)
     assert message.startswith(f"{path}:2: image 1 of 1 (") and reason.format(tmp=tmp_path) in message
-    skipped = load_examples([{"path": str(path)}], bad_rows="skip", check_images=True)
+    skipped = load_examples([{"path": str(path)}], bad_rows="skip", check_images=check_images)
     assert len(skipped.examples) == 2 and skipped.report.count == 1
     assert skipped.report.first_reasons[0].startswith(f"{path}:2: image 1 of 1")
     # without the check (text methods), rows load and relative paths are still made absolute
@@ -246,6 +246,6 @@ def test_paths_relative_to_a_data_file_behind_an_fsspec_url(red):
         handle.write(red.read_bytes())
     with fsspec.open(f"{root}/set/rows.jsonl", "w") as handle:
         handle.write(json.dumps(image_row({"type": "image_path", "content": "../pics/red.png"})) + "\n")
-    [(example, origin)] = list(iter_examples([{"path": f"{root}/set/rows.jsonl"}], check_images=True))
+    [(example, origin)] = list(iter_examples([{"path": f"{root}/set/rows.jsonl"}], check_images=check_images))
     assert origin == f"{root}/set/rows.jsonl:1" and example.images()[0].content == f"{root}/pics/red.png"
     assert load_image(example.images()[0]).getpixel((0, 0)) == (255, 0, 0)

@@ -10,7 +10,7 @@ from PIL import Image
 
 from honing.data.finetune_rows import load_examples
 from honing.data.formats import ContentItem, Conversation, Message, RowError, detect_format, to_example
-from honing.data.images import load_image
+from honing.data.vision.images import check_images, load_image
 from honing.errors import DataError
 
 SHARED_DEMO = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "mllm_demo" / "mllm_demo.json"
@@ -115,7 +115,7 @@ def test_image_paths_are_relative_to_the_data_file(tmp_path):
         mllm_row("<image>c", "z", images=[str(tmp_path / "b.png")]),
     ]
     (folder / "rows.json").write_text(json.dumps(rows))
-    loaded = load_examples([{"path": str(folder / "rows.json")}], check_images=True)
+    loaded = load_examples([{"path": str(folder / "rows.json")}], check_images=check_images)
     paths = [example.images()[0].content for example in loaded.examples]
     assert paths == [str(folder / "pics" / "a.png"), str(tmp_path / "b.png"), str(tmp_path / "b.png")]
     assert loaded.origins == [f"{folder}/rows.json[{i}]" for i in range(3)]
@@ -163,7 +163,7 @@ def test_llama_factory_mllm_demo_loads_with_no_rejected_rows_and_every_image_ope
     if not SHARED_DEMO.exists():
         pytest.skip(f"{SHARED_DEMO} is absent: the shared data sets live beside the repository, not in it")
     raw = json.loads(SHARED_DEMO.read_text())
-    loaded = load_examples([{"path": str(SHARED_DEMO)}], bad_rows="skip", check_images=True)
+    loaded = load_examples([{"path": str(SHARED_DEMO)}], bad_rows="skip", check_images=check_images)
     assert loaded.report.count == 0 and len(loaded.examples) == len(raw)
     for example, row in zip(loaded.examples, raw):
         assert [item.content for item in example.images()] == [str(SHARED_DEMO.parent / path) for path in row["images"]]

@@ -1,4 +1,4 @@
-"""Tests for honing/data/packing.py: best-fit bins, packed rows, and packed loss == unpacked loss."""
+"""Tests for honing/data/chat/packing.py: best-fit bins, packed rows, and packed loss == unpacked loss."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from dataclasses import dataclass
 import pytest
 import torch
 
+from honing.data.chat.packing import PackedDataset, best_fit_decreasing
 from honing.data.loader import DataLoader
-from honing.data.packing import PackedDataset, best_fit_decreasing
 from honing.errors import DataError
 from honing.losses import count_target_tokens, cross_entropy_sum
 from honing.methods.lm import LMTrainModule

@@ -1,4 +1,4 @@
-"""Tests for honing/data/padding.py: padded batches, their loss, and the length-grouped order."""
+"""Tests for honing/data/chat/padding.py: padded batches, their loss, and the length-grouped order."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
+from honing.data.chat.padding import PaddedDataset, length_grouped_order, pad_collate
 from honing.data.loader import DataLoader
-from honing.data.padding import PaddedDataset, length_grouped_order, pad_collate
 from honing.errors import DataError
 from honing.methods.lm import LMTrainModule
 from tests.data.test_packing import TARGET_TOKENS, Example, sft_examples, unpacked_loss

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from honing.data.chat import ensure_special_tokens, resolve_chat_template
-from honing.data.preference import PreferencePair, detect_preference_format, load_pairs, to_pair
-from honing.data.preference_batches import TokenizedPair, fit_pair, tokenize_pair
+from honing.data.chat.conversation import ensure_special_tokens, resolve_chat_template
+from honing.data.preference.batches import TokenizedPair, fit_pair, tokenize_pair
+from honing.data.preference.pairs import PreferencePair, detect_preference_format, load_pairs, to_pair
 from honing.data.tokenizer import build_tokenizer
 from honing.errors import DataError
 
@@ -133,7 +133,7 @@ def test_overlong_pairs_lose_the_prompt_start_first_and_never_a_whole_completion
 
 
 def test_generated_preferences_are_written_once(tmp_path):
-    from honing.data.generated_preferences import materialize
+    from honing.data.generated.preferences import materialize
 
     path = materialize("generated:addition_preference?samples=5&seed=1", str(tmp_path))
     rows = [json.loads(line) for line in Path(path).read_text().splitlines()]

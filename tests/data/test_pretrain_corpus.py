@@ -1,4 +1,4 @@
-"""Tests for honing/data/pretrain_corpus.py: splits, tokenization with eos, the cache, rows of seq_len."""
+"""Tests for honing/data/text/corpus.py: splits, tokenization with eos, the cache, rows of seq_len."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from honing.data import pretrain_corpus
-from honing.data.pretrain_corpus import (
+from honing.data.text import corpus as pretrain_corpus
+from honing.data.text.corpus import (
     PretrainDataset,
     TokenizedCorpus,
     default_cache_dir,

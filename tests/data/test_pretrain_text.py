@@ -1,4 +1,4 @@
-"""Tests for honing/data/pretrain_text.py: path expansion, text and JSONL reading, weighted loading."""
+"""Tests for honing/data/text/documents.py: path expansion, text and JSONL reading, weighted loading."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import fsspec
 import pytest
 
 from honing.config.schema import SourceSection
-from honing.data.pretrain_text import Document, expand_paths, iter_text_documents, load_documents
+from honing.data.sources import expand_paths
+from honing.data.text.documents import Document, iter_text_documents, load_documents
 from honing.errors import DataError
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from honing.data import text_pieces
-from honing.data.text_pieces import NotUTF8Error, cut_position, iter_text_parts, split_text
+from honing.data.text import pieces as text_pieces
+from honing.data.text.pieces import NotUTF8Error, cut_position, iter_text_parts, split_text
 from honing.data.tokenizer import bpe_backend
 from honing.errors import DataError
 

@@ -12,13 +12,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from honing.data import text_pieces, token_rows, token_shards
 from honing.data.loader import DataLoader
-from honing.data.prepare import prepare_tokens
-from honing.data.pretrain_corpus import tokenize_documents
-from honing.data.pretrain_text import load_documents
-from honing.data.token_rows import RowWindow, TokenRows, TokenSource, split_windows
-from honing.data.token_shards import ShardWriter, open_shard, read_index, shard_name, token_dtype
+from honing.data.text import pieces as text_pieces
+from honing.data.text import token_rows, token_shards
+from honing.data.text.corpus import tokenize_documents
+from honing.data.text.documents import load_documents
+from honing.data.text.prepare import prepare_tokens
+from honing.data.text.token_rows import RowWindow, TokenRows, TokenSource, split_windows
+from honing.data.text.token_shards import ShardWriter, open_shard, read_index, shard_name, token_dtype
 from honing.data.tokenizer import build_tokenizer
 from honing.errors import DataError
 from honing.losses import IGNORE_INDEX
@@ -140,7 +141,7 @@ def test_rerun_is_a_no_op_and_changed_input_prepares_again(tmp_path, tokenizer):
 
 
 def test_interrupted_prepare_resumes_and_redoes_only_missing_shards(tmp_path, tokenizer, monkeypatch):
-    import honing.data.prepare as prepare_module
+    import honing.data.text.prepare as prepare_module
 
     path = write_jsonl(tmp_path / "a.jsonl", documents(200))
     out = tmp_path / "out"
@@ -178,7 +179,7 @@ def test_interrupted_prepare_resumes_and_redoes_only_missing_shards(tmp_path, to
 def test_a_worker_killed_mid_shard_fails_cleanly_and_a_rerun_finishes(tmp_path, tokenizer, monkeypatch):
     import signal
 
-    import honing.data.prepare as prepare_module
+    import honing.data.text.prepare as prepare_module
 
     path = write_jsonl(tmp_path / "a.jsonl", documents(200))
     encode_into = prepare_module._encode_into
@@ -412,7 +413,7 @@ def test_a_folder_without_an_index_is_refused(tmp_path):
 
 
 def test_one_shard_gives_the_rows_of_the_in_memory_path(tmp_path, tokenizer):
-    from honing.data.pretrain_corpus import PretrainDataset
+    from honing.data.text.corpus import PretrainDataset
 
     docs = documents(80)
     prepare_tokens([{"path": write_jsonl(tmp_path / "a.jsonl", docs)}], tokenizer, str(tmp_path / "out"), workers=1)

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from honing.data.vl_batches import SHARES, ProcessedVLCollator
+from honing.data.vision.batches import SHARES, ProcessedVLCollator
 from honing.losses import IGNORE_INDEX
 
 
@@ -71,8 +71,8 @@ def test_micro_batches_are_processed_together_as_each_row_alone(tmp_path):
     from PIL import Image
     from transformers import AutoProcessor
 
-    from honing.data.vl_batches import VLCollator
-    from honing.data.vl_rows import VLDataset, tokenize_vl_conversations
+    from honing.data.vision.batches import VLCollator
+    from honing.data.vision.rows import VLDataset, tokenize_vl_conversations
     from honing.models.tiny_vl import build_tiny_processor
 
     processor = AutoProcessor.from_pretrained(build_tiny_processor("qwen2_vl", str(tmp_path / "processor")))
@@ -115,8 +115,8 @@ def test_image_only_batches_equal_the_full_processor_call(tmp_path, model_type):
     from PIL import Image
     from transformers import AutoProcessor
 
-    from honing.data.vl_batches import VLCollator
-    from honing.data.vl_rows import VLDataset, tokenize_vl_conversations
+    from honing.data.vision.batches import VLCollator
+    from honing.data.vision.rows import VLDataset, tokenize_vl_conversations
     from honing.errors import DataError
     from honing.models.tiny_vl import build_tiny_processor
     from honing.models.vl_families import FAMILIES

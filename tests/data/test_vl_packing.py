@@ -4,8 +4,8 @@ import pytest
 import torch
 from PIL import Image
 
-from honing.data.vl_packing import PackedVLCollator, VLPackedDataset
-from honing.data.vl_rows import VLDataset, tokenize_vl_conversation
+from honing.data.vision.packing import PackedVLCollator, VLPackedDataset
+from honing.data.vision.rows import VLDataset, tokenize_vl_conversation
 from honing.losses import cross_entropy_sum
 
 pytest.importorskip("torchvision")

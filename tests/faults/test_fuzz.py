@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 
 from honing.config import load_config
 from honing.data.finetune_rows import load_examples
-from honing.data.preference import load_pairs
-from honing.data.pretrain_text import load_documents
-from honing.data.prompts import load_prompts
+from honing.data.preference.pairs import load_pairs
+from honing.data.prompts.rows import load_prompts
+from honing.data.text.documents import load_documents
 from honing.errors import HoningError
 
 REPO = Path(__file__).resolve().parents[2]

@@ -11,7 +11,7 @@ import torch
 
 from honing import chunked_ce
 from honing.data.collate import Collator
-from honing.data.preference_batches import PairCollator
+from honing.data.preference.batches import PairCollator
 from honing.methods.dpo import DPOTrainModule, compute_reference_logps
 from honing.methods.grpo import GRPOTrainModule
 from honing.methods.lm import LMTrainModule

@@ -7,8 +7,8 @@ import copy
 import pytest
 import torch
 
-from honing.data.chat import ensure_special_tokens, resolve_chat_template
-from honing.data.preference_batches import PairCollator
+from honing.data.chat.conversation import ensure_special_tokens, resolve_chat_template
+from honing.data.preference.batches import PairCollator
 from honing.data.tokenizer import build_tokenizer
 from honing.methods.dpo import DPOTrainModule
 from honing.optim.param_groups import build_adamw

@@ -8,7 +8,7 @@ import pytest
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM
 
-from honing.data.preference_batches import PairCollator
+from honing.data.preference.batches import PairCollator
 from honing.methods.dpo import pair_logps
 from honing.models.pair_attention import enable_pair_attention
 

@@ -12,9 +12,9 @@ import torch
 from safetensors.torch import load_file
 
 from honing.config import validate
-from honing.data import text_pieces
-from honing.data.pretrain_corpus import tokenize_documents
-from honing.data.token_rows import TokenSource
+from honing.data.text import pieces as text_pieces
+from honing.data.text.corpus import tokenize_documents
+from honing.data.text.token_rows import TokenSource
 from honing.errors import DataError
 from honing.recipes import PretrainRecipe
 

@@ -167,7 +167,7 @@ def test_family_rows_equal_its_processor_and_only_answers_get_loss(tmp_path, con
     from PIL import Image
     from transformers import AutoProcessor
 
-    from honing.data.vl_rows import image_token_ids
+    from honing.data.vision.rows import image_token_ids
     from honing.models.tiny_vl import build_tiny_processor, tiny_family
 
     recipe = VLSFTRecipe(vl_config(tmp_path, conversations, model_type, data={"seq_len": 192}))

@@ -17,7 +17,7 @@ import torch
 from honing.data.collate import Collator
 from honing.data.finetune_rows import iter_records
 from honing.data.formats import RowError, _messages
-from honing.data.pretrain_text import source_fields, weighted_indices
+from honing.data.sources import source_fields, weighted_indices
 from honing.errors import DataError
 
 PROMPT_FORMATS = ("auto", "prompt", "conversation")

@@ -1,6 +1,6 @@
 """Document masking for rows cut from a stream of documents: no token attends across a document boundary.
 
-The same mechanism as packed SFT rows (``honing.data.packing``): ``position_ids`` restart at 0 at each
+The same mechanism as packed SFT rows (``honing.data.chat.packing``): ``position_ids`` restart at 0 at each
 document and there is no ``attention_mask``, so transformers builds a causal mask per document (the model
 must run with ``use_cache=False``, as the train modules do). The first token of each document after the
 row's first is not a label: predicting it would mean predicting it from the previous document.

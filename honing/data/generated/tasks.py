@@ -3,7 +3,7 @@
 A source path ``generated:TASK`` (optionally ``generated:TASK?samples=N&seed=S``) names one; it is
 written once as a conversation-format JSONL file in the cache folder and read like any other file.
 Different seeds give different examples, so ``seed=1`` makes a held-out set for ``seed=0``.
-``generated:ocr`` (``honing.data.generated_ocr``) also writes images; it takes ``pdf=1``, ``blank=1`` and
+``generated:ocr`` (``honing.data.generated.ocr``) also writes images; it takes ``pdf=1``, ``blank=1`` and
 ``length=MIN-MAX`` besides.
 """
 
@@ -18,12 +18,12 @@ from collections.abc import Callable
 from urllib.parse import parse_qsl
 
 from honing.cache import atomic_write
-from honing.data.generated_ocr import OPTIONS as OCR_OPTIONS
-from honing.data.generated_ocr import ocr_folder_name, ocr_settings, write_ocr_set
+from honing.data.generated.ocr import OPTIONS as OCR_OPTIONS
+from honing.data.generated.ocr import ocr_folder_name, ocr_settings, write_ocr_set
 from honing.errors import DataError
 
 PREFIX = "generated:"
-OCR_TASK = "ocr"  # writes images too: honing.data.generated_ocr
+OCR_TASK = "ocr"  # writes images too: honing.data.generated.ocr
 DEFAULT_SAMPLES = 2000
 # part of the cached file's name: bump it whenever a task's rows change, so old files are not reused
 VERSION = 2

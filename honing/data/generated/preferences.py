@@ -1,6 +1,6 @@
 """Preference tasks the project generates, so DPO examples run anywhere without downloads.
 
-A source path ``generated:TASK`` (optionally ``?samples=N&seed=S``, as in ``honing.data.generated``) names one; it
+A source path ``generated:TASK`` (optionally ``?samples=N&seed=S``, as in ``honing.data.generated.tasks``) names one; it
 is written once as a ``preference`` JSONL file (``messages`` + ``chosen`` + ``rejected``) in the cache folder.
 """
 
@@ -12,7 +12,7 @@ import random
 from collections.abc import Callable
 
 from honing.cache import atomic_write
-from honing.data.generated import DEFAULT_SAMPLES, PREFIX
+from honing.data.generated.tasks import DEFAULT_SAMPLES, PREFIX
 from honing.errors import DataError
 
 # part of the cached file's name: bump it whenever a task's rows change

@@ -9,9 +9,9 @@ from typing import Any, Literal
 
 import torch
 
-from honing.data.chat import render_chat
+from honing.data.chat.conversation import render_chat
 from honing.data.collate import Collator
-from honing.data.preference import PreferencePair
+from honing.data.preference.pairs import PreferencePair
 from honing.errors import DataError
 from honing.losses import IGNORE_INDEX
 

@@ -13,7 +13,6 @@ import binascii
 import functools
 import io
 import os
-import posixpath
 import threading
 import urllib.error
 import urllib.parse
@@ -91,33 +90,6 @@ def check_images(conversation: Conversation, *, timeout: float = URL_TIMEOUT_S) 
         except ImageError as error:
             reasons.append(f"image {index} of {len(items)} ({error.reason})")
     return reasons
-
-
-def resolve_image_paths(conversation: Conversation, folder: str) -> Conversation:
-    """The conversation with relative ``image_path`` and ``pdf`` paths joined to ``folder`` (a data file's
-    folder, local or fsspec URL); absolute paths and URLs stay as they are."""
-    if not any(_is_relative(item) for item in conversation.images()):
-        return conversation
-    messages = [
-        message
-        if isinstance(message.content, str)
-        else message.model_copy(update={"content": [_resolved(item, folder) for item in message.content]})
-        for message in conversation.messages
-    ]
-    return conversation.model_copy(update={"messages": messages})
-
-
-def _is_relative(item: ContentItem) -> bool:
-    return item.type in ("image_path", "pdf") and "://" not in item.content and not os.path.isabs(item.content)
-
-
-def _resolved(item: ContentItem, folder: str) -> ContentItem:
-    if not _is_relative(item):
-        return item
-    if storage.is_url(folder):
-        protocol, _, root = folder.partition("://")
-        return item.model_copy(update={"content": f"{protocol}://{posixpath.normpath(f'{root}/{item.content}')}"})
-    return item.model_copy(update={"content": os.path.normpath(os.path.join(folder, item.content))})
 
 
 # ---- bytes of an image --------------------------------------------------------------------------------------

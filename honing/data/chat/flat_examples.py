@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from honing.data.chat import TokenizedExample
+from honing.data.chat.conversation import TokenizedExample
 from honing.errors import DataError
 from honing.losses import IGNORE_INDEX
 
@@ -49,7 +49,7 @@ class FlatExamples:
 
 
 def check_flat(examples: FlatExamples) -> None:
-    """The checks ``honing.data.padding.read_example`` makes of each example, over all of them at once."""
+    """The checks ``honing.data.chat.padding.read_example`` makes of each example, over all of them at once."""
     empty = np.flatnonzero(examples.lengths < 1)
     if len(empty):
         raise DataError(f"example {int(empty[0])} has no tokens; drop empty examples before batching")

@@ -2,7 +2,7 @@
 
 The processor (``AutoProcessor``: image processor, tokenizer and chat template) turns each image placeholder
 of the rendered chat into the image's tokens. The labels come from the text alone: the conversation is
-tokenized without images by ``honing.data.chat`` (assistant-only masks, as in text SFT), then aligned with
+tokenized without images by ``honing.data.chat.conversation`` (assistant-only masks, as in text SFT), then aligned with
 the processor's ids. Tokens the processor inserted (image tokens, wrappers, a BOS) match nothing in the text
 and never get a loss, whatever the family's expansion looks like.
 
@@ -20,11 +20,11 @@ from typing import Any
 
 import torch
 
-from honing.data.chat import Messages, render_chat, tokenize_conversation
+from honing.data.chat.conversation import Messages, render_chat, tokenize_conversation
 from honing.errors import DataError
 from honing.losses import IGNORE_INDEX
 
-#: loads one image item of a row (``honing.data.images.load_image``; tests pass their own)
+#: loads one image item of a row (``honing.data.vision.images.load_image``; tests pass their own)
 ImageLoader = Callable[[Any], Any]
 
 

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from honing.data.formats import ContentItem, Conversation
-from honing.data.vl_rows import VLExample
+from honing.data.vision.rows import VLExample
 from honing.errors import DataError
 from honing.losses import IGNORE_INDEX
 

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from honing.data.document_mask import mask_documents
 from honing.data.permutation import HELD_ROWS, SeededPermutation
-from honing.data.token_shards import HEADER_BYTES, TokenIndex, local_folder, open_shard, read_index
+from honing.data.text.document_mask import mask_documents
+from honing.data.text.token_shards import HEADER_BYTES, TokenIndex, local_folder, open_shard, read_index
 from honing.errors import DataError
 
 

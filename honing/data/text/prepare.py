@@ -25,9 +25,9 @@ import numpy as np
 
 from honing import storage
 from honing.cache import content_hash
-from honing.data.prepare_inputs import Plan, iter_piece_texts, plan_sources
-from honing.data.text_pieces import NotUTF8Error, TextPart
-from honing.data.token_shards import (
+from honing.data.text.pieces import NotUTF8Error, TextPart
+from honing.data.text.prepare_inputs import Plan, iter_piece_texts, plan_sources
+from honing.data.text.token_shards import (
     INDEX_FILE,
     TEMP_PREFIX,
     TOKENIZER_DIR,

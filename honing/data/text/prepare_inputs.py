@@ -2,7 +2,7 @@
 documents, streamed (line by line, Parquet row groups in batches, ``datasets`` rows) so no corpus is held whole.
 
 A piece is a unit of input a worker can read on its own: a byte range of a text file (cut at a document start or
-a seam, ``honing.data.text_pieces``; its documents split on ``data.text_document_separator``, each read in bounded
+a seam, ``honing.data.text.pieces``; its documents split on ``data.text_document_separator``, each read in bounded
 parts), a byte range of a JSON Lines file (every line whose first byte lies in the range), a run of a Parquet
 file's row groups, or every row of a path read through ``honing.data.finetune_rows.iter_records`` (compressed
 files, saved and hub ``datasets``: one stream, one piece). Shards group consecutive pieces of one source up to
@@ -22,7 +22,6 @@ from typing import Any
 import fsspec
 
 from honing import storage
-from honing.data import text_pieces
 from honing.data.finetune_rows import (
     COMPRESSION_SUFFIXES,
     DATA_SUFFIXES,
@@ -31,8 +30,9 @@ from honing.data.finetune_rows import (
     SPLIT_SUFFIX,
     iter_records,
 )
-from honing.data.pretrain_text import JSONL_SUFFIXES, expand_paths, source_fields
-from honing.data.text_pieces import NotUTF8Error, TextPart, cut_position, iter_text_parts
+from honing.data.sources import JSONL_SUFFIXES, expand_paths, source_fields
+from honing.data.text import pieces as text_pieces
+from honing.data.text.pieces import NotUTF8Error, TextPart, cut_position, iter_text_parts
 from honing.errors import ConfigError, DataError
 
 log = logging.getLogger(__name__)
@@ -95,7 +95,7 @@ def plan_sources(sources: Sequence[Any], shard_bytes: int, *, separator: str | N
         settings = {"path": path, "format": format, "text_field": text_field}
         identity.append(json.dumps(settings if separator is None else {**settings, "separator": separator}))
         pieces: list[Piece] = []
-        for url, size, checksum in _source_files(path):
+        for url, size, checksum in source_files(path):
             identity.append(f"{url}\t{size}\t{checksum}")
             pieces.extend(_pieces(url, size, format, text_field, shard_bytes, separator))
         for group in _group(pieces, shard_bytes):
@@ -150,7 +150,7 @@ def iter_piece_texts(piece: Piece) -> Iterator[TextPart]:
                 yield TextPart(text, 0)
 
 
-def _source_files(path: str) -> list[tuple[str, int, str]]:
+def source_files(path: str) -> list[tuple[str, int, str]]:
     """``(url, size, change marker)`` of each file a path names. A path read through ``datasets`` is one stream
     with size 0, identified by its name and, for a local folder, its files' sizes and times."""
     if _is_stream(path):

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from honing.data.flat_examples import FlatExamples
+from honing.data.chat.flat_examples import FlatExamples
 from honing.data.prepared_rows import REJECTED
 from honing.losses import IGNORE_INDEX
 

@@ -3,7 +3,7 @@
 
 A packed row has no attention mask. Its ``position_ids`` are ``[4, L]``: row 0 the text position, restarting
 at 0 at every document (transformers builds one causal mask per document from it, as for packed text rows,
-see ``honing.data.packing``), rows 1-3 the temporal / height / width positions the model's own
+see ``honing.data.chat.packing``), rows 1-3 the temporal / height / width positions the model's own
 ``get_rope_index`` gives each document alone. The documents' images are concatenated in order, as the
 vision tower splits them again by ``image_grid_thw``.
 """
@@ -15,9 +15,9 @@ from typing import Any
 
 import torch
 
-from honing.data.packing import best_fit_decreasing
-from honing.data.vl_batches import ProcessedVLCollator
-from honing.data.vl_rows import VLDataset, VLExample
+from honing.data.chat.packing import best_fit_decreasing
+from honing.data.vision.batches import ProcessedVLCollator
+from honing.data.vision.rows import VLDataset, VLExample
 from honing.losses import IGNORE_INDEX
 
 #: one document's rope positions ``[4, 1, L]`` from its ids, token types and image grids (None without images)

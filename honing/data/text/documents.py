@@ -4,28 +4,20 @@ from __future__ import annotations
 
 import json
 import logging
-import math
-import os
-import sys
-import sysconfig
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import islice
 from typing import Any
 
 import fsspec
-import numpy as np
-from fsspec.implementations.local import LocalFileSystem
 
-from honing.data.text_pieces import split_text
+from honing.data.sources import JSONL_SUFFIXES, expand_paths, short_json, source_fields, weighted_indices
+from honing.data.text.pieces import split_text
 from honing.errors import DataError
 
 log = logging.getLogger(__name__)
 
-STDLIB_PLACEHOLDER = "{stdlib}"
 FORMATS = ("auto", "text", "jsonl")
-JSONL_SUFFIXES = (".jsonl", ".json")
-SOURCE_FIELDS = {"path": None, "format": "auto", "weight": 1.0, "text_field": "text", "max_samples": None}
 
 
 @dataclass
@@ -34,34 +26,6 @@ class Document:
 
     text: str
     origin: str
-
-
-def expand_paths(path: str) -> list[str]:
-    """The files a path names: one file, every file below a folder, or a glob's matches, sorted."""
-    pattern = path.replace(STDLIB_PLACEHOLDER, sysconfig.get_paths()["stdlib"])
-    fs, root = fsspec.core.url_to_fs(pattern)
-    if any(char in root for char in "*?["):
-        matches = fs.glob(root, detail=True)
-        files = [name for name, info in matches.items() if info.get("type") == "file"]
-    elif fs.isdir(root):
-        # Hidden files and folders (.git, .DS_Store) are tooling, not corpus.
-        files = [
-            name
-            for name in fs.find(root)
-            if not any(part.startswith(".") for part in os.path.relpath(name, root).split("/"))
-        ]
-    elif fs.isfile(root):
-        files = [root]
-    else:
-        files = []
-    if not files:
-        raise DataError(
-            f"no files match data path {path!r}"
-            + (f" (expanded to {pattern!r})" if pattern != path else "")
-            + "; expected a file, a folder holding files, or a glob such as 'data/**/*.jsonl'"
-        )
-    local = isinstance(fs, LocalFileSystem)
-    return sorted(name if local else fs.unstrip_protocol(name) for name in files)
 
 
 def iter_text_documents(
@@ -130,23 +94,6 @@ def load_documents(
     return documents
 
 
-MAX_WEIGHTED_ITEMS = 10**8  # items one source may give after weighting: far beyond any corpus held in a list
-
-
-def weighted_indices(count: int, weight: float, *, seed: int, source_index: int) -> list[int]:
-    """Indices into a source's ``count`` items repeated by ``weight``: whole copies, then a seeded sorted fraction."""
-    whole, fraction = divmod(weight, 1.0)
-    if count * whole > MAX_WEIGHTED_ITEMS:  # a typo'd weight (1e9) would otherwise exhaust memory, not fail
-        raise DataError(
-            f"data source {source_index}: weight {weight:g} over its {count} item(s) gives {count * whole:.3g} "
-            f"items; expected a weight giving at most {MAX_WEIGHTED_ITEMS:,}"
-        )
-    chosen = round(fraction * count)
-    # Seeded by (seed, source index) so adding a source later leaves earlier sources' picks unchanged.
-    picks = np.sort(np.random.default_rng([seed, source_index]).choice(count, size=chosen, replace=False))
-    return list(range(count)) * int(whole) + picks.tolist()
-
-
 def _iter_jsonl(url: str, text_field: str) -> Iterator[Document]:
     with fsspec.open(url, "rb") as file:
         for line_number, raw in enumerate(file, start=1):
@@ -170,7 +117,7 @@ def _iter_jsonl(url: str, text_field: str) -> Iterator[Document]:
                     f"expected one JSON object per line{hint}"
                 ) from error
             if not isinstance(row, dict):
-                raise DataError(f"{where}: expected a JSON object, got {type(row).__name__} {_short(row)}")
+                raise DataError(f"{where}: expected a JSON object, got {type(row).__name__} {short_json(row)}")
             if text_field not in row:
                 raise DataError(
                     f"{where}: no field {text_field!r} (fields: {', '.join(map(repr, row)) or 'none'}); "
@@ -179,39 +126,7 @@ def _iter_jsonl(url: str, text_field: str) -> Iterator[Document]:
             text = row[text_field]
             if not isinstance(text, str):
                 raise DataError(
-                    f"{where}: field {text_field!r} is {type(text).__name__} {_short(text)}, expected a string"
+                    f"{where}: field {text_field!r} is {type(text).__name__} {short_json(text)}, expected a string"
                 )
             if text:
                 yield Document(text, where)
-
-
-def source_fields(source: Mapping[str, Any] | object, index: int) -> dict[str, Any]:
-    """A source's fields (from a mapping or an object's attributes) with defaults; path, weight, max_samples checked."""
-    if isinstance(source, Mapping):
-        unknown = sorted(set(source) - set(SOURCE_FIELDS))
-        if unknown:
-            raise DataError(
-                f"data source {index}: unknown key(s) {', '.join(map(repr, unknown))}; "
-                f"expected: {', '.join(SOURCE_FIELDS)}"
-            )
-        fields = {name: source.get(name, default) for name, default in SOURCE_FIELDS.items()}
-    else:
-        fields = {name: getattr(source, name, default) for name, default in SOURCE_FIELDS.items()}
-    path, weight, max_samples = fields["path"], fields["weight"], fields["max_samples"]
-    if not isinstance(path, str) or not path:
-        raise DataError(f"data source {index}: path must be a non-empty string, got {path!r}")
-    if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight) or weight <= 0:
-        raise DataError(f"data source {index} ({path!r}): weight must be a number > 0, got {weight!r}")
-    if max_samples is not None and (
-        isinstance(max_samples, bool) or not isinstance(max_samples, int) or not 1 <= max_samples <= sys.maxsize
-    ):
-        raise DataError(
-            f"data source {index} ({path!r}): max_samples must be an integer >= 1 or null, got {max_samples!r}"
-        )
-    fields["weight"] = float(weight)
-    return fields
-
-
-def _short(value: Any, limit: int = 60) -> str:
-    text = json.dumps(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."

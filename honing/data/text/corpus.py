@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from honing.cache import atomic_write, content_hash, default_cache_dir
-from honing.data.document_mask import mask_documents
+from honing.data.text.document_mask import mask_documents
 from honing.data.tokenizer import tokenizer_fingerprint
 from honing.errors import DataError
 

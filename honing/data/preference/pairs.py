@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from honing.data.finetune_rows import BadRowReport, iter_records
 from honing.data.formats import ROLES, SHAREGPT_ROLES, RowError
-from honing.data.pretrain_text import source_fields, weighted_indices
+from honing.data.sources import source_fields, weighted_indices
 from honing.errors import DataError
 
 PREFERENCE_FORMATS = ("preference", "preference_prompt", "preference_sharegpt", "preference_transcript")

@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from honing.data.chat.flat_examples import FlatExamples, check_flat
 from honing.data.collate import pad_collate
-from honing.data.flat_examples import FlatExamples, check_flat
 from honing.errors import DataError
 from honing.losses import IGNORE_INDEX
 

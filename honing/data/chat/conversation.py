@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from honing.data.chat_templates import (
+from honing.data.chat.templates import (
     NAMED_TEMPLATES,
     NAMED_TEMPLATES_PLAIN,
     TEMPLATE_SPECIAL_TOKENS,

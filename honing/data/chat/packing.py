@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from honing.data.flat_examples import FlatExamples, check_flat
-from honing.data.padding import read_example
+from honing.data.chat.flat_examples import FlatExamples, check_flat
+from honing.data.chat.padding import read_example
 from honing.errors import DataError
 from honing.losses import IGNORE_INDEX
 

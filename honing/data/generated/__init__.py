@@ -1,0 +1,1 @@
+"""Tasks generated in code (text, OCR images, preference pairs), so every example runs offline."""

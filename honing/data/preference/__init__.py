@@ -1,0 +1,1 @@
+"""Preference pairs for DPO: the formats users bring, and pairs as tokens and batches."""

@@ -1,0 +1,1 @@
+"""Prompts for reinforcement learning (GRPO), with the columns the rewards read."""
