@@ -41,11 +41,9 @@ and the medians of the rounds are printed with the ratios to one process.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import dataclasses
 import json
 import os
-import re
 import statistics
 import subprocess
 import sys
@@ -54,6 +52,7 @@ import time
 from typing import Any
 
 from common import OFFLINE, REPO, machine_summary  # this folder is on the path when run
+from memory_probes import DeviceMemory, SavedActivations, state_bytes
 from trainer_overhead import Rows  # the same token rows
 
 VOCAB = 258  # byte-level: 256 bytes + the quickstart tokenizer's end-of-document and padding tokens
@@ -151,109 +150,6 @@ GPU = {
     "packed": Workload(llama(1024, 8, 16, 2816), 16384, 2, ("one", "cp"), micro_batch=1, documents=4),
     "moe": Workload(qwen3_moe(1024, 8, 32), 2048, 8, ("one", "ddp", "fsdp", "ep")),  # 1.6 B, 24 GiB state
 }
-
-
-# --- what a rank reads of itself ----------------------------------------------------------
-def proc_status_bytes(field: str) -> int:
-    """``field`` of ``/proc/self/status`` (``VmRSS``, ``VmHWM``) in bytes."""
-    with open("/proc/self/status") as handle:
-        return int(re.search(rf"^{field}:\s+(\d+) kB", handle.read(), re.M).group(1)) * 1024
-
-
-class DeviceMemory:
-    """This process's memory on its device: resident memory on CPU, memory allocated by torch on CUDA."""
-
-    def __init__(self, device):
-        import torch
-
-        self.cuda = torch.cuda if device.type == "cuda" else None
-
-    def current(self) -> int:
-        return self.cuda.memory_allocated() if self.cuda else proc_status_bytes("VmRSS")
-
-    def peak(self) -> int:
-        return self.cuda.max_memory_allocated() if self.cuda else proc_status_bytes("VmHWM")
-
-    def reset_peak(self) -> None:
-        """Start the peak again from the current figure; on CPU after giving the C allocator's free memory back,
-        so that a step's growth is what it takes from the system, not what the previous step left cached."""
-        if self.cuda:
-            self.cuda.reset_peak_memory_stats()
-            return
-        try:
-            ctypes.CDLL(None).malloc_trim(0)
-        except (OSError, AttributeError):  # not glibc
-            pass
-        with open("/proc/self/clear_refs", "w") as handle:  # Linux: "5" resets VmHWM
-            handle.write("5")
-
-
-def local_part(tensor):
-    """The tensor this rank holds: a DTensor's local shard, a plain tensor itself."""
-    return getattr(tensor, "_local_tensor", tensor)
-
-
-def storage_bytes(tensors) -> int:
-    """Bytes of the distinct storages under ``tensors`` (views of one storage count once)."""
-    sizes = {}
-    for tensor in tensors:
-        storage = local_part(tensor).untyped_storage()
-        sizes[storage.data_ptr()] = storage.nbytes()
-    return sum(sizes.values())
-
-
-def state_bytes(model, optimizer) -> dict[str, int]:
-    """This rank's bytes of parameters, gradients and optimizer states, and of all three for the experts."""
-    import torch
-
-    def optimizer_states(params):
-        return [value for p in params for value in optimizer.state[p].values() if isinstance(value, torch.Tensor)]
-
-    def grads(params):
-        return [p.grad for p in params if p.grad is not None]
-
-    params = list(model.parameters())
-    experts = [p for name, p in model.named_parameters() if ".experts." in name]
-    return {
-        "param_bytes": storage_bytes(params),
-        "grad_bytes": storage_bytes(grads(params)),
-        "optimizer_bytes": storage_bytes(optimizer_states(params)),
-        "expert_state_bytes": storage_bytes(experts)
-        + storage_bytes(grads(experts))
-        + storage_bytes(optimizer_states(experts)),
-    }
-
-
-class SavedActivations:
-    """Counts the distinct storages autograd saves for backward while active; weights (leaves that require grad)
-    and views of them are not activations and are left out."""
-
-    def __init__(self):
-        import torch
-
-        self.sizes: dict[int, int] = {}
-        self.hooks = torch.autograd.graph.saved_tensors_hooks(self.pack, lambda saved: saved)
-
-    def pack(self, tensor):
-        root = tensor
-        while root._base is not None:
-            root = root._base
-        if not (root.is_leaf and root.requires_grad):
-            storage = local_part(tensor).untyped_storage()
-            self.sizes[storage.data_ptr()] = storage.nbytes()
-        # a detached alias: returning the tensor itself would tie a saved output to its own graph node (a cycle)
-        return tensor.detach()
-
-    @property
-    def bytes(self) -> int:
-        return sum(self.sizes.values())
-
-    def __enter__(self):
-        self.hooks.__enter__()
-        return self
-
-    def __exit__(self, *exc):
-        self.hooks.__exit__(*exc)
 
 
 def token_rows(count: int, seq_len: int, documents: int) -> Rows:
