@@ -16,6 +16,7 @@ from pathlib import Path
 
 from honing.config import ConfigError, HoningError, load_config, to_yaml
 from honing.config.schema import RunConfig
+from honing.infer.arguments import add_chat_parser, add_eval_parser, add_generate_parser, add_push_parser
 
 QUICKSTART = Path(__file__).resolve().parent.parent / "configs" / "quickstart.yaml"
 
@@ -64,6 +65,12 @@ def build_parser() -> argparse.ArgumentParser:
     data.add_argument("overrides", nargs="*", help="dotted overrides, as for train")
     data.add_argument("-o", "--output", help="folder for data_report.txt / .png (default: the save folder)")
 
+    plan = verbs.add_parser("plan", help="estimate a config's peak memory per rank and the largest micro-batch")
+    plan.add_argument("config", help="YAML config")
+    plan.add_argument("overrides", nargs="*", help="dotted overrides, as for train")
+    plan.add_argument("--budget", metavar="SIZE", help="memory per rank, e.g. 20GiB: the largest micro-batch that fits")
+    plan.add_argument("--nproc", type=int, default=1, metavar="N", help="processes the run will use (default: 1)")
+
     prepare = verbs.add_parser(
         "prepare",
         help="tokenize a config's training sources once: token shards (pretrain, format: tokens) or prepared rows "
@@ -90,6 +97,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--shard-mb", type=float, default=256.0, metavar="MB", help="input text per shard (default: 256)"
     )
 
+    for add_verb in (add_generate_parser, add_chat_parser, add_eval_parser, add_push_parser):
+        add_verb(verbs)  # using a trained model: honing.infer
+
+    convert = verbs.add_parser(
+        "convert", help="write an Oumi or olmOCR training config as a honing YAML (honing train reads them as they are)"
+    )
+    convert.add_argument("config", help="the Oumi or olmOCR YAML config")
+    convert.add_argument("-o", "--output", help="the honing YAML to write (default: print it)")
+
     config = verbs.add_parser("config", help="inspect configs")
     config_verbs = config.add_subparsers(dest="config_verb", required=True)
     show = config_verbs.add_parser("show", help="print the resolved config (secrets redacted)")
@@ -111,12 +127,24 @@ def setup_logging() -> None:
     rank = int(os.environ.get("RANK", "0"))
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     logging.getLogger("honing").setLevel(logging.INFO if rank == 0 else logging.WARNING)
+    # torchao, imported by peft and transformers whenever it is installed, registers enums with torch's pytree, which
+    # logs a deprecation notice for each: noise in every run's log that the user can do nothing about
+    logging.getLogger("torch.utils._pytree").setLevel(logging.ERROR)
+
+
+#: the verbs that use a trained model: verb → (module, function(args) -> exit code)
+USE_VERBS = {
+    "generate": ("honing.infer.generate_command", "run_generate"),
+    "chat": ("honing.infer.chat", "run_chat"),
+    "eval": ("honing.infer.eval_command", "run_eval"),
+    "push": ("honing.infer.push", "run_push"),
+}
 
 
 def run(args: argparse.Namespace) -> int:
     """Carry out one parsed command; returns the exit code."""
     if args.verb == "train":
-        from honing.recipes import recipe_class
+        from honing.recipes import recipe_for
 
         path, overrides = split_config_and_overrides(args.config, args.overrides)
         config = load_config(path, overrides)  # checked here, so a bad config fails once, before any launch
@@ -125,7 +153,7 @@ def run(args: argparse.Namespace) -> int:
 
             parallel_dims_from(config.parallel, args.nproc)  # a layout that cannot fit fails before any launch
             return launch_torchrun(args.nproc, path, overrides)
-        recipe_class(config.method)(config).run()
+        recipe_for(config).run()  # the config's own recipe class, if it names one
         return 0
     if args.verb == "export":
         from honing.recipes.checkpoint_model import export_checkpoint
@@ -141,6 +169,16 @@ def run(args: argparse.Namespace) -> int:
         from honing.plot import plot_runs
 
         print(f"wrote {plot_runs(args.run_dirs, args.output, x=args.x, metrics=args.metric, smooth=args.smooth)}")
+        return 0
+    if args.verb == "plan":
+        from honing.plan.estimate import parse_bytes
+        from honing.plan.from_config import plan_config
+
+        try:
+            budget = parse_bytes(args.budget) if args.budget else None
+        except ValueError as error:
+            raise ConfigError(f"--budget: {error}") from None
+        print(plan_config(load_config(args.config, args.overrides), budget=budget, nproc=args.nproc)[0])
         return 0
     if args.verb == "data":
         from honing.data_report import write_data_report
@@ -163,6 +201,17 @@ def run(args: argparse.Namespace) -> int:
             f"{len(result.index.shards)} shard(s) of {result.index.dtype}; train with "
             f"data.train.sources=[{{path: {args.out}, format: tokens}}]"
         )
+        return 0
+    if args.verb in USE_VERBS:
+        import importlib
+
+        module, function = USE_VERBS[args.verb]
+        return getattr(importlib.import_module(module), function)(args)
+    if args.verb == "convert":
+        from honing.config.converting import convert_file
+
+        text = convert_file(args.config, args.output)
+        print(f"wrote {args.output}" if args.output else text, end="\n" if args.output else "")
         return 0
     if args.config_verb == "show":
         print(to_yaml(load_config(args.config, args.overrides)), end="")
@@ -261,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, unknown = parser.parse_known_args(argv)
     overrides_only = all("=" in item and not item.startswith("-") for item in unknown)
-    if unknown and (args.verb not in ("train", "prepare") or not overrides_only):
+    if unknown and (args.verb not in ("train", "prepare", "plan") or not overrides_only):
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     if unknown:  # overrides after --nproc N / --out DIR: argparse has already closed the positionals
         args.overrides = [*args.overrides, *unknown]

@@ -11,9 +11,15 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from honing.errors import ConfigError
+
 log = logging.getLogger(__name__)
 
 _timeout = timedelta(minutes=10)  # the run's collective timeout, also given to groups created later
+_shared_filesystem: bool | None = None  # prepare_training_environment's word on a local save folder's reach
+
+#: OLMo-core's LogFilterType values: which ranks log below WARNING
+LOG_FILTER_TYPES = ("rank0_only", "local_rank0_only", "all_ranks")
 
 
 def is_distributed() -> bool:
@@ -61,11 +67,21 @@ def seed_all(seed: int) -> None:
 
 
 def prepare_training_environment(
-    *, seed: int | None = None, backend: str | None = None, timeout: timedelta = timedelta(minutes=10)
+    *,
+    seed: int | None = None,
+    backend: str | None = None,
+    timeout: timedelta = timedelta(minutes=10),
+    log_filter_type: str | None = None,
+    shared_filesystem: bool | None = None,
 ) -> None:
     """Seed every RNG; under torchrun also join the process group (nccl on CUDA, gloo on CPU). A collective
-    that waits longer than ``timeout`` (e.g. for a rank that hangs) fails the run."""
-    global _timeout
+    that waits longer than ``timeout`` (e.g. for a rank that hangs) fails the run. As OLMo-core's:
+    ``log_filter_type`` (``rank0_only``, ``local_rank0_only``, ``all_ranks``; None: ``$LOG_FILTER_TYPE``, else
+    rank 0 only) says which ranks log honing's messages below WARNING; ``shared_filesystem`` True says a local
+    save folder is shared by every machine (not probed), False that it is not (refused across machines), None
+    probes it (``honing.train.shared_folder``)."""
+    global _timeout, _shared_filesystem
+    _shared_filesystem = shared_filesystem
     if launched_by_torchrun() and not is_distributed() and int(os.environ["WORLD_SIZE"]) > 1:
         _timeout = timeout
         if backend is None:
@@ -76,6 +92,22 @@ def prepare_training_environment(
         log.info("joined process group: rank %d of %d (%s)", get_rank(), get_world_size(), backend)
     if seed is not None:
         seed_all(seed)
+    set_log_filter(log_filter_type)
+
+
+def set_log_filter(log_filter_type: str | None) -> None:
+    """Let only the ranks ``log_filter_type`` names log honing's INFO messages (all ranks log warnings)."""
+    choice = log_filter_type or os.environ.get("LOG_FILTER_TYPE") or "rank0_only"
+    if choice not in LOG_FILTER_TYPES:
+        raise ConfigError(f"log_filter_type: expected one of {', '.join(LOG_FILTER_TYPES)}, got {choice!r}")
+    rank = get_rank() if is_distributed() else int(os.environ.get("RANK", 0))
+    allowed = {"rank0_only": rank == 0, "local_rank0_only": get_local_rank() == 0, "all_ranks": True}[choice]
+    logging.getLogger("honing").setLevel(logging.INFO if allowed else logging.WARNING)
+
+
+def shared_filesystem() -> bool | None:
+    """What ``prepare_training_environment(shared_filesystem=...)`` said (None: not said, probe)."""
+    return _shared_filesystem
 
 
 def teardown_training_environment(*, wait_for_peers: bool = False) -> None:

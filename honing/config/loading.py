@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import logging
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -14,13 +15,35 @@ from pydantic import BaseModel, ValidationError
 from honing.config.errors import ConfigError
 from honing.config.schema import RunConfig
 
+log = logging.getLogger(__name__)
+
 
 def load_config(path: str | None, overrides: Iterable[str] = (), *, schema: type[BaseModel] = RunConfig) -> Any:
-    """Read ``path`` (YAML), apply ``key.path=value`` overrides, validate against ``schema``."""
+    """Read ``path`` (YAML; an Oumi or olmOCR config is translated to honing's first and the translation logged),
+    apply ``key.path=value`` overrides (honing's keys), validate against ``schema``."""
     raw = read_yaml(path) if path else {}
+    if path and schema is RunConfig:
+        raw = translated(raw, path)
     for override in overrides:
         apply_override(raw, override)
     return validate(raw, schema=schema, source=path or "<overrides>")
+
+
+def translated(raw: dict[str, Any], path: str) -> dict[str, Any]:
+    """honing's config for a foreign one (logged with its notes, secrets redacted); ``raw`` itself otherwise."""
+    from honing.config.foreign import translate_or_refuse
+    from honing.config.foreign.convert import translation_yaml
+
+    translation = translate_or_refuse(raw, path)
+    if translation is None:
+        return raw
+    log.info(
+        "%s: read as an %s config, translated to honing's:\n%s",
+        path,
+        translation.dialect,
+        translation_yaml(translation, path).rstrip(),
+    )
+    return translation.config
 
 
 def read_yaml(path: str) -> dict[str, Any]:
@@ -40,7 +63,10 @@ def read_yaml(path: str) -> dict[str, Any]:
 
 
 def apply_override(raw: dict[str, Any], override: str) -> None:
-    """Set ``a.b.c=value`` in a nested mapping; the value is parsed as YAML (so lists and numbers work)."""
+    """Set ``a.b.c=value`` in a nested mapping; the value is parsed as YAML (so lists and numbers work).
+
+    A list item is reached by its index, as Hydra / OmegaConf users write it: ``data.train.sources[0].path=x``
+    (or ``data.train.sources.0.path=x``)."""
     key, sep, text = override.partition("=")
     if not sep or not key.strip():
         raise ConfigError(f"override {override!r}: expected key.path=value")
@@ -48,17 +74,87 @@ def apply_override(raw: dict[str, Any], override: str) -> None:
         value = yaml.safe_load(text) if text.strip() else None
     except yaml.YAMLError as error:
         raise ConfigError(f"override {override!r}: value is not valid YAML: {error}") from None
-    parts = key.strip().split(".")
-    node = raw
+    parts = parse_key_path(key.strip(), override)
+    node: Any = raw
     for depth, part in enumerate(parts[:-1]):
+        node = _child(node, part, parts[: depth + 1], override, next_is_index=isinstance(parts[depth + 1], int))
+    last = parts[-1]
+    if isinstance(node, list):
+        _check_index(node, last, parts, override)
+        node[last] = value  # type: ignore[index]
+    else:
+        node[last] = value
+
+
+_KEY_PART = re.compile(r"([^.\[\]]+)|\[(-?\d+)\]|(\.)")
+
+
+def parse_key_path(key: str, override: str = "") -> list[str | int]:
+    """``a.b[0].c`` (or ``a.b.0.c``) as ``["a", "b", 0, "c"]``; a malformed path is a ConfigError."""
+    parts: list[str | int] = []
+    position = 0
+    expect_name = True
+    while position < len(key):
+        match = _KEY_PART.match(key, position)
+        if match is None or (match.group(3) and expect_name) or (match.group(1) and not expect_name):
+            raise ConfigError(f"override {override or key!r}: cannot read the key path {key!r} at {key[position:]!r}")
+        name, index = match.group(1), match.group(2)
+        if name is not None:
+            parts.append(int(name) if name.isdigit() and parts else name)
+            expect_name = False
+        elif index is not None:
+            if not parts:
+                raise ConfigError(f"override {override or key!r}: a key path starts with a key, not an index")
+            parts.append(int(index))
+        else:
+            expect_name = True
+        position = match.end()
+    if expect_name:
+        raise ConfigError(f"override {override or key!r}: the key path {key!r} ends with a dot")
+    return parts
+
+
+def _child(node: Any, part: str | int, path: list[str | int], override: str, *, next_is_index: bool) -> Any:
+    """The mapping or list under ``part`` of ``node`` (a missing mapping is created; a missing list cannot be)."""
+    if isinstance(node, list):
+        _check_index(node, part, path, override)
+        child = node[part]  # type: ignore[index]
+    else:
+        if isinstance(part, int):
+            raise ConfigError(f"override {override!r}: {format_key_path(path[:-1])} is a section, not a list")
         child = node.get(part)
         if child is None:
+            if next_is_index:
+                raise ConfigError(
+                    f"override {override!r}: {format_key_path(path)} is not set in the config, so it has no item "
+                    f"to change; set the whole list, e.g. '{format_key_path(path)}=[...]'"
+                )
             child = node[part] = {}
-        if not isinstance(child, dict):
-            path = ".".join(parts[: depth + 1])
-            raise ConfigError(f"override {override!r}: {path} is {child!r}, not a section")
-        node = child
-    node[parts[-1]] = value
+    if next_is_index and not isinstance(child, list):
+        raise ConfigError(f"override {override!r}: {format_key_path(path)} is {child!r}, not a list")
+    if not next_is_index and isinstance(child, list):
+        raise ConfigError(f"override {override!r}: {format_key_path(path)} is a list; index it as [N]")
+    if not next_is_index and not isinstance(child, dict):
+        raise ConfigError(f"override {override!r}: {format_key_path(path)} is {child!r}, not a section")
+    return child
+
+
+def _check_index(items: list[Any], index: str | int, path: list[str | int], override: str) -> None:
+    if not isinstance(index, int):
+        raise ConfigError(f"override {override!r}: {format_key_path(path[:-1])} is a list; index it as [N]")
+    if not -len(items) <= index < len(items):
+        raise ConfigError(
+            f"override {override!r}: {format_key_path(path)} does not exist; "
+            f"{format_key_path(path[:-1])} has {len(items)} item(s)"
+        )
+
+
+def format_key_path(parts: list[Any]) -> str:
+    """``["a", "b", 0, "c"]`` as ``a.b[0].c``."""
+    out = ""
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
 
 
 def validate(raw: Mapping[str, Any], *, schema: type[BaseModel] = RunConfig, source: str = "config") -> Any:
@@ -73,7 +169,7 @@ def validate(raw: Mapping[str, Any], *, schema: type[BaseModel] = RunConfig, sou
 def describe_error(item: Mapping[str, Any], schema: type[BaseModel]) -> str:
     """One readable line for one pydantic error: key path, what was given, what was expected."""
     location = [part for part in item["loc"] if not _is_internal(part)]
-    key = _format_location(location)
+    key = format_key_path(location)
     kind = item["type"]
     if kind == "extra_forbidden":
         hint = _closest_key(schema, location)
@@ -98,13 +194,6 @@ def _is_internal(part: Any) -> bool:
 _PYDANTIC_TAG = re.compile(r"^[A-Za-z][\w-]*\[.+\]$")
 
 
-def _format_location(location: list[Any]) -> str:
-    out = ""
-    for part in location:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
-
-
 def _closest_key(schema: type[BaseModel], location: list[Any]) -> str | None:
     """The valid key nearest to the unknown last element of ``location``, as a full path."""
     if not location:
@@ -122,7 +211,7 @@ def _closest_key(schema: type[BaseModel], location: list[Any]) -> str | None:
     matches = difflib.get_close_matches(str(location[-1]), list(model.model_fields), n=1, cutoff=0.6)
     if not matches:
         return None
-    return _format_location(location[:-1] + [matches[0]])
+    return format_key_path(location[:-1] + [matches[0]])
 
 
 def _is_model(value: Any) -> bool:

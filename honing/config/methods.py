@@ -79,14 +79,23 @@ VISION_ONLY = (
 # Keys only pretraining reads: rows cut from one stream of documents.
 PRETRAIN_ONLY = ("data.document_masking", "data.text_document_separator")
 
+# Names label validation sources' own metrics (eval/<name>/*), which the methods with a validation loss over
+# fine-tuning rows report: a training source has none, and pretraining's and GRPO's validation is not per source.
+TRAIN_SOURCE_NAME = ("data.train.sources[].name",)
+VALIDATION_SOURCE_NAME = ("data.validation.sources[].name",)
+NOT_USED_WHY = {"data.train.sources[].name": "a name labels a validation source's metrics, eval/<name>/*"}
+
 # Keys only the next-token methods (pretrain, sft, vl_sft) read: DPO's and GRPO's losses add no router loss.
 NEXT_TOKEN_ONLY = ("model.router_aux_loss_coef",)
 
 METHODS: dict[str, Method] = {
-    "pretrain": Method(unused=FINETUNE_ONLY + VISION_ONLY, values=source_formats("auto", "text", "jsonl", "tokens")),
+    "pretrain": Method(
+        unused=FINETUNE_ONLY + VISION_ONLY + TRAIN_SOURCE_NAME + VALIDATION_SOURCE_NAME,
+        values=source_formats("auto", "text", "jsonl", "tokens"),
+    ),
     # the tokenizer comes from the model or is byte-level: nothing is trained on the rows, so no vocab_size
     "sft": Method(
-        unused=("tokenizer.vocab_size", *VISION_ONLY, *PRETRAIN_ONLY),
+        unused=("tokenizer.vocab_size", *VISION_ONLY, *PRETRAIN_ONLY, *TRAIN_SOURCE_NAME),
         values={
             **source_formats("auto", "text", "conversation", "alpaca", "sharegpt", "prompt_completion"),
             "tokenizer.kind": ("auto", "byte", "pretrained"),
@@ -100,6 +109,8 @@ METHODS: dict[str, Method] = {
             *VISION_ONLY,
             *PRETRAIN_ONLY,
             *NEXT_TOKEN_ONLY,
+            *TRAIN_SOURCE_NAME,
+            *VALIDATION_SOURCE_NAME,
             "tokenizer.vocab_size",
             "data.train_on",
             "data.packing",
@@ -124,6 +135,7 @@ METHODS: dict[str, Method] = {
             *VISION_ONLY,
             *PRETRAIN_ONLY,
             *NEXT_TOKEN_ONLY,
+            *TRAIN_SOURCE_NAME,
         ),
         values={
             **source_formats("auto", "preference", "preference_prompt", "preference_sharegpt", "preference_transcript"),
@@ -131,9 +143,10 @@ METHODS: dict[str, Method] = {
         },
     ),
     # image conversations through the model's own processor (its tokenizer, chat template and image processor):
-    # nothing is trained on the rows, and a named text template cannot place images
+    # nothing is trained on the rows, and a named text template cannot place images; lm-eval's text backend
+    # (HFLM) does not load image-text-to-text models, so no harness evaluation during training
     "vl_sft": Method(
-        unused=("tokenizer.vocab_size", *PRETRAIN_ONLY),
+        unused=("tokenizer.vocab_size", *PRETRAIN_ONLY, *TRAIN_SOURCE_NAME, "callbacks.harness_eval"),
         values={
             **source_formats("auto", "conversation", "mllm"),
             "tokenizer.kind": ("auto", "pretrained"),
@@ -175,8 +188,9 @@ def refusals(config: BaseModel, method: str) -> list[str]:
             value = model.__dict__[name]
             child_shown, child_key = f"{shown}.{name}" if shown else name, f"{key}.{name}" if key else name
             if child_key in unused:
-                users = ", ".join(users_of(child_key)) or "none"
-                lines.append(f"{child_shown}: not used by method {method!r} (used by: {users})")
+                users = ", ".join(users_of(child_key))
+                why = f"used by: {users}" if users else NOT_USED_WHY.get(child_key, "used by no method")
+                lines.append(f"{child_shown}: not used by method {method!r} ({why})")
             elif child_key in values and value not in values[child_key]:
                 allowed = ", ".join(str(v) for v in values[child_key])
                 lines.append(f"{child_shown}: {value!r} not used by method {method!r}; expected one of: {allowed}")

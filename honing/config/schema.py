@@ -13,19 +13,17 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
+from honing.config.custom_recipe import resolve_recipe_keys
+from honing.config.evaluation import HarnessEvalSection, ModelCardSection
 from honing.config.methods import METHODS, methods_json, refusals
+from honing.config.optimizers import optimizer_key_refusals, resolve_optimizer
+from honing.config.section import Section
 
 # Mirrors honing.train.duration's parser (config may not import it): "200steps", "2epochs",
 # "5e6tokens", "1chinchilla" (20 tokens per parameter, times the number given).
 DURATION_PATTERN = r"^\s*\d+(\.\d+)?([eE]\d+)?\s*(steps?|epochs?|tokens?|chinchilla)\s*$"
-
-
-class Section(BaseModel):
-    """Base for every config section: unknown keys are errors, values are checked on assignment."""
-
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
 class StepRange(Section):
@@ -48,7 +46,8 @@ class TrainerSection(Section):
     device: Literal["auto", "cpu", "cuda"] = "auto"
     num_threads: int | None = Field(default=None, ge=1)
     metrics_collect_interval: int = Field(default=10, ge=1)
-    cancel_check_interval: int = Field(default=10, ge=1)
+    # SIGTERM / Ctrl-C is exchanged between ranks asynchronously every N steps: at 1, one more step at most
+    cancel_check_interval: int = Field(default=1, ge=1)
     steps_to_skip: list[StepRange] = Field(default_factory=list)
     save_overwrite: bool = False
     # warm start: load_path's weights without its step and data position (false) or its optimizer (false)
@@ -97,6 +96,9 @@ class SourceSection(Section):
     weight: float = 1.0
     text_field: str = "text"
     max_samples: int | None = Field(default=None, ge=1)
+    # a validation source's name in its own metrics (eval/<name>/loss) when there are several validation sources;
+    # default: its file's stem
+    name: str | None = Field(default=None, pattern=r"^[\w.-]+$")
 
 
 class SplitSection(Section):
@@ -188,7 +190,7 @@ class ModelSection(Section):
     trust_remote_code: bool = False
     dtype: Literal["float32", "bfloat16", "float16"] | None = None  # None: from trainer.precision
     lora: LoraSection | None = None
-    freeze_layers: list[str] = Field(default_factory=list)
+    freeze_layers: list[str] = Field(default_factory=list)  # module names (vision_encoder: the vision tower) or globs
     # the LM head and its loss over chunks of the positions that carry one, so the full logits never exist (exact)
     chunked_loss: bool = True
     # mixture-of-experts models: the weight of the router's load-balancing loss (None: the model config's own)
@@ -196,6 +198,9 @@ class ModelSection(Section):
     # vision-language SFT: the vision tower is frozen by default (olmOCR); the projector trains unless frozen
     freeze_vision: bool = True
     freeze_projector: bool = False
+    # QLoRA: the base's linear weights held quantized (torchao NF4 with double quantization, or int8 weight-only),
+    # LoRA adapters trained on them in the compute dtype; exports are de-quantized and merged
+    quantize: Literal["nf4", "int8"] | None = None
 
     @model_validator(mode="after")
     def _one_source(self) -> ModelSection:
@@ -213,8 +218,11 @@ class ParamGroupSection(Section):
 
 
 class OptimSection(Section):
-    """AdamW settings; weight decay skips biases, norms and embeddings."""
+    """The optimizer (``name``: adamw, sgd, adafactor, muon, or a Hugging Face alias such as adamw_torch_fused);
+    weight decay skips biases, norms and embeddings. Keys the chosen optimizer does not read are refused."""
 
+    name: str = "adamw"  # honing.config.optimizers: the names, aliases and which keys each reads
+    momentum: float | None = Field(default=None, ge=0)  # sgd (None: 0.9) and muon (None: 0.95)
     lr: float = Field(default=3e-4, gt=0)
     weight_decay: float = Field(default=0.1, ge=0)
     betas: tuple[float, float] = (0.9, 0.95)
@@ -223,6 +231,24 @@ class OptimSection(Section):
     fused: bool | None = None
     param_groups: list[ParamGroupSection] = Field(default_factory=list)
     vision_lr: float | None = Field(default=None, gt=0)  # vision-language SFT: the vision tower's own LR
+    # int8: AdamW's two moments held in 8 bits (torchao's AdamW8bit, blockwise scales); None: the parameters' dtype
+    state_dtype: Literal["int8"] | None = None
+    bf16_stochastic_round: bool = False  # state_dtype int8 with bf16 weights: round updates stochastically
+
+    @model_validator(mode="after")
+    def _rounding_needs_int8(self) -> OptimSection:
+        if self.bf16_stochastic_round and self.state_dtype != "int8":
+            raise ValueError(
+                "optim.bf16_stochastic_round: used only with optim.state_dtype: int8 (torchao's AdamW8bit); "
+                "set optim.state_dtype: int8 or remove it"
+            )
+        return self
+
+    @field_validator("name")
+    @classmethod
+    def _known_optimizer(cls, value: str) -> str:
+        resolve_optimizer(value)  # its ValueError names the choices
+        return value
 
 
 class SchedulerSection(Section):
@@ -248,6 +274,7 @@ class CheckpointerSection(Section):
     ephemeral_save_interval: int | None = Field(default=None, ge=1)
     keep_last: int | None = Field(default=None, ge=1)
     async_save: bool = True
+    save_at_epoch_end: bool = False  # also a checkpoint at each epoch's last step (Oumi's training.save_epoch)
 
 
 class EvaluatorSection(Section):
@@ -258,6 +285,8 @@ class EvaluatorSection(Section):
     max_batches: int | None = Field(default=None, ge=1)
     batch_size: int | None = Field(default=None, ge=1)
     metric_for_best_model: str | None = None  # e.g. eval/loss; the best checkpoint is kept and exported
+    # hf/ is the best checkpoint's model (metric_for_best_model, default eval/loss), not the last step's (olmOCR / HF)
+    load_best_model_at_end: bool = False
     greater_is_better: bool | None = None  # None: False for names with "loss" or "perplexity"
 
 
@@ -312,6 +341,9 @@ class GenerationEvalSection(Section):
     num_prompts: int = Field(default=50, ge=1)
     max_new_tokens: int = Field(default=32, ge=1)
     interval: int | None = Field(default=None, ge=1)
+    # eval/<name> each: exact_match, cer, a reward's name (honing.rl: gsm8k, math_verify, ...) or "pkg.mod:fn";
+    # None: exact_match (and cer for vl_sft and grpo)
+    metrics: list[str] | None = None
 
 
 class WandbSection(Section):
@@ -380,6 +412,7 @@ class CallbacksSection(Section):
     loss_spike: LossSpikeSection = Field(default_factory=LossSpikeSection)
     sample: SampleSection = Field(default_factory=SampleSection)
     generation_eval: GenerationEvalSection = Field(default_factory=GenerationEvalSection)
+    harness_eval: HarnessEvalSection = Field(default_factory=HarnessEvalSection)
     wandb: WandbSection = Field(default_factory=WandbSection)
     tensorboard: TensorBoardSection = Field(default_factory=TensorBoardSection)
     profiler: ProfilerSection = Field(default_factory=ProfilerSection)
@@ -403,6 +436,10 @@ class ParallelSection(Section):
     compile: bool = False  # torch.compile each block
     mixed_precision: Literal["auto", "none", "bf16"] = "auto"  # auto: bf16 FSDP2 params for bf16-mixed on CUDA
     timeout_seconds: float = Field(default=600, gt=0)  # a collective waiting longer fails the run
+    # CUDA only: optimizer: its states and step on the host (torchao's CPUOffloadOptimizer); params: FSDP2's
+    # CPUOffloadPolicy, weights, gradients and optimizer on the host (pinned), gathered to the GPU per block
+    offload: Literal["none", "optimizer", "params"] = "none"
+    activation_offload: bool = False  # CUDA only: activations saved for backward wait in pinned host memory
 
 
 class StorageSection(Section):
@@ -479,6 +516,8 @@ class RunConfig(Section):
     model_config = ConfigDict(json_schema_extra={"x-honing-methods": methods_json()})
 
     method: MethodName = "pretrain"  # selects the recipe, and which keys are used (honing.config.methods)
+    # your own recipe class, a subclass of the method's (honing.config.custom_recipe); ``method: pkg:Class`` too
+    recipe: str | None = None
     run_name: str | None = None
     trainer: TrainerSection = Field(default_factory=TrainerSection)
     data: DataSection
@@ -491,10 +530,16 @@ class RunConfig(Section):
     storage: StorageSection = Field(default_factory=StorageSection)
     grpo: GRPOSection | None = None  # method: grpo only
     dpo: DPOSection | None = None  # method: dpo only (absent: the defaults)
+    model_card: ModelCardSection = Field(default_factory=ModelCardSection)  # README.md of every export
+
+    @model_validator(mode="before")
+    @classmethod
+    def _recipe_class(cls, raw: Any) -> Any:
+        return resolve_recipe_keys(raw)
 
     @model_validator(mode="after")
     def _keys_used_by_method(self) -> RunConfig:
-        lines = refusals(self, self.method)
+        lines = refusals(self, self.method) + optimizer_key_refusals(self.optim)
         if lines:
             raise ValueError("; ".join(lines))
         return self

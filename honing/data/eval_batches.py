@@ -38,3 +38,18 @@ class EvalBatches:
         for _ in range(len(self) - len(starts)):
             first = self.collate_fn([self.dataset[i] for i in range(min(self.batch_size, len(self.dataset)))])
             yield self.collate_fn.filler(first)
+
+
+class SourceBatches:
+    """The validation batches of several named sources, evaluated one source after another: iterating gives every
+    source's batches in turn, ``parts`` each source's own (for ``eval/<source name>/*``)."""
+
+    def __init__(self, parts: dict[str, EvalBatches]):
+        self.parts = parts
+
+    def __len__(self) -> int:
+        return sum(len(part) for part in self.parts.values())
+
+    def __iter__(self) -> Iterator[Any]:
+        for part in self.parts.values():
+            yield from part

@@ -54,6 +54,24 @@ class DataReport:
     pixels_before: list[int] = field(default_factory=list)  # pixels per image as loaded
     pixels_after: list[int] = field(default_factory=list)  # pixels per image after the processor resized it
 
+    @classmethod
+    def merged(cls, reports: list[DataReport]) -> DataReport:
+        """One split's report from its sources' reports (validation sources evaluated one by one)."""
+        total = cls()
+        for report in reports:
+            for name in ("examples", "tokens", "loss_tokens", "truncated", "dropped", "rejected", "rows"):
+                setattr(total, name, getattr(total, name) + getattr(report, name))
+            for name in ("reasons", "lengths", "images_per_example", "image_tokens", "pixels_before", "pixels_after"):
+                getattr(total, name).extend(getattr(report, name))
+            total.row_length = max(total.row_length, report.row_length)
+        total.reasons = total.reasons[:MAX_REASONS]
+        packed = [report for report in reports if report.packing_efficiency is not None]
+        if packed:  # real tokens over row slots, over every source's rows
+            slots = sum(report.rows * report.row_length for report in packed)
+            real = sum(report.packing_efficiency * report.rows * report.row_length for report in packed)
+            total.packing_efficiency = real / slots if slots else None
+        return total
+
     def add(self, length: int, loss_tokens: int) -> None:
         """Count one kept example."""
         self.examples += 1

@@ -11,6 +11,7 @@ from typing import Any
 import torch
 
 from honing.models.param_names import parameter_name
+from honing.models.quantize import dequantize_state_dict, dequantized_copy, is_quantized
 from honing.models.wrappers import is_lora, unwrap_model
 
 
@@ -25,6 +26,8 @@ def export_hf(model: torch.nn.Module, tokenizer: Any, out_dir: str, *, state_dic
 
     hf_logging.disable_progress_bar()  # a progress bar for one small shard is noise in the run's log
     model = unwrap_model(model)
+    if state_dict is not None:  # a quantized (QLoRA) base is exported de-quantized, in its compute dtype
+        state_dict = dequantize_state_dict(state_dict)
     if is_lora(model) and state_dict is not None:  # gathered FSDP weights: merge them, save with the base's config
         state_dict = merged_state_dict(model, state_dict)
         model = model.get_base_model()
@@ -56,11 +59,13 @@ def merged_model(model: torch.nn.Module) -> torch.nn.Module:
     """A transformers model with the LoRA adapters folded into its weights (a copy: ``model`` stays
     trainable); a model without adapters is returned as it is (unwrapped)."""
     model = unwrap_model(model)
+    quantized = any(is_quantized(param) for param in model.parameters())
     if not is_lora(model):
-        return model
+        return dequantized_copy(model) if quantized else model
     # merge_and_unload rewrites the wrapped model in place; unmerging later would not restore the
-    # weights bit for bit, so the training model is never merged itself.
-    return copy.deepcopy(model).merge_and_unload()
+    # weights bit for bit, so the training model is never merged itself. A quantized base is de-quantized
+    # first: the adapters fold into full-precision weights, as QLoRA users expect of an export.
+    return (dequantized_copy(model) if quantized else copy.deepcopy(model)).merge_and_unload()
 
 
 def merged_state_dict(model: torch.nn.Module, state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

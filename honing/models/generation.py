@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -73,6 +73,7 @@ def sample_completions(
     top_p: float = 1.0,
     top_k: int = 0,
     sync_ranks: bool = False,
+    on_tokens: Callable[[torch.Tensor], Any] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Sample one completion per row of left-padded prompts: ``(completion_ids, completion_mask)``, each row
     ending at its first stop token (kept, and masked in) or after ``max_new_tokens``; pads after it.
@@ -81,7 +82,8 @@ def sample_completions(
     distribution), so a row's completion does not depend on which rows share its batch, and a resumed run
     samples the same completions. The KV cache is reused between tokens and sampling stops when every row
     has ended; with ``sync_ranks`` (FSDP2: every rank must take part in every forward) it stops when every row
-    of every rank has ended. ``temperature`` 0 is greedy.
+    of every rank has ended. ``temperature`` 0 is greedy. ``on_tokens`` sees each step's tokens (pads where a row
+    has ended) as they are chosen, e.g. to stream them to a terminal.
     """
     inner = unwrap_model(model)
     was_training = inner.training
@@ -104,6 +106,8 @@ def sample_completions(
                 next_tokens = _sample(logits, generators, temperature, top_p, top_k)
                 alive.append(~done)
                 tokens.append(next_tokens.masked_fill(done, pad_token_id))
+                if on_tokens is not None:
+                    on_tokens(tokens[-1])
                 done = done | torch.isin(next_tokens, stops)
                 if _all_done(done, sync_ranks) or len(tokens) == max_new_tokens:
                     break

@@ -15,6 +15,7 @@ from torch import nn
 
 from honing.errors import ConfigError
 from honing.models.model_parallel import apply_tensor_and_expert_parallel, expert_modules
+from honing.models.offload import check_offload, offload_block_activations, offload_policy
 from honing.models.wrappers import transformers_model
 from honing.parallel_dims import ParallelDims
 
@@ -120,11 +121,14 @@ def parallelize(
     compile: bool = False,
     mixed_precision: str = "auto",
     precision: str = "fp32",
+    offload: str = "none",
+    activation_offload: bool = False,
 ) -> nn.Module:
     """Apply tensor / expert parallelism, sequence parallelism's attention, activation checkpointing, per-block
     compile, then DDP or FSDP2 over the data-parallel dimensions (torchtitan's order) and return the model to
     train: the same object for FSDP2 and ``none``, a DDP wrapper for ``ddp``."""
     strategy = resolve_strategy(strategy, dims.world_size)
+    check_offload(offload, activation_offload, device=device, strategy=strategy)
     if strategy == "ddp" and (dims.tp > 1 or dims.cp > 1 or dims.ep > 1):
         raise ConfigError(
             f"parallel.strategy: ddp replicates whole models; {dims.describe()} splits them: use fsdp (or auto)"
@@ -141,6 +145,10 @@ def parallelize(
             type(model).__name__,
         )
     apply_activation_checkpointing(blocks, activation_checkpointing, activation_checkpointing_every)
+    if activation_offload:  # outside the checkpointing: a checkpointed block's saved inputs go to the host
+        for module_list in blocks:
+            for block in module_list:
+                offload_block_activations(block)
     if compile:
         for module_list in blocks:
             for block in module_list:
@@ -159,12 +167,19 @@ def parallelize(
             blocks,
             policy=mixed_precision_policy(mixed_precision, precision=precision, device=device),
             reshard_after_forward=reshard_after_forward,
+            offload_policy=offload_policy(offload),
         )
     return model
 
 
 def shard_data_parallel(
-    model: nn.Module, dims: ParallelDims, blocks: list[nn.ModuleList], *, policy: Any, reshard_after_forward: bool
+    model: nn.Module,
+    dims: ParallelDims,
+    blocks: list[nn.ModuleList],
+    *,
+    policy: Any,
+    reshard_after_forward: bool,
+    offload_policy: Any = None,
 ) -> None:
     """FSDP2 over the ranks that see other tokens (``dp_shard × ep × cp``; HSDP with ``dp_replicate``): each block,
     the experts of a MoE block first (on ``efsdp``, their gradients averaged like the rest), then the root."""
@@ -172,8 +187,11 @@ def shard_data_parallel(
 
     replicated = ("dp_replicate",) if dims.dp_replicate > 1 else ()
     mesh = dims.submesh(*replicated, "fsdp")
+    offload = {} if offload_policy is None else {"offload_policy": offload_policy}
     for experts in expert_modules(model, dims):
-        fully_shard(experts, mesh=dims.submesh(*replicated, "efsdp"), mp_policy=policy, reshard_after_forward=True)
+        fully_shard(
+            experts, mesh=dims.submesh(*replicated, "efsdp"), mp_policy=policy, reshard_after_forward=True, **offload
+        )
         # an expert's gradient sums the tokens of every ep rank (the all-to-all's backward) but FSDP2 divides by
         # its own group only: divide by every rank that sees other tokens, as the dense weights are
         experts.set_gradient_divide_factor(float(dims.grad_divisor))
@@ -190,11 +208,13 @@ def shard_data_parallel(
         for index, block in enumerate(module_list):
             # backward starts with the last block: keeping it gathered after forward saves an all-gather
             last = index == len(module_list) - 1
-            fully_shard(block, mesh=mesh, mp_policy=policy, reshard_after_forward=reshard_after_forward and not last)
+            fully_shard(
+                block, mesh=mesh, mp_policy=policy, reshard_after_forward=reshard_after_forward and not last, **offload
+            )
     # The root is the Hugging Face model itself, also inside a peft wrapper: generate() calls its
     # forward directly, and the root's hooks must run there to gather the weights outside the blocks.
     root = transformers_model(model)
-    fully_shard(root, mesh=mesh, mp_policy=policy, reshard_after_forward=reshard_after_forward)
+    fully_shard(root, mesh=mesh, mp_policy=policy, reshard_after_forward=reshard_after_forward, **offload)
     # transformers' generate() then keeps every rank running forward until all ranks finish
     # (synced_gpus), so sampling under FSDP never leaves one rank waiting in an all-gather.
     root._is_fsdp_managed_module = True

@@ -80,6 +80,19 @@ def split_by_decay(
     ]
 
 
+def adamw_kernels(params: list[torch.nn.Parameter], fused: bool | None) -> tuple[bool | None, bool | None]:
+    """``(fused, foreach)`` for torch's AdamW over ``params``: ``fused=None`` picks the fused kernel where it exists
+    (CPU and CUDA), one kernel for all parameters instead of a loop of small ops, the largest optimizer cost for
+    small models."""
+    if len({getattr(p, "device_mesh", None) for p in params}) > 1:
+        # weights split over different meshes (tensor or expert parallelism beside plain or FSDP2-only weights):
+        # a fused or foreach kernel takes all of a group's tensors in one call, which DTensor refuses across meshes
+        return False, False
+    if fused is None:
+        return all(p.device.type in ("cpu", "cuda") for p in params), None
+    return fused, None
+
+
 def build_adamw(
     model: torch.nn.Module,
     *,
@@ -90,20 +103,10 @@ def build_adamw(
     fused: bool | None = None,
     groups: Sequence[Mapping[str, Any]] | None = None,
 ) -> torch.optim.AdamW:
-    """AdamW over ``build_param_groups``; each group remembers its base LR as ``initial_lr``.
-
-    ``fused=None`` picks torch's fused kernel where it exists (CPU and CUDA): one kernel for all
-    parameters instead of a loop of small ops, the largest optimizer cost for small models.
-    """
+    """AdamW over ``build_param_groups`` (what ``honing.optim.builder`` builds for ``optim.name: adamw``); each
+    group remembers its base LR as ``initial_lr``; ``fused=None`` picks torch's fused kernel where it exists."""
     param_groups = build_param_groups(model, weight_decay=weight_decay, groups=groups)
-    params = [p for g in param_groups for p in g["params"]]
-    foreach = None
-    if len({getattr(p, "device_mesh", None) for p in params}) > 1:
-        # weights split over different meshes (tensor or expert parallelism beside plain or FSDP2-only weights):
-        # a fused or foreach kernel takes all of a group's tensors in one call, which DTensor refuses across meshes
-        fused, foreach = False, False
-    elif fused is None:
-        fused = all(p.device.type in ("cpu", "cuda") for p in params)
+    fused, foreach = adamw_kernels([p for g in param_groups for p in g["params"]], fused)
     optimizer = torch.optim.AdamW(param_groups, lr=lr, betas=betas, eps=eps, fused=fused, foreach=foreach)
     for group in optimizer.param_groups:
         group.setdefault("initial_lr", group["lr"])

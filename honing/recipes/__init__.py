@@ -2,6 +2,8 @@
 
 import importlib
 
+from honing.config import ConfigError, RunConfig
+from honing.config.custom_recipe import import_recipe
 from honing.recipes.base import Recipe
 
 # method → "module:Class", imported on first use so `honing train` loads only the method it runs
@@ -20,6 +22,23 @@ def recipe_class(method: str) -> type[Recipe]:
     return getattr(importlib.import_module(module), name)
 
 
+def recipe_for(config: RunConfig) -> Recipe:
+    """The recipe that runs ``config``: its ``recipe`` class (a subclass of the method's) or the method's own."""
+    base = recipe_class(config.method)
+    if config.recipe is None:
+        return base(config)
+    try:
+        cls = import_recipe(config.recipe, "recipe")
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+    if not issubclass(cls, base):
+        raise ConfigError(
+            f"recipe: {config.recipe!r} is not a subclass of {RECIPES[config.method]} (the recipe of method "
+            f"{config.method!r}); subclass it, or set method to the one it extends"
+        )
+    return cls(config)
+
+
 def __getattr__(name: str):  # `from honing.recipes import PretrainRecipe` keeps working
     for path in RECIPES.values():
         module, _, class_name = path.partition(":")
@@ -28,4 +47,4 @@ def __getattr__(name: str):  # `from honing.recipes import PretrainRecipe` keeps
     raise AttributeError(name)
 
 
-__all__ = ["RECIPES", "Recipe", "recipe_class"]
+__all__ = ["RECIPES", "Recipe", "recipe_class", "recipe_for"]

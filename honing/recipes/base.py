@@ -6,6 +6,7 @@ Each ``build_*`` step is a method so a user can subclass a recipe and replace on
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from datetime import timedelta
@@ -16,6 +17,7 @@ import torch
 from honing import storage
 from honing.config import RunConfig, to_yaml
 from honing.data.collate import Collator, VarlenCollator, stack_collate
+from honing.data.transformed import TransformedDataset
 from honing.distributed import (
     default_device,
     get_world_size,
@@ -24,6 +26,7 @@ from honing.distributed import (
     teardown_training_environment,
 )
 from honing.errors import ConfigError
+from honing.export.model_card import DATA_FILE, data_summary, write_model_card
 from honing.models import (
     apply_lora,
     build_model_config,
@@ -40,7 +43,8 @@ from honing.models.export import save_adapter
 from honing.models.generation import end_of_turn_ids, generate, sampling_kwargs
 from honing.models.model_parallel import check_model_layout
 from honing.models.parallel import full_state_dict, is_sharded, parallelize
-from honing.optim.param_groups import build_adamw
+from honing.models.quantize import check_has_lora, quantize_model
+from honing.optim.builder import OptimizerSettings, build_optimizer
 from honing.parallel_dims import ParallelDims, check_divides, parallel_dims_from
 from honing.recipes.callbacks import build_callbacks
 from honing.train import Callback, Trainer, TrainerConfig
@@ -70,6 +74,11 @@ class Recipe:
         self.trainer: Trainer | None = None
         self.data_reports: dict[str, Any] = {}  # split → honing.data.report.DataReport, filled by build_data
         self._parallel_dims: ParallelDims | None = None
+        if config.recipe is not None and f"{type(self).__module__}:{type(self).__qualname__}" != config.recipe:
+            raise ConfigError(
+                f"recipe: the config names {config.recipe!r} but {type(self).__name__} runs it; build the recipe "
+                "with honing.recipes.recipe_for(config)"
+            )
 
     @property
     def parallel_dims(self) -> ParallelDims:
@@ -107,6 +116,24 @@ class Recipe:
         if choice.warning and is_rank0():
             log.warning(choice.warning)
         return choice.precision
+
+    def build_model_assets(self) -> list[Any]:
+        """The tokenizer or processor (VeOmni's step; sets ``self.processor`` and ``self.tokenizer``)."""
+        self.setup_processor()
+        return [self.processor]
+
+    def build_data_transform(self) -> Any:
+        """A function applied to every training and validation item before collation (None: the method's rows
+        as they are); VeOmni's step, e.g. ``partial(process_sample, processor=self.processor)``."""
+        return None
+
+    def build_data_collate_info(self) -> Any:
+        """The collator that splits a batch into micro-batches and names the model's inputs (VeOmni's step;
+        by default the one ``build_data`` chose)."""
+        return self.collator
+
+    def post_init(self) -> None:
+        """Called once everything is built, before training (VeOmni's step)."""
 
     def setup_processor(self) -> None:
         """Build the processor and keep its tokenizer (itself, for a plain tokenizer) as ``self.tokenizer``."""
@@ -158,6 +185,9 @@ class Recipe:
                 "resizing the model's embeddings from %d to %d tokens to fit the tokenizer", rows, len(self.tokenizer)
             )
             model.resize_token_embeddings(len(self.tokenizer))
+        check_has_lora(cfg.quantize, cfg.lora)
+        if cfg.quantize is not None:  # each weight quantized on the device before the rest of the model moves
+            quantize_model(model, cfg.quantize, device=self.device, shards=self.parallel_dims.fsdp_size)
         model = self.set_attention(model.to(self.device))
         lora = cfg.lora
         if lora is not None:  # peft creates the adapters on the device of the layers they adapt
@@ -239,21 +269,20 @@ class Recipe:
             compile=cfg.compile,
             mixed_precision=cfg.mixed_precision,
             precision=self.precision,
+            offload=cfg.offload,
+            activation_offload=cfg.activation_offload,
         )
 
     def build_optimizer(self, model: torch.nn.Module) -> torch.optim.Optimizer:
-        """AdamW with decay / no-decay groups and the user's ``optim.param_groups`` (their own LR / decay)."""
+        """``optim.name``'s optimizer (AdamW by default) with decay / no-decay groups and the parameter groups of
+        ``build_param_groups`` (the user's ``optim.param_groups``, then the method's own)."""
         cfg = self.config.optim
-        groups = [group.model_dump() for group in cfg.param_groups] + self.extra_param_groups()
-        return build_adamw(
-            model,
-            lr=cfg.lr,
-            weight_decay=cfg.weight_decay,
-            betas=tuple(cfg.betas),
-            eps=cfg.eps,
-            fused=cfg.fused,
-            groups=groups,
-        )
+        return build_optimizer(model, OptimizerSettings.from_config(cfg), groups=self.build_param_groups())
+
+    def build_param_groups(self) -> list[dict[str, Any]]:
+        """Parameter groups by name pattern (``{"params": patterns, "lr": ..., "weight_decay": ...}``), first match
+        first, the rest split by decay (VeOmni's overridable step): ``optim.param_groups`` then the method's."""
+        return [group.model_dump() for group in self.config.optim.param_groups] + self.extra_param_groups()
 
     def extra_param_groups(self) -> list[dict[str, Any]]:
         """Parameter groups a method adds after ``optim.param_groups`` (same form); none by default."""
@@ -339,10 +368,19 @@ class Recipe:
         if not is_rank0():
             return
         export_hf(self.model, self.processor, out_dir, state_dict=state_dict)
+        run_folder = os.path.dirname(out_dir.rstrip("/"))
+        # model_card's keys are read through their section (dumping the whole config reads no key)
+        config = {**self.config.model_dump(mode="json"), "model_card": self.config.model_card.model_dump(mode="json")}
+        write_model_card(out_dir, config, data=self.data_summary(), run_folder=run_folder)
         if is_lora(self.model):
             adapter_dir = os.path.join(os.path.dirname(out_dir.rstrip("/")), "adapter")
             save_adapter(self.model, adapter_dir, state_dict=state_dict)
             self.trainer.persist_working_file(adapter_dir)  # uploaded when the save folder is remote
+
+    def data_summary(self) -> dict[str, Any]:
+        """Per split: its sources and rows (examples; pretraining: rows of ``seq_len`` tokens), for model cards."""
+        rows = {split: report.examples or report.rows for split, report in self.data_reports.items()}
+        return data_summary(self.config.model_dump(mode="json"), rows)
 
     def build_callbacks(self) -> dict[str, Callback]:
         """The registered callbacks the config enables (``honing.recipes.callbacks``), then the user's own."""
@@ -351,6 +389,7 @@ class Recipe:
     def checkpoint_files(self) -> dict[str, str | bytes]:
         """Files saved in every checkpoint: the run's config, model config and tokenizer."""
         files: dict[str, str | bytes] = {"config.yaml": to_yaml(self.config)}
+        files[DATA_FILE] = json.dumps(self.data_summary(), indent=2)  # what the model card of an export says
         files.update(folder_files(lambda d: unwrap_model(self.model).config.save_pretrained(d), "model"))
         if self.processor is not None:
             files.update(folder_files(self.processor.save_pretrained, "tokenizer"))
@@ -401,7 +440,9 @@ class Recipe:
         """Run every build step in order and return the Trainer."""
         self.configure_storage()
         layout = self.parallel_dims.describe()  # a layout that cannot fit fails here, before any model is built
-        self.setup_processor()
+        self.build_model_assets()
+        if self.tokenizer is None:  # a build_model_assets that set only the processor
+            self.tokenizer = getattr(self.processor, "tokenizer", self.processor)
         try:
             self.model = self.build_model()
         except ValueError as error:  # transformers' word for an unknown kernel names no config key
@@ -412,6 +453,13 @@ class Recipe:
         self.model = self.build_parallel(self.model)
         self.reference_model = self.build_reference_model()
         self.train_loader, self.eval_batches = self.build_data()
+        transform = self.build_data_transform()
+        if transform is not None:
+            parts = getattr(self.eval_batches, "parts", {"": self.eval_batches})  # several validation sources
+            for data in (self.train_loader, *parts.values()):
+                if hasattr(data, "dataset"):  # the loader and the validation batches read items from it
+                    data.dataset = TransformedDataset(data.dataset, transform)
+        self.collator = self.build_data_collate_info()
         self.train_module = self.build_train_module()
         self.trainer = self.build_trainer()
         check_shared_folder(self.config.trainer.save_folder)  # several machines: one folder all of them see
@@ -423,6 +471,7 @@ class Recipe:
             f"precision {self.precision} | attention {self.describe_attention()} | parallel {layout} | "
             f"save folder {self.config.trainer.save_folder}"
         )
+        self.post_init()
         return self.trainer
 
     def attention_name(self) -> str:

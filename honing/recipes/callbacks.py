@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from honing.distributed import is_rank0
 from honing.errors import ConfigError
+from honing.recipes.scorers import generation_metrics
 from honing.train import Callback
 from honing.train.callbacks.best_model import BestModelCallback, BestModelExportCallback
 from honing.train.callbacks.checkpointer import CheckpointerCallback
@@ -23,6 +24,7 @@ from honing.train.callbacks.evaluator import EvaluatorCallback
 from honing.train.callbacks.export import ExportCallback
 from honing.train.callbacks.gc import GarbageCollectorCallback
 from honing.train.callbacks.generation_eval import GenerationEvalCallback
+from honing.train.callbacks.harness_eval import HarnessEvalCallback
 from honing.train.callbacks.loss_spike import LossSpikeCallback
 from honing.train.callbacks.metrics_file import MetricsFileCallback
 from honing.train.callbacks.profiler import ProfilerCallback
@@ -62,6 +64,7 @@ def _checkpointer(recipe: Recipe, cfg: Any) -> Built:
             keep_last=cfg.keep_last,
             ephemeral_save_interval=cfg.ephemeral_save_interval,
             async_save=cfg.async_save,
+            save_at_epoch_end=cfg.save_at_epoch_end,
         )
     }
 
@@ -75,17 +78,27 @@ def _evaluator(recipe: Recipe, cfg: Any) -> Built:
 
 
 def _best_model(recipe: Recipe, cfg: Any, built: Built) -> Built:
-    """The best checkpoint by ``callbacks.evaluator.metric_for_best_model``, exported at the end."""
-    if not cfg.metric_for_best_model or "evaluator" not in built:
+    """The best checkpoint by ``callbacks.evaluator.metric_for_best_model``, exported at the end; with
+    ``load_best_model_at_end`` (metric default ``eval/loss``, as Hugging Face's) ``hf/`` is that model too."""
+    at_end = cfg.load_best_model_at_end
+    metric = cfg.metric_for_best_model or ("eval/loss" if at_end else None)
+    if not metric or "evaluator" not in built or "checkpointer" not in built:
+        if at_end:
+            recipe.warn(
+                "callbacks.evaluator.load_best_model_at_end: no validation data or no checkpointer, so there is no "
+                "best model: hf/ holds the last step's"
+            )
         return {}
     from honing.recipes.checkpoint_model import export_checkpoint
 
     best = BestModelCallback(
         built["checkpointer"],
-        metric=cfg.metric_for_best_model,
+        metric=metric,
         greater_is_better=cfg.greater_is_better,
         export_fn=lambda checkpoint, out: is_rank0() and export_checkpoint(checkpoint, out),
     )
+    if at_end and "export" in built:
+        built["export"].best = best  # hf/ from the best checkpoint instead of the live model
     return {"best_model": best, "best_model_export": BestModelExportCallback(best)}
 
 
@@ -132,16 +145,24 @@ def _generation_eval(recipe: Recipe, cfg: Any) -> Built:
             "assistant turn; it is skipped"
         )
         return {}
+    cer, score_fn = generation_metrics(recipe.config.method, cfg.metrics)
     return {
         "generation_eval": GenerationEvalCallback(
             lambda messages: recipe.answer(messages, max_new_tokens=cfg.max_new_tokens),
             examples,
             interval=cfg.interval,
             printer=recipe.print,
-            # transcription is what VL tasks check; GRPO's near misses are what its partial rewards see
-            character_error_rate=recipe.config.method in ("vl_sft", "grpo"),
+            character_error_rate=cer,
+            score_fn=score_fn,
         )
     }
+
+
+def _harness_eval(recipe: Recipe, cfg: Any) -> Built:
+    from honing.recipes.harness import harness_eval_fn  # lm-eval's imports only when asked for
+
+    evaluate = harness_eval_fn(recipe, cfg)
+    return {"harness_eval": HarnessEvalCallback(evaluate, interval=cfg.interval, printer=recipe.print)}
 
 
 def _wandb(recipe: Recipe, cfg: Any) -> Built:
@@ -196,6 +217,7 @@ CALLBACKS: list[CallbackEntry] = [
     CallbackEntry("profiler", "profiler", _profiler),
     CallbackEntry("upload", "upload", _upload),
     CallbackEntry("generation_eval", "generation_eval", _generation_eval),
+    CallbackEntry("harness_eval", "harness_eval", _harness_eval),
 ]
 
 

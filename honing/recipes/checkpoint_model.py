@@ -23,9 +23,11 @@ from transformers import AutoConfig, AutoTokenizer
 
 from honing.config.schema import LoraSection
 from honing.errors import CheckpointError
+from honing.export.model_card import write_checkpoint_card
 from honing.models.export import export_hf, save_adapter, swap_into_place
 from honing.models.loading import build_model_from_config
 from honing.models.lora import apply_lora
+from honing.models.quantize import quantize_model
 from honing.models.wrappers import is_lora
 from honing.train.checkpoint import Checkpointer
 from honing.train.train_module import ModelState
@@ -63,6 +65,8 @@ def load_model_from_checkpoint(checkpoint_dir: str) -> tuple[torch.nn.Module, An
     model = build_model_from_config(AutoConfig.from_pretrained(model_dir))
     model_section = run_model_section(checkpoint_dir)
     lora = lora_settings(model_section, checkpoint_dir)
+    if model_section.get("quantize"):  # QLoRA: the saved base is quantized; the export de-quantizes it
+        quantize_model(model, str(model_section["quantize"]), device=torch.device("cpu"))
     if lora is not None:  # the saved state is the peft-wrapped model's, so wrap the same way before loading
         # peft records this as the adapter's base model: the run's, not this weightless config folder
         model.name_or_path = model_section.get("name_or_path") or ""
@@ -115,7 +119,9 @@ def lora_settings(model_section: dict[str, Any], checkpoint_dir: str) -> LoraSec
 def export_checkpoint(checkpoint_dir: str, out_dir: str) -> str:
     """Write the checkpoint's model and tokenizer to ``out_dir`` in Hugging Face format (LoRA merged in)."""
     model, tokenizer = load_model_from_checkpoint(checkpoint_dir)
-    return export_hf(model, tokenizer, out_dir)
+    export_hf(model, tokenizer, out_dir)
+    write_checkpoint_card(checkpoint_dir, out_dir)
+    return out_dir
 
 
 def merge_checkpoint(checkpoint_dir: str, out_dir: str) -> str:
@@ -127,6 +133,7 @@ def merge_checkpoint(checkpoint_dir: str, out_dir: str) -> str:
     model, tokenizer = load_model_from_checkpoint(checkpoint_dir)
     staging = f"{out_dir.rstrip('/')}.merging"
     export_hf(model, tokenizer, staging)
+    write_checkpoint_card(checkpoint_dir, staging)
     if is_lora(model):
         save_adapter(model, os.path.join(staging, ADAPTER_DIR))
     else:

@@ -32,6 +32,7 @@ from honing.models.attention_choice import is_flash
 from honing.models.parallel import parallelize, resolve_strategy
 from honing.recipes.row_data import split_rows
 from honing.recipes.sft import SFTRecipe
+from honing.recipes.validation_sources import validation_batches
 
 log = logging.getLogger(__name__)
 
@@ -175,14 +176,8 @@ class DPORecipe(SFTRecipe):
         report, splits = self.data_reports, split_rows(self)
         train = PairDataset(self.tokenize_rows(*splits["train"], "train"))
         report["train"].rows, report["train"].row_length = len(train), max(train.lengths)
-        validation = None
-        if splits.get("validation", (None, []))[1]:
-            validation = PairDataset(self.tokenize_rows(*splits["validation"], "validation"))
-            report["validation"].rows, report["validation"].row_length = len(validation), max(validation.lengths)
         if self.dpo.reference == "precompute" and self.model is not None:  # `honing data` builds no model
-            for dataset in (train, validation):
-                if dataset is not None:
-                    dataset.with_reference(*self.reference_logps(dataset))
+            train.with_reference(*self.reference_logps(train))
         loader = DataLoader(
             train,
             global_batch_size=data.global_batch_size,
@@ -194,16 +189,24 @@ class DPORecipe(SFTRecipe):
             group_by_length=data.group_by_length,
             num_workers=self.config.data.num_workers,
         )
-        if validation is None:
+        if not splits.get("validation", (None, []))[1]:
             return loader, None
         batch_size = self.config.callbacks.evaluator.batch_size or self.micro_batch_size()
-        return loader, EvalBatches(
-            validation,
-            batch_size=batch_size,
-            collate_fn=self.collator,
-            rank=self.parallel_dims.dp_rank,
-            world_size=self.parallel_dims.dp_size,
-        )
+
+        def batches(part: tuple[Any, list[int]]) -> EvalBatches:
+            validation = PairDataset(self.tokenize_rows(*part, "validation"))
+            report["validation"].rows, report["validation"].row_length = len(validation), max(validation.lengths)
+            if self.dpo.reference == "precompute" and self.model is not None:
+                validation.with_reference(*self.reference_logps(validation))
+            return EvalBatches(
+                validation,
+                batch_size=batch_size,
+                collate_fn=self.collator,
+                rank=self.parallel_dims.dp_rank,
+                world_size=self.parallel_dims.dp_size,
+            )
+
+        return loader, validation_batches(self, splits["validation"], batches)
 
     # --- the precomputed reference ------------------------------------------------------
     def reference_logps(self, dataset: PairDataset) -> tuple[torch.Tensor, torch.Tensor]:

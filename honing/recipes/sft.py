@@ -34,6 +34,7 @@ from honing.data.tokenizer import build_tokenizer, tokenizer_fingerprint
 from honing.errors import ConfigError, DataError
 from honing.recipes.base import Recipe
 from honing.recipes.row_data import MemoryRows, split_rows
+from honing.recipes.validation_sources import validation_batches
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +77,7 @@ class SFTRecipe(Recipe):
         and read back in ``generated_format``."""
         resolved = []
         for source in sources:
-            fields = source.model_dump()
+            fields = source.model_dump(exclude={"name"})  # a name labels metrics, not rows
             if is_prepared_folder(fields["path"]):  # the raw sources it was prepared from (generation eval reads them)
                 inner = PreparedRows(fields["path"]).sources
                 resolved += [{**row.fields, "weight": row.fields["weight"] * fields["weight"]} for row in inner]
@@ -257,15 +258,19 @@ class SFTRecipe(Recipe):
         )
         if not splits.get("validation", (None, []))[1]:
             return loader, None
-        validation_rows, collate = self.rows(self.tokenize_rows(*splits["validation"], "validation"), "validation")
         batch_size = self.config.callbacks.evaluator.batch_size or self.micro_batch_size()
-        return loader, EvalBatches(
-            validation_rows,
-            batch_size=batch_size,
-            collate_fn=collate,
-            rank=self.parallel_dims.dp_rank,
-            world_size=self.parallel_dims.dp_size,
-        )
+
+        def batches(part: tuple[Any, list[int]]) -> EvalBatches:
+            rows, collate = self.rows(self.tokenize_rows(*part, "validation"), "validation")
+            return EvalBatches(
+                rows,
+                batch_size=batch_size,
+                collate_fn=collate,
+                rank=self.parallel_dims.dp_rank,
+                world_size=self.parallel_dims.dp_size,
+            )
+
+        return loader, validation_batches(self, splits["validation"], batches)
 
     def packed_rows(self) -> bool:
         """Rows hold several examples apart with ``data.packing``."""

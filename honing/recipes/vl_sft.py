@@ -33,6 +33,7 @@ from honing.errors import ConfigError, DataError
 from honing.models import apply_lora
 from honing.models.loading import load_pretrained_model
 from honing.models.param_names import matches, named_parameters
+from honing.models.quantize import check_has_lora, quantize_model
 from honing.models.vl_families import (
     VLFamily,
     family_for,
@@ -133,8 +134,11 @@ class VLSFTRecipe(SFTRecipe):
         rows = model.get_input_embeddings().weight.shape[0]
         if len(self.tokenizer) > rows:
             model.resize_token_embeddings(len(self.tokenizer))
-        model = self.set_attention(model.to(self.device))
         lora = self.lora_section()
+        check_has_lora(cfg.quantize, lora)
+        if cfg.quantize is not None:  # the language model's linears; the vision tower keeps its dtype
+            quantize_model(model, cfg.quantize, device=self.device, shards=self.parallel_dims.fsdp_size)
+        model = self.set_attention(model.to(self.device))
         if lora is not None:
             targets = lora.target_modules
             if "target_modules" not in lora.model_fields_set:

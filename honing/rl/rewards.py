@@ -19,12 +19,14 @@ from typing import Any
 import torch
 
 from honing.errors import ConfigError, DataError
+from honing.rl import verl
 from honing.rl.builtin_rewards import BUILTIN_REWARDS, completion_text
+from honing.rl.math_rewards import math_verify
 
 RewardFn = Callable[..., Sequence[Any]]
 
-#: every reward known by name
-REWARDS: dict[str, RewardFn] = dict(BUILTIN_REWARDS)
+#: every reward known by name (math_verify imports its library only when it scores)
+REWARDS: dict[str, RewardFn] = {**BUILTIN_REWARDS, "math_verify": math_verify}
 
 
 def register_reward(name: str) -> Callable[[RewardFn], RewardFn]:
@@ -38,14 +40,31 @@ def register_reward(name: str) -> Callable[[RewardFn], RewardFn]:
 
 
 def resolve_reward(name: str, *, key: str = "grpo.rewards") -> RewardFn:
-    """The function a reward name stands for: registered, or imported from ``module:function``."""
+    """The function a reward name stands for: registered, or imported from ``module:function``; ``verl:NAME`` and
+    functions with verl's signature are wrapped to read verl's row columns (``honing.rl.verl``)."""
     if name in REWARDS:
         return REWARDS[name]
+    if name.startswith(verl.PREFIX):
+        inner = name.removeprefix(verl.PREFIX)
+        if inner in verl.VERL_SCORES:
+            return verl.verl_reward(verl.VERL_SCORES[inner], inner)
+        if ":" not in inner:
+            raise ConfigError(
+                f"{key}: unknown verl reward {inner!r}; expected one of: {', '.join(sorted(verl.VERL_SCORES))}, or "
+                "'verl:package.module:function'"
+            )
+        return verl.verl_reward(_import_reward(inner, key), inner)
     if ":" not in name:
         raise ConfigError(
             f"{key}: unknown reward {name!r}; expected a built-in ({', '.join(sorted(REWARDS))}) or an import "
             "path 'package.module:function'"
         )
+    fn = _import_reward(name, key)
+    return verl.verl_reward(fn, name) if verl.is_verl_signature(fn) else fn
+
+
+def _import_reward(name: str, key: str) -> RewardFn:
+    """The callable at ``package.module:function``."""
     module_name, _, attribute = name.partition(":")
     if os.getcwd() not in sys.path and "" not in sys.path:  # the `honing` script does not put it there
         sys.path.insert(0, os.getcwd())

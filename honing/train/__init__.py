@@ -1,5 +1,6 @@
 """The method-agnostic trainer: the loop, durations, metrics, checkpoints and callbacks."""
 
+from honing.distributed import prepare_training_environment, teardown_training_environment
 from honing.train.callbacks.base import Callback
 from honing.train.checkpoint import Checkpointer
 from honing.train.common import LoadStrategy, StepSkipRange
@@ -7,11 +8,12 @@ from honing.train.duration import Duration, DurationUnit
 from honing.train.metrics import MetricMergeStrategy, ReduceType
 from honing.train.train_module import TrainModule
 from honing.train.trainer import Trainer
-from honing.train.trainer_config import TrainerConfig
+from honing.train.trainer_config import CheckpointerConfig, TrainerConfig
 
 __all__ = [
     "Callback",
     "Checkpointer",
+    "CheckpointerConfig",
     "Duration",
     "DurationUnit",
     "LoadStrategy",
@@ -21,4 +23,6 @@ __all__ = [
     "Trainer",
     "TrainerConfig",
     "TrainModule",
+    "prepare_training_environment",
+    "teardown_training_environment",
 ]

@@ -95,6 +95,8 @@ def storage_reader(path: str) -> dcp.StorageReader | None:
 def copy_to_cpu(value: Any) -> Any:
     """A deep copy with every tensor copied to CPU memory, so training may change the live tensors."""
     if isinstance(value, torch.Tensor):
+        if _is_tensor_subclass(value):
+            return _copy_subclass_to_cpu(value.detach())
         # .to(copy=True) copies a DTensor's local shard and keeps its placement, which DCP needs.
         return value.detach().to("cpu", copy=True)
     if isinstance(value, dict):
@@ -102,6 +104,22 @@ def copy_to_cpu(value: Any) -> Any:
     if type(value) in (list, tuple):
         return type(value)(copy_to_cpu(item) for item in value)
     return copy.deepcopy(value)
+
+
+def _is_tensor_subclass(value: torch.Tensor) -> bool:
+    """True for a tensor subclass made of inner tensors (torchao's NF4 weights, 8-bit optimizer states), not a
+    DTensor (whose ``.to(copy=True)`` copies its shard)."""
+    from torch.distributed.tensor import DTensor
+
+    return hasattr(value, "__tensor_flatten__") and not isinstance(value, DTensor)
+
+
+def _copy_subclass_to_cpu(value: Any) -> Any:
+    """A CPU copy of a tensor subclass, rebuilt from copies of its inner tensors: torchao's subclasses take no
+    ``copy=`` argument, and their ``clone`` may re-quantize rather than copy."""
+    names, context = value.__tensor_flatten__()
+    inner = {name: copy_to_cpu(getattr(value, name)) for name in names}
+    return type(value).__tensor_unflatten__(inner, context, value.size(), value.stride())
 
 
 def serialize_trainer_state(state: dict[str, Any], dir: str) -> bytes:

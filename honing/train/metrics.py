@@ -26,7 +26,8 @@ class ReduceType(str, Enum):
 
 class MetricMergeStrategy(str, Enum):
     """What to do when the same metric is recorded twice in one step (as OLMo-core): ``warn`` keeps the
-    first value and warns, ``latest`` / ``oldest`` keep the last / first silently, the others combine them."""
+    first value and warns, ``latest`` / ``oldest`` keep the last / first silently, the others combine them
+    (``mean``, as OLMo-core's document says: the average of the new value with the last one, not a running mean)."""
 
     warn = "warn"
     latest = "latest"
@@ -38,13 +39,14 @@ class MetricMergeStrategy(str, Enum):
 
 
 def merge_values(old: torch.Tensor, new: torch.Tensor, strategy: MetricMergeStrategy, count: int) -> torch.Tensor:
-    """Combine a metric's earlier value (an average of ``count`` values for ``mean``) with a new one."""
+    """Combine a metric's earlier value with a new one (``count``: how many values were merged so far, unused by
+    OLMo-core's strategies and kept for callers)."""
     if strategy == MetricMergeStrategy.latest:
         return new
     if strategy in (MetricMergeStrategy.oldest, MetricMergeStrategy.warn):
         return old
     if strategy == MetricMergeStrategy.mean:
-        return (old * count + new) / (count + 1)
+        return (old + new) / 2
     if strategy == MetricMergeStrategy.sum:
         return old + new
     if strategy == MetricMergeStrategy.max:

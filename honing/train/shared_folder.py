@@ -11,7 +11,7 @@ import secrets
 import torch.distributed as dist
 
 from honing import storage
-from honing.distributed import get_rank, get_world_size, is_distributed, ranks_where
+from honing.distributed import get_rank, get_world_size, is_distributed, ranks_where, shared_filesystem
 from honing.errors import ConfigError
 
 
@@ -24,8 +24,14 @@ def spans_several_nodes() -> bool:
 def check_shared_folder(folder: str, key: str = "trainer.save_folder") -> None:
     """Refuse, on every rank, a local ``folder`` that some ranks do not see: rank 0 leaves a file with a random
     name there, every rank looks for it. Remote folders (``s3://`` ...) are shared by nature; one machine too."""
-    if storage.is_url(folder) or not spans_several_nodes():
+    if storage.is_url(folder) or not spans_several_nodes() or shared_filesystem():
         return
+    if shared_filesystem() is False:
+        raise ConfigError(
+            f"{key}: {folder} is a local folder on each machine (prepare_training_environment was told "
+            "shared_filesystem=False), so each checkpoint would be split over the machines' own disks; use an "
+            "s3:// folder"
+        )
     token = [secrets.token_hex(8) if get_rank() == 0 else None]
     dist.broadcast_object_list(token, src=0)
     probe = storage.join(folder, f".honing-shared-{token[0]}")

@@ -25,6 +25,7 @@ from honing.train.callbacks.base import Callback
 from honing.train.callbacks.checkpointer import CheckpointerCallback
 from honing.train.callbacks.evaluator import EvaluatorCallback
 from honing.train.callbacks.generation_eval import GenerationEvalCallback
+from honing.train.callbacks.hooks import handlers
 from honing.train.checkpoint import MARKER, Checkpointer
 from honing.train.common import LoadStrategy, StepSkipRange
 from honing.train.duration import Duration, DurationUnit
@@ -56,9 +57,9 @@ class Trainer(TrainerCheckpoints):
         load_path: str | None = None,
         load_strategy: LoadStrategy = LoadStrategy.if_available,
         metrics_collect_interval: int = 10,
-        cancel_check_interval: int = 10,
+        cancel_check_interval: int = 1,
         steps_to_skip: list[StepSkipRange] | None = None,
-        load_trainer_state: bool = True,
+        load_trainer_state: bool | None = None,
         load_optim_state: bool | None = None,
         no_checkpoints: bool = False,
         no_evals: bool = False,
@@ -67,6 +68,7 @@ class Trainer(TrainerCheckpoints):
         callbacks: dict[str, Callback] | None = None,
         extra_checkpoint_files: dict[str, str | bytes] | None = None,
         nonfinite_loss: str = "stop",
+        checkpointer: Checkpointer | None = None,
     ):
         self.save_folder = save_folder
         self.train_module = train_module
@@ -78,6 +80,7 @@ class Trainer(TrainerCheckpoints):
         # What a checkpoint from load_path restores besides the weights (the save folder's own checkpoints
         # always restore everything): load_trainer_state False is a warm start from another run, with a fresh
         # optimizer too unless load_optim_state says otherwise (None: the optimizer goes with the trainer state).
+        # None (OLMo-core's default): the trainer state is loaded when the checkpoint has one.
         self.load_trainer_state = load_trainer_state
         self.load_optim_state = load_optim_state
         self.metrics_collect_interval = metrics_collect_interval
@@ -85,7 +88,9 @@ class Trainer(TrainerCheckpoints):
         self.steps_to_skip = steps_to_skip or []
         self.extra_checkpoint_files = extra_checkpoint_files or {}
         # A remote save folder is written to a local work folder and uploaded in the background.
-        self.checkpointer = Checkpointer(save_overwrite=save_overwrite, uploader=Uploader(), work_root=work_root)
+        self.checkpointer = checkpointer or Checkpointer(
+            save_overwrite=save_overwrite, uploader=Uploader(), work_root=work_root
+        )
 
         self.global_step = 0
         self.global_train_tokens_seen = 0
@@ -104,6 +109,11 @@ class Trainer(TrainerCheckpoints):
         # those collectives never interleave with training's; created here, where every rank reaches it.
         self._metrics_group = new_background_group() if get_world_size() > 1 else None
         self._pending_logs: list[Future] = []  # reductions in flight, announced in order
+        # Cancel flags are exchanged every step by an asynchronous all-reduce on a gloo group of their own (not
+        # the metrics group: the bookkeeping thread's collectives there would interleave with it differently on
+        # each rank); a step's exchange is waited on at the next step's boundary, long done by then.
+        self._cancel_group = new_background_group() if get_world_size() > 1 else None
+        self._cancel_exchange: tuple[Any, torch.Tensor] | None = None
 
         self.callbacks: dict[str, Callback] = {}
         self._handlers: dict[str, list[Callable[..., Any]]] = {}
@@ -114,9 +124,11 @@ class Trainer(TrainerCheckpoints):
         train_module.on_attach(self)
 
     # --- callbacks ----------------------------------------------------------------
-    def add_callback(self, name: str, callback: Callback) -> None:
+    def add_callback(self, name: str | Callback, callback: Callback | None = None) -> None:
         """Register a callback under ``name`` (its state is checkpointed under that name); a name already
-        registered is an error, as in OLMo-core."""
+        registered is an error, as in OLMo-core. VeOmni's ``add_callback(callback)`` names it by its class."""
+        if callback is None and isinstance(name, Callback):
+            name, callback = type(name).__name__, name
         if name in self.callbacks:
             raise ConfigError(
                 f"a callback named {name!r} is already registered "
@@ -126,6 +138,12 @@ class Trainer(TrainerCheckpoints):
         self.callbacks[name] = callback
         self.callbacks = dict(sorted(self.callbacks.items(), key=lambda item: -item[1].priority))
         self._handlers.clear()
+        callback.post_attach()
+
+    def add_callbacks(self, callbacks: dict[str, Callback]) -> None:
+        """Register several callbacks by name (``add_callback`` for each)."""
+        for name, callback in callbacks.items():
+            self.add_callback(name, callback)
 
     def has_callback(self, callback: type[Callback] | str) -> bool:
         """True when a callback of this class (or a subclass), or registered under this name, is registered."""
@@ -160,22 +178,23 @@ class Trainer(TrainerCheckpoints):
             return False
         return not (self._no_evals and _is_evaluator(callback))
 
-    def _emit(self, event: str, *args: Any) -> None:
+    def _emit(self, event: str, *args: Any, **kwargs: Any) -> None:
         for handler in self._handlers_for(event):
-            handler(*args)
+            handler(*args, **kwargs)
 
     def _handlers_for(self, event: str) -> list[Callable[..., Any]]:
-        """The callbacks' methods for ``event``, by priority: only those that override it, since at
-        millisecond steps calling every callback's no-op on_step_begin/on_step_end shows in tokens/s."""
-        handlers = self._handlers.get(event)
-        if handlers is None:
-            base = getattr(Callback, event)
-            handlers = self._handlers[event] = [
-                getattr(callback, event)
+        """The callbacks' methods for ``event`` (under honing's or OLMo-core's name), by priority: only those
+        that override it, since at millisecond steps calling every callback's no-op on_step_begin/on_step_end
+        shows in tokens/s."""
+        found = self._handlers.get(event)
+        if found is None:
+            found = self._handlers[event] = [
+                handler
                 for callback in self.callbacks.values()
-                if getattr(getattr(callback, event), "__func__", None) is not base and self._active(callback)
+                if self._active(callback)
+                for handler in handlers(callback, event, Callback, self)
             ]
-        return handlers
+        return found
 
     # --- progress -------------------------------------------------------------------
     @property
@@ -271,9 +290,10 @@ class Trainer(TrainerCheckpoints):
             name = f"{namespace.rstrip('/')}/{name}"
         self._metrics.record(self.global_step, name, value, reduce_type, merge_strategy)
 
-    def record_ce_loss(self, value: MetricValue, reduce_type: ReduceType | str | None = ReduceType.mean) -> None:
-        """Record the training cross-entropy loss; its perplexity is logged with it, computed from the
-        loss once it is reduced across ranks (as OLMo-core does), so the hot path pays for one metric."""
+    def record_ce_loss(self, value: MetricValue, reduce_type: ReduceType | str | None = None) -> None:
+        """Record the training cross-entropy loss (``reduce_type`` None: not reduced, as OLMo-core's default;
+        honing's train modules pass ``mean``); its perplexity is logged with it, computed from the loss once it
+        is reduced, so the hot path pays for one metric."""
         self._ce_losses.add("train/loss")
         self.record_metric("train/loss", value, reduce_type)
 
@@ -341,21 +361,47 @@ class Trainer(TrainerCheckpoints):
             self._emit("on_log", step, metrics)
 
     # --- cancel ---------------------------------------------------------------------
-    def cancel_run(self, reason: str) -> None:
-        """Ask the run to stop gracefully at the next cancel check (safe from signal handlers)."""
+    def cancel_run(self, reason: str, no_sync: bool = False) -> None:
+        """Ask the run to stop gracefully at the next cancel check (safe from signal handlers); with ``no_sync``
+        (only when every rank calls it at the same step, as in OLMo-core) it stops after this step at once."""
         self._cancel_requested = reason
+        if no_sync:
+            self._mark_canceled(reason)
+
+    @property
+    def is_canceled(self) -> bool:
+        """Whether the run was canceled (OLMo-core's name for ``canceled``)."""
+        return self.canceled
 
     def check_if_canceled(self) -> None:
-        """Agree across ranks whether any rank asked to cancel; if so, stop after this step."""
-        requested = self._cancel_requested is not None
-        if is_distributed():
-            flag = torch.tensor([1 if requested else 0], dtype=torch.int32)
-            dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-            requested = bool(flag.item())
-        if requested and not self.canceled:
+        """Agree across ranks, without blocking, whether any rank asked to cancel: this rank's flag is sent in
+        an asynchronous all-reduce whose result is read at the next check, so a request made during step N is
+        acted on by every rank after step N + 1 at the latest (one process: after step N)."""
+        if self._cancel_group is None:
+            if self._cancel_requested is not None:
+                self._mark_canceled(self._cancel_requested)
+            return
+        requested = self._finish_cancel_exchange()
+        flag = torch.tensor([0 if self._cancel_requested is None else 1], dtype=torch.int32)
+        work = dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=self._cancel_group, async_op=True)
+        self._cancel_exchange = (work, flag)
+        if requested:
+            self._mark_canceled(self._cancel_requested or "another rank canceled the run")
+
+    def _finish_cancel_exchange(self) -> bool:
+        """Wait for the exchange in flight (every rank started it at the same step) and return its answer."""
+        if self._cancel_exchange is None:
+            return False
+        work, flag = self._cancel_exchange
+        self._cancel_exchange = None
+        work.wait()
+        return bool(flag.item())
+
+    def _mark_canceled(self, reason: str) -> None:
+        if not self.canceled:
             self.canceled = True
-            self.cancel_reason = self._cancel_requested or "another rank canceled the run"
-            log.warning("canceling the run at step %d: %s", self.global_step, self.cancel_reason)
+            self.cancel_reason = reason
+            log.warning("canceling the run at step %d: %s", self.global_step, reason)
 
     # --- bookkeeping off the hot path ----------------------------------------------
     def run_bookkeeping_op(self, op: Callable[..., Any], *args: Any, **kwargs: Any) -> Future:
@@ -418,6 +464,7 @@ class Trainer(TrainerCheckpoints):
                 self._emit("on_train_begin")
                 while not self.training_complete:
                     self._fit_epoch()
+                self._finish_cancel_exchange()  # every rank started it after the last step: none is left waiting
                 self._log_metrics(wait=True)
                 self._emit_train_end()
                 self.checkpointer.wait()
@@ -460,16 +507,19 @@ class Trainer(TrainerCheckpoints):
 
     def _train_step(self, batch: Any) -> None:
         self.global_step += 1
-        self._emit("on_step_begin")
+        self._emit("on_step_begin", micro_batches=batch)  # VeOmni's keyword; OLMo-core's pre_step(batch)
         if any(self.global_step in skip for skip in self.steps_to_skip):
             log.info("step %d is in steps_to_skip: its batch is consumed but not trained on", self.global_step)
         else:
             self.train_module.zero_grads()
             self.train_module.train_batch(batch)
+            self._emit("pre_optim_step")
             self.train_module.optim_step()
         # asked of the train module after its step: a method that generates counts what it generated
         self.global_train_tokens_seen += self.train_module.num_tokens(batch)
-        self._emit("on_step_end")
+        self._emit("post_train_batch")
+        # VeOmni's on_step_end keywords: still tensors on the device, so nothing syncs unless a callback reads them
+        self._emit("on_step_end", loss=self.get_metric("train/loss"), grad_norm=self.get_metric("optim/grad_norm"))
         self._announce_async_saves()
         self._announce_logs()
         if self.global_step % self.cancel_check_interval == 0:

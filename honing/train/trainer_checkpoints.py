@@ -22,6 +22,7 @@ from honing.distributed import (
 from honing.errors import CheckpointError
 from honing.train.callbacks.checkpointer import CheckpointerCallback
 from honing.train.checkpoint import CORRUPT_SUFFIX, Checkpointer
+from honing.train.checkpoint_io import TRAIN_DIR
 from honing.train.common import LoadStrategy
 from honing.train.config_change import COMPARED_FILES, check_resume
 from honing.train.rng import rng_state, set_rng_state
@@ -89,9 +90,9 @@ class TrainerCheckpoints:
         self._emit("on_checkpoint_saved", path)
         return path
 
-    def save_checkpoint_async(self, ephemeral: bool = False) -> Future:
+    def save_checkpoint_async(self, ephemeral: bool = False) -> tuple[str, Future]:
         """Stage a checkpoint of the current step and write it in the background (``ephemeral``: as for
-        ``save_checkpoint``)."""
+        ``save_checkpoint``); returns its path and a future done when it is complete, as OLMo-core's."""
         self.check_loss_finite()  # never save weights a NaN or inf loss has already broken
         path = self.checkpoint_dir()
         self._note_ephemeral(ephemeral)  # first, so the callbacks' saved state knows it
@@ -100,7 +101,7 @@ class TrainerCheckpoints:
         )
         self._last_checkpoint_step = self.global_step
         future.add_done_callback(lambda f: f.exception() is None and self._pending_saved.append(path))
-        return future
+        return path, future
 
     def _note_ephemeral(self, ephemeral: bool) -> None:
         # the checkpointer callbacks remove ephemeral checkpoints, whoever asked for them
@@ -125,8 +126,11 @@ class TrainerCheckpoints:
         """Load the model weights from a checkpoint directory, the trainer state (step, tokens, data position,
         RNG, callbacks) unless ``load_trainer_state`` is False, and the optimizer (with the train module's
         extra state, e.g. its LR scheduler) when ``load_optim_state`` is True. None takes the trainer's own
-        setting; a ``load_optim_state`` that is None there too follows ``load_trainer_state``."""
+        setting; a ``load_trainer_state`` that is None there too loads the trainer state when the checkpoint has
+        one (OLMo-core's meaning), and a ``load_optim_state`` that is None follows ``load_trainer_state``."""
         load_trainer_state = self.load_trainer_state if load_trainer_state is None else load_trainer_state
+        if load_trainer_state is None:
+            load_trainer_state = storage.exists(storage.join(path, TRAIN_DIR, "rank0.pt"))
         load_optim_state = self.load_optim_state if load_optim_state is None else load_optim_state
         load_optim_state = load_trainer_state if load_optim_state is None else load_optim_state
         state = self.checkpointer.load(
@@ -144,6 +148,7 @@ class TrainerCheckpoints:
                 path,
                 self.global_step,
             )
+        self._emit("post_checkpoint_loaded", path)
 
     def maybe_load_checkpoint(
         self, folder: str | None = None, *, load_trainer_state: bool | None = None, load_optim_state: bool | None = None

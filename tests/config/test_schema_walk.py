@@ -35,11 +35,51 @@ MODEL = {
 }
 
 
+# the generation eval's metrics: its own two and a reward of the registry
+GENERATION_METRICS = ["exact_match", "cer", "answer_similarity"]
+
+WALK_TASK = """task: walk_task
+dataset_path: json
+dataset_kwargs: {{data_files: {{test: {data}}}}}
+output_type: generate_until
+test_split: test
+doc_to_text: "{{{{question}}}}"
+doc_to_target: "{{{{answer}}}}"
+metric_list: [{{metric: exact_match, aggregation: mean, higher_is_better: true}}]
+generation_kwargs: {{until: ["\\n"], do_sample: false}}
+"""
+
+
+def harness_task(folder: Path) -> Path:
+    """A two-row lm-eval task over a local file (callbacks.harness_eval); the folder holding it."""
+    tasks = folder / "tasks"
+    tasks.mkdir(parents=True, exist_ok=True)
+    (tasks / "data.jsonl").write_text('{"question": "ab", "answer": "ba"}\n{"question": "cd", "answer": "dc"}\n')
+    (tasks / "walk_task.yaml").write_text(WALK_TASK.format(data=tasks / "data.jsonl"))
+    return tasks
+
+
+def harness_eval(folder: Path) -> dict[str, Any]:
+    """Every key of callbacks.harness_eval, evaluating once, at the end."""
+    return {
+        "enabled": True,
+        "tasks": ["walk_task"],
+        "include": [str(harness_task(folder))],
+        "interval": 1000,
+        "limit": 2,
+        "num_fewshot": 0,
+        "batch_size": 2,
+        "max_new_tokens": 2,
+        "apply_chat_template": False,
+    }
+
+
 def shared(folder: Path, method: str) -> dict[str, Any]:
     """Every feature both methods have, turned on, for a two-step CPU run."""
     return {
         "method": method,
         "run_name": "walk",
+        "model_card": {"license": "mit", "language": ["en"], "tags": ["walk"]},
         "trainer": {
             "save_folder": str(folder / "run"),
             "max_duration": "2steps",
@@ -114,6 +154,8 @@ def shared(folder: Path, method: str) -> dict[str, Any]:
             "profiler": {"enabled": True, "start": 1, "stop": 1},
             "upload": {"enabled": True, "save_path": str(folder / "upload")},
             "custom": [{"import_path": "tests.helpers:CountingCallback", "kwargs": {"label": "walk"}}],
+            # lm-eval's text backend does not load image-text-to-text models (refused for vl_sft)
+            **({} if method == "vl_sft" else {"harness_eval": harness_eval(folder)}),
         },
         "parallel": {
             "strategy": "none",
@@ -178,7 +220,12 @@ def sft(tmp_path: Path) -> Iterator[dict[str, Any]]:
     source = {"format": "conversation", "weight": 1.0, "text_field": "text", "max_samples": 64}
     raw["data"].update(
         train={"sources": [{"path": "generated:reverse?samples=64&seed=0", **source}]},
-        validation={"sources": [{"path": "generated:reverse?samples=8&seed=1", **source}]},
+        validation={  # two sources: each one's own eval/<name>/* (a name, and a path's default)
+            "sources": [
+                {"path": "generated:reverse?samples=8&seed=1", **source, "name": "held_out"},
+                {"path": "generated:reverse?samples=4&seed=2", **source},
+            ]
+        },
         validation_split=0.0,
         seq_len=128,
         chat_template="chatml",
@@ -189,7 +236,13 @@ def sft(tmp_path: Path) -> Iterator[dict[str, Any]]:
         bad_rows="skip",
     )
     raw["tokenizer"] = {"kind": "byte", "trust_remote_code": False}
-    raw["callbacks"]["generation_eval"] = {"enabled": True, "num_prompts": 2, "max_new_tokens": 2, "interval": 1}
+    raw["callbacks"]["generation_eval"] = {
+        "enabled": True,
+        "num_prompts": 2,
+        "max_new_tokens": 2,
+        "interval": 1,
+        "metrics": GENERATION_METRICS,
+    }
     yield raw
     second = second_run(raw, tmp_path / "a", tmp_path / "b")
     second["data"].update(packing=False, seq_len=56, overlong="drop", bad_rows="fail")  # some rows are over-long
@@ -224,7 +277,13 @@ def grpo(tmp_path: Path) -> Iterator[dict[str, Any]]:
     prompts.write_text('{"prompt": "3 5 7 make 8: ", "nums": [3, 5, 7], "target": 8}\n' * 8)
     raw["data"]["train"]["sources"][0].update(path=str(prompts), format="prompt")
     raw["data"]["validation"] = {"sources": [{"path": "generated:reverse?samples=4&seed=1", **source}]}
-    raw["callbacks"]["generation_eval"] = {"enabled": True, "num_prompts": 2, "max_new_tokens": 2, "interval": 1}
+    raw["callbacks"]["generation_eval"] = {
+        "enabled": True,
+        "num_prompts": 2,
+        "max_new_tokens": 2,
+        "interval": 1,
+        "metrics": GENERATION_METRICS,
+    }
     yield raw
     second = second_run({**raw, "data": {**raw["data"], "validation": None}}, tmp_path / "a", tmp_path / "b")
     second["data"].pop("validation_split")  # second_run's validation split off the training data: refused here
@@ -240,7 +299,12 @@ def dpo(tmp_path: Path) -> Iterator[dict[str, Any]]:
     source = {"format": "preference", "weight": 1.0, "text_field": "text", "max_samples": 32}
     raw["data"].update(
         train={"sources": [{"path": "generated:addition_preference?samples=32&seed=0", **source}]},
-        validation={"sources": [{"path": "generated:addition_preference?samples=8&seed=1", **source}]},
+        validation={
+            "sources": [
+                {"path": "generated:addition_preference?samples=8&seed=1", **source, "name": "held_out"},
+                {"path": "generated:addition_preference?samples=4&seed=2", **source},
+            ]
+        },
         validation_split=0.0,
         chat_template="chatml",
         group_by_length=True,
@@ -248,7 +312,13 @@ def dpo(tmp_path: Path) -> Iterator[dict[str, Any]]:
         bad_rows="skip",
     )
     raw["tokenizer"] = {"kind": "byte", "trust_remote_code": False}
-    raw["callbacks"]["generation_eval"] = {"enabled": True, "num_prompts": 2, "max_new_tokens": 2, "interval": 1}
+    raw["callbacks"]["generation_eval"] = {
+        "enabled": True,
+        "num_prompts": 2,
+        "max_new_tokens": 2,
+        "interval": 1,
+        "metrics": GENERATION_METRICS,
+    }
     raw["dpo"] = {"loss_type": "robust", "beta": 0.2, "label_smoothing": 0.1, "reference": "adapters_off"}
     raw["dpo"]["rpo_alpha"] = 0.5
     yield raw
@@ -266,7 +336,12 @@ def vl_sft(tmp_path: Path) -> Iterator[dict[str, Any]]:
     source = {"format": "conversation", "weight": 1.0, "text_field": "text", "max_samples": 16}
     raw["data"].update(
         train={"sources": [{"path": "generated:ocr?samples=16&seed=0", **source}]},
-        validation={"sources": [{"path": "generated:ocr?samples=4&seed=1", **source}]},
+        validation={
+            "sources": [
+                {"path": "generated:ocr?samples=4&seed=1", **source, "name": "held_out"},
+                {"path": "generated:ocr?samples=2&seed=2", **source},
+            ]
+        },
         validation_split=0.0,
         seq_len=128,
         train_on="assistant",
@@ -282,7 +357,13 @@ def vl_sft(tmp_path: Path) -> Iterator[dict[str, Any]]:
     raw["model"].update(freeze_vision=True, freeze_projector=True)
     raw["model"]["lora"]["modules_to_save"] = None
     raw["tokenizer"] = {"kind": "auto", "trust_remote_code": False}
-    raw["callbacks"]["generation_eval"] = {"enabled": True, "num_prompts": 2, "max_new_tokens": 2, "interval": 1}
+    raw["callbacks"]["generation_eval"] = {
+        "enabled": True,
+        "num_prompts": 2,
+        "max_new_tokens": 2,
+        "interval": 1,
+        "metrics": GENERATION_METRICS,
+    }
     yield raw
     second = second_run(raw, tmp_path / "a", tmp_path / "b")
     second["model"].update(lora=None, freeze_vision=False, freeze_projector=False)

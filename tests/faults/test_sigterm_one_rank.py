@@ -8,6 +8,9 @@ from tests.distributed.runs import assert_same_weights, honing_train, weights, w
 pytestmark = pytest.mark.slow
 
 STEPS, TERM_STEP = 8, 3
+# the ranks learn of the request through an asynchronous exchange read one step later (no blocking collective
+# per step): every rank runs exactly one more step, then all stop together
+STOP_STEP = TERM_STEP + 1
 
 
 def callbacks(folder, term_step):
@@ -33,8 +36,8 @@ def test_sigterm_to_one_rank_saves_on_every_rank_exits_0_and_resumes_exactly(tmp
     assert result.returncode == 0, result.stderr[-3000:]
     assert "received SIGTERM" in result.stderr + result.stdout
     # both ranks stopped after the same step and the checkpoint holds both ranks' state
-    assert [p.name for p in sorted(save_folder.glob("step*"))] == [f"step{TERM_STEP}"]
-    checkpoint = save_folder / f"step{TERM_STEP}"
+    assert [p.name for p in sorted(save_folder.glob("step*"))] == [f"step{STOP_STEP}"]
+    checkpoint = save_folder / f"step{STOP_STEP}"
     assert (checkpoint / ".complete").exists()
     assert sorted(p.name for p in (checkpoint / "train").iterdir()) == ["rank0.pt", "rank1.pt"]
     assert not (tmp_path / "cut-weights" / f"step{STEPS}.pt").exists()

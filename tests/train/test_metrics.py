@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[2]
     [
         ("latest", 6.0),
         ("oldest", 2.0),
-        ("mean", 4.0),
+        ("mean", 4.5),  # OLMo-core: the average with the last value, ((2 + 4) / 2 + 6) / 2
         ("sum", 12.0),
         ("max", 6.0),
         ("min", 2.0),
@@ -60,9 +60,14 @@ def test_collect_is_per_step_and_clears():
     assert buffer.collect() == {}
 
 
-def test_merge_values_mean_counts_previous_values():
-    old = torch.tensor(3.0)  # the mean of 2 values so far
-    assert merge_values(old, torch.tensor(6.0), MetricMergeStrategy.mean, count=2).item() == pytest.approx(4.0)
+def test_merge_values_mean_averages_with_the_last_value_as_olmo_core_documents():
+    # OLMo-core's MetricMergeStrategy.mean: "when a duplicate is logged we take the average with the last value"
+    old = torch.tensor(3.0)  # already the merge of 2 values: the count does not weigh it
+    assert merge_values(old, torch.tensor(6.0), MetricMergeStrategy.mean, count=2).item() == pytest.approx(4.5)
+    buffer = MetricsBuffer()
+    for value in (1.0, 2.0, 4.0):
+        buffer.record(1, "m", value, merge_strategy=MetricMergeStrategy.mean)
+    assert buffer.collect() == {1: {"m": 2.75}}  # ((1 + 2) / 2 + 4) / 2
 
 
 def test_reduce_type_none_is_not_reduced_and_one_metric_keeps_one_type():

@@ -166,9 +166,12 @@ def _prompt(value: Any) -> Messages:
 
 
 def _completion(value: Any, key: str) -> Messages:
-    """A string, one message (``role`` / ``content`` or ShareGPT's ``from`` / ``value``), or a list of messages."""
+    """A string, one message (``role`` / ``content`` or ShareGPT's ``from`` / ``value``), a list of messages, or a
+    conversation ``{"messages": [...]}`` (Oumi's documented DPO rows)."""
     if isinstance(value, str):
         return [{"role": "assistant", "content": value}]
+    if isinstance(value, Mapping) and "messages" in value and "role" not in value:
+        return _completion(value["messages"], f"{key}.messages")
     if isinstance(value, Mapping):
         value = [value]
     if isinstance(value, list) and value and all(isinstance(item, Mapping) and "from" in item for item in value):

@@ -9,7 +9,13 @@ if TYPE_CHECKING:
 
 
 class Callback:
-    """Hook into training; higher ``priority`` runs earlier. State returned by ``state_dict`` is checkpointed."""
+    """Hook into training; higher ``priority`` runs earlier. State returned by ``state_dict`` is checkpointed.
+
+    Every event may also be implemented under OLMo-core's name (``pre_train``, ``pre_epoch``, ``pre_step(batch)``,
+    ``post_step``, ``post_epoch``, ``post_train``, ``log_metrics(step, metrics)``, ``post_checkpoint_saved(path)``)
+    and VeOmni's events in VeOmni's form (``on_step_end(self, state, **kwargs)``, the trainer as ``state``);
+    see ``honing.train.callbacks.hooks``.
+    """
 
     priority: int = 0
     trainer: Trainer
@@ -32,6 +38,12 @@ class Callback:
     def on_step_begin(self) -> None:
         """Before a step's batch is trained on."""
 
+    def post_train_batch(self) -> None:
+        """After a step's optimizer update, before ``on_step_end`` (OLMo-core's name)."""
+
+    def pre_optim_step(self) -> None:
+        """After a step's forward and backward passes, right before clipping and the optimizer step (OLMo-core)."""
+
     def on_step_end(self) -> None:
         """After a step's optimizer update."""
 
@@ -43,6 +55,12 @@ class Callback:
 
     def on_checkpoint_saved(self, path: str) -> None:
         """After a checkpoint at ``path`` is complete on storage."""
+
+    def post_checkpoint_loaded(self, path: str) -> None:
+        """After ``fit`` (or ``load_checkpoint``) restored the checkpoint at ``path`` (OLMo-core's name)."""
+
+    def post_attach(self) -> None:
+        """Right after the callback is registered with a trainer (OLMo-core's name)."""
 
     def on_log(self, step: int, metrics: dict[str, float]) -> None:
         """With the collected (rank-reduced) metrics of one step."""

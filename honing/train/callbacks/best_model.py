@@ -84,15 +84,16 @@ class BestModelCallback(Callback):
         """The best step's checkpoint folder, once it is known."""
         return None if self.best_step is None else self.trainer.checkpoint_dir(self.best_step)
 
-    def export_best(self) -> str | None:
-        """Write the best checkpoint with ``export_fn`` to ``SAVE_FOLDER/best`` (every rank calls it)."""
+    def export_best(self, folder_name: str | None = None) -> str | None:
+        """Write the best checkpoint with ``export_fn`` to ``SAVE_FOLDER/best`` (or ``folder_name``; every rank
+        calls it); None when there is no best checkpoint to export."""
         if self.export_fn is None or self.best_step is None:
             return None
         if getattr(self.trainer, "no_checkpoints", False):
             log.warning("no_checkpoints is set: the best model (step %d) has no checkpoint to export", self.best_step)
             return None
         self.trainer.checkpointer.wait()
-        local = os.path.join(self.trainer.work_folder, self.folder_name)
+        local = os.path.join(self.trainer.work_folder, folder_name or self.folder_name)
         # the checkpoint as written locally (for a remote save folder, in its work folder)
         self.export_fn(self.trainer.checkpointer.work_folder(self.best_checkpoint), local)
         barrier()

@@ -15,9 +15,10 @@ log = logging.getLogger(__name__)
 class CheckpointerCallback(Callback):
     """Saves ``SAVE_FOLDER/stepN`` every ``save_interval`` steps (async by default) and at the end.
 
-    Ephemeral checkpoints (every ``ephemeral_save_interval`` steps, and any saved with
-    ``trainer.save_checkpoint(ephemeral=True)``) are deleted once a later checkpoint is complete;
-    ``keep_last`` permanent ones are kept. Under ``trainer.no_checkpoints`` it saves nothing.
+    With ``save_at_epoch_end`` the last step of every epoch is saved as well. Ephemeral checkpoints (every
+    ``ephemeral_save_interval`` steps, and any saved with ``trainer.save_checkpoint(ephemeral=True)``) are deleted
+    once a later checkpoint is complete; ``keep_last`` permanent ones are kept. Under ``trainer.no_checkpoints`` it
+    saves nothing.
     """
 
     priority = PRIORITY["checkpointer"]
@@ -30,11 +31,13 @@ class CheckpointerCallback(Callback):
         keep_last: int | None = None,
         async_save: bool = True,
         protected_steps: set[int] | None = None,
+        save_at_epoch_end: bool = False,
     ):
         self.save_interval = save_interval
         self.ephemeral_save_interval = ephemeral_save_interval
         self.keep_last = keep_last
         self.async_save = async_save
+        self.save_at_epoch_end = save_at_epoch_end
         # steps other callbacks want kept (e.g. the best model) even past keep_last
         self.protected_steps: set[int] = set(protected_steps or ())
         self._ephemeral: list[int] = []
@@ -76,6 +79,11 @@ class CheckpointerCallback(Callback):
             self._save(ephemeral=False)
         elif self.ephemeral_save_interval and step % self.ephemeral_save_interval == 0:
             self._save(ephemeral=True)
+
+    def on_epoch_end(self) -> None:
+        # an epoch's last step is a permanent checkpoint too (HF's save_strategy "epoch"), once per step
+        if self.save_at_epoch_end and self.step and self.trainer.last_checkpoint_step != self.step:
+            self._save(ephemeral=False)
 
     def on_train_end(self) -> None:
         if self.trainer.last_checkpoint_step != self.step:

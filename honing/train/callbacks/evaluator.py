@@ -41,29 +41,45 @@ class EvaluatorCallback(Callback):
 
     @torch.no_grad()
     def evaluate(self) -> dict[str, float]:
-        """Evaluate now and record the metrics for the current step."""
+        """Evaluate now and record the metrics for the current step: ``eval/*`` over all validation rows and,
+        when the batches are several sources' (``parts``), ``eval/<source name>/*`` for each."""
         module = self.trainer.train_module
         was_training = module.model.training
-        totals: dict[str, torch.Tensor] = {}
+        parts = getattr(self.batches, "parts", None) or {None: self.batches}
         try:
-            for index, batch in enumerate(self.batches):
-                if self.max_batches is not None and index >= self.max_batches:
-                    break
-                for key, value in module.eval_batch(batch).items():
-                    totals[key] = totals.get(key, 0) + value.detach().double()
+            totals = {name: self._totals(module, batches) for name, batches in parts.items()}
         finally:
             module.model.train(was_training)
-        if not totals:
+        keys = sorted({key for part in totals.values() for key in part})
+        if not keys:
             return {}
+        # one tensor for every source's sums: a single collective however many sources there are
+        stacked = torch.tensor(
+            [[float(totals[name].get(key, 0.0)) for key in keys] for name in totals], dtype=torch.float64
+        )
         if torch.distributed.is_available() and torch.distributed.is_initialized():
-            stacked = torch.stack([totals[k].cpu() for k in sorted(totals)])
             torch.distributed.all_reduce(stacked)
-            totals = dict(zip(sorted(totals), stacked))
-        # the train module knows what its totals mean (a loss per token, a reward accuracy per pair ...)
-        metrics = module.eval_metrics({key: float(value) for key, value in totals.items()})
-        results = {f"{self.name}/{key}": value for key, value in metrics.items()}
+        # the sums add over sources: the whole split's metrics are those of the summed totals
+        results = self._metrics(module, self.name, dict(zip(keys, stacked.sum(dim=0).tolist())))
+        if None not in totals:
+            for row, name in zip(stacked, totals):
+                results.update(self._metrics(module, f"{self.name}/{name}", dict(zip(keys, row.tolist()))))
         for key, value in results.items():
             # already reduced above, so every rank holds the same value
             self.trainer.record_metric(key, value, ReduceType.max)
         self.last_eval_step = self.step
         return results
+
+    def _totals(self, module: Any, batches: Iterable[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        totals: dict[str, torch.Tensor] = {}
+        for index, batch in enumerate(batches):
+            if self.max_batches is not None and index >= self.max_batches:
+                break
+            for key, value in module.eval_batch(batch).items():
+                totals[key] = totals.get(key, 0) + value.detach().double()
+        return totals
+
+    @staticmethod
+    def _metrics(module: Any, prefix: str, totals: dict[str, float]) -> dict[str, float]:
+        # the train module knows what its totals mean (a loss per token, a reward accuracy per pair ...)
+        return {f"{prefix}/{key}": value for key, value in module.eval_metrics(totals).items()}

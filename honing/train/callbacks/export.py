@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable
+from typing import Any
 
 from honing.distributed import barrier
 from honing.train.callbacks.base import Callback
@@ -25,8 +26,12 @@ class ExportCallback(Callback):
     def __init__(self, export_fn: Callable[[str], None], *, folder_name: str = "hf"):
         self.export_fn = export_fn
         self.folder_name = folder_name
+        # load_best_model_at_end: the best checkpoint's model is exported instead (when there is one)
+        self.best: Any = None
 
     def on_train_end(self) -> None:
+        if self.best is not None and self.best.export_best(self.folder_name) is not None:
+            return
         local = os.path.join(self.trainer.work_folder, self.folder_name)
         self.export_fn(local)
         barrier()

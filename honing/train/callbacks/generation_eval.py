@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -25,7 +26,9 @@ class GenerationEvalCallback(Callback):
     ``SAVE_FOLDER/generation_eval.jsonl``.
 
     ``prompt`` is whatever ``answer_fn`` takes (e.g. the conversation without its last assistant turn).
-    Every rank answers every prompt, so models sharded across ranks take part in generation.
+    Every rank answers every prompt, so models sharded across ranks take part in generation. ``score_fn(prompts,
+    answers, {"answer": expected})`` gives more metrics (name → one float or NaN per answer, e.g. the reward
+    registry's scorers): each is recorded as ``<name>/<metric>``, the mean of its numbers, and kept per answer.
     """
 
     priority = PRIORITY["generation_eval"]
@@ -39,6 +42,7 @@ class GenerationEvalCallback(Callback):
         printer: Callable[[str], Any] = print,
         name: str = "eval",
         character_error_rate: bool = False,
+        score_fn: Callable[[list[Any], list[str], dict[str, list[str]]], dict[str, list[float]]] | None = None,
     ):
         self.answer_fn = answer_fn
         self.examples = list(examples)
@@ -46,6 +50,7 @@ class GenerationEvalCallback(Callback):
         self.printer = printer
         self.name = name
         self.character_error_rate = character_error_rate
+        self.score_fn = score_fn
         self.history: list[tuple[int, float]] = []
 
     def on_train_begin(self) -> None:
@@ -78,6 +83,7 @@ class GenerationEvalCallback(Callback):
                     rows.append(row)
         finally:
             model.train(was_training)
+        scores = self._scores(rows)
         correct = sum(row["correct"] for row in rows)
         accuracy = correct / max(len(rows), 1)
         self.history.append((self.step, accuracy))
@@ -87,6 +93,9 @@ class GenerationEvalCallback(Callback):
             mean_cer = sum(row["cer"] for row in rows) / len(rows)
             self.trainer.record_metric(f"{self.name}/cer", mean_cer, ReduceType.max)
             cer = f", character error rate {mean_cer:.3f}"
+        for metric, mean in scores.items():
+            self.trainer.record_metric(f"{self.name}/{metric}", mean, ReduceType.max)
+            cer += f", {metric} {mean:.3f}"
         if is_rank0():
             path = os.path.join(self.trainer.work_folder, "generation_eval.jsonl")
             os.makedirs(self.trainer.work_folder, exist_ok=True)
@@ -97,6 +106,20 @@ class GenerationEvalCallback(Callback):
             example = f" (e.g. expected {shown['expected']!r}, got {shown['answer']!r})" if shown else ""
             self.printer(f"held-out exact match {label}: {accuracy:.1%} ({correct}/{len(rows)}){cer}{example}")
         return accuracy
+
+    def _scores(self, rows: list[dict[str, Any]]) -> dict[str, float]:
+        """Each extra metric's mean over the answers it applies to (NaN: not applicable); per answer into ``rows``."""
+        if self.score_fn is None or not rows:
+            return {}
+        prompts = [prompt for prompt, _ in self.examples]
+        values = self.score_fn(prompts, [row["answer"] for row in rows], {"answer": [r["expected"] for r in rows]})
+        means = {}
+        for metric, numbers in values.items():
+            for row, number in zip(rows, numbers):
+                row[metric] = None if math.isnan(number) else number
+            applicable = [number for number in numbers if not math.isnan(number)]
+            means[metric] = sum(applicable) / len(applicable) if applicable else math.nan
+        return means
 
 
 def character_error_rate(answer: str, expected: str) -> float:

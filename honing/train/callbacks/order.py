@@ -12,6 +12,7 @@ PRIORITY: dict[str, int] = {
     "loss_spike": 300,  # this step's loss statistics, before evaluation and saving (its state is this step's)
     "evaluator": 200,  # before the checkpointer: a checkpoint of this step can be chosen by its eval loss
     "generation_eval": 190,  # just after the evaluator, so both land in the same step's metrics
+    "harness_eval": 180,  # with the other evaluations, before best-model selection and the checkpointer
     "best_model": 150,  # after the evaluations, before the checkpointer: a new best is protected before pruning
     "checkpointer": -50,  # after the other step-end work, so saved callback states include this step
     "export": -60,  # the final model export, once the final checkpoint is written

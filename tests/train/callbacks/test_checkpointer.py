@@ -84,3 +84,25 @@ def test_no_checkpoints_saves_nothing_even_on_request(tmp_path):
     trainer.fit()
     callback.save_extra()  # what the best-model callback asks for
     assert saved_steps(tmp_path) == [] and trainer.last_checkpoint_step is None
+
+
+def test_epoch_end_checkpoints_resume_exactly(tmp_path):
+    import shutil
+
+    import torch
+
+    from tests.helpers import flat_weights
+
+    def run(folder):
+        callback = CheckpointerCallback(save_interval=100, async_save=True, save_at_epoch_end=True)
+        trainer = make_trainer(folder, max_duration="3epochs", rows=64, callbacks={"checkpointer": callback})
+        trainer.fit()
+        return trainer
+
+    whole = run(tmp_path / "whole")  # 64 rows, 8 a step: 8 steps an epoch
+    assert saved_steps(tmp_path / "whole") == [8, 16, 24]
+    (tmp_path / "resumed").mkdir()
+    shutil.copytree(tmp_path / "whole" / "step8", tmp_path / "resumed" / "step8")  # the first epoch's end only
+    resumed = run(tmp_path / "resumed")
+    assert resumed.global_step == 24
+    assert torch.equal(flat_weights(resumed), flat_weights(whole))

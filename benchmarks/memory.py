@@ -1,0 +1,207 @@
+"""Peak memory of one training step of a Llama-shaped model in each memory mode, against ``honing plan``'s estimate.
+
+    .venv/bin/python benchmarks/memory.py                      # the ~1B model (TinyLlama's shape), seq 1,024
+    .venv/bin/python benchmarks/memory.py --layers 4 --modes lora,qlora   # a smaller, quicker check
+
+Each mode runs in its own process (random weights from the config, ``method: pretrain`` on generated text, micro-
+batch 1, bf16 weights where the CPU has native bf16, full activation checkpointing in every mode): the recipe
+builds the run exactly as ``honing train`` does, then takes two steps (the second has the optimizer's states).
+On CPU the figure is the process's peak resident set (``VmHWM``) over the two steps, reset after the model is
+built (the build's own peak is printed beside it); on CUDA it is ``torch.cuda.max_memory_allocated`` plus the
+planner's CUDA allowance. The planner's estimate is computed in the same process, before the model is built.
+
+Modes: ``full`` (AdamW), ``full-8bit`` (``optim.state_dtype: int8``), ``lora`` (rank 16 on every linear),
+``qlora`` (the same on an NF4 base), and on CUDA ``full-offload`` (``parallel.offload: params``, 1 process
+under torchrun).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+MODES = ("full", "full-8bit", "lora", "qlora")
+LLAMA_1B = {  # TinyLlama-1.1B's shape
+    "model_type": "llama",
+    "hidden_size": 2048,
+    "intermediate_size": 5632,
+    "num_hidden_layers": 22,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 4,
+    "vocab_size": 32000,
+    "tie_word_embeddings": False,
+}
+
+
+def run_config(mode: str, folder: str, *, layers: int, seq_len: int, precision: str, device: str) -> dict:
+    """The config of one mode: the same model, data and step in all; what differs is the mode's keys."""
+    model = {"config": {**LLAMA_1B, "num_hidden_layers": layers}, "chunked_loss": True}
+    optim: dict = {"lr": 1e-4}
+    parallel: dict = {"activation_checkpointing": "full"}
+    if mode in ("lora", "qlora"):
+        model["lora"] = {"rank": 16, "alpha": 32, "target_modules": "all-linear"}
+    if mode == "qlora":
+        model["quantize"] = "nf4"
+    if mode == "full-8bit":
+        optim["state_dtype"] = "int8"
+    if mode == "full-offload":
+        parallel.update(strategy="fsdp", offload="params")
+    text = os.path.join(folder, "corpus.txt")
+    with open(text, "w") as handle:  # any text: the step's memory does not depend on the words
+        handle.write(" ".join(f"word{i % 997}" for i in range(seq_len * 8)))
+    return {
+        "method": "pretrain",
+        "trainer": {"save_folder": os.path.join(folder, "run"), "precision": precision, "device": device},
+        "data": {
+            "train": {"sources": [{"path": text}]},
+            "seq_len": seq_len,
+            "global_batch_size": 1,
+            "cache_dir": os.path.join(folder, "cache"),
+        },
+        "tokenizer": {"kind": "byte"},
+        "model": model,
+        "optim": optim,
+        "parallel": parallel,
+        "callbacks": {
+            "evaluator": {"enabled": False},
+            "sample": {"enabled": False},
+            "console": {"enabled": False},
+            "speed_monitor": {"enabled": False},
+        },
+    }
+
+
+def status_bytes(field: str) -> int:
+    """A ``/proc/self/status`` memory field (``VmHWM``: peak resident set, ``VmRSS``: now) in bytes."""
+    with open("/proc/self/status") as handle:
+        for line in handle:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    raise KeyError(field)
+
+
+def reset_peak() -> None:
+    """Start ``VmHWM`` again from the current resident set (Linux: ``echo 5 > /proc/self/clear_refs``)."""
+    with open("/proc/self/clear_refs", "w") as handle:
+        handle.write("5")
+
+
+def child(mode: str, args: argparse.Namespace) -> dict:
+    """One mode in this process: the plan, the build, two steps; the figures as a dict."""
+    import torch
+
+    from honing.config import validate
+    from honing.distributed import prepare_training_environment
+    from honing.plan.from_config import plan_config
+    from honing.recipes import recipe_class
+
+    torch.set_num_threads(args.threads)
+    with tempfile.TemporaryDirectory() as folder:
+        config = validate(run_config(mode, folder, **vars(args)["config"]))
+        text, planned = plan_config(config)
+        prepare_training_environment(seed=0)
+        reset_peak()
+        started = time.monotonic()
+        recipe = recipe_class(config.method)(config)
+        recipe.build()
+        build_peak = status_bytes("VmHWM")
+        reset_peak()
+        if torch.cuda.is_available():
+            torch.cuda.reset_peak_memory_stats()
+        module = recipe.train_module
+        if module.trainer is None:
+            module.on_attach(recipe.trainer)
+        batches = iter(recipe.train_loader)
+        for _ in range(2):
+            module.zero_grads()
+            module.train_batch(next(batches))
+            module.optim_step()
+        train_peak = status_bytes("VmHWM")
+        measured = train_peak
+        if torch.cuda.is_available():
+            measured = torch.cuda.max_memory_allocated() + planned.runtime
+        return {
+            "mode": mode,
+            "measured_peak": measured,
+            "host_train_peak": train_peak,
+            "host_build_peak": build_peak,
+            "planned_peak": planned.peak,
+            "planned_parts": planned.parts(),
+            "plan": text,
+            "seconds": time.monotonic() - started,
+        }
+
+
+def main() -> None:
+    """Run every mode in a fresh process and print the table."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--modes", default=",".join(MODES))
+    parser.add_argument("--layers", type=int, default=LLAMA_1B["num_hidden_layers"])
+    parser.add_argument("--seq-len", type=int, default=1024)
+    parser.add_argument("--precision", default="bf16")
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--json", help="write the figures here as well")
+    args = parser.parse_args()
+    args.config = {"layers": args.layers, "seq_len": args.seq_len, "precision": args.precision, "device": args.device}
+    if args.child:
+        print("RESULT " + json.dumps(child(args.child, args)), flush=True)
+        return
+    results = []
+    for mode in args.modes.split(","):
+        command = [sys.executable, __file__, "--child", mode, *passthrough(args)]
+        # glibc returns a freed block above this size to the system at once (its default threshold rises to 32 MiB
+        # once big blocks are freed, and freed memory then stays resident): the peak is what was live
+        env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": str(128 * 1024)}
+        done = subprocess.run(command, capture_output=True, text=True, env=env)
+        lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+        if done.returncode != 0 or not lines:
+            print(f"{mode}: failed (exit {done.returncode}): {done.stderr[-1500:]}", flush=True)
+            continue
+        result = json.loads(lines[-1][len("RESULT ") :])
+        results.append(result)
+        print(result["plan"], flush=True)
+        measured, planned = result["measured_peak"], result["planned_peak"]
+        print(
+            f"{mode}: measured {gib(measured)} (build {gib(result['host_build_peak'])}), planned {gib(planned)} "
+            f"({planned / measured - 1:+.1%}), {result['seconds']:.0f} s",
+            flush=True,
+        )
+    by_mode = {r["mode"]: r["measured_peak"] for r in results}
+    print("\n| mode | measured peak | planned | planned / measured |\n| --- | --- | --- | --- |")
+    for r in results:
+        ratio = r["planned_peak"] / r["measured_peak"]
+        print(f"| {r['mode']} | {gib(r['measured_peak'])} | {gib(r['planned_peak'])} | {ratio:.2f} |")
+    if "qlora" in by_mode and "lora" in by_mode:
+        print(f"QLoRA / LoRA peak: {by_mode['qlora'] / by_mode['lora']:.2f} (target <= 0.35)")
+    if "full-8bit" in by_mode and "full" in by_mode:
+        print(f"8-bit AdamW / AdamW peak: {by_mode['full-8bit'] / by_mode['full']:.2f} (target <= 0.6)")
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump(results, handle, indent=2)
+
+
+def gib(value: float) -> str:
+    """``1.23 GiB``."""
+    return f"{value / 2**30:.2f} GiB"
+
+
+def passthrough(args: argparse.Namespace) -> list[str]:
+    """The parent's settings as a child's arguments."""
+    return [
+        f"--layers={args.layers}",
+        f"--seq-len={args.seq_len}",
+        f"--precision={args.precision}",
+        f"--device={args.device}",
+        f"--threads={args.threads}",
+    ]
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,64 @@
+"""``optim.name``: the optimizers honing builds, the names other systems use for them, and which ``optim.*`` keys
+each one reads (a key set for an optimizer that ignores it is refused in one line, as every unused key is).
+
+The builder (``honing.optim.builder``) resolves the same table; it lives here because the config may import
+nothing else of honing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: honing's optimizer names (``optim.name``)
+OPTIMIZERS = ("adamw", "sgd", "adafactor", "muon")
+
+#: Hugging Face ``TrainingArguments.optim`` / olmOCR names → (honing's name, ``optim.fused`` they imply; None: the
+#: device decides)
+ALIASES: dict[str, tuple[str, bool | None]] = {
+    "adamw_torch": ("adamw", False),  # HF: torch's AdamW with its foreach kernels
+    "adamw_torch_fused": ("adamw", True),
+    "adamw_hf": ("adamw", None),  # HF's former own AdamW; the same update
+    "adam": ("adamw", None),
+    "sgd_momentum": ("sgd", None),
+    "adafactor_torch": ("adafactor", None),
+}
+
+#: the ``optim.*`` keys that only some optimizers read (lr, grad_clip, param_groups and vision_lr: every one)
+OPTIONAL_KEYS: dict[str, tuple[str, ...]] = {
+    "weight_decay": ("adamw", "sgd", "adafactor", "muon"),
+    "betas": ("adamw", "muon"),  # Muon: the AdamW that trains what is not a hidden matrix
+    "eps": ("adamw", "muon"),
+    "fused": ("adamw", "sgd", "muon"),
+    "momentum": ("sgd", "muon"),
+    "state_dtype": ("adamw",),  # 8-bit AdamW states
+    "bf16_stochastic_round": ("adamw",),
+}
+
+
+def resolve_optimizer(name: str) -> tuple[str, bool | None]:
+    """``(honing's name, implied fused or None)`` for ``name`` or one of its aliases; ValueError names the choices."""
+    lowered = name.strip().lower()
+    if lowered in OPTIMIZERS:
+        return lowered, None
+    if lowered in ALIASES:
+        return ALIASES[lowered]
+    if lowered in ("lion", "lion_32bit", "lion_8bit", "paged_lion_32bit", "paged_lion_8bit"):
+        raise ValueError(
+            f"{name!r} is not available: torch 2.14 has no Lion and honing adds no library for it (Muon, which "
+            "torch ships, is the newer alternative); use one of: " + ", ".join(OPTIMIZERS)
+        )
+    raise ValueError(
+        f"unknown optimizer {name!r}; expected one of: {', '.join(OPTIMIZERS)} "
+        f"(or the Hugging Face names {', '.join(ALIASES)})"
+    )
+
+
+def optimizer_key_refusals(section: Any) -> list[str]:
+    """One line per ``optim.*`` key the user set that ``optim.name``'s optimizer does not read."""
+    name, _ = resolve_optimizer(section.name)
+    lines = []
+    for key in sorted(section.model_fields_set & OPTIONAL_KEYS.keys()):
+        users = OPTIONAL_KEYS[key]
+        if name not in users and getattr(section, key) not in (None, False):
+            lines.append(f"optim.{key}: not used by optim.name {name!r} (used by: {', '.join(users)})")
+    return lines

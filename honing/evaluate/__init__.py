@@ -1,0 +1,1 @@
+"""Evaluating a model: lm-evaluation-harness benchmarks (the generation eval lives with the callbacks)."""

@@ -1,0 +1,1 @@
+"""What goes with an exported model besides its weights: the model card."""

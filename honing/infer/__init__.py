@@ -1,0 +1,1 @@
+"""Using a trained model: ``honing generate``, ``honing chat``, ``honing eval`` and ``honing push``."""

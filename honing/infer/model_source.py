@@ -1,0 +1,125 @@
+"""``MODEL_OR_RUN``: a run folder (its ``hf/``, else its newest ``stepN/``), a run's ``best/`` or ``stepN/``
+checkpoint (LoRA merged on the fly), or any Hugging Face model folder; loaded for inference."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from honing.errors import ConfigError
+from honing.models.export import merged_model
+from honing.models.loading import DTYPES, auto_model_class, load_pretrained_model
+from honing.recipes.checkpoint_model import load_model_from_checkpoint, load_processor
+from honing.train.checkpoint import Checkpointer
+
+#: what a run folder holds that marks it as one (beside a model)
+RUN_MARKERS = ("config.yaml", "metrics.jsonl")
+
+
+@dataclass
+class ModelSource:
+    """Where a model's weights are: ``kind`` ``hf`` (a Hugging Face folder or hub id) or ``checkpoint``, and the
+    run folder it belongs to (None for a folder outside a run)."""
+
+    kind: str
+    path: str
+    run_folder: str | None
+
+
+@dataclass
+class LoadedModel:
+    """A model ready to answer: evaluation mode, LoRA merged, with its processor (a tokenizer, or a multimodal
+    processor whose ``tokenizer`` is one)."""
+
+    model: torch.nn.Module
+    processor: Any
+    source: ModelSource
+
+    @property
+    def tokenizer(self) -> Any:
+        """The text tokenizer (the processor itself for text models)."""
+        return getattr(self.processor, "tokenizer", self.processor)
+
+    @property
+    def is_vision(self) -> bool:
+        """True for an image-text-to-text model with a multimodal processor."""
+        return hasattr(self.processor, "image_processor")
+
+    @property
+    def device(self) -> torch.device:
+        """The device the weights are on."""
+        return next(self.model.parameters()).device
+
+
+def _is_run_folder(folder: str) -> bool:
+    return any(os.path.exists(os.path.join(folder, name)) for name in RUN_MARKERS)
+
+
+def resolve_model(name: str) -> ModelSource:
+    """Which weights ``name`` stands for; a one-line error naming what was expected when it is none."""
+    if Checkpointer.dir_is_checkpoint(name):
+        parent = os.path.dirname(os.path.normpath(name))
+        return ModelSource("checkpoint", name, parent if _is_run_folder(parent) else None)
+    if os.path.isfile(os.path.join(name, "config.json")):
+        parent = os.path.dirname(os.path.normpath(os.path.abspath(name)))
+        return ModelSource("hf", name, parent if _is_run_folder(parent) else None)
+    if os.path.isdir(name):
+        if os.path.isfile(os.path.join(name, "hf", "config.json")):
+            return ModelSource("hf", os.path.join(name, "hf"), name)
+        if Checkpointer.contains_checkpoint(name):
+            return ModelSource("checkpoint", Checkpointer.latest_checkpoint(name), name)
+        raise ConfigError(
+            f"MODEL_OR_RUN: {name} is not a model folder (config.json), a run folder (hf/ or stepN/ inside) "
+            "or a honing checkpoint"
+        )
+    if os.path.exists(name):
+        raise ConfigError(f"MODEL_OR_RUN: {name} is a file; expected a model folder, a run folder or a checkpoint")
+    from honing.hub import is_hub_id, missing_export_hint
+
+    if is_hub_id(name):
+        return ModelSource("hf", name, None)
+    raise ConfigError(f"MODEL_OR_RUN: {name} does not exist{missing_export_hint(name)}")
+
+
+def pick_device(device: str) -> torch.device:
+    """``auto``: the GPU when there is one, else the CPU."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ConfigError(f"--device: {device!r} was asked for but no CUDA device is available")
+    return torch.device(device)
+
+
+def load_model(
+    name: str, *, device: str = "auto", dtype: str = "float32", trust_remote_code: bool = False
+) -> LoadedModel:
+    """Load ``name`` (see :func:`resolve_model`) for inference on ``device`` in ``dtype``."""
+    if dtype not in DTYPES:
+        raise ConfigError(f"--dtype: expected one of {', '.join(sorted(DTYPES))}, got {dtype!r}")
+    source = resolve_model(name)
+    target = pick_device(device)
+    if source.kind == "checkpoint":
+        model, processor = load_model_from_checkpoint(source.path)
+        model = merged_model(model)  # a LoRA run's adapters folded in: one plain model to decode with
+        if processor is None:
+            raise ConfigError(f"MODEL_OR_RUN: {source.path} has no tokenizer/ folder to read prompts with")
+    else:
+        from transformers import AutoConfig
+
+        try:
+            config = AutoConfig.from_pretrained(source.path, trust_remote_code=trust_remote_code)
+        except (OSError, ValueError) as error:
+            reason = " ".join(str(error).split())
+            raise ConfigError(f"MODEL_OR_RUN: cannot read {source.path}: {reason}") from None
+        model = load_pretrained_model(
+            source.path,
+            dtype=DTYPES[dtype],
+            trust_remote_code=trust_remote_code,
+            auto_class=auto_model_class(config),
+        )
+        processor = load_processor(source.path)
+    model = model.to(device=target, dtype=DTYPES[dtype]).eval()
+    return LoadedModel(model=model, processor=processor, source=source)

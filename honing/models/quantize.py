@@ -1,0 +1,191 @@
+"""QLoRA's quantized base: the language model's linear weights held as torchao NF4 (4-bit NormalFloat with double
+quantization, as in the QLoRA paper) or int8 weight-only tensors, frozen, under LoRA adapters in the compute dtype.
+
+torchao rather than bitsandbytes: its tensors are plain torch subclasses that run on CPU and CUDA alike, dequantize
+inside ``F.linear`` (so peft's LoRA layers wrap them unchanged), and NF4 implements FSDP2's all-gather hooks, so a
+quantized base shards over ranks as a DTensor; bitsandbytes' ``Params4bit`` needs its own device backend and is
+what LlamaFactory#4785 / peft#2505 report breaking under FSDP.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import logging
+import math
+import warnings
+from typing import Any
+
+import torch
+from torch import nn
+
+from honing.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+KINDS = ("nf4", "int8")
+NF4_BLOCK = 64  # QLoRA's block: one absmax per 64 weights
+NF4_SCALER_BLOCK = 256  # QLoRA's double quantization: the absmaxes themselves quantized to int8 in blocks of 256
+SHARD_ALIGNMENT = 8  # second-level factors kept a multiple of this where possible (see nf4_scaler_block)
+INSTALL_HINT = "pip install 'honing[quant]' (torchao)"
+
+
+def require_torchao(key: str) -> None:
+    """Raise a one-line ConfigError naming ``key`` when torchao is not installed."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torchao's import-time notices about optional kernels
+            import torchao.optim  # noqa: F401
+            import torchao.quantization  # noqa: F401
+    except ImportError:
+        raise ConfigError(f"{key}: needs torchao, which is not installed: {INSTALL_HINT}") from None
+
+
+def is_quantized(tensor: Any) -> bool:
+    """True for a torchao NF4 or int8 weight tensor (also inside a DTensor shard)."""
+    local = getattr(tensor, "_local_tensor", tensor)
+    return type(local).__name__ in ("NF4Tensor", "Int8Tensor")
+
+
+def dequantize(tensor: torch.Tensor) -> torch.Tensor:
+    """A plain tensor of ``tensor``'s values in its compute dtype (``tensor`` itself when it is not quantized)."""
+    if not is_quantized(tensor):
+        return tensor
+    if type(tensor).__name__ == "NF4Tensor":
+        return tensor.get_original_weight()
+    return tensor.dequantize()
+
+
+def quantized_linears(model: nn.Module) -> list[tuple[str, nn.Linear]]:
+    """The linear layers to quantize: those of the language model's decoder (``get_decoder()``), so the output
+    head, a vision tower and its projector keep their dtype (they are trained or configured on their own)."""
+    get_decoder = getattr(model, "get_decoder", None)
+    decoder = get_decoder() if callable(get_decoder) else None
+    if not isinstance(decoder, nn.Module):
+        decoder = model
+    prefix = next((name for name, module in model.named_modules() if module is decoder), "")
+    return [
+        (f"{prefix}.{name}" if prefix else name, module)
+        for name, module in decoder.named_modules()
+        if isinstance(module, nn.Linear)
+    ]
+
+
+def nf4_scaler_block(numel: int, rows: int, shards: int = 1) -> int | None:
+    """The double-quantization block for an NF4 weight of ``numel`` values in ``rows`` rows: QLoRA's 256 absmaxes,
+    or fewer for a small weight, so that FSDP2's ``shards`` row chunks each hold whole blocks of both levels.
+
+    Blocks that leave a multiple of 8 second-level factors come first, so up to 8 shards quantize a weight the
+    same way as one process does (the same values, so the same losses); None when no block size fits."""
+    if numel % NF4_BLOCK or rows % shards:
+        return None
+    blocks = numel // NF4_BLOCK
+    sizes = [NF4_SCALER_BLOCK >> shift for shift in range(NF4_SCALER_BLOCK.bit_length())]  # 256, 128, ..., 1
+    for multiple in (math.lcm(shards, SHARD_ALIGNMENT), shards):
+        for size in sizes:
+            if blocks % size == 0 and (blocks // size) % multiple == 0:
+                return size
+    return None
+
+
+def check_has_lora(kind: str | None, lora: Any) -> None:
+    """Refuse ``model.quantize`` without LoRA adapters in one line: quantized weights cannot be trained."""
+    if kind is not None and lora is None:
+        raise ConfigError(
+            f"model.quantize: {kind!r} needs model.lora (quantized weights cannot be trained, so full fine-tuning "
+            "of a quantized model is not supported); set model.lora or model.quantize: null"
+        )
+
+
+def quantize_model(model: nn.Module, kind: str, *, device: torch.device, shards: int = 1) -> int:
+    """Quantize the decoder's linear weights in place (frozen), each moved to ``device`` first, so the device never
+    holds the whole model in full precision; ``shards``: the FSDP2 ranks each weight will be split over. Returns how
+    many weights were quantized."""
+    if kind not in KINDS:
+        raise ConfigError(f"model.quantize: expected one of {', '.join(KINDS)} or null, got {kind!r}")
+    require_torchao("model.quantize")
+    quantize = functools.partial(_nf4, shards=shards) if kind == "nf4" else _int8
+    count, kept = 0, []
+    for name, module in quantized_linears(model):
+        weight = module.weight.detach().to(device)
+        quantized = quantize(weight)
+        if quantized is None:
+            kept.append(name)
+            continue
+        module.weight = nn.Parameter(quantized, requires_grad=False)
+        count += 1
+        del weight
+    if kept:
+        log.warning(
+            "model.quantize: %d linear layer(s) kept in full precision (NF4 needs whole blocks of %d weights in "
+            "each of %d shard(s)), e.g. %s",
+            len(kept),
+            NF4_BLOCK,
+            shards,
+            kept[0],
+        )
+    if count == 0:
+        raise ConfigError(f"model.quantize: {kind!r}: the model has no linear layer that can be quantized")
+    return count
+
+
+def _nf4(weight: torch.Tensor, shards: int = 1) -> torch.Tensor | None:
+    """``weight`` as torchao's NF4Tensor with double quantization, or None when its size is not whole blocks."""
+    from torchao.quantization.quantize_.workflows.nf4.nf4_tensor import to_nf4
+
+    scaler_block = nf4_scaler_block(weight.numel(), weight.shape[0], shards)
+    if scaler_block is None:
+        return None
+    return to_nf4(weight, NF4_BLOCK, scaler_block)
+
+
+def _int8(weight: torch.Tensor) -> torch.Tensor:
+    """``weight`` as torchao's int8 weight-only tensor (one scale per output row)."""
+    from torchao.quantization import Int8WeightOnlyConfig, quantize_
+
+    holder = nn.Linear(weight.shape[1], weight.shape[0], bias=False, device=weight.device, dtype=weight.dtype)
+    holder.weight = nn.Parameter(weight, requires_grad=False)
+    quantize_(holder, Int8WeightOnlyConfig())
+    return holder.weight.detach()
+
+
+def dequantize_model(model: nn.Module) -> nn.Module:
+    """``model`` with every quantized weight replaced, in place, by its de-quantized values (a plain tensor)."""
+    for module in model.modules():
+        for name, param in list(module.named_parameters(recurse=False)):
+            if is_quantized(param):
+                setattr(module, name, nn.Parameter(dequantize(param.detach()), requires_grad=param.requires_grad))
+    return model
+
+
+def dequantized_copy(model: nn.Module) -> nn.Module:
+    """A copy of ``model`` in full precision (``model`` stays quantized and trainable).
+
+    The quantized weights enter the copy already de-quantized (through deepcopy's memo): torchao's NF4 ``clone``
+    re-quantizes with its default blocks, which a small weight's double quantization does not divide."""
+    memo: dict[int, Any] = {}
+    for param in model.parameters():
+        if is_quantized(param):
+            memo[id(param)] = nn.Parameter(dequantize(param.detach()), requires_grad=param.requires_grad)
+    return copy.deepcopy(model, memo)
+
+
+def dequantize_state_dict(state_dict: dict[str, Any]) -> dict[str, Any]:
+    """``state_dict`` with every quantized tensor de-quantized (e.g. full weights gathered from FSDP2 shards)."""
+    return {key: dequantize(value) if is_quantized(value) else value for key, value in state_dict.items()}
+
+
+def quantized_bytes(model: nn.Module) -> int:
+    """Bytes held by the quantized weights of ``model`` (their packed codes and scales)."""
+    total = 0
+    for param in model.parameters():
+        local = getattr(param, "_local_tensor", param)
+        if is_quantized(local):
+            total += sum(t.numel() * t.element_size() for t in _inner_tensors(local))
+    return total
+
+
+def _inner_tensors(tensor: Any) -> list[torch.Tensor]:
+    """The plain tensors a traceable tensor subclass is made of."""
+    names, _ = tensor.__tensor_flatten__()
+    return [getattr(tensor, name) for name in names]

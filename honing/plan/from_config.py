@@ -1,0 +1,209 @@
+"""``honing plan CONFIG``: the memory estimate of the run a config describes, from the same config the run uses.
+
+The model is built on the meta device (no memory) for its tensors; what one block saves for backward is measured
+by running one and two real blocks of the model's width on the host over a few hundred tokens (the difference is
+one block's, per token), so the estimate follows the model family's own code rather than a formula for Llama.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import replace
+from typing import Any
+
+import torch
+from torch import nn
+
+from honing.config import RunConfig
+from honing.models.loading import auto_model_class, build_model_config
+from honing.models.quantize import quantized_linears
+from honing.parallel_dims import parallel_dims_from
+from honing.plan.estimate import MemoryEstimate, PlanInputs, Tensors, estimate, format_bytes, largest_micro_batch
+
+MEASURE_TOKENS = 256  # tokens of the measuring forward: enough for per-token sizes, small for the host
+CUDA_RUNTIME_BYTES = 1 << 30  # CUDA context, kernels and the caching allocator's slack (an allowance)
+
+
+def model_config_of(config: RunConfig, vocab_size: int | None = None) -> Any:
+    """The transformers config the run builds its model from."""
+    from transformers import AutoConfig
+
+    cfg = config.model
+    if cfg.name_or_path:
+        return AutoConfig.from_pretrained(cfg.name_or_path, trust_remote_code=cfg.trust_remote_code)
+    return build_model_config(cfg.config or {}, vocab_size=vocab_size, max_position_embeddings=config.data.seq_len)
+
+
+def meta_model(model_config: Any) -> nn.Module:
+    """The model with meta tensors: shapes without memory."""
+    with torch.device("meta"):
+        return auto_model_class(model_config).from_config(model_config)
+
+
+def tensors_of(model: nn.Module, config: RunConfig) -> Tensors:
+    """The model's parameters by role, with the LoRA adapters and ``modules_to_save`` copies the run adds."""
+    quantizable = {id(module.weight): module for _, module in quantized_linears(model)}
+    seen: set[int] = set()
+    sizes: dict[str, list[int]] = {"quantizable": [], "other": []}
+    for param in model.parameters():
+        if id(param) in seen:
+            continue  # a tied head is the embeddings' tensor
+        seen.add(id(param))
+        sizes["quantizable" if id(param) in quantizable else "other"].append(param.numel())
+    lora, copies = [], []
+    if config.model.lora is not None:
+        section = config.model.lora
+        head = model.get_output_embeddings()
+        for name, module in model.named_modules():
+            if isinstance(module, nn.Linear) and module is not head and targeted(name, section.target_modules):
+                lora += [section.rank * module.in_features, section.rank * module.out_features]
+        for wanted in section.modules_to_save or []:
+            for name, module in model.named_modules():
+                if name == wanted or name.endswith(f".{wanted}"):
+                    copies += [p.numel() for p in module.parameters()]
+    return Tensors(quantizable=sizes["quantizable"], other=sizes["other"], lora=lora, lora_copies=copies)
+
+
+def targeted(name: str, target_modules: str | list[str]) -> bool:
+    """peft's rule for whether the linear ``name`` gets an adapter (``all-linear``: all but the output head)."""
+    import re
+
+    if isinstance(target_modules, str):
+        return target_modules.lower() == "all-linear" or re.fullmatch(target_modules, name) is not None
+    return any(name == target or name.endswith(f".{target}") for target in target_modules)
+
+
+def block_activation_bytes(model_config: Any, *, compute_dtype: torch.dtype, autocast: bool) -> float:
+    """Bytes one block saves for backward per token: a 2-block minus a 1-block model's saved tensors (distinct
+    storages, parameters left out), measured on the host over ``MEASURE_TOKENS`` tokens."""
+    saved = []
+    for layers in (1, 2):
+        small = model_config.__class__.from_dict({**model_config.to_dict(), "num_hidden_layers": layers})
+        small.vocab_size = 8  # the embeddings and head are not part of a block
+        torch.manual_seed(0)
+        model = auto_model_class(small).from_config(small, dtype=compute_dtype if not autocast else torch.float32)
+        model.train()
+        storages: dict[int, int] = {}
+        pack = storage_recorder({p.untyped_storage().data_ptr() for p in model.parameters()}, storages)
+        ids = torch.zeros(1, MEASURE_TOKENS, dtype=torch.long)
+        context = torch.autocast("cpu", dtype=torch.bfloat16) if autocast else contextlib.nullcontext()
+        with context, torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+            hidden = transformer_body(model)(input_ids=ids).last_hidden_state
+        saved.append(sum(storages.values()))
+        del hidden, model
+    return (saved[1] - saved[0]) / MEASURE_TOKENS
+
+
+def storage_recorder(params: set[int], storages: dict[int, int]) -> Any:
+    """A saved-tensor hook recording each distinct storage saved for backward (by address) that is no parameter's."""
+
+    def pack(tensor: torch.Tensor) -> torch.Tensor:
+        storage = tensor.untyped_storage()
+        if storage.data_ptr() not in params:
+            storages[storage.data_ptr()] = storage.nbytes()
+        return tensor
+
+    return pack
+
+
+def transformer_body(model: nn.Module) -> nn.Module:
+    """The decoder stack without the head (``model.model`` for causal LMs)."""
+    return getattr(model, "model", model)
+
+
+def runtime_bytes(device_type: str) -> int:
+    """The host process's resident memory now (interpreter, torch, transformers), or the CUDA allowance."""
+    if device_type == "cuda":
+        return CUDA_RUNTIME_BYTES
+    with open("/proc/self/statm") as handle:
+        return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def plan_inputs(config: RunConfig, *, nproc: int = 1, vocab_size: int | None = None) -> tuple[PlanInputs, Any]:
+    """The estimate's inputs for ``config`` run on ``nproc`` processes, and the model's transformers config."""
+    model_config = model_config_of(config, vocab_size)
+    model = meta_model(model_config)
+    precision = config.trainer.precision
+    param_bytes = 2 if precision == "bf16" or config.model.dtype == "bfloat16" else 4
+    autocast = precision == "bf16-mixed"
+    compute_dtype = torch.bfloat16 if param_bytes == 2 or autocast else torch.float32
+    dims = parallel_dims_from(config.parallel, nproc)
+    local_rows = config.data.global_batch_size // dims.dp_size
+    micro = min(config.data.micro_batch_size or local_rows, local_rows)
+    text_config = getattr(model_config, "text_config", model_config)
+    device = config.trainer.device
+    device_type = "cuda" if device == "cuda" or (device == "auto" and torch.cuda.is_available()) else "cpu"
+    plan = PlanInputs(
+        tensors=tensors_of(model, config),
+        layers=text_config.num_hidden_layers,
+        hidden=text_config.hidden_size,
+        vocab=text_config.vocab_size,
+        activation_bytes_per_token_layer=block_activation_bytes(
+            text_config, compute_dtype=compute_dtype, autocast=autocast
+        ),
+        tokens=micro * config.data.seq_len * rows_per_example(config),
+        param_bytes=param_bytes,
+        compute_bytes=2 if compute_dtype == torch.bfloat16 else 4,
+        lora=config.model.lora is not None,
+        quantize=config.model.quantize,
+        state_dtype=config.optim.state_dtype,
+        activation_checkpointing=config.parallel.activation_checkpointing,
+        checkpointing_every=config.parallel.activation_checkpointing_every,
+        chunked_loss=config.model.chunked_loss,
+        shards=dims.fsdp_size if nproc > 1 else 1,
+        offload=config.parallel.offload,
+        runtime_bytes=runtime_bytes(device_type),
+    )
+    return plan, model_config
+
+
+def rows_per_example(config: RunConfig) -> int:
+    """Sequences per row of the micro-batch: DPO runs the chosen and the rejected completion."""
+    return 2 if config.method == "dpo" else 1
+
+
+def describe(config: RunConfig, plan: PlanInputs, result: MemoryEstimate, budget: int | None) -> str:
+    """The plan as printed by ``honing plan``: the parts, the peak and the largest micro-batch for ``budget``."""
+    total = sum(plan.tensors.quantizable + plan.tensors.other)
+    trainable = sum(plan.tensors.lora + plan.tensors.lora_copies) if plan.lora else total
+    quantized = f", {count(sum(plan.tensors.quantizable))} in {plan.quantize}" if plan.quantize else ""
+    lines = [
+        f"memory plan ({config.method}, {count(total)} parameters{quantized}, {count(trainable)} trainable, "
+        f"precision {config.trainer.precision}, optimizer states {plan.state_dtype or 'in the weights dtype'}, "
+        f"{plan.tokens:,} tokens per micro-batch, {plan.shards} shard(s), offload {plan.offload}):"
+    ]
+    for name, value in result.parts().items():
+        lines.append(f"  {name:<20} {format_bytes(value):>11}")
+    if result.offloaded:
+        lines.append(f"  {'on the host (offload)':<20} {format_bytes(result.offloaded):>11}")
+    lines.append(f"  {'peak per rank':<20} {format_bytes(result.peak):>11}")
+    if budget is not None:
+        rows = largest_micro_batch(
+            replace(plan, tokens=config.data.seq_len), budget, seq_len=config.data.seq_len,
+            rows_per_example=rows_per_example(config),
+        )  # fmt: skip
+        fits = f"{rows} row(s) of {config.data.seq_len} tokens" if rows else "none: even one row does not fit"
+        lines.append(f"largest micro-batch within {format_bytes(budget)}: {fits}")
+    return "\n".join(lines)
+
+
+def count(value: int) -> str:
+    """``1.10B`` / ``12.6M`` / ``4,096``."""
+    if value >= 1e9:
+        return f"{value / 1e9:.2f}B"
+    return f"{value / 1e6:.1f}M" if value >= 1e6 else f"{value:,}"
+
+
+def plan_config(config: RunConfig, *, budget: int | None = None, nproc: int = 1) -> tuple[str, MemoryEstimate]:
+    """``honing plan``'s report and the estimate for ``config``."""
+    vocab_size = None
+    if config.model.config is not None and "vocab_size" not in (config.model.config or {}):
+        from honing.recipes import recipe_class
+
+        recipe = recipe_class(config.method)(config)
+        recipe.setup_processor()  # the vocabulary follows the run's tokenizer
+        vocab_size = len(recipe.tokenizer)
+    plan, _ = plan_inputs(config, nproc=nproc, vocab_size=vocab_size)
+    result = estimate(plan)
+    return describe(config, plan, result, budget), result

@@ -1,0 +1,84 @@
+"""``callbacks.harness_eval``: the function its callback calls, from the recipe's model and tokenizer."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from honing.distributed import is_rank0
+from honing.evaluate.harness import (
+    RESULTS_FOLDER,
+    HarnessSettings,
+    flat_metrics,
+    require_lm_eval,
+    run_harness,
+    task_manager,
+    task_results,
+    write_results,
+)
+from honing.models import export_hf, is_lora, unwrap_model
+from honing.models.export import merged_model
+from honing.models.loading import auto_model_class
+from honing.models.parallel import full_state_dict, is_sharded
+
+if TYPE_CHECKING:
+    from honing.recipes.base import Recipe
+
+
+def harness_settings(recipe: Recipe, cfg: Any) -> HarnessSettings:
+    """The harness settings of ``callbacks.harness_eval``."""
+    return HarnessSettings(
+        tasks=tuple(cfg.tasks),
+        include=tuple(cfg.include),
+        limit=cfg.limit,
+        num_fewshot=cfg.num_fewshot,
+        batch_size=cfg.batch_size,
+        max_new_tokens=cfg.max_new_tokens,
+        apply_chat_template=cfg.apply_chat_template,
+        seed=recipe.config.trainer.seed,
+        key="callbacks.harness_eval.tasks",
+    )
+
+
+def harness_eval_fn(recipe: Recipe, cfg: Any) -> Callable[[int], dict[str, float] | None]:
+    """``evaluate(step)``: every rank gathers a sharded model's weights; rank 0 runs lm-eval on the current
+    weights, writes ``SAVE_FOLDER/eval/harness/<task>.json`` and returns the flat metrics (None elsewhere)."""
+    require_lm_eval("callbacks.harness_eval")
+    settings = harness_settings(recipe, cfg)
+    task_manager(settings)  # an unknown task or a missing task file fails now, not after the first steps
+
+    def evaluate(step: int) -> dict[str, float] | None:
+        model = recipe.model
+        state_dict = full_state_dict(model) if is_sharded(model) else None
+        if not is_rank0():
+            return None
+        with evaluation_model(model, state_dict, recipe.device) as inference:
+            per_task = task_results(run_harness(inference, recipe.tokenizer, settings))
+        folder = recipe.trainer.work_folder
+        write_results(folder, per_task, step=step)
+        recipe.trainer.persist_working_file(os.path.join(folder, RESULTS_FOLDER))  # uploaded when remote
+        return flat_metrics(per_task)
+
+    return evaluate
+
+
+@contextlib.contextmanager
+def evaluation_model(
+    model: torch.nn.Module, state_dict: dict[str, Any] | None, device: torch.device
+) -> Iterator[torch.nn.Module]:
+    """The model to evaluate: the training model itself (outside DDP), a merged copy of a LoRA model, or for a
+    sharded model a whole copy built from its gathered weights (FSDP2's modules need every rank in a forward)."""
+    inner = unwrap_model(model)
+    if state_dict is None:
+        yield merged_model(inner) if is_lora(inner) else inner
+        return
+    with tempfile.TemporaryDirectory() as folder:  # the export path merges LoRA and keys weights as on disk
+        export_hf(inner, None, os.path.join(folder, "model"), state_dict=state_dict)
+        config_model = inner.get_base_model() if is_lora(inner) else inner
+        copy = auto_model_class(config_model.config).from_pretrained(os.path.join(folder, "model"))
+        yield copy.to(device)

@@ -1,0 +1,64 @@
+"""QLoRA's quantized base (``honing.models.quantize``): which weights are quantized, how NF4's blocks are chosen
+for FSDP2 shards, and that de-quantizing gives back the values the forward uses."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+pytest.importorskip("torchao")
+
+from honing.errors import ConfigError  # noqa: E402
+from honing.models.quantize import (  # noqa: E402
+    check_has_lora,
+    dequantize,
+    dequantized_copy,
+    is_quantized,
+    nf4_scaler_block,
+    quantize_model,
+    quantized_bytes,
+)
+from tests.helpers import tiny_llama  # noqa: E402
+
+
+def test_nf4_scaler_block_keeps_qlora_blocks_and_fits_shards():
+    assert nf4_scaler_block(4096 * 4096, 4096) == 256  # QLoRA's double quantization for real weights
+    assert nf4_scaler_block(4096 * 4096, 4096, shards=8) == 256
+    # a small weight: 32 blocks of 64 -> blocks of 4 scales leave 8 factors, the same for 1 and 2 shards
+    assert nf4_scaler_block(32 * 64, 32) == nf4_scaler_block(32 * 64, 32, shards=2) == 4
+    assert nf4_scaler_block(100, 10) is None  # not whole blocks of 64
+    assert nf4_scaler_block(64 * 64, 63, shards=2) is None  # rows do not split in two
+
+
+@pytest.mark.parametrize("kind", ["nf4", "int8"])
+def test_quantized_decoder_linears_forward_close_to_full_precision(kind):
+    torch.manual_seed(0)
+    model = tiny_llama(vocab=64, hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2)
+    ids = torch.randint(0, 64, (2, 16))
+    with torch.no_grad():
+        reference = model(input_ids=ids).logits
+    count = quantize_model(model, kind, device=torch.device("cpu"))
+    quantized = [name for name, p in model.named_parameters() if is_quantized(p)]
+    assert count == len(quantized) == 7 * model.config.num_hidden_layers
+    assert not any("lm_head" in name or "embed" in name or "norm" in name for name in quantized)
+    assert all(not p.requires_grad for name, p in model.named_parameters() if name in quantized)
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits
+        copy_logits = dequantized_copy(model)(input_ids=ids).logits
+    relative = (logits - reference).norm() / reference.norm()
+    assert relative < (0.1 if kind == "nf4" else 0.01), relative
+    torch.testing.assert_close(copy_logits, logits, atol=1e-5, rtol=1e-5)  # the copy holds the same values
+    assert all(is_quantized(p) for name, p in model.named_parameters() if name in quantized)  # model untouched
+    weight = dict(model.named_parameters())[quantized[0]]
+    full = dequantize(weight.detach())
+    assert type(full) is torch.Tensor and full.shape == weight.shape
+    linear_bytes = sum(dict(model.named_parameters())[name].numel() for name in quantized) * 4
+    assert quantized_bytes(model) < linear_bytes * (0.15 if kind == "nf4" else 0.3)
+
+
+def test_quantize_needs_lora_and_a_known_kind():
+    with pytest.raises(ConfigError, match="model.quantize: 'nf4' needs model.lora"):
+        check_has_lora("nf4", None)
+    check_has_lora(None, None)
+    with pytest.raises(ConfigError, match="model.quantize: expected one of nf4, int8"):
+        quantize_model(tiny_llama(), "fp4", device=torch.device("cpu"))

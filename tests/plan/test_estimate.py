@@ -1,0 +1,125 @@
+"""The memory estimate's arithmetic, against numbers worked out by hand, and ``honing plan`` on a tiny config."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from honing.plan.estimate import (
+    CHUNK_BYTES,
+    NF4_BYTES_PER_WEIGHT,
+    PlanInputs,
+    Tensors,
+    estimate,
+    largest_micro_batch,
+    parse_bytes,
+)
+
+MIB = 2**20
+
+
+def inputs(**overrides):
+    """A two-layer model: 4 linear weights of 1 Mi values, embeddings and head of 2 Mi each, 1,024 tokens."""
+    values = dict(
+        tensors=Tensors(quantizable=[MIB] * 4, other=[2 * MIB, 2 * MIB], lora=[4096] * 8),
+        layers=2,
+        hidden=1024,
+        vocab=2048,
+        activation_bytes_per_token_layer=1000.0,
+        tokens=1024,
+    )
+    values.update(overrides)
+    return PlanInputs(**values)
+
+
+def test_full_fine_tuning_fp32_adamw():
+    result = estimate(inputs())
+    params = 8 * MIB
+    assert result.weights == result.gradients == 4 * params
+    assert result.optimizer == 8 * params  # two fp32 moments
+    assert result.activations == 2 * 1000 * 1024
+    assert result.logits == 2 * min(1024 * 2048 * 4, CHUNK_BYTES) + 1024 * 1024 * 4
+    # the optimizer step (every gradient) outweighs forward-backward here
+    forward_backward = result.activations + result.logits + 2 * MIB * 4
+    assert result.peak == result.weights + result.optimizer + max(forward_backward, result.gradients)
+
+
+def test_8bit_states_are_a_quarter_and_small_tensors_keep_their_dtype():
+    small = Tensors(quantizable=[MIB], other=[1000])
+    result = estimate(inputs(tensors=small, state_dtype="int8"))
+    eight_bit = 2 * MIB * (1 + 4 / 256)
+    update = 24 * MIB  # eager update temporaries (a tensor below the compile threshold)
+    assert result.optimizer == int(eight_bit + 2 * 1000 * 4)
+    assert result.transients == update
+
+
+def test_qlora_holds_the_base_in_nf4_and_trains_only_the_adapters():
+    result = estimate(inputs(lora=True, quantize="nf4", param_bytes=2, compute_bytes=2))
+    assert result.weights == int(4 * MIB * NF4_BYTES_PER_WEIGHT + (4 * MIB + 8 * 4096) * 2)
+    assert result.gradients == 8 * 4096 * 2
+    assert result.optimizer == 2 * 8 * 4096 * 2
+
+
+def test_checkpointing_fsdp_and_offload():
+    full = estimate(inputs(activation_checkpointing="full"))
+    assert full.activations == 2 * 1024 * 1024 * 4 + 1000 * 1024  # block inputs and one recomputed block
+    sharded = estimate(inputs(shards=2))
+    assert sharded.weights == estimate(inputs()).weights // 2
+    offloaded = estimate(inputs(shards=2, offload="params"))
+    assert offloaded.weights == offloaded.gradients == offloaded.optimizer == 0
+    assert offloaded.offloaded == sharded.weights + sharded.gradients + sharded.optimizer
+
+
+def test_largest_micro_batch_is_the_boundary():
+    plan = inputs(lora=True, tokens=128)
+    budget = estimate(inputs(lora=True, tokens=128 * 37)).peak
+    assert largest_micro_batch(plan, budget, seq_len=128) == 37
+    assert largest_micro_batch(plan, budget - 1, seq_len=128) == 36
+    assert largest_micro_batch(plan, 1, seq_len=128) == 0
+
+
+def test_parse_bytes():
+    assert parse_bytes("20GiB") == parse_bytes("20G") == 20 * 2**30
+    assert parse_bytes("512 MiB") == 512 * MIB
+    with pytest.raises(ValueError, match="20GiB"):
+        parse_bytes("lots")
+
+
+CONFIG = """
+method: sft
+trainer: {save_folder: SAVE, num_threads: 1}
+data:
+  train: {sources: [{path: "generated:reverse?samples=16&seed=0"}]}
+  chat_template: chatml
+  seq_len: 128
+  global_batch_size: 4
+  cache_dir: CACHE
+model:
+  config: {model_type: llama, hidden_size: 64, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2,
+           intermediate_size: 128}
+  lora: {rank: 8}
+  quantize: nf4
+"""
+
+
+def test_plan_cli_prints_the_parts_and_the_largest_micro_batch(tmp_path):
+    path = tmp_path / "run.yaml"
+    path.write_text(CONFIG.replace("SAVE", str(tmp_path / "run")).replace("CACHE", str(tmp_path / "cache")))
+    result = subprocess.run(
+        [sys.executable, "-m", "honing", "plan", str(path), "--budget", "2GiB"], capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    for part in ("weights", "gradients", "optimizer state", "activations", "logits", "peak per rank"):
+        assert part in result.stdout
+    assert "in nf4" in result.stdout and "largest micro-batch within 2.00 GiB:" in result.stdout
+
+
+def test_plan_refuses_a_bad_budget_in_one_line(tmp_path, capsys):
+    from honing.cli import main
+
+    path = tmp_path / "run.yaml"
+    path.write_text(CONFIG.replace("SAVE", str(tmp_path / "run")).replace("CACHE", str(tmp_path / "cache")))
+    assert main(["plan", str(path), "--budget", "lots"]) == 2
+    assert capsys.readouterr().err.count("honing: error: --budget") == 1
