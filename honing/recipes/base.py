@@ -16,7 +16,6 @@ import torch
 
 from honing import storage
 from honing.config import RunConfig, to_yaml
-from honing.data.collate import Collator, VarlenCollator, stack_collate
 from honing.data.transformed import TransformedDataset
 from honing.distributed import (
     default_device,
@@ -38,7 +37,7 @@ from honing.models import (
     load_pretrained_model,
     unwrap_model,
 )
-from honing.models.attention_choice import AUTO, AttentionChoice, choose_attention, is_flash
+from honing.models.attention_choice import AttentionChoice
 from honing.models.export import save_adapter
 from honing.models.generation import end_of_turn_ids, generate, sampling_kwargs
 from honing.models.model_parallel import check_model_layout
@@ -46,6 +45,7 @@ from honing.models.parallel import full_state_dict, is_sharded, parallelize
 from honing.models.quantize import check_has_lora, quantize_model
 from honing.optim.builder import OptimizerSettings, build_optimizer
 from honing.parallel_dims import ParallelDims, check_divides, parallel_dims_from
+from honing.recipes.attention_setup import AttentionSetup
 from honing.recipes.callbacks import build_callbacks
 from honing.train import Callback, Trainer, TrainerConfig
 from honing.train.common import StepSkipRange
@@ -55,7 +55,7 @@ from honing.train.shared_folder import check_shared_folder
 log = logging.getLogger(__name__)
 
 
-class Recipe:
+class Recipe(AttentionSetup):
     """Build everything a run needs from its config, then ``run()`` it."""
 
     def __init__(self, config: RunConfig):
@@ -201,43 +201,6 @@ class Recipe:
                 task_type=lora.task_type,
                 modules_to_save=lora.modules_to_save,
             )
-        return model
-
-    def packed_rows(self) -> bool:
-        """Whether training rows hold several documents told apart by restarting ``position_ids`` (those are
-        what ``model.attn_implementation: auto`` picks a varlen kernel for on CUDA)."""
-        return False
-
-    def packed_collator(self) -> Collator:
-        """The collator of packed rows: stacked, or laid end to end per micro-batch under flash attention
-        (whose varlen path reads documents from position_ids only in a batch of one row)."""
-        if self.attention is not None and is_flash(self.attention.name):
-            return VarlenCollator()
-        return stack_collate
-
-    def attention_to_build(self) -> str | None:
-        """The attention implementation to build the model with: the configured one; sdpa for ``auto``, which
-        :meth:`set_attention` resolves once the model exists."""
-        requested = self.config.model.attn_implementation
-        return "sdpa" if requested == AUTO else requested
-
-    def set_attention(self, model: torch.nn.Module) -> torch.nn.Module:
-        """Resolve ``model.attn_implementation`` for this model, device and row layout (``auto``: see
-        ``honing.models.attention_choice``), switch the model to it, and keep the choice in ``self.attention``."""
-        self.attention = choose_attention(
-            self.config.model.attn_implementation,
-            device_type=self.device.type,
-            packed_rows=self.packed_rows(),
-            precision=self.precision,
-            supports_flash=bool(getattr(model, "_supports_flash_attn", False)),
-            supports_flex=bool(getattr(model, "_supports_flex_attn", False)),
-        )
-        requested = self.config.model.attn_implementation
-        if requested == AUTO and self.attention.name != self.attention_to_build():
-            model.set_attn_implementation(self.attention.name)
-        elif requested != AUTO:  # what transformers made of it (None: its own default)
-            config = getattr(model, "config", None)
-            self.attention = AttentionChoice(str(getattr(config, "_attn_implementation", None) or requested))
         return model
 
     def build_reference_model(self) -> torch.nn.Module | None:
@@ -473,15 +436,6 @@ class Recipe:
         )
         self.post_init()
         return self.trainer
-
-    def attention_name(self) -> str:
-        """The attention implementation in use (the configured name until the model is built)."""
-        return self.attention.name if self.attention else str(self.config.model.attn_implementation or "sdpa")
-
-    def describe_attention(self) -> str:
-        """The attention implementation in use, with why when ``auto`` picked it."""
-        reason = self.attention.reason if self.attention else ""
-        return f"{self.attention_name()} ({reason})" if reason else self.attention_name()
 
     def save_config(self) -> None:
         """Write the resolved config, secrets redacted, to ``SAVE_FOLDER/config.yaml``."""

@@ -1,7 +1,7 @@
 """The callback registry: name → config section → how the recipe builds it.
 
 A new callback is one file in ``honing/train/callbacks/`` (its class sets its ``priority``, from the one
-table in ``honing.train.callbacks.order``), one config section in ``honing.config.schema.CallbacksSection``,
+table in ``honing.train.callbacks.order``), one config section in ``honing.config.callbacks_schema.CallbacksSection``,
 and one entry here. The recipe builds every entry whose section is enabled, in this order, then the
 user's own callbacks (``callbacks.custom``).
 """

@@ -33,6 +33,7 @@ from honing.train.metrics import MetricMergeStrategy, MetricsBuffer, MetricValue
 from honing.train.remote import Uploader
 from honing.train.signals import GracefulStop
 from honing.train.train_module import TrainModule
+from honing.train.trainer_cancel import TrainerCancel
 from honing.train.trainer_checkpoints import TrainerCheckpoints
 
 log = logging.getLogger(__name__)
@@ -43,7 +44,7 @@ def _is_evaluator(callback: Callback) -> bool:
     return isinstance(callback, (EvaluatorCallback, GenerationEvalCallback))
 
 
-class Trainer(TrainerCheckpoints):
+class Trainer(TrainerCancel, TrainerCheckpoints):
     """Runs ``fit()``: load a checkpoint, then step until the duration, a hard stop or a cancel."""
 
     def __init__(
@@ -359,49 +360,6 @@ class Trainer(TrainerCheckpoints):
             for name in self._ce_losses & metrics.keys():  # only a cross-entropy has a perplexity
                 metrics[name.rsplit("/", 1)[0] + "/perplexity"] = math.exp(min(metrics[name], 50.0))
             self._emit("on_log", step, metrics)
-
-    # --- cancel ---------------------------------------------------------------------
-    def cancel_run(self, reason: str, no_sync: bool = False) -> None:
-        """Ask the run to stop gracefully at the next cancel check (safe from signal handlers); with ``no_sync``
-        (only when every rank calls it at the same step, as in OLMo-core) it stops after this step at once."""
-        self._cancel_requested = reason
-        if no_sync:
-            self._mark_canceled(reason)
-
-    @property
-    def is_canceled(self) -> bool:
-        """Whether the run was canceled (OLMo-core's name for ``canceled``)."""
-        return self.canceled
-
-    def check_if_canceled(self) -> None:
-        """Agree across ranks, without blocking, whether any rank asked to cancel: this rank's flag is sent in
-        an asynchronous all-reduce whose result is read at the next check, so a request made during step N is
-        acted on by every rank after step N + 1 at the latest (one process: after step N)."""
-        if self._cancel_group is None:
-            if self._cancel_requested is not None:
-                self._mark_canceled(self._cancel_requested)
-            return
-        requested = self._finish_cancel_exchange()
-        flag = torch.tensor([0 if self._cancel_requested is None else 1], dtype=torch.int32)
-        work = dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=self._cancel_group, async_op=True)
-        self._cancel_exchange = (work, flag)
-        if requested:
-            self._mark_canceled(self._cancel_requested or "another rank canceled the run")
-
-    def _finish_cancel_exchange(self) -> bool:
-        """Wait for the exchange in flight (every rank started it at the same step) and return its answer."""
-        if self._cancel_exchange is None:
-            return False
-        work, flag = self._cancel_exchange
-        self._cancel_exchange = None
-        work.wait()
-        return bool(flag.item())
-
-    def _mark_canceled(self, reason: str) -> None:
-        if not self.canceled:
-            self.canceled = True
-            self.cancel_reason = reason
-            log.warning("canceling the run at step %d: %s", self.global_step, reason)
 
     # --- bookkeeping off the hot path ----------------------------------------------
     def run_bookkeeping_op(self, op: Callable[..., Any], *args: Any, **kwargs: Any) -> Future:
