@@ -177,3 +177,17 @@ def test_dialects_are_told_apart_by_their_sections():
     assert detect_dialect({"model": {"name_or_path": "x"}, "data": {"train": {"sources": []}}}) is None
     assert detect_dialect({"training": {"trainer_type": "TRL_SFT"}}) == "oumi"
     assert detect_dialect({"hparams": {}, "model": {"name_or_path": "x"}}) == "olmocr"
+
+
+def test_oumi_qlora_and_epoch_saves_map_to_honing_keys():
+    raw = yaml.safe_load(OUMI)
+    raw["peft"].update(q_lora=True, q_lora_bits=4, bnb_4bit_quant_type="nf4")
+    raw["training"]["save_epoch"] = True
+    translation = translate(raw)
+    assert translation.refused == []
+    assert translation.config["model"]["quantize"] == "nf4"
+    assert translation.config["callbacks"]["checkpointer"]["save_at_epoch_end"] is True
+    raw["peft"].update(q_lora_bits=8, bnb_4bit_quant_type=None)
+    assert translate(raw).config["model"]["quantize"] == "int8"
+    raw["peft"].update(q_lora_bits=4, bnb_4bit_quant_type="fp4")
+    assert [line for line in translate(raw).refused if "bnb_4bit_quant_type" in line]

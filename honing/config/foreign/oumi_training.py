@@ -249,7 +249,13 @@ def translate_peft(t: Translation, peft: Keys, *, use_peft: bool, method: str) -
     if modules_to_save:
         lora["modules_to_save"] = list(modules_to_save)
     t.set("model.lora", lora)
-    peft.allow("q_lora", (False,), "is not available here: use honing's model.quantize (nf4 / int8, torchao)")
+    if peft.take("q_lora", False):  # QLoRA: the base's weights quantized (torchao here, bitsandbytes in Oumi)
+        bits = peft.allow("q_lora_bits", (4, 8), "is not available: honing quantizes to 4 (nf4) or 8 bits (int8)")
+        if bits == 8:
+            t.set("model.quantize", "int8")
+        else:
+            peft.allow("bnb_4bit_quant_type", ("nf4",), "is not available: honing's 4-bit weights are NF4 (torchao)")
+            t.set("model.quantize", "nf4")
     peft.allow(
         "peft_save_mode",
         ("adapter_only", "ADAPTER_ONLY"),
