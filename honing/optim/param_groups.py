@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -24,7 +24,8 @@ def build_param_groups(
 ) -> list[dict[str, Any]]:
     """Trainable parameters in torch optimizer groups (empty groups are dropped).
 
-    Each of ``groups`` (``optim.param_groups``: ``{"params": pattern(s), "lr": float | None,
+    Each of ``groups`` (``optim.param_groups``: ``{"params": pattern(s) or the tensors themselves (VeOmni's
+    ``build_param_groups``), "lr": float | None,
     "weight_decay": float | None}``) takes the parameters whose names match its fnmatch patterns, first
     group first; its ``lr`` (if set) replaces the optimizer's, its ``weight_decay`` (if set) applies to
     all its parameters, else it is split by the default rule into ``param_groups.I`` (decayed) and
@@ -36,17 +37,17 @@ def build_param_groups(
     out: list[dict[str, Any]] = []
     for index, spec in enumerate(groups or []):
         spec = spec.model_dump() if hasattr(spec, "model_dump") else spec  # a ParamGroupSection works too
-        patterns = [spec["params"]] if isinstance(spec["params"], str) else list(spec["params"])
+        takes, patterns = _selector(spec["params"])
         key = f"optim.param_groups[{index}].params"
-        if not any(matches(name, patterns) for name, _ in trainable):
+        if not any(takes(name, param) for name, param in trainable):
             raise ConfigError(
                 f"{key}: {patterns} matches no trainable parameter; trainable parameter names "
                 f"look like {example_names([name for name, _ in trainable] or ['(none)'])}"
             )
-        mine = [(name, param) for name, param in remaining if matches(name, patterns)]
+        mine = [(name, param) for name, param in remaining if takes(name, param)]
         if not mine:
             raise ConfigError(f"{key}: {patterns} matches only parameters that an earlier group already took")
-        remaining = [(name, param) for name, param in remaining if not matches(name, patterns)]
+        remaining = [(name, param) for name, param in remaining if not takes(name, param)]
         extra = {"lr": spec["lr"]} if spec.get("lr") is not None else {}
         group_name = f"param_groups.{index}"
         if spec.get("weight_decay") is not None:
@@ -111,3 +112,17 @@ def build_adamw(
     for group in optimizer.param_groups:
         group.setdefault("initial_lr", group["lr"])
     return optimizer
+
+
+def _selector(params: Any) -> tuple[Callable[[str, torch.Tensor], bool], str]:
+    """What a group's ``params`` takes: parameters whose names match its patterns, or the very tensors it lists
+    (VeOmni's ``build_param_groups`` returns ``model.visual.parameters()``), and how to name it in an error."""
+    if isinstance(params, str):
+        patterns = [params]
+    else:
+        listed = [params] if isinstance(params, torch.Tensor) else list(params)
+        if any(isinstance(item, torch.Tensor) for item in listed):
+            ids = {id(item) for item in listed}
+            return (lambda name, param: id(param) in ids), f"a list of {len(ids)} tensor(s)"
+        patterns = listed
+    return (lambda name, param: matches(name, patterns)), str(patterns)

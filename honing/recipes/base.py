@@ -6,6 +6,7 @@ Each ``build_*`` step is a method so a user can subclass a recipe and replace on
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import os
@@ -412,7 +413,10 @@ class Recipe(AttentionSetup):
             if "attn_implementation" not in str(error):
                 raise
             raise ConfigError(f"model.attn_implementation: {error} honing also takes auto (the default).") from error
-        self.freeze_module(self.model)
+        if inspect.signature(self.freeze_module).parameters:
+            self.freeze_module(self.model)
+        else:  # VeOmni's freeze_module(self), which reads self.model
+            self.freeze_module()
         self.model = self.build_parallel(self.model)
         self.reference_model = self.build_reference_model()
         self.train_loader, self.eval_batches = self.build_data()
@@ -423,6 +427,12 @@ class Recipe(AttentionSetup):
                 if hasattr(data, "dataset"):  # the loader and the validation batches read items from it
                     data.dataset = TransformedDataset(data.dataset, transform)
         self.collator = self.build_data_collate_info()
+        if isinstance(self.collator, dict):  # VeOmni's per-key (pack dim, pad, ...) settings
+            raise ConfigError(
+                f"{type(self).__name__}.build_data_collate_info: returned a dict of per-key collate settings "
+                "(VeOmni's form); honing's step returns the Collator itself (honing.data.collate): subclass the one "
+                "super().build_data_collate_info() returns"
+            )
         self.train_module = self.build_train_module()
         self.trainer = self.build_trainer()
         check_shared_folder(self.config.trainer.save_folder)  # several machines: one folder all of them see

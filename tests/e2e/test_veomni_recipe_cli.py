@@ -45,3 +45,17 @@ def test_the_recipe_key_and_its_refusals(tmp_path):
 
     with pytest.raises(ConfigError, match=r"recipe: 'tests.recipes.veomni_style:FrozenEmbeddingsRecipe' is not a "):
         recipe_for(validate({**raw, "method": "sft", "recipe": RECIPE}))
+
+
+def test_a_veomni_collate_info_dict_is_refused_in_one_line(tmp_path):
+    import yaml
+
+    from honing.recipes.pretrain import PretrainRecipe
+
+    class DictCollateInfo(PretrainRecipe):
+        def build_data_collate_info(self):
+            return {"input_features": (0, True, 0, 1)}  # VeOmni's document's example
+
+    raw = yaml.safe_load(CONFIG.format(save_folder=tmp_path / "run", steps=2, save_interval=100, custom="[]"))
+    with pytest.raises(ConfigError, match=r"DictCollateInfo\.build_data_collate_info: returned a dict"):
+        DictCollateInfo(validate(raw)).build()

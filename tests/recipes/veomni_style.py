@@ -56,11 +56,12 @@ class FrozenEmbeddingsRecipe(PretrainRecipe):
     def build_data_transform(self):
         return partial(mask_first_tokens, count=MASKED)
 
-    def freeze_module(self, model: torch.nn.Module) -> None:
-        model.model.embed_tokens.requires_grad_(False)  # VeOmni: self.model.visual.requires_grad_(False)
+    def freeze_module(self) -> None:  # VeOmni's signature: the model is self.model
+        self.model.model.embed_tokens.requires_grad_(False)  # VeOmni: self.model.visual.requires_grad_(False)
 
     def build_param_groups(self) -> list[dict[str, Any]]:
-        return [{"params": "*layers.0.*", "lr": 1e-4}, *super().build_param_groups()]
+        # VeOmni's form: the tensors themselves, then the config's groups (name patterns)
+        return [{"params": list(self.model.model.layers[0].parameters()), "lr": 1e-4}, *super().build_param_groups()]
 
     def post_init(self) -> None:
         self.initial_embeddings = self.model.model.embed_tokens.weight.detach().clone()
