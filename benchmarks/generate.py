@@ -1,12 +1,13 @@
-"""``honing generate`` (the lean KV-cached decoder) vs a transformers ``generate`` loop: the same model, prompts,
-batches and settings (greedy, 16 new tokens, batches of 32 left-padded prompts sorted by length, the same stop
-tokens); prints the seconds each spends generating, the ratio, and whether their answers agree.
+"""``honing generate`` (the lean KV-cached decoder) vs transformers' ``generate``: the same model, prompts and
+settings (greedy, 16 new tokens, the same stop tokens), transformers over the same batches (32 left-padded prompts
+sorted by length) and over one prompt at a time (the loop a user writes first); prints the seconds each spends
+generating (model loaded, one warm-up batch first), the ratios, and whether their answers agree.
 
 The model is the GRPO example's (``runs/grpo/hf``: ``honing train configs/sft-full.yaml`` then
 ``configs/grpo.yaml``), the prompts its 200 held-out words (``generated:reverse?samples=200&seed=99&letters=8-10``).
-Each measurement is a fresh subprocess, one at a time, the two alternating round by round; the median is reported.
+Each measurement is a fresh subprocess, one at a time, the order rotating round by round; medians are reported.
 
-    .venv/bin/python benchmarks/generate.py [--model runs/grpo/hf] [--rounds 3] [--threads 2]
+    .venv/bin/python benchmarks/generate.py [--model runs/grpo/hf] [--rounds 3] [--threads 1]
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ import time
 PROMPTS = "generated:reverse?samples=200&seed=99&letters=8-10"
 MAX_NEW_TOKENS = 16
 BATCH_SIZE = 32
+#: honing; transformers' generate over the same batches; and over one prompt at a time
+SYSTEMS = ("honing", "transformers", "transformers-loop")
 
 
 def prompts() -> list[str]:
@@ -47,8 +50,9 @@ def run_honing(model_dir: str) -> tuple[float, list[str]]:
     return time.perf_counter() - start, answers
 
 
-def run_transformers(model_dir: str) -> tuple[float, list[str]]:
-    """Seconds to answer every prompt with ``model.generate`` over the same batches."""
+def run_transformers(model_dir: str, batch_size: int = BATCH_SIZE) -> tuple[float, list[str]]:
+    """Seconds to answer every prompt with ``model.generate`` over the same batches (``batch_size`` 1: the loop a
+    user writes first, one prompt at a time)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -57,13 +61,12 @@ def run_transformers(model_dir: str) -> tuple[float, list[str]]:
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
     stops = stop_token_ids(tokenizer)
-    texts = [
-        tokenizer.apply_chat_template([{"role": "user", "content": q}], tokenize=False, add_generation_prompt=True)
-        for q in prompts()
-    ]
-    encoded = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
-    order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
-    batches = [order[i : i + BATCH_SIZE] for i in range(0, len(order), BATCH_SIZE)]
+    questions = prompts()
+
+    def encode(question: str) -> list[int]:
+        messages = [{"role": "user", "content": question}]
+        text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        return tokenizer(text, add_special_tokens=False)["input_ids"]
 
     def answer(rows: list[int]) -> list[str]:
         width = max(len(encoded[i]) for i in rows)
@@ -86,59 +89,86 @@ def run_transformers(model_dir: str) -> tuple[float, list[str]]:
             for row in out
         ]
 
-    answer(batches[0])  # warm-up
-    answers = [""] * len(encoded)
+    encoded = [encode(q) for q in questions[:batch_size]]
+    answer(list(range(len(encoded))))  # warm-up
+    # timed as honing's is: rendering the chat template and tokenizing included
     start = time.perf_counter()
-    for rows in batches:
+    encoded = [encode(q) for q in questions]
+    order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
+    answers = [""] * len(encoded)
+    for rows in (order[i : i + batch_size] for i in range(0, len(order), batch_size)):
         for index, text in zip(rows, answer(rows)):
             answers[index] = text
     return time.perf_counter() - start, answers
 
 
 def worker(system: str, model_dir: str, threads: int) -> None:
+    """One measurement in this process: its seconds and answers as a JSON line."""
     import torch
 
     torch.set_num_threads(threads)
-    seconds, answers = (run_honing if system == "honing" else run_transformers)(model_dir)
+    if system == "honing":
+        seconds, answers = run_honing(model_dir)
+    else:
+        seconds, answers = run_transformers(model_dir, batch_size=1 if system == "transformers-loop" else BATCH_SIZE)
     print(json.dumps({"seconds": seconds, "answers": answers}))
 
 
 def measure(system: str, model_dir: str, threads: int) -> dict:
+    """One measurement in a fresh subprocess."""
     env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
     command = [sys.executable, __file__, "--worker", system, "--model", model_dir, "--threads", str(threads)]
     out = subprocess.run(command, capture_output=True, text=True, env=env, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def cpu_name() -> str:
+    """The CPU's model name (Linux), else what ``platform`` says."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def main() -> None:
+    """Alternate the two systems for ``--rounds`` rounds; print the medians and their ratio."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="runs/grpo/hf")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--worker", choices=["honing", "transformers"])
+    # one torch thread: with two on this 2-core machine, any other process makes OpenMP's workers spin-wait and a
+    # 0.3 s measurement take 5-30 s (seen here); one thread measures the decoders, not the neighbours
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--worker", choices=SYSTEMS)
     args = parser.parse_args()
     if args.worker:
         worker(args.worker, args.model, args.threads)
         return
     if not os.path.isdir(args.model):
         sys.exit(f"{args.model} does not exist: train configs/sft-full.yaml, then configs/grpo.yaml")
-    print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, torch threads {args.threads}")
+    print(f"{cpu_name()}, {os.cpu_count()} CPUs, torch threads {args.threads}")
     print(f"load before: {os.getloadavg()}")
-    times: dict[str, list[float]] = {"honing": [], "transformers": []}
+    times: dict[str, list[float]] = {system: [] for system in SYSTEMS}
     answers: dict[str, list[str]] = {}
     for round_index in range(args.rounds):
-        for system in ("transformers", "honing") if round_index % 2 else ("honing", "transformers"):
+        order = SYSTEMS[round_index % len(SYSTEMS) :] + SYSTEMS[: round_index % len(SYSTEMS)]  # rotate who goes first
+        for system in order:
             result = measure(system, args.model, args.threads)
             times[system].append(result["seconds"])
             answers[system] = result["answers"]
             print(f"round {round_index + 1} {system}: {result['seconds']:.2f} s", flush=True)
-    honing, transformers = statistics.median(times["honing"]), statistics.median(times["transformers"])
-    same = sum(a == b for a, b in zip(answers["honing"], answers["transformers"]))
     print(f"load after: {os.getloadavg()}")
-    print(
-        f"200 prompts, greedy, {MAX_NEW_TOKENS} new tokens, batches of {BATCH_SIZE}: honing {honing:.2f} s, "
-        f"transformers generate {transformers:.2f} s: {transformers / honing:.2f}x; same answers {same}/200"
-    )
+    honing = statistics.median(times["honing"])
+    print(f"200 prompts, greedy, {MAX_NEW_TOKENS} new tokens; honing in batches of {BATCH_SIZE}: {honing:.2f} s")
+    for system, label in (("transformers", f"batches of {BATCH_SIZE}"), ("transformers-loop", "one prompt at a time")):
+        median = statistics.median(times[system])
+        same = sum(a == b for a, b in zip(answers["honing"], answers[system]))
+        print(
+            f"  transformers generate, {label}: {median:.2f} s = {median / honing:.2f}x honing; same answers {same}/200"
+        )
 
 
 if __name__ == "__main__":

@@ -11,8 +11,8 @@ built (the build's own peak is printed beside it); on CUDA it is ``torch.cuda.ma
 planner's CUDA allowance. The planner's estimate is computed in the same process, before the model is built.
 
 Modes: ``full`` (AdamW), ``full-8bit`` (``optim.state_dtype: int8``), ``lora`` (rank 16 on every linear),
-``qlora`` (the same on an NF4 base), and on CUDA ``full-offload`` (``parallel.offload: params``, 1 process
-under torchrun).
+``qlora`` (the same on an NF4 base). ``parallel.offload: params`` needs FSDP2 on 2 or more GPUs, so it is measured
+with ``honing train CONFIG --nproc 2 parallel.offload=params`` (its ``system/`` memory metrics) rather than here.
 """
 
 from __future__ import annotations
@@ -38,19 +38,32 @@ LLAMA_1B = {  # TinyLlama-1.1B's shape
 }
 
 
-def run_config(mode: str, folder: str, *, layers: int, seq_len: int, precision: str, device: str) -> dict:
+def llama_shape(hidden: int) -> dict:
+    """A Llama-shaped model of width ``hidden``: TinyLlama's ratios (MLP 2.75x, heads of 64, 8 query heads per
+    key-value head), the 32,000-token vocabulary."""
+    heads = hidden // 64
+    return {
+        **LLAMA_1B,
+        "hidden_size": hidden,
+        "intermediate_size": int(hidden * 2.75) // 256 * 256,
+        "num_attention_heads": heads,
+        "num_key_value_heads": max(heads // 8, 1),
+    }
+
+
+def run_config(
+    mode: str, folder: str, *, layers: int, seq_len: int, precision: str, device: str, hidden: int = 2048
+) -> dict:
     """The config of one mode: the same model, data and step in all; what differs is the mode's keys."""
-    model = {"config": {**LLAMA_1B, "num_hidden_layers": layers}, "chunked_loss": True}
+    model = {"config": {**llama_shape(hidden), "num_hidden_layers": layers}, "chunked_loss": True}
     optim: dict = {"lr": 1e-4}
-    parallel: dict = {"activation_checkpointing": "full"}
+    parallel = {"activation_checkpointing": "full"}
     if mode in ("lora", "qlora"):
         model["lora"] = {"rank": 16, "alpha": 32, "target_modules": "all-linear"}
     if mode == "qlora":
         model["quantize"] = "nf4"
     if mode == "full-8bit":
         optim["state_dtype"] = "int8"
-    if mode == "full-offload":
-        parallel.update(strategy="fsdp", offload="params")
     text = os.path.join(folder, "corpus.txt")
     with open(text, "w") as handle:  # any text: the step's memory does not depend on the words
         handle.write(" ".join(f"word{i % 997}" for i in range(seq_len * 8)))
@@ -137,6 +150,53 @@ def child(mode: str, args: argparse.Namespace) -> dict:
         }
 
 
+def largest_models(budget: int, modes: list[str], args: argparse.Namespace) -> list[tuple[str, int, int, int]]:
+    """For each mode, the Llama-shaped model with the most parameters whose planned peak fits ``budget``: the
+    deepest of each width in ``WIDTHS``. Returns ``(mode, hidden, layers, parameters)``."""
+    from dataclasses import replace
+
+    from honing.config import validate
+    from honing.plan.estimate import estimate
+    from honing.plan.from_config import meta_model, plan_inputs, runtime_bytes, tensors_of
+
+    # the runtime part is this process's resident set after the imports: measured once, before the planner's own
+    # measuring blocks (wide ones leave freed memory resident) could inflate it
+    runtime = runtime_bytes("cuda" if args.device == "cuda" else "cpu")
+    found = []
+    with tempfile.TemporaryDirectory() as folder:
+        for mode in modes:
+            best = (0, 0, 0)
+            for hidden in WIDTHS:
+                config = validate(run_config(mode, folder, **{**args.config, "layers": 1, "hidden": hidden}))
+                plan, model_config = plan_inputs(config)
+                plan = replace(plan, runtime_bytes=runtime)
+
+                def fits(layers: int, config=config, plan=plan, model_config=model_config) -> tuple[bool, int]:
+                    model_config.num_hidden_layers = layers
+                    tensors = tensors_of(meta_model(model_config), config)
+                    params = sum(tensors.quantizable + tensors.other)
+                    result = estimate(replace(plan, tensors=tensors, layers=layers))
+                    # on CPU the host is the device: a QLoRA model must also be built there in full precision
+                    peak = result.peak if args.device == "cuda" else max(result.peak, result.build)
+                    return peak <= budget, params
+
+                low, high = 0, 1
+                while fits(high)[0] and high < 512:
+                    low, high = high, high * 2
+                while high - low > 1:
+                    middle = (low + high) // 2
+                    low, high = (middle, high) if fits(middle)[0] else (low, middle)
+                if low and fits(low)[1] > best[2]:
+                    best = (hidden, low, fits(low)[1])
+            found.append((mode, *best))
+            print(f"{mode}: largest within {budget / 2**30:.0f} GiB: hidden {best[0]}, {best[1]} layers, "
+                  f"{best[2] / 1e9:.2f}B parameters", flush=True)  # fmt: skip
+    return found
+
+
+WIDTHS = (2048, 2560, 3072, 4096, 5120)
+
+
 def main() -> None:
     """Run every mode in a fresh process and print the table."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -148,8 +208,14 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--json", help="write the figures here as well")
+    parser.add_argument("--largest", metavar="SIZE", help="plan only: the largest model of each mode within SIZE")
     args = parser.parse_args()
     args.config = {"layers": args.layers, "seq_len": args.seq_len, "precision": args.precision, "device": args.device}
+    if args.largest:
+        from honing.plan.estimate import parse_bytes
+
+        largest_models(parse_bytes(args.largest), args.modes.split(","), args)
+        return
     if args.child:
         print("RESULT " + json.dumps(child(args.child, args)), flush=True)
         return

@@ -10,6 +10,7 @@ import json
 import logging
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +18,7 @@ import torch
 import yaml
 
 from honing.errors import ConfigError
+from honing.models.generation import end_of_turn_ids
 
 EVAL_EXTRA = "pip install 'honing[eval]' (lm-eval and math-verify)"
 #: where results go, under a run folder
@@ -108,6 +110,7 @@ def run_harness(model: torch.nn.Module, tokenizer: Any, settings: HarnessSetting
     lm = HFLM(pretrained=model, tokenizer=tokenizer, batch_size=settings.batch_size, device=str(device))
     was_training = model.training
     model.eval()
+    restore_stops = _stop_at_end_of_turn(model, tokenizer)
     try:
         with torch.random.fork_rng(devices=[]):  # an evaluation during training must not move its RNG
             results = simple_evaluate(
@@ -125,10 +128,29 @@ def run_harness(model: torch.nn.Module, tokenizer: Any, settings: HarnessSetting
                 fewshot_random_seed=settings.seed,
             )
     finally:
+        restore_stops()
         model.train(was_training)
     if results is None:
         raise RuntimeError("lm-eval returned no results (it does so on ranks other than its own rank 0)")
     return dict(results)
+
+
+def _stop_at_end_of_turn(model: torch.nn.Module, tokenizer: Any) -> Callable[[], None]:
+    """Make ``generate`` stop at the chat template's end-of-turn token, as honing's own generation does; returns
+    what undoes it. lm-eval decodes answers without special tokens, so its ``until: ["<|im_end|>"]`` never sees
+    the token, and an answer would run on past the end of its turn."""
+    config = getattr(model, "generation_config", None)
+    extra = end_of_turn_ids(tokenizer)
+    if config is None or not extra:
+        return lambda: None
+    saved = config.eos_token_id
+    current = [] if saved is None else ([saved] if isinstance(saved, int) else list(saved))
+    config.eos_token_id = sorted({*current, *extra, *([tokenizer.eos_token_id] if tokenizer.eos_token_id else [])})
+
+    def restore() -> None:
+        config.eos_token_id = saved
+
+    return restore
 
 
 def task_results(results: dict[str, Any]) -> dict[str, dict[str, Any]]:

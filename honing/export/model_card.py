@@ -102,7 +102,7 @@ def build_model_card(
         library_name="transformers",
         tags=["honing", method, *(["lora"] if model.get("lora") else []), *card_cfg.get("tags", [])],
         datasets=hub_datasets or None,
-        metrics=sorted({name.split("/")[1] for name in metrics if name.startswith("eval/")}) or None,
+        metrics=sorted({_metric_id(name) for name in metrics if name.startswith("eval/")}) or None,
     )
     body = [
         f"# {config.get('run_name') or 'honing model'}",
@@ -144,6 +144,12 @@ def build_model_card(
     ]
     template = "---\n{{ card_data }}\n---\n\n" + "\n".join(body)
     return ModelCard.from_template(card_data, template_str=template)
+
+
+def _metric_id(name: str) -> str:
+    """The metric a logged name measures: ``eval/harness/<task>/<metric>[/filter]`` → metric, ``eval/<x>/...`` → x."""
+    parts = name.split("/")
+    return parts[3] if parts[1] == "harness" and len(parts) > 3 else parts[1]
 
 
 def _base_model_text(model: dict[str, Any]) -> str:

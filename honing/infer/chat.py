@@ -52,13 +52,17 @@ def run_chat(args: argparse.Namespace, stdin: TextIO | None = None, out: TextIO 
         if text.startswith("/"):
             write(f"unknown command {text.split()[0]}: {HELP}\n")
             continue
-        if generator is not None:
-            history.append({"role": "user", "content": text})
-            reply = generator.stream(history, write)
-        else:  # images belong to the conversation's first user turn
-            first = not any(turn["role"] == "user" for turn in history)
-            history.append(vision_turn(text, len(images) if first else 0))
-            reply = answer_with_images(loaded, history, images, sampling, write=write)
+        first = not any(turn["role"] == "user" for turn in history)
+        history.append({"role": "user", "content": text} if generator else vision_turn(text, len(images) * first))
+        try:
+            if generator is not None:
+                reply = generator.stream(history, write)
+            else:  # images belong to the conversation's first user turn
+                reply = answer_with_images(loaded, history, images, sampling, write=write)
+        except KeyboardInterrupt:  # Ctrl-C stops this reply; the turn is forgotten and the conversation goes on
+            history.pop()
+            write("\n(interrupted)\n")
+            continue
         write("\n")
         history.append({"role": "assistant", "content": reply})
     return 0
@@ -73,6 +77,9 @@ def _read_line(stdin: TextIO, out: TextIO) -> str | None:
         except EOFError:
             out.write("\n")
             return None
+        except KeyboardInterrupt:  # Ctrl-C at the prompt drops the line, as in a shell
+            out.write("\n")
+            return ""
     out.write(PROMPT)
     out.flush()
     line = stdin.readline()

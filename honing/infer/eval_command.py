@@ -10,6 +10,7 @@ import re
 import sys
 from typing import TextIO
 
+from honing.errors import ConfigError
 from honing.evaluate.harness import (
     HarnessSettings,
     flat_metrics,
@@ -43,13 +44,20 @@ def run_eval(args: argparse.Namespace, out: TextIO | None = None) -> int:
     settings = settings_from(args)
     require_lm_eval("honing eval")
     loaded = load_model(args.model, device=args.device, dtype=args.dtype, trust_remote_code=args.trust_remote_code)
+    if loaded.is_vision:  # lm-eval's hf-multimodal backend would be the way; not wired here
+        raise ConfigError(f"honing eval: {loaded.source.path} is a vision-language model; lm-eval runs text ones here")
     per_task = task_results(run_harness(loaded.model, loaded.tokenizer, settings))
     folder = args.output or loaded.source.run_folder or _local_folder(loaded.source)
     step = evaluated_step(loaded.source)
     paths = write_results(folder, per_task, step=step)
     tracked = ""
     if args.output is None and loaded.source.run_folder is not None:
-        tracked = f" and {append_metrics(loaded.source.run_folder, step, flat_metrics(per_task))}"
+        flat = flat_metrics(per_task)
+        written = [
+            append_metrics(loaded.source.run_folder, step, flat),
+            log_tensorboard(loaded.source.run_folder, step, flat),
+        ]
+        tracked = " and " + ", ".join(path for path in written if path)
     out.write(format_table(per_task) + "\n")
     out.write(f"wrote {', '.join(paths)}{tracked}\n")
     return 0
@@ -72,6 +80,19 @@ def append_metrics(run_folder: str, step: int | None, metrics: dict[str, float])
     with open(path, "a", encoding="utf-8") as handle:
         handle.write(json.dumps({**previous, "step": step, **metrics}) + "\n")
     return path
+
+
+def log_tensorboard(run_folder: str, step: int | None, metrics: dict[str, float]) -> str | None:
+    """The scalars into the run's TensorBoard folder when it logged there (``callbacks.tensorboard``); its path."""
+    folder = os.path.join(run_folder, "tensorboard")
+    if not os.path.isdir(folder):
+        return None
+    from torch.utils.tensorboard import SummaryWriter
+
+    with SummaryWriter(log_dir=folder) as writer:
+        for name, value in metrics.items():
+            writer.add_scalar(name, value, global_step=step or 0)
+    return folder
 
 
 def _local_folder(source: ModelSource) -> str:

@@ -108,12 +108,17 @@ class TextGenerator:
         self, rows: list[list[int]], seeds: list[int], on_tokens: Callable[[torch.Tensor], Any] | None = None
     ) -> list[str]:
         device = self.loaded.device
-        width = max(len(ids) for ids in rows)
+        # the tokens every prompt starts with (the chat template's opening, a shared instruction) come first, then
+        # each prompt's own tokens left-padded: the lean decoder computes the shared part once for the batch
+        shared = min(common_prefix_length(rows), min(len(ids) for ids in rows) - 1)
+        width = shared + max(len(ids) - shared for ids in rows)
         input_ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
         mask = torch.zeros((len(rows), width), dtype=torch.long)
-        for index, ids in enumerate(rows):  # left padding: every row's next token is at the same position
-            input_ids[index, width - len(ids) :] = torch.tensor(ids, dtype=torch.long)
-            mask[index, width - len(ids) :] = 1
+        input_ids[:, :shared] = torch.tensor(rows[0][:shared], dtype=torch.long)
+        mask[:, :shared] = 1
+        for index, ids in enumerate(rows):  # every row's next token is at the same position
+            input_ids[index, width - len(ids) + shared :] = torch.tensor(ids[shared:], dtype=torch.long)
+            mask[index, width - len(ids) + shared :] = 1
         s = self.sampling
         tokens, alive = sample_completions(
             self.loaded.model,
@@ -127,12 +132,22 @@ class TextGenerator:
             top_p=s.top_p,
             top_k=s.top_k,
             on_tokens=on_tokens,
+            shared_prefix=shared,
         )
         out = []
         for row_tokens, row_alive in zip(tokens.tolist(), alive.tolist()):
             kept = [t for t, a in zip(row_tokens, row_alive) if a and t not in self.stops]
             out.append(self.tokenizer.decode(kept, skip_special_tokens=True))
         return out
+
+
+def common_prefix_length(rows: Sequence[Sequence[int]]) -> int:
+    """How many leading tokens all ``rows`` share."""
+    first = rows[0]
+    length = min(len(row) for row in rows)
+    for row in rows[1:]:
+        length = next((i for i in range(length) if row[i] != first[i]), length)
+    return length
 
 
 class _TextStream:
@@ -148,6 +163,7 @@ class _TextStream:
         self.ended = False
 
     def add(self, tokens: torch.Tensor) -> None:
+        """Take this step's token of the row (``sample_completions``' ``on_tokens``)."""
         token = int(tokens[0])
         if self.ended or token in self.stops:
             self.ended = True
@@ -159,6 +175,7 @@ class _TextStream:
             self.shown = text
 
     def finish(self) -> str:
+        """Write what is left; the whole answer."""
         text = self.tokenizer.decode(self.ids, skip_special_tokens=True)
         if text.startswith(self.shown) and len(text) > len(self.shown):
             self.write(text[len(self.shown) :])

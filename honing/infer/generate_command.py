@@ -103,7 +103,9 @@ def _generate_vision(
     for index, row in enumerate(rows):
         if not isinstance(row.get("prompt"), str):
             raise DataError('a vision-language prompt is text with --image / an "images" list, not messages')
-        images = shared + load_images(row.get("images", []), args.pdf_page)
+        folder = os.path.dirname(os.path.abspath(args.file)) if args.file else os.getcwd()
+        own = [os.path.join(folder, path) for path in row.get("images", [])]  # relative to the prompts file
+        images = shared + load_images(own, args.pdf_page)
         seeded = Sampling(**{**sampling.__dict__, "seed": sampling.seed + index})
         messages = [vision_turn(row["prompt"], len(images))]
         text = answer_with_images(loaded, messages, images, seeded, write=_writer(out) if stream else None)

@@ -62,10 +62,16 @@ def merged_model(model: torch.nn.Module) -> torch.nn.Module:
     quantized = any(is_quantized(param) for param in model.parameters())
     if not is_lora(model):
         return dequantized_copy(model) if quantized else model
+    if quantized:
+        # QLoRA: the adapters fold into the de-quantized weights in full precision, as users expect of an export
+        # (peft's own merge would re-quantize, or refuse for torchao's int8 layers)
+        merged = merged_state_dict(model, dequantize_state_dict(model.state_dict()))
+        base = dequantized_copy(model).unload()
+        base.load_state_dict(merged)
+        return base
     # merge_and_unload rewrites the wrapped model in place; unmerging later would not restore the
-    # weights bit for bit, so the training model is never merged itself. A quantized base is de-quantized
-    # first: the adapters fold into full-precision weights, as QLoRA users expect of an export.
-    return (dequantized_copy(model) if quantized else copy.deepcopy(model)).merge_and_unload()
+    # weights bit for bit, so the training model is never merged itself.
+    return copy.deepcopy(model).merge_and_unload()
 
 
 def merged_state_dict(model: torch.nn.Module, state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

@@ -74,6 +74,7 @@ def sample_completions(
     top_k: int = 0,
     sync_ranks: bool = False,
     on_tokens: Callable[[torch.Tensor], Any] | None = None,
+    shared_prefix: int = 0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Sample one completion per row of left-padded prompts: ``(completion_ids, completion_mask)``, each row
     ending at its first stop token (kept, and masked in) or after ``max_new_tokens``; pads after it.
@@ -83,7 +84,8 @@ def sample_completions(
     samples the same completions. The KV cache is reused between tokens and sampling stops when every row
     has ended; with ``sync_ranks`` (FSDP2: every rank must take part in every forward) it stops when every row
     of every rank has ended. ``temperature`` 0 is greedy. ``on_tokens`` sees each step's tokens (pads where a row
-    has ended) as they are chosen, e.g. to stream them to a terminal.
+    has ended) as they are chosen, e.g. to stream them to a terminal. ``shared_prefix``: the first columns hold the
+    same real tokens in every row (padding after them), which the lean decoder then computes once.
     """
     inner = unwrap_model(model)
     was_training = inner.training
@@ -101,7 +103,7 @@ def sample_completions(
     no_autograd = torch.no_grad() if isinstance(decode, TransformersDecoder) else torch.inference_mode()
     try:
         with no_autograd:
-            logits = decode.prefill(input_ids, attention_mask, max_new_tokens)
+            logits = decode.prefill(input_ids, attention_mask, max_new_tokens, shared_prefix=shared_prefix)
             for _ in range(max_new_tokens):
                 next_tokens = _sample(logits, generators, temperature, top_p, top_k)
                 alive.append(~done)
@@ -130,8 +132,11 @@ class TransformersDecoder:
         self.mask = torch.empty(0, dtype=torch.long)
         self.position = torch.empty(0, dtype=torch.long)
 
-    def prefill(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, max_new_tokens: int) -> torch.Tensor:
-        """Run the left-padded prompts; the next-token logits ``[rows, vocab]``."""
+    def prefill(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, max_new_tokens: int, shared_prefix: int = 0
+    ) -> torch.Tensor:
+        """Run the left-padded prompts (a ``shared_prefix`` is computed for every row here); the next-token logits
+        ``[rows, vocab]``."""
         from transformers import DynamicCache
 
         # positions count real tokens only, as transformers' generate sets them for left-padded rows

@@ -71,11 +71,18 @@ class LeanDecoder:
         self.length = 0
         self.position = torch.empty(0, dtype=torch.long)
 
-    def prefill(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, max_new_tokens: int) -> torch.Tensor:
-        """Run the left-padded prompts, keep their keys and values; the next-token logits ``[rows, vocab]``."""
+    def prefill(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, max_new_tokens: int, shared_prefix: int = 0
+    ) -> torch.Tensor:
+        """Run the left-padded prompts, keep their keys and values; the next-token logits ``[rows, vocab]``.
+
+        The first ``shared_prefix`` columns, when every row holds the same real tokens there (a chat template's
+        opening, an instruction all prompts share; the rows' padding then sits after them), are computed once on
+        the first row and their keys and values copied to the others: a batch's prefill is most of its work.
+        """
         rows, length = input_ids.shape
         device = input_ids.device
-        hidden = self.decoder.embed_tokens(input_ids)
+        hidden = self.decoder.embed_tokens(input_ids[:1, :1])  # the dtype and device of the cache
         capacity = length + max_new_tokens
         shape = (rows, self.kv_heads, capacity, self.head_dim)
         self.keys = [hidden.new_zeros(shape) for _ in self.layers]
@@ -89,7 +96,17 @@ class LeanDecoder:
         mask = (causal & self.valid[:, None, None, :length]) | torch.eye(length, dtype=torch.bool, device=device)
         self.length = length
         self.position = positions[:, -1:]
-        return self._forward(hidden, positions, mask, 0)
+        shared = min(shared_prefix, length - 1) if rows > 1 else 0  # the last column's logits are every row's own
+        if shared > 0:
+            caches = self.keys, self.values
+            self.keys, self.values = [k[:1] for k in caches[0]], [v[:1] for v in caches[1]]  # row 0's views
+            prefix = self.decoder.embed_tokens(input_ids[:1, :shared])
+            self._forward(prefix, positions[:1, :shared], mask[:1, :, :shared, :shared], 0)
+            self.keys, self.values = caches
+            for cache in (*self.keys, *self.values):
+                cache[1:, :, :shared] = cache[:1, :, :shared]
+        hidden = self.decoder.embed_tokens(input_ids[:, shared:])
+        return self._forward(hidden, positions[:, shared:], mask[:, :, shared:], shared)
 
     def step(self, token_ids: torch.Tensor) -> torch.Tensor:
         """Append one token per row; the next-token logits ``[rows, vocab]``."""

@@ -101,6 +101,9 @@ def apply_lora(
         with warnings.catch_warnings():
             # peft asks transformers about gradient checkpointing through a name transformers 5 deprecates
             warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+            # on a QLoRA int8 base: peft cannot merge into torchao's int8 weights, and honing never asks it to
+            # (exports merge into the de-quantized weights, honing.models.export.merged_model)
+            warnings.filterwarnings("ignore", message=".*TorchaoLoraLinear was instantiated without.*")
             return get_peft_model(model, config)
     except ValueError as error:  # e.g. a target that names a container module peft cannot adapt
         # peft prints the whole module tree of the offender; its class name is enough on one line

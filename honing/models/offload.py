@@ -61,7 +61,8 @@ def offload_block_activations(block: nn.Module) -> None:
     def offloaded_forward(*args: Any, **kwargs: Any) -> Any:
         if not (block.training and torch.is_grad_enabled()):
             return forward(*args, **kwargs)
-        with torch.autograd.graph.save_on_cpu(pin_memory=True):
+        # pinned host memory lets the copies back to the GPU overlap compute (there is nothing to pin without one)
+        with torch.autograd.graph.save_on_cpu(pin_memory=torch.cuda.is_available()):
             return forward(*args, **kwargs)
 
     block.forward = offloaded_forward

@@ -104,6 +104,11 @@ def quantize_model(model: nn.Module, kind: str, *, device: torch.device, shards:
     if kind not in KINDS:
         raise ConfigError(f"model.quantize: expected one of {', '.join(KINDS)} or null, got {kind!r}")
     require_torchao("model.quantize")
+    if kind == "int8" and shards > 1:
+        raise ConfigError(
+            f"model.quantize: 'int8' weights cannot be sharded by FSDP2 over {shards} ranks (torchao's int8 tensors "
+            "have no all-gather); use nf4, or parallel.strategy: ddp"
+        )
     quantize = functools.partial(_nf4, shards=shards) if kind == "nf4" else _int8
     count, kept = 0, []
     for name, module in quantized_linears(model):
@@ -170,6 +175,13 @@ def dequantized_copy(model: nn.Module) -> nn.Module:
     return copy.deepcopy(model, memo)
 
 
+def frozen_copy(model: nn.Module) -> nn.Module:
+    """A deep copy of ``model`` that shares its quantized weights (frozen in both, so one copy of their memory;
+    torchao's NF4 ``clone`` would also re-quantize with its default blocks)."""
+    memo: dict[int, Any] = {id(param): param for param in model.parameters() if is_quantized(param)}
+    return copy.deepcopy(model, memo)
+
+
 def dequantize_state_dict(state_dict: dict[str, Any]) -> dict[str, Any]:
     """``state_dict`` with every quantized tensor de-quantized (e.g. full weights gathered from FSDP2 shards)."""
     return {key: dequantize(value) if is_quantized(value) else value for key, value in state_dict.items()}
@@ -181,11 +193,13 @@ def quantized_bytes(model: nn.Module) -> int:
     for param in model.parameters():
         local = getattr(param, "_local_tensor", param)
         if is_quantized(local):
-            total += sum(t.numel() * t.element_size() for t in _inner_tensors(local))
+            total += sum(t.numel() * t.element_size() for t in plain_parts(local))
     return total
 
 
-def _inner_tensors(tensor: Any) -> list[torch.Tensor]:
-    """The plain tensors a traceable tensor subclass is made of."""
+def plain_parts(tensor: Any) -> list[torch.Tensor]:
+    """The plain tensors ``tensor`` is made of: its codes and scales for a quantized weight, else itself."""
+    if not is_quantized(tensor):
+        return [tensor]
     names, _ = tensor.__tensor_flatten__()
-    return [getattr(tensor, name) for name in names]
+    return [part for name in names for part in plain_parts(getattr(tensor, name))]

@@ -67,6 +67,9 @@ class MemoryEstimate:
     runtime: int
     peak: int
     offloaded: int = 0  # what parallel.offload keeps on the host instead (not in ``peak``)
+    # the model as built on the host before its weights are quantized (all of them in the weights' dtype): on CPU,
+    # where the host is the device, a QLoRA run needs this much before training starts
+    build: int = 0
 
     def parts(self) -> dict[str, int]:
         """The named parts, in the order they are printed."""
@@ -123,6 +126,7 @@ def estimate(plan: PlanInputs) -> MemoryEstimate:
         weights, gradients, optimizer = 0, 0, 0
         optimizer_step = 0
     peak = plan.runtime_bytes + weights + optimizer + max(forward_backward, optimizer_step)
+    build = plan.runtime_bytes + sum(t.quantizable + t.other + adapters) * plan.param_bytes
     return MemoryEstimate(
         weights=int(weights),
         gradients=int(gradients),
@@ -133,6 +137,7 @@ def estimate(plan: PlanInputs) -> MemoryEstimate:
         runtime=int(plan.runtime_bytes),
         peak=int(peak),
         offloaded=int(offloaded),
+        build=int(build),
     )
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from transformers import AutoModel
 
 from honing.config import RunConfig
 from honing.models.loading import auto_model_class, build_model_config
@@ -32,6 +33,11 @@ def model_config_of(config: RunConfig, vocab_size: int | None = None) -> Any:
     cfg = config.model
     if cfg.name_or_path:
         return AutoConfig.from_pretrained(cfg.name_or_path, trust_remote_code=cfg.trust_remote_code)
+    if config.method == "vl_sft":  # the recipe's tiny vision-language configs (honing.models.tiny_vl)
+        from honing.models.tiny_vl import tiny_vl_config
+
+        options = dict(cfg.config or {})
+        return tiny_vl_config(options.pop("model_type"), vocab_size=vocab_size, **options)
     return build_model_config(cfg.config or {}, vocab_size=vocab_size, max_position_embeddings=config.data.seq_len)
 
 
@@ -52,8 +58,8 @@ def tensors_of(model: nn.Module, config: RunConfig) -> Tensors:
         seen.add(id(param))
         sizes["quantizable" if id(param) in quantizable else "other"].append(param.numel())
     lora, copies = [], []
-    if config.model.lora is not None:
-        section = config.model.lora
+    section = lora_of(config)
+    if section is not None:
         head = model.get_output_embeddings()
         for name, module in model.named_modules():
             if isinstance(module, nn.Linear) and module is not head and targeted(name, section.target_modules):
@@ -63,6 +69,16 @@ def tensors_of(model: nn.Module, config: RunConfig) -> Tensors:
                 if name == wanted or name.endswith(f".{wanted}"):
                     copies += [p.numel() for p in module.parameters()]
     return Tensors(quantizable=sizes["quantizable"], other=sizes["other"], lora=lora, lora_copies=copies)
+
+
+def lora_of(config: RunConfig) -> Any:
+    """The run's LoRA settings: ``model.lora``; for VL-SFT an absent key means LoRA with its defaults."""
+    from honing.config.schema import LoraSection
+
+    model = config.model
+    if config.method == "vl_sft" and "lora" not in model.model_fields_set:
+        return LoraSection()
+    return model.lora
 
 
 def targeted(name: str, target_modules: str | list[str]) -> bool:
@@ -79,17 +95,21 @@ def block_activation_bytes(model_config: Any, *, compute_dtype: torch.dtype, aut
     storages, parameters left out), measured on the host over ``MEASURE_TOKENS`` tokens."""
     saved = []
     for layers in (1, 2):
-        small = model_config.__class__.from_dict({**model_config.to_dict(), "num_hidden_layers": layers})
-        small.vocab_size = 8  # the embeddings and head are not part of a block
+        values = {**model_config.to_dict(), "num_hidden_layers": layers}
+        if isinstance(values.get("layer_types"), list):  # one entry per layer (Qwen2 and later families)
+            values["layer_types"] = values["layer_types"][:layers]
+        values.update(vocab_size=8, pad_token_id=None)  # the embeddings are not part of a block
+        small = model_config.__class__.from_dict(values)
         torch.manual_seed(0)
-        model = auto_model_class(small).from_config(small, dtype=compute_dtype if not autocast else torch.float32)
+        # the decoder stack alone (AutoModel: also a vision-language model's text config), no head
+        model = AutoModel.from_config(small, dtype=compute_dtype if not autocast else torch.float32)
         model.train()
         storages: dict[int, int] = {}
         pack = storage_recorder({p.untyped_storage().data_ptr() for p in model.parameters()}, storages)
         ids = torch.zeros(1, MEASURE_TOKENS, dtype=torch.long)
         context = torch.autocast("cpu", dtype=torch.bfloat16) if autocast else contextlib.nullcontext()
         with context, torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
-            hidden = transformer_body(model)(input_ids=ids).last_hidden_state
+            hidden = model(input_ids=ids).last_hidden_state
         saved.append(sum(storages.values()))
         del hidden, model
     return (saved[1] - saved[0]) / MEASURE_TOKENS
@@ -105,11 +125,6 @@ def storage_recorder(params: set[int], storages: dict[int, int]) -> Any:
         return tensor
 
     return pack
-
-
-def transformer_body(model: nn.Module) -> nn.Module:
-    """The decoder stack without the head (``model.model`` for causal LMs)."""
-    return getattr(model, "model", model)
 
 
 def runtime_bytes(device_type: str) -> int:
@@ -145,7 +160,7 @@ def plan_inputs(config: RunConfig, *, nproc: int = 1, vocab_size: int | None = N
         tokens=micro * config.data.seq_len * rows_per_example(config),
         param_bytes=param_bytes,
         compute_bytes=2 if compute_dtype == torch.bfloat16 else 4,
-        lora=config.model.lora is not None,
+        lora=lora_of(config) is not None,
         quantize=config.model.quantize,
         state_dtype=config.optim.state_dtype,
         activation_checkpointing=config.parallel.activation_checkpointing,
@@ -178,6 +193,10 @@ def describe(config: RunConfig, plan: PlanInputs, result: MemoryEstimate, budget
     if result.offloaded:
         lines.append(f"  {'on the host (offload)':<20} {format_bytes(result.offloaded):>11}")
     lines.append(f"  {'peak per rank':<20} {format_bytes(result.peak):>11}")
+    if plan.quantize:
+        lines.append(
+            f"  {'model build (host)':<20} {format_bytes(result.build):>11}  (before the weights are quantized)"
+        )
     if budget is not None:
         rows = largest_micro_batch(
             replace(plan, tokens=config.data.seq_len), budget, seq_len=config.data.seq_len,

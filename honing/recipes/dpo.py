@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import copy
 import functools
 import logging
 import os
@@ -30,6 +29,7 @@ from honing.methods.dpo import DPOTrainModule, compute_reference_logps
 from honing.models import is_lora, unwrap_model
 from honing.models.attention_choice import is_flash
 from honing.models.parallel import parallelize, resolve_strategy
+from honing.models.quantize import frozen_copy, plain_parts
 from honing.recipes.row_data import split_rows
 from honing.recipes.sft import SFTRecipe
 from honing.recipes.validation_sources import validation_batches
@@ -61,7 +61,7 @@ class DPORecipe(SFTRecipe):
         if reference == "adapters_off" and not is_lora(model):
             raise ConfigError("dpo.reference: 'adapters_off' needs model.lora (LoRA); use copy or precompute")
         if reference == "copy":
-            self._reference_copy = copy.deepcopy(unwrap_model(model)).eval().requires_grad_(False)
+            self._reference_copy = frozen_copy(unwrap_model(model)).eval().requires_grad_(False)
         return super().build_parallel(model)
 
     def build_reference_model(self) -> torch.nn.Module | None:
@@ -248,7 +248,8 @@ class DPORecipe(SFTRecipe):
             for name, tensor in unwrap_model(self.model).state_dict().items():
                 local = tensor.to_local() if hasattr(tensor, "to_local") else tensor
                 yield name
-                yield local.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes()
+                for part in plain_parts(local):  # a quantized (QLoRA) weight: its codes and scales
+                    yield part.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes()
             for pair in dataset.pairs:
                 for ids in (pair.prompt_ids, pair.chosen_ids, pair.rejected_ids):
                     yield np.asarray(ids, dtype=np.int64).tobytes()

@@ -137,7 +137,7 @@ class VLSFTRecipe(SFTRecipe):
         lora = self.lora_section()
         check_has_lora(cfg.quantize, lora)
         if cfg.quantize is not None:  # the language model's linears; the vision tower keeps its dtype
-            quantize_model(model, cfg.quantize, device=self.device, shards=self.parallel_dims.fsdp_size)
+            quantize_model(model, cfg.quantize, device=self.device, shards=self.fsdp_shards())
         model = self.set_attention(model.to(self.device))
         if lora is not None:
             targets = lora.target_modules

@@ -10,6 +10,7 @@ import pytest
 from huggingface_hub import ModelCard
 
 from honing.cli import main
+from honing.evaluate.harness import write_results
 from tests.infer.conftest import SECRET, TRAIN
 
 pytestmark = pytest.mark.slow
@@ -30,7 +31,11 @@ def test_scorer_by_import_path_is_recorded_as_its_mean(lora_run):
 
 def test_every_export_has_a_model_card_naming_data_and_metrics_without_secrets(lora_run, tmp_path):
     assert main(["export", str(lora_run / "step2"), str(tmp_path / "exported")]) == 0
+    # a run evaluated by `honing eval` (or callbacks.harness_eval): later exports show the harness's table
+    harness = {"metrics": {"exact_match": 0.25}, "stderr": {"exact_match": 0.1}, "samples": 8, "task": "reverse"}
+    write_results(str(lora_run), {"reverse": harness}, step=2)
     assert main(["merge", str(lora_run / "step2"), str(tmp_path / "merged")]) == 0
+    assert "| reverse | exact_match | 0.2500 ± 0.1000 | 8 |" in (tmp_path / "merged" / "README.md").read_text()
     for folder in (lora_run / "hf", lora_run / "best", tmp_path / "exported", tmp_path / "merged"):
         text = (folder / "README.md").read_text()
         card = ModelCard.load(folder / "README.md")  # the Hub's parser: YAML metadata, then the text

@@ -57,6 +57,7 @@ def test_eval_on_a_local_task_scores_what_the_model_answers(quickstart_run, tmp_
         {"question": q, "answer": a if i % 2 == 0 else a + "\u2603"} for i, (q, a) in enumerate(zip(questions, answers))
     ]
     task = local_task(tmp_path, rows)
+    (quickstart_run / "tensorboard").mkdir(exist_ok=True)  # as callbacks.tensorboard leaves it
     assert main(["eval", str(quickstart_run), "--tasks", str(task), "--batch-size", "4"]) == 0
     out = capsys.readouterr().out
     written = json.loads((quickstart_run / "eval" / "harness" / "tiny_continue.json").read_text())
@@ -67,6 +68,11 @@ def test_eval_on_a_local_task_scores_what_the_model_answers(quickstart_run, tmp_
     step_3 = [row for row in earlier if row["step"] == 3][-1]
     assert "train/loss" in step_3
     assert last == {**step_3, "eval/harness/tiny_continue/exact_match": 0.5}  # the step's losses stay in its last line
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(quickstart_run / "tensorboard")).Reload()
+    [scalar] = events.Scalars("eval/harness/tiny_continue/exact_match")
+    assert (scalar.step, scalar.value) == (3, 0.5)
 
 
 def test_unknown_task_and_missing_file_are_one_line_errors(quickstart_run, tmp_path, capsys):

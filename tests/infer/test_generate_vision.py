@@ -82,3 +82,11 @@ def test_a_pdf_page_is_an_image_prompt(vl_run, tmp_path, capsys):
     assert capsys.readouterr().out == expected + "\n"
     assert main([*args[:-1], "2"]) == 2  # a page the file does not have: one line, exit 2
     assert "page 2" in capsys.readouterr().err
+
+
+def test_eval_refuses_a_vision_language_model_in_one_line(vl_run, capsys):
+    pytest.importorskip("lm_eval", reason="lm-eval is not installed (pip install 'honing[eval]')")
+    assert main(["eval", str(vl_run), "--tasks", "anything.yaml"]) == 2
+    assert capsys.readouterr().err == (
+        f"honing: error: honing eval: {vl_run / 'hf'} is a vision-language model; lm-eval runs text ones here\n"
+    )

@@ -17,11 +17,17 @@ from honing.recipes.sft import SFTRecipe  # noqa: E402
 from tests.e2e.test_cli import final_weights  # noqa: E402
 
 
-def config(folder, **optim):
+def config(folder, precision="fp32", **optim):
     return validate(
         {
             "method": "sft",
-            "trainer": {"save_folder": str(folder), "max_duration": "6steps", "num_threads": 1, "seed": 0},
+            "trainer": {
+                "save_folder": str(folder),
+                "max_duration": "6steps",
+                "num_threads": 1,
+                "seed": 0,
+                "precision": precision,
+            },
             "data": {
                 "train": {"sources": [{"path": "generated:reverse?samples=200&seed=0&letters=1"}]},
                 "chat_template": "chatml",
@@ -55,11 +61,13 @@ def losses(folder):
     return {row["step"]: row["train/loss"] for row in rows if "train/loss" in row}
 
 
-def test_8bit_adamw_trains_and_resumes_bit_identically(tmp_path):
+@pytest.mark.parametrize("rounding", [False, True], ids=["fp32", "bf16-stochastic-rounding"])
+def test_8bit_adamw_trains_and_resumes_bit_identically(tmp_path, rounding):
     from torchao.optim.subclass_8bit import OptimState8bit
 
     folder = tmp_path / "run"
-    recipe = SFTRecipe(config(folder))
+    settings = {"precision": "bf16", "bf16_stochastic_round": True} if rounding else {}
+    recipe = SFTRecipe(config(folder, **settings))
     recipe.run()
     states = [s for state in recipe.train_module.optimizer.state.values() for s in state.values()]
     eight_bit = [s for s in states if isinstance(s, OptimState8bit)]
@@ -70,7 +78,7 @@ def test_8bit_adamw_trains_and_resumes_bit_identically(tmp_path):
     # stop at step 3: the step-3 checkpoint (async) is all that is left of the run, then train on from it
     shutil.rmtree(folder / "step6")
     shutil.rmtree(folder / "hf")
-    SFTRecipe(config(folder)).run()
+    SFTRecipe(config(folder, **settings)).run()
     again = losses(folder)
     assert [again[step] for step in (4, 5, 6)] == [first[step] for step in (4, 5, 6)]
     actual = final_weights(folder)

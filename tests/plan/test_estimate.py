@@ -60,6 +60,7 @@ def test_qlora_holds_the_base_in_nf4_and_trains_only_the_adapters():
     assert result.weights == int(4 * MIB * NF4_BYTES_PER_WEIGHT + (4 * MIB + 8 * 4096) * 2)
     assert result.gradients == 8 * 4096 * 2
     assert result.optimizer == 2 * 8 * 4096 * 2
+    assert result.build == (8 * MIB + 8 * 4096) * 2  # built in bf16 on the host before it is quantized
 
 
 def test_checkpointing_fsdp_and_offload():

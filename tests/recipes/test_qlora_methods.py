@@ -1,6 +1,7 @@
-"""``model.quantize: nf4`` beyond SFT: DPO with ``reference: adapters_off`` (the reference is the quantized base
-itself), GRPO with a KL term against the adapters-off base, and VL-SFT with its language model quantized and the
-vision tower as configured. Each trains, keeps its base quantized and exports a de-quantized ``hf/``."""
+"""``model.quantize`` beyond SFT: DPO with each reference (``adapters_off``: the quantized base itself; ``copy``
+shares the quantized weights), GRPO with a KL term against the adapters-off base, VL-SFT with its language model
+quantized and the vision tower as configured, and an int8 base. Each trains, keeps its base quantized and exports
+a de-quantized ``hf/``."""
 
 from __future__ import annotations
 
@@ -34,13 +35,19 @@ def check_export(folder):
     assert (folder / "adapter" / "adapter_config.json").exists()
 
 
-def test_dpo_adapters_off_reference_shares_the_quantized_base(tmp_path):
+@pytest.mark.parametrize("reference", ["adapters_off", "copy", "precompute"])
+def test_dpo_on_a_quantized_base(tmp_path, reference):
     raw = dpo_config(tmp_path).model_dump(exclude_unset=True)
     raw["model"]["quantize"] = "nf4"
-    raw["dpo"] = {"reference": "adapters_off"}
+    raw["dpo"] = {"reference": reference}
     recipe = DPORecipe(validate(raw))
     trainer = recipe.run()
-    assert recipe.reference_model is None and len(quantized_names(recipe.model)) == 7
+    assert len(quantized_names(recipe.model)) == 7
+    if reference == "copy":  # the frozen copy shares the quantized weights rather than holding its own
+        shared = {id(p) for p in recipe.model.parameters() if is_quantized(p)}
+        assert shared == {id(p) for p in recipe.reference_model.parameters() if is_quantized(p)}
+    else:
+        assert recipe.reference_model is None  # adapters_off: the quantized base itself
     assert trainer.global_step == 2 and math.isfinite(recipe.trainer.get_metric("train/loss") or 0.0)
     check_export(tmp_path / "run")
 
@@ -66,3 +73,27 @@ def test_vl_sft_quantizes_the_language_model_only(tmp_path, transcriptions):  # 
     assert names and all("language_model" in name for name in names)
     assert not any(is_quantized(p) for name, p in recipe.model.named_parameters() if "visual" in name)
     check_export(tmp_path / "run")
+
+
+def test_int8_base_trains_exports_merged_and_is_refused_under_fsdp2(tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    from honing.errors import ConfigError
+    from honing.models.export import merged_model
+    from honing.models.quantize import quantize_model
+    from honing.recipes.sft import SFTRecipe
+    from tests.recipes.test_sft import sft_config
+
+    config = sft_config(tmp_path, model={"lora": {"rank": 4, "alpha": 8}, "quantize": "int8"})
+    recipe = SFTRecipe(config)
+    recipe.run()
+    assert {type(p).__name__ for p in recipe.model.parameters() if is_quantized(p)} == {"Int8Tensor"}
+    check_export(tmp_path / "run")
+    ids = torch.tensor([[5, 6, 7, 8, 9]])
+    exported = AutoModelForCausalLM.from_pretrained(tmp_path / "run" / "hf")
+    with torch.no_grad():
+        torch.testing.assert_close(
+            exported(input_ids=ids).logits, merged_model(recipe.model)(input_ids=ids).logits, atol=1e-5, rtol=0
+        )
+    with pytest.raises(ConfigError, match="model.quantize: 'int8' weights cannot be sharded by FSDP2"):
+        quantize_model(exported, "int8", device=torch.device("cpu"), shards=2)
