@@ -41,6 +41,11 @@ def resolve_strategy(strategy: str, world_size: int) -> str:
     return "fsdp" if strategy == "auto" else strategy
 
 
+def fsdp_shards(strategy: str, dims: ParallelDims) -> int:
+    """The ranks FSDP2 splits each weight over for ``parallel.strategy`` (1 when the run does not use FSDP2)."""
+    return dims.fsdp_size if resolve_strategy(strategy, dims.world_size) == "fsdp" else 1
+
+
 def find_blocks(model: nn.Module) -> list[nn.ModuleList]:
     """The lists of repeated blocks (e.g. ``model.model.layers``, also inside a peft wrapper): every
     ``nn.ModuleList`` of same-class modules that hold parameters, outermost lists only."""

@@ -97,6 +97,14 @@ def check_has_lora(kind: str | None, lora: Any) -> None:
         )
 
 
+def quantize_base(model: nn.Module, kind: str | None, lora: Any, *, device: torch.device, shards: int = 1) -> None:
+    """``model.quantize`` for a run: refused without LoRA; else the decoder's linear weights quantized in place,
+    each on the device before the rest of the model moves (see ``quantize_model``)."""
+    check_has_lora(kind, lora)
+    if kind is not None:
+        quantize_model(model, kind, device=device, shards=shards)
+
+
 def quantize_model(model: nn.Module, kind: str, *, device: torch.device, shards: int = 1) -> int:
     """Quantize the decoder's linear weights in place (frozen), each moved to ``device`` first, so the device never
     holds the whole model in full precision; ``shards``: the FSDP2 ranks each weight will be split over. Returns how

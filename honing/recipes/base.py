@@ -42,8 +42,8 @@ from honing.models.attention_choice import AttentionChoice
 from honing.models.export import save_adapter
 from honing.models.generation import end_of_turn_ids, generate, sampling_kwargs
 from honing.models.model_parallel import check_model_layout
-from honing.models.parallel import full_state_dict, is_sharded, parallelize, resolve_strategy
-from honing.models.quantize import check_has_lora, quantize_model
+from honing.models.parallel import fsdp_shards, full_state_dict, is_sharded, parallelize
+from honing.models.quantize import quantize_base
 from honing.optim.builder import OptimizerSettings, build_optimizer
 from honing.parallel_dims import ParallelDims, check_divides, parallel_dims_from
 from honing.recipes.attention_setup import AttentionSetup
@@ -186,9 +186,8 @@ class Recipe(AttentionSetup):
                 "resizing the model's embeddings from %d to %d tokens to fit the tokenizer", rows, len(self.tokenizer)
             )
             model.resize_token_embeddings(len(self.tokenizer))
-        check_has_lora(cfg.quantize, cfg.lora)
-        if cfg.quantize is not None:  # each weight quantized on the device before the rest of the model moves
-            quantize_model(model, cfg.quantize, device=self.device, shards=self.fsdp_shards())
+        shards = fsdp_shards(self.config.parallel.strategy, self.parallel_dims)
+        quantize_base(model, cfg.quantize, cfg.lora, device=self.device, shards=shards)  # QLoRA's base
         model = self.set_attention(model.to(self.device))
         lora = cfg.lora
         if lora is not None:  # peft creates the adapters on the device of the layers they adapt
@@ -203,11 +202,6 @@ class Recipe(AttentionSetup):
                 modules_to_save=lora.modules_to_save,
             )
         return model
-
-    def fsdp_shards(self) -> int:
-        """The ranks FSDP2 will split each weight over (1 when the run does not shard with FSDP2)."""
-        dims = self.parallel_dims
-        return dims.fsdp_size if resolve_strategy(self.config.parallel.strategy, dims.world_size) == "fsdp" else 1
 
     def build_reference_model(self) -> torch.nn.Module | None:
         """A frozen model the method compares against (DPO, GRPO's KL); none by default."""

@@ -32,8 +32,9 @@ from honing.distributed import is_rank0
 from honing.errors import ConfigError, DataError
 from honing.models import apply_lora
 from honing.models.loading import load_pretrained_model
+from honing.models.parallel import fsdp_shards
 from honing.models.param_names import matches, named_parameters
-from honing.models.quantize import check_has_lora, quantize_model
+from honing.models.quantize import quantize_base
 from honing.models.vl_families import (
     VLFamily,
     family_for,
@@ -135,9 +136,9 @@ class VLSFTRecipe(SFTRecipe):
         if len(self.tokenizer) > rows:
             model.resize_token_embeddings(len(self.tokenizer))
         lora = self.lora_section()
-        check_has_lora(cfg.quantize, lora)
-        if cfg.quantize is not None:  # the language model's linears; the vision tower keeps its dtype
-            quantize_model(model, cfg.quantize, device=self.device, shards=self.fsdp_shards())
+        # QLoRA: the language model's linears; the vision tower keeps its dtype
+        shards = fsdp_shards(self.config.parallel.strategy, self.parallel_dims)
+        quantize_base(model, cfg.quantize, lora, device=self.device, shards=shards)
         model = self.set_attention(model.to(self.device))
         if lora is not None:
             targets = lora.target_modules
