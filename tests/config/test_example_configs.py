@@ -14,3 +14,10 @@ def test_the_two_node_7b_config_is_valid_and_its_layout_fits_16_gpus():
     dims = parallel_dims_from(config.parallel, world_size=2 * 8)
     assert (dims.dp_replicate, dims.dp_shard, dims.tp) == (2, 4, 2)
     assert dims.dp_size == 8 and config.data.global_batch_size % dims.dp_size == 0
+
+
+def test_the_qlora_example_is_the_lora_example_on_nf4_weights():
+    qlora = load_config(str(CONFIGS / "sft-qlora.yaml"), [])
+    lora = load_config(str(CONFIGS / "sft-lora.yaml"), [])
+    assert qlora.model.quantize == "nf4" and qlora.model.lora == lora.model.lora
+    assert qlora.data == lora.data and qlora.optim == lora.optim
