@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -122,18 +121,6 @@ def measure(system: str, model_dir: str, threads: int) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def cpu_name() -> str:
-    """The CPU's model name (Linux), else what ``platform`` says."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as handle:
-            for line in handle:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def main() -> None:
     """Alternate the two systems for ``--rounds`` rounds; print the medians and their ratio."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -149,7 +136,9 @@ def main() -> None:
         return
     if not os.path.isdir(args.model):
         sys.exit(f"{args.model} does not exist: train configs/sft-full.yaml, then configs/grpo.yaml")
-    print(f"{cpu_name()}, {os.cpu_count()} CPUs, torch threads {args.threads}")
+    from honing.train.peak_flops import cpu_model_name
+
+    print(f"{cpu_model_name()}, {os.cpu_count()} CPUs, torch threads {args.threads}")
     print(f"load before: {os.getloadavg()}")
     times: dict[str, list[float]] = {system: [] for system in SYSTEMS}
     answers: dict[str, list[str]] = {}

@@ -37,6 +37,7 @@ from honing.data.prepared_rows import (
     read_index,
     write_range,
 )
+from honing.data.progress import WorkProgress
 from honing.data.report import BadRowReport
 from honing.data.text.prepare_inputs import source_files
 from honing.errors import DataError
@@ -214,7 +215,7 @@ def _run(todo: list[int], workers: int, total: int, show: bool) -> None:
     """Build every range in ``todo``: in this process for one worker (or where fork is missing), else in a pool."""
     if not todo:
         return
-    with _Progress(total, show) as bar:
+    with WorkProgress(total, show and total > 0, label="tokenizing rows", unit="rows", log_seconds=LOG_SECONDS) as bar:
         if workers == 1 or "fork" not in multiprocessing.get_all_start_methods():
             for number in todo:
                 _build_range(number, bar.advance)
@@ -275,50 +276,3 @@ def _build_range(number: int, advance: Callable[[int], None] | None = None) -> i
 def _drain(queue: Any, advance: Callable[[int], None]) -> None:
     while (done := queue.get()) is not None:
         advance(done)
-
-
-class _Progress:
-    """A rich progress bar over rows with rate and ETA on an interactive stderr; elsewhere (a batch job's log) a
-    line every ``LOG_SECONDS``."""
-
-    def __init__(self, total: int, show: bool):
-        self.progress = None
-        self.total, self.done, self.started = total, 0, time.perf_counter()
-        self.logged = self.started
-        if show and total:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-            self.progress = Progress(
-                TextColumn("tokenizing rows"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TextColumn("ETA"),
-                TimeRemainingColumn(),
-            )
-            self.task = self.progress.add_task("rows", total=total)
-
-    def __enter__(self) -> _Progress:
-        if self.progress is not None:
-            self.progress.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.progress is not None:
-            self.progress.stop()
-
-    def advance(self, done: int) -> None:
-        """Count ``done`` more rows."""
-        self.done += done
-        if self.progress is not None and done:
-            self.progress.advance(self.task, done)
-        elif self.progress is None and time.perf_counter() - self.logged >= LOG_SECONDS:
-            self.logged = time.perf_counter()
-            rate = self.done / max(self.logged - self.started, 1e-9)
-            left = (self.total - self.done) / max(rate, 1e-9)
-            log.info(
-                "tokenized %s of %s rows (%.0f rows/s, about %.0f s left)",
-                f"{self.done:,}",
-                f"{self.total:,}",
-                rate,
-                left,
-            )

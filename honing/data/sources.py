@@ -98,3 +98,19 @@ def short_json(value: Any, limit: int = 60) -> str:
     """``value`` as JSON, cut to ``limit`` characters for an error message."""
     text = json.dumps(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def row_text(row: Any, text_field: str, where: str) -> str:
+    """The string ``row[text_field]`` of a JSON row read at ``where`` (``path:line``); a row that is no object,
+    lacks the field or holds no string there is an error naming the place and the field."""
+    if not isinstance(row, dict):
+        raise DataError(f"{where}: expected a JSON object, got {type(row).__name__} {short_json(row)}")
+    if text_field not in row:
+        raise DataError(
+            f"{where}: no field {text_field!r} (fields: {', '.join(map(repr, row)) or 'none'}); "
+            "set the source's text_field to the field holding the text"
+        )
+    text = row[text_field]
+    if not isinstance(text, str):
+        raise DataError(f"{where}: field {text_field!r} is {type(text).__name__} {short_json(text)}, expected a string")
+    return text

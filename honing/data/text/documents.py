@@ -11,7 +11,7 @@ from typing import Any
 
 import fsspec
 
-from honing.data.sources import JSONL_SUFFIXES, expand_paths, short_json, source_fields, weighted_indices
+from honing.data.sources import JSONL_SUFFIXES, expand_paths, row_text, source_fields, weighted_indices
 from honing.data.text.pieces import split_text
 from honing.errors import DataError
 
@@ -116,17 +116,6 @@ def _iter_jsonl(url: str, text_field: str) -> Iterator[Document]:
                     f"{where}: invalid JSON ({error.msg} at column {error.colno}); "
                     f"expected one JSON object per line{hint}"
                 ) from error
-            if not isinstance(row, dict):
-                raise DataError(f"{where}: expected a JSON object, got {type(row).__name__} {short_json(row)}")
-            if text_field not in row:
-                raise DataError(
-                    f"{where}: no field {text_field!r} (fields: {', '.join(map(repr, row)) or 'none'}); "
-                    "set the source's text_field to the field holding the text"
-                )
-            text = row[text_field]
-            if not isinstance(text, str):
-                raise DataError(
-                    f"{where}: field {text_field!r} is {type(text).__name__} {short_json(text)}, expected a string"
-                )
+            text = row_text(row, text_field, where)
             if text:
                 yield Document(text, where)

@@ -25,6 +25,7 @@ import numpy as np
 
 from honing import storage
 from honing.cache import content_hash
+from honing.data.progress import WorkProgress
 from honing.data.text.pieces import NotUTF8Error, TextPart
 from honing.data.text.prepare_inputs import Plan, iter_piece_texts, plan_sources
 from honing.data.text.token_shards import (
@@ -155,7 +156,7 @@ def _run(tasks: list[tuple], payload: bytes, workers: int, total: int, show: boo
         return
     if workers == 1 or len(tasks) == 1:
         _init_worker(payload, None)
-        with _Progress(total, show) as bar:
+        with WorkProgress(total, show, label="tokenizing", unit="bytes") as bar:
             for task in tasks:
                 _write_shard(task, bar.advance)
         return
@@ -180,7 +181,7 @@ def _run(tasks: list[tuple], payload: bytes, workers: int, total: int, show: boo
                 os.environ.pop("TOKENIZERS_PARALLELISM", None)
             else:
                 os.environ["TOKENIZERS_PARALLELISM"] = saved
-        with _Progress(total, show) as bar:
+        with WorkProgress(total, show, label="tokenizing", unit="bytes") as bar:
             drain = threading.Thread(target=_drain, args=(queue, bar.advance), daemon=True)
             drain.start()
             try:
@@ -201,46 +202,6 @@ def _run(tasks: list[tuple], payload: bytes, workers: int, total: int, show: boo
 def _drain(queue: Any, advance: ProgressFn) -> None:
     while (done := queue.get()) is not None:
         advance(done)
-
-
-class _Progress:
-    """A rich progress bar over input bytes with rate and ETA on stderr; nothing when not shown."""
-
-    def __init__(self, total: int, show: bool):
-        self.progress = None
-        if show:
-            from rich.progress import (
-                BarColumn,
-                Progress,
-                TaskProgressColumn,
-                TextColumn,
-                TimeRemainingColumn,
-                TransferSpeedColumn,
-            )
-
-            self.progress = Progress(
-                TextColumn("tokenizing"),
-                BarColumn(),
-                TaskProgressColumn(),
-                TransferSpeedColumn(),
-                TextColumn("ETA"),
-                TimeRemainingColumn(),
-            )
-            self.task = self.progress.add_task("tokenizing", total=max(total, 1))
-
-    def __enter__(self) -> _Progress:
-        if self.progress is not None:
-            self.progress.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.progress is not None:
-            self.progress.stop()
-
-    def advance(self, done: int) -> None:
-        """Count ``done`` more input bytes."""
-        if self.progress is not None:
-            self.progress.advance(self.task, done)
 
 
 # ---- worker side --------------------------------------------------------------------------------------------

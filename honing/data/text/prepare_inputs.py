@@ -30,7 +30,7 @@ from honing.data.finetune_rows import (
     SPLIT_SUFFIX,
     iter_records,
 )
-from honing.data.sources import JSONL_SUFFIXES, expand_paths, source_fields
+from honing.data.sources import JSONL_SUFFIXES, expand_paths, row_text, source_fields
 from honing.data.text import pieces as text_pieces
 from honing.data.text.pieces import NotUTF8Error, TextPart, cut_position, iter_text_parts
 from honing.errors import ConfigError, DataError
@@ -145,7 +145,7 @@ def iter_piece_texts(piece: Piece) -> Iterator[TextPart]:
         yield from _iter_parquet_groups(piece)
     else:
         for record in iter_records(piece.url):
-            text = _text_of(record.row, piece.text_field, record.origin)
+            text = row_text(record.row, piece.text_field, record.origin)
             if text:
                 yield TextPart(text, 0)
 
@@ -290,7 +290,7 @@ def _iter_jsonl_range(piece: Piece) -> Iterator[tuple[str, int]]:
                 raise DataError(
                     f"{where}: invalid JSON ({error.msg} at column {error.colno}); expected one JSON object per line"
                 ) from error
-            text = _text_of(row, piece.text_field, where)
+            text = row_text(row, piece.text_field, where)
             if text:
                 yield TextPart(text, consumed)
 
@@ -315,17 +315,3 @@ def _iter_parquet_groups(piece: Piece) -> Iterator[tuple[str, int]]:
                     )
                 if text:
                     yield TextPart(text, 0)  # compressed columns: progress is counted per piece
-
-
-def _text_of(row: Any, text_field: str, where: str) -> str:
-    if not isinstance(row, dict):
-        raise DataError(f"{where}: expected a JSON object, got {type(row).__name__}")
-    if text_field not in row:
-        raise DataError(
-            f"{where}: no field {text_field!r} (fields: {', '.join(map(repr, row)) or 'none'}); "
-            "set the source's text_field to the field holding the text"
-        )
-    text = row[text_field]
-    if not isinstance(text, str):
-        raise DataError(f"{where}: field {text_field!r} is {type(text).__name__}, expected a string")
-    return text
