@@ -2,17 +2,19 @@
 
     .venv/bin/python benchmarks/memory.py                      # the ~1B model (TinyLlama's shape), seq 1,024
     .venv/bin/python benchmarks/memory.py --layers 4 --modes lora,qlora   # a smaller, quicker check
+    .venv/bin/python benchmarks/memory.py --largest 20GiB --margin 0.08 --confirm   # each mode's largest, one step
 
 Each mode runs in its own process (random weights from the config, ``method: pretrain`` on generated text, micro-
-batch 1, bf16 weights where the CPU has native bf16, full activation checkpointing in every mode): the recipe
-builds the run exactly as ``honing train`` does, then takes two steps (the second has the optimizer's states).
+batch 1, bf16 weights where the CPU has native bf16 (else fp32), full activation checkpointing in every mode): the
+recipe builds the run exactly as ``honing train`` does, then takes two steps (the second has the optimizer's states).
 On CPU the figure is the process's peak resident set (``VmHWM``) over the two steps, reset after the model is
 built (the build's own peak is printed beside it); on CUDA it is ``torch.cuda.max_memory_allocated`` plus the
 planner's CUDA allowance. The planner's estimate is computed in the same process, before the model is built.
 
-Modes: ``full`` (AdamW), ``full-8bit`` (``optim.state_dtype: int8``), ``lora`` (rank 16 on every linear),
-``qlora`` (the same on an NF4 base). ``parallel.offload: params`` needs FSDP2 on 2 or more GPUs, so it is measured
-with ``honing train CONFIG --nproc 2 parallel.offload=params`` (its ``system/`` memory metrics) rather than here.
+Modes: ``full`` (AdamW), ``full-8bit`` (``optim.state_dtype: int8``), ``full-offload`` (``parallel.offload:
+optimizer``, CUDA only), ``lora`` (rank 16 on every linear), ``qlora`` (the same on an NF4 base).
+``parallel.offload: params`` needs FSDP2 on 2 or more GPUs, so it is measured with ``honing train CONFIG --nproc 2
+parallel.offload=params`` (its ``system/`` memory metrics) rather than here.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ import sys
 import tempfile
 import time
 
-MODES = ("full", "full-8bit", "lora", "qlora")
+MODES = ("full", "full-8bit", "full-offload", "lora", "qlora")
+CUDA_ONLY = ("full-offload",)  # on CPU the host is the device: parallel.offload is refused there
 LLAMA_1B = {  # TinyLlama-1.1B's shape
     "model_type": "llama",
     "hidden_size": 2048,
@@ -64,6 +67,8 @@ def run_config(
         model["quantize"] = "nf4"
     if mode == "full-8bit":
         optim["state_dtype"] = "int8"
+    if mode == "full-offload":
+        parallel["offload"] = "optimizer"
     text = os.path.join(folder, "corpus.txt")
     with open(text, "w") as handle:  # any text: the step's memory does not depend on the words
         handle.write(" ".join(f"word{i % 997}" for i in range(seq_len * 8)))
@@ -130,7 +135,7 @@ def child(mode: str, args: argparse.Namespace) -> dict:
         if module.trainer is None:
             module.on_attach(recipe.trainer)
         batches = iter(recipe.train_loader)
-        for _ in range(2):
+        for _ in range(args.steps):
             module.zero_grads()
             module.train_batch(next(batches))
             module.optim_step()
@@ -164,7 +169,7 @@ def largest_models(budget: int, modes: list[str], args: argparse.Namespace) -> l
     runtime = runtime_bytes("cuda" if args.device == "cuda" else "cpu")
     found = []
     with tempfile.TemporaryDirectory() as folder:
-        for mode in modes:
+        for mode in [mode for mode in modes if mode not in CUDA_ONLY or args.device == "cuda"]:
             best = (0, 0, 0)
             for hidden in WIDTHS:
                 config = validate(run_config(mode, folder, **{**args.config, "layers": 1, "hidden": hidden}))
@@ -189,12 +194,15 @@ def largest_models(budget: int, modes: list[str], args: argparse.Namespace) -> l
                 if low and fits(low)[1] > best[2]:
                     best = (hidden, low, fits(low)[1])
             found.append((mode, *best))
-            print(f"{mode}: largest within {budget / 2**30:.0f} GiB: hidden {best[0]}, {best[1]} layers, "
+            print(f"{mode}: largest within {budget / 2**30:.1f} GiB: hidden {best[0]}, {best[1]} layers, "
                   f"{best[2] / 1e9:.2f}B parameters", flush=True)  # fmt: skip
     return found
 
 
 WIDTHS = (2048, 2560, 3072, 4096, 5120)
+# glibc returns a freed block above this size to the system at once (its default threshold rises to 32 MiB once big
+# blocks are freed, and freed memory then stays resident): a child's peak is what was live
+SMALL_FREES = {**os.environ, "MALLOC_MMAP_THRESHOLD_": str(128 * 1024)}
 
 
 def main() -> None:
@@ -203,29 +211,59 @@ def main() -> None:
     parser.add_argument("--modes", default=",".join(MODES))
     parser.add_argument("--layers", type=int, default=LLAMA_1B["num_hidden_layers"])
     parser.add_argument("--seq-len", type=int, default=1024)
-    parser.add_argument("--precision", default="bf16")
+    parser.add_argument("--precision", default="auto", help="auto: bf16 on CUDA or a CPU with native bf16, else fp32")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--json", help="write the figures here as well")
-    parser.add_argument("--largest", metavar="SIZE", help="plan only: the largest model of each mode within SIZE")
+    parser.add_argument("--hidden", type=int, default=LLAMA_1B["hidden_size"])
+    parser.add_argument("--steps", type=int, default=2)
+    parser.add_argument("--largest", metavar="SIZE", help="the largest model of each mode within SIZE (planned)")
+    parser.add_argument("--confirm", action="store_true", help="with --largest: one step of each, held to SIZE")
+    parser.add_argument(
+        "--margin",
+        type=float,
+        default=0.0,
+        help="with --confirm: plan within SIZE less this fraction (the planner's error)",
+    )
     args = parser.parse_args()
-    args.config = {"layers": args.layers, "seq_len": args.seq_len, "precision": args.precision, "device": args.device}
+    if args.precision == "auto":
+        args.precision = native_precision(args.device)
+    args.config = {
+        "layers": args.layers,
+        "seq_len": args.seq_len,
+        "precision": args.precision,
+        "device": args.device,
+        "hidden": args.hidden,
+    }
     if args.largest:
         from honing.plan.estimate import parse_bytes
 
-        largest_models(parse_bytes(args.largest), args.modes.split(","), args)
+        budget = parse_bytes(args.largest)
+        if args.confirm:  # the planning in its own process: its measuring blocks leave GiBs resident in this one
+            command = [sys.executable, __file__, "--largest", args.largest, f"--margin={args.margin}"]
+            planned = subprocess.run(
+                [*command, f"--modes={args.modes}", *passthrough(args)], capture_output=True, text=True, env=SMALL_FREES
+            )
+            lines = [line for line in planned.stdout.splitlines() if line.startswith("LARGEST ")]
+            if planned.returncode != 0 or not lines:
+                raise SystemExit(f"planning failed: {planned.stderr[-2000:]}")
+            print("\n".join(line for line in planned.stdout.splitlines() if not line.startswith("LARGEST ")))
+            confirm_largest([tuple(row) for row in json.loads(lines[-1][len("LARGEST ") :])], budget, args)
+            return
+        found = largest_models(int(budget * (1 - args.margin)), args.modes.split(","), args)
+        print("LARGEST " + json.dumps(found), flush=True)
         return
     if args.child:
         print("RESULT " + json.dumps(child(args.child, args)), flush=True)
         return
     results = []
     for mode in args.modes.split(","):
+        if mode in CUDA_ONLY and not cuda_run(args):
+            print(f"{mode}: applies on CUDA only (parallel.offload moves GPU memory to the host); skipped", flush=True)
+            continue
         command = [sys.executable, __file__, "--child", mode, *passthrough(args)]
-        # glibc returns a freed block above this size to the system at once (its default threshold rises to 32 MiB
-        # once big blocks are freed, and freed memory then stays resident): the peak is what was live
-        env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": str(128 * 1024)}
-        done = subprocess.run(command, capture_output=True, text=True, env=env)
+        done = subprocess.run(command, capture_output=True, text=True, env=SMALL_FREES)
         lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
         if done.returncode != 0 or not lines:
             print(f"{mode}: failed (exit {done.returncode}): {done.stderr[-1500:]}", flush=True)
@@ -246,11 +284,82 @@ def main() -> None:
         print(f"| {r['mode']} | {gib(r['measured_peak'])} | {gib(r['planned_peak'])} | {ratio:.2f} |")
     if "qlora" in by_mode and "lora" in by_mode:
         print(f"QLoRA / LoRA peak: {by_mode['qlora'] / by_mode['lora']:.2f} (target <= 0.35)")
+    if "full-offload" in by_mode and "full" in by_mode:
+        print(f"optimizer offload / AdamW peak: {by_mode['full-offload'] / by_mode['full']:.2f}")
     if "full-8bit" in by_mode and "full" in by_mode:
         print(f"8-bit AdamW / AdamW peak: {by_mode['full-8bit'] / by_mode['full']:.2f} (target <= 0.6)")
     if args.json:
         with open(args.json, "w") as handle:
             json.dump(results, handle, indent=2)
+
+
+def confirm_largest(found: list[tuple[str, int, int, int]], budget: int, args: argparse.Namespace) -> None:
+    """One training step of each mode's largest planned model in a fresh process, killed the moment its resident
+    set passes ``budget``: the step either completes within the budget or the mode is reported as not fitting."""
+    print("\n| mode | model | planned peak | measured peak (build, step) | within budget | seconds |")
+    print("| --- | --- | --- | --- | --- | --- |", flush=True)
+    for mode, hidden, layers, params in found:
+        if not layers:
+            print(f"| {mode} | none fits | | | | |", flush=True)
+            continue
+        settings = {**vars(args), "hidden": hidden, "layers": layers, "steps": 1}
+        command = [sys.executable, __file__, "--child", mode, *passthrough(argparse.Namespace(**settings))]
+        started = time.monotonic()
+        with tempfile.TemporaryFile("w+") as out:
+            process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, text=True, env=SMALL_FREES)
+            highest = 0
+            while process.poll() is None:
+                highest = max(highest, process_rss(process.pid))
+                if highest > budget:
+                    process.kill()
+                time.sleep(0.05)
+            out.seek(0)
+            lines = [line for line in out.read().splitlines() if line.startswith("RESULT ")]
+        seconds = time.monotonic() - started
+        model = f"{params / 1e9:.2f} B ({hidden} x {layers})"
+        if process.returncode != 0 or not lines:
+            why = f"no: passed {gib(budget)}" if highest > budget else f"failed (exit {process.returncode})"
+            print(f"| {mode} | {model} | | {gib(highest)} when stopped | {why} | {seconds:.0f} |", flush=True)
+            continue
+        result = json.loads(lines[-1][len("RESULT ") :])
+        peak = max(result["host_build_peak"], result["host_train_peak"])
+        print(
+            f"| {mode} | {model} | {gib(result['planned_peak'])} | {gib(peak)} ({gib(result['host_build_peak'])}, "
+            f"{gib(result['host_train_peak'])}) | {'yes' if peak <= budget else 'no'} | {seconds:.0f} |",
+            flush=True,
+        )
+
+
+def process_rss(pid: int) -> int:
+    """Another process's resident set in bytes (0 once it has gone)."""
+    try:
+        with open(f"/proc/{pid}/status") as handle:
+            for line in handle:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except FileNotFoundError:
+        pass
+    return 0
+
+
+def native_precision(device: str) -> str:
+    """bf16 where it runs natively (CUDA, a CPU with AVX-512 BF16 or AMX), else fp32: emulated bf16 on CPU is ~10x
+    slower and a 1 B model's step would take most of an hour."""
+    import torch
+
+    from honing.train.precision import cpu_has_native_bf16
+
+    on_cuda = device == "cuda" or (device == "auto" and torch.cuda.is_available())
+    return "bf16" if on_cuda or cpu_has_native_bf16() else "fp32"
+
+
+def cuda_run(args: argparse.Namespace) -> bool:
+    """Whether the modes run on CUDA (``--device cuda``, or ``auto`` with a GPU)."""
+    if args.device != "auto":
+        return args.device == "cuda"
+    import torch
+
+    return torch.cuda.is_available()
 
 
 def gib(value: float) -> str:
@@ -266,6 +375,8 @@ def passthrough(args: argparse.Namespace) -> list[str]:
         f"--precision={args.precision}",
         f"--device={args.device}",
         f"--threads={args.threads}",
+        f"--hidden={args.hidden}",
+        f"--steps={args.steps}",
     ]
 
 

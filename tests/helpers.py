@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import torch
 
 from honing.train import Callback
@@ -107,3 +112,13 @@ class CountingCallback(Callback):
 
     def on_step_end(self) -> None:
         CountingCallback.instances.append(self)
+
+
+def torchrun_script(script: Path, *args: str, nproc: int = 2, timeout: float = 180) -> subprocess.CompletedProcess:
+    """``script`` under torchrun with ``nproc`` gloo processes (one thread each), from the repository root."""
+    repo = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(repo)}
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}"]
+    return subprocess.run(
+        [*command, str(script), *args], timeout=timeout, env=env, capture_output=True, text=True, cwd=repo
+    )

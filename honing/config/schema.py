@@ -284,7 +284,7 @@ class ParallelSection(Section):
     compile: bool = False  # torch.compile each block
     mixed_precision: Literal["auto", "none", "bf16"] = "auto"  # auto: bf16 FSDP2 params for bf16-mixed on CUDA
     timeout_seconds: float = Field(default=600, gt=0)  # a collective waiting longer fails the run
-    # CUDA only: optimizer: its states and step on the host (torchao's CPUOffloadOptimizer); params: FSDP2's
+    # CUDA only: optimizer: AdamW's states and update on the host (honing.optim.host_offload); params: FSDP2's
     # CPUOffloadPolicy, weights, gradients and optimizer on the host (pinned), gathered to the GPU per block
     offload: Literal["none", "optimizer", "params"] = "none"
     activation_offload: bool = False  # CUDA only: activations saved for backward wait in pinned host memory

@@ -15,7 +15,7 @@ OFFLOADS = ("none", "optimizer", "params")
 
 def check_offload(offload: str, activation_offload: bool, *, device: torch.device, strategy: str) -> None:
     """Refuse, in one line naming the key, an offload this run cannot use: any on CPU (the weights, states and
-    activations are in host memory already), ``params`` without FSDP2, ``optimizer`` (not built yet)."""
+    activations are in host memory already), ``params`` without FSDP2."""
     if offload not in OFFLOADS:
         raise ConfigError(f"parallel.offload: expected one of {', '.join(OFFLOADS)}, got {offload!r}")
     if activation_offload and device.type != "cuda":
@@ -31,13 +31,7 @@ def check_offload(offload: str, activation_offload: bool, *, device: torch.devic
             f"parallel.offload: {offload!r} moves GPU memory to the host; this run is on {device.type}, where "
             "everything is in host memory already: set parallel.offload: none"
         )
-    if offload == "optimizer":
-        raise ConfigError(
-            "parallel.offload: 'optimizer' is not available yet (torchao's CPUOffloadOptimizer copies gradients "
-            "to the host before honing clips them); use params (FSDP2 keeps weights, gradients and the optimizer "
-            "on the host) or optim.state_dtype: int8"
-        )
-    if strategy != "fsdp":
+    if offload == "params" and strategy != "fsdp":
         raise ConfigError(
             "parallel.offload: 'params' is FSDP2's CPUOffloadPolicy and needs parallel.strategy fsdp (or auto) "
             f"with several processes; this run resolves to {strategy!r}"

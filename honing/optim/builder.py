@@ -36,11 +36,13 @@ class OptimizerSettings:
     momentum: float | None = None  # sgd: 0.9, muon: 0.95 when None
     state_dtype: str | None = None  # adamw: int8 for 8-bit moments (honing.optim.low_bit)
     bf16_stochastic_round: bool = False
+    offload: bool = False  # parallel.offload: optimizer: AdamW's states and update in host memory
 
     @classmethod
-    def from_config(cls, optim: Any) -> OptimizerSettings:
-        """The settings of an ``OptimSection``."""
+    def from_config(cls, optim: Any, *, offload: bool = False) -> OptimizerSettings:
+        """The settings of an ``OptimSection`` (``offload``: ``parallel.offload`` is ``optimizer``)."""
         return cls(
+            offload=offload,
             name=optim.name,
             lr=optim.lr,
             weight_decay=optim.weight_decay,
@@ -62,6 +64,11 @@ def build_optimizer(
     fused = settings.fused if settings.fused is not None else implied_fused
     param_groups = build_param_groups(model, weight_decay=settings.weight_decay, groups=groups)
     params = [p for group in param_groups for p in group["params"]]
+    if settings.offload and name != "adamw":
+        raise ConfigError(
+            f"parallel.offload: 'optimizer' keeps AdamW's states on the host; optim.name {settings.name!r} has no "
+            "offloaded version: use optim.name: adamw, or parallel.offload: params (FSDP2 on several GPUs)"
+        )
     if name == "adamw":
         optimizer = adamw(param_groups, params, settings, fused)
     elif name == "sgd":
@@ -84,7 +91,17 @@ def adamw(
 ) -> torch.optim.AdamW:
     """torch's AdamW; ``fused=None`` picks the fused kernel where it exists (CPU and CUDA): one kernel for all
     parameters instead of a loop of small ops, the largest optimizer cost for small models; ``state_dtype: int8``:
-    torchao's 8-bit states (``honing.optim.low_bit``)."""
+    torchao's 8-bit states (``honing.optim.low_bit``); ``offload``: the states and update on the host
+    (``honing.optim.host_offload``)."""
+    if settings.offload:
+        if settings.state_dtype is not None:
+            raise ConfigError(
+                "optim.state_dtype: int8 states are not offloaded (parallel.offload: optimizer keeps torch's AdamW "
+                "states on the host, where they cost no GPU memory): remove one of the two"
+            )
+        from honing.optim.host_offload import HostOffloadAdamW
+
+        return HostOffloadAdamW(param_groups, lr=settings.lr, betas=settings.betas, eps=settings.eps, fused=fused)
     if settings.state_dtype == "int8":
         if fused:
             raise ConfigError(

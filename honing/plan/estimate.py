@@ -125,6 +125,9 @@ def estimate(plan: PlanInputs) -> MemoryEstimate:
         offloaded = weights + gradients + optimizer
         weights, gradients, optimizer = 0, 0, 0
         optimizer_step = 0
+    elif plan.offload == "optimizer":  # HostOffloadAdamW: the moments, and a buffer for each weight and gradient
+        offloaded = optimizer + weights + gradients
+        optimizer = 0
     peak = plan.runtime_bytes + weights + optimizer + max(forward_backward, optimizer_step)
     build = plan.runtime_bytes + sum(t.quantizable + t.other + adapters) * plan.param_bytes
     return MemoryEstimate(

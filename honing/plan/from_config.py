@@ -18,6 +18,8 @@ from transformers import AutoModel
 
 from honing.config import RunConfig
 from honing.models.loading import auto_model_class, build_model_config
+from honing.models.offload import check_offload
+from honing.models.parallel import resolve_strategy
 from honing.models.quantize import quantized_linears
 from honing.parallel_dims import parallel_dims_from
 from honing.plan.estimate import MemoryEstimate, PlanInputs, Tensors, estimate, format_bytes, largest_micro_batch
@@ -122,7 +124,9 @@ def storage_recorder(params: set[int], storages: dict[int, int]) -> Any:
         storage = tensor.untyped_storage()
         if storage.data_ptr() not in params:
             storages[storage.data_ptr()] = storage.nbytes()
-        return tensor
+        # detached: a saved output that is the tensor itself refers back to its own grad_fn, a cycle in C++ that
+        # Python's collector cannot see, and every measured model stayed alive (1.4 GiB a call at width 3,072)
+        return tensor.detach()
 
     return pack
 
@@ -149,6 +153,13 @@ def plan_inputs(config: RunConfig, *, nproc: int = 1, vocab_size: int | None = N
     text_config = getattr(model_config, "text_config", model_config)
     device = config.trainer.device
     device_type = "cuda" if device == "cuda" or (device == "auto" and torch.cuda.is_available()) else "cpu"
+    # the refusals the run itself would give (offload on CPU, params without FSDP2): no plan for a run that won't start
+    check_offload(
+        config.parallel.offload,
+        config.parallel.activation_offload,
+        device=torch.device(device_type),
+        strategy=resolve_strategy(config.parallel.strategy, nproc),
+    )
     plan = PlanInputs(
         tensors=tensors_of(model, config),
         layers=text_config.num_hidden_layers,

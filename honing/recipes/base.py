@@ -239,8 +239,8 @@ class Recipe(AttentionSetup):
     def build_optimizer(self, model: torch.nn.Module) -> torch.optim.Optimizer:
         """``optim.name``'s optimizer (AdamW by default) with decay / no-decay groups and the parameter groups of
         ``build_param_groups`` (the user's ``optim.param_groups``, then the method's own)."""
-        cfg = self.config.optim
-        return build_optimizer(model, OptimizerSettings.from_config(cfg), groups=self.build_param_groups())
+        settings = OptimizerSettings.from_config(self.config.optim, offload=self.config.parallel.offload == "optimizer")
+        return build_optimizer(model, settings, groups=self.build_param_groups())
 
     def build_param_groups(self) -> list[dict[str, Any]]:
         """Parameter groups by name pattern (``{"params": patterns, "lr": ..., "weight_decay": ...}``), first match

@@ -20,7 +20,6 @@ CPU, CUDA = torch.device("cpu"), torch.device("cuda")
         ("none", True, CPU, "none", "parallel.activation_offload: true moves saved activations"),
         ("params", False, CPU, "fsdp", "parallel.offload: 'params' moves GPU memory to the host"),
         ("optimizer", False, CPU, "none", "parallel.offload: 'optimizer' moves GPU memory to the host"),
-        ("optimizer", False, CUDA, "none", "parallel.offload: 'optimizer' is not available yet"),
         ("params", False, CUDA, "ddp", "parallel.offload: 'params' is FSDP2's CPUOffloadPolicy"),
         ("disk", False, CUDA, "fsdp", "parallel.offload: expected one of none, optimizer, params"),
     ],
@@ -34,6 +33,8 @@ def test_offload_refusals_name_the_key(offload, activation_offload, device, stra
 def test_what_is_accepted():
     check_offload("none", False, device=CPU, strategy="none")
     check_offload("params", True, device=CUDA, strategy="fsdp")
+    for strategy in ("none", "ddp", "fsdp"):  # HostOffloadAdamW takes plain tensors and FSDP2's shards alike
+        check_offload("optimizer", False, device=CUDA, strategy=strategy)
     policy = offload_policy("params")
     assert type(policy).__name__ == "CPUOffloadPolicy" and policy.pin_memory
     assert type(offload_policy("none")).__name__ == "OffloadPolicy"

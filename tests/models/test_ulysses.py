@@ -3,9 +3,6 @@ ranks a tiny Llama's logits, loss and gradients equal those of whole rows; the s
 refusals by hand."""
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +13,7 @@ from honing.losses import IGNORE_INDEX
 from honing.methods.sequence_split import split_rows
 from honing.models.ulysses import check_context_parallel
 from honing.parallel_dims import ParallelDims
+from tests.helpers import torchrun_script
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -23,16 +21,7 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.mark.slow
 def test_two_ranks_attend_like_whole_rows(tmp_path):
     out = tmp_path / "differences.json"
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
-    result = subprocess.run(
-        [*command, str(REPO / "tests/models/ulysses_worker.py"), str(out)],
-        timeout=180,
-        env=env,
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-    )
+    result = torchrun_script(REPO / "tests/models/ulysses_worker.py", str(out))
     assert result.returncode == 0, result.stderr[-3000:]
     differences = json.loads(out.read_text())
     # sdpa and eager, 4 or 1 key/value heads, plain / packed / padded rows; the all-to-alls alone (exact moves)
