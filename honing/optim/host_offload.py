@@ -35,6 +35,12 @@ def local(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.to_local() if isinstance(tensor, DTensor) else tensor
 
 
+def host_shard(p: torch.Tensor) -> torch.Tensor:
+    """Zeros in host memory shaped as ``p``'s local shard, pinned when a GPU is there to copy to and from."""
+    shard = local(p)
+    return torch.zeros(shard.shape, dtype=shard.dtype, pin_memory=torch.cuda.is_available())
+
+
 class HostOffloadAdamW(torch.optim.Optimizer):
     """AdamW whose moments live in host memory and whose update runs there: a step copies each gradient (after
     clipping) and weight to reused host buffers, updates the host weight and copies it back to the device."""
@@ -138,8 +144,7 @@ class HostOffloadAdamW(torch.optim.Optimizer):
     def _host_like(self, p: torch.Tensor) -> torch.Tensor:
         """Zeros in host memory shaped as ``p``'s local shard (pinned when a GPU is there to copy to), a DTensor
         placed as ``p`` when ``p`` is one, so that a checkpoint saves each rank's shard of the state."""
-        shard = local(p)
-        host = torch.zeros(shard.shape, dtype=shard.dtype, pin_memory=torch.cuda.is_available())
+        host = host_shard(p)
         if isinstance(p, DTensor):
             return DTensor.from_local(
                 host, p.device_mesh, p.placements, run_check=False, shape=p.shape, stride=p.stride()
@@ -150,6 +155,5 @@ class HostOffloadAdamW(torch.optim.Optimizer):
     def _buffer(buffers: dict[torch.Tensor, torch.Tensor], p: torch.Tensor) -> torch.Tensor:
         """``p``'s reused host buffer in ``buffers``, made on first use."""
         if p not in buffers:
-            shard = local(p)
-            buffers[p] = torch.empty(shard.shape, dtype=shard.dtype, pin_memory=torch.cuda.is_available())
+            buffers[p] = host_shard(p)
         return buffers[p]
