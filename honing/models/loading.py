@@ -76,16 +76,25 @@ def load_pretrained_model(
     dtype: torch.dtype = torch.float32,
     trust_remote_code: bool = False,
     auto_class: Any = None,
+    quantization_config: Any = None,
+    device_map: Any = None,
+    state_dict: Any = None,
 ) -> torch.nn.Module:
     """A causal LM (or ``auto_class``'s model, e.g. ``AutoModelForImageTextToText``) from a local folder or a hub
-    name; remote code only when the config allows it."""
+    name; remote code only when the config allows it. ``quantization_config``, ``device_map`` and ``state_dict``
+    go to transformers as they are (``quantized_loading``: a base quantized as it is read)."""
     from transformers.utils import logging as hf_logging
 
     check_name_or_path(name_or_path, "model.name_or_path")
     hf_logging.disable_progress_bar()  # a bar per shard of a small model is noise in the run's log
+    placement = {"quantization_config": quantization_config, "device_map": device_map, "state_dict": state_dict}
     try:
         return (auto_class or AutoModelForCausalLM).from_pretrained(
-            name_or_path, attn_implementation=attn_implementation, dtype=dtype, trust_remote_code=trust_remote_code
+            name_or_path,
+            attn_implementation=attn_implementation,
+            dtype=dtype,
+            trust_remote_code=trust_remote_code,
+            **{key: value for key, value in placement.items() if value is not None},
         )
     except OSError as error:
         reason = " ".join(str(error).split())  # transformers' messages span lines; ours is one

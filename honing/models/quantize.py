@@ -107,19 +107,16 @@ def quantize_base(model: nn.Module, kind: str | None, lora: Any, *, device: torc
 
 def quantize_model(model: nn.Module, kind: str, *, device: torch.device, shards: int = 1) -> int:
     """Quantize the decoder's linear weights in place (frozen), each moved to ``device`` first, so the device never
-    holds the whole model in full precision; ``shards``: the FSDP2 ranks each weight will be split over. Returns how
-    many weights were quantized."""
-    if kind not in KINDS:
-        raise ConfigError(f"model.quantize: expected one of {', '.join(KINDS)} or null, got {kind!r}")
-    require_torchao("model.quantize")
-    if kind == "int8" and shards > 1:
-        raise ConfigError(
-            f"model.quantize: 'int8' weights cannot be sharded by FSDP2 over {shards} ranks (torchao's int8 tensors "
-            "have no all-gather); use nf4, or parallel.strategy: ddp"
-        )
-    quantize = functools.partial(_nf4, shards=shards) if kind == "nf4" else _int8
-    count, kept = 0, []
+    holds the whole model in full precision; ``shards``: the FSDP2 ranks each weight will be split over. Weights
+    already quantized while loading (``quantized_loading``) are kept. Returns how many weights are quantized."""
+    check_quantize_kind(kind, shards)
+    quantize = functools.partial(nf4_weight, shards=shards) if kind == "nf4" else int8_weight
+    count, kept, read_quantized = 0, [], 0
     for name, module in quantized_linears(model):
+        if is_quantized(module.weight):
+            count += 1
+            read_quantized += 1
+            continue
         weight = module.weight.detach().to(device)
         quantized = quantize(weight)
         if quantized is None:
@@ -128,6 +125,9 @@ def quantize_model(model: nn.Module, kind: str, *, device: torch.device, shards:
         module.weight = nn.Parameter(quantized, requires_grad=False)
         count += 1
         del weight
+    forget_loading_quantizer(model)
+    if read_quantized:
+        own_unquantized_tensors(model)
     if kept:
         log.warning(
             "model.quantize: %d linear layer(s) kept in full precision (NF4 needs whole blocks of %d weights in "
@@ -142,7 +142,39 @@ def quantize_model(model: nn.Module, kind: str, *, device: torch.device, shards:
     return count
 
 
-def _nf4(weight: torch.Tensor, shards: int = 1) -> torch.Tensor | None:
+def check_quantize_kind(kind: str, shards: int) -> None:
+    """Refuse an unknown ``model.quantize`` and int8 weights under FSDP2 in one line; torchao must be installed."""
+    if kind not in KINDS:
+        raise ConfigError(f"model.quantize: expected one of {', '.join(KINDS)} or null, got {kind!r}")
+    require_torchao("model.quantize")
+    if kind == "int8" and shards > 1:
+        raise ConfigError(
+            f"model.quantize: 'int8' weights cannot be sharded by FSDP2 over {shards} ranks (torchao's int8 tensors "
+            "have no all-gather); use nf4, or parallel.strategy: ddp"
+        )
+
+
+def forget_loading_quantizer(model: nn.Module) -> None:
+    """Drop transformers' record of the quantizer that loaded ``model``: the weights are held as ``quantize_model``
+    holds them, and no saved ``config.json`` (a checkpoint's, the merged export's) may claim a quantized model."""
+    for module in model.modules():
+        if getattr(module, "hf_quantizer", None) is not None:
+            module.hf_quantizer = None
+        config = getattr(module, "config", None)
+        if config is not None and "quantization_config" in vars(config):
+            del config.quantization_config
+
+
+def own_unquantized_tensors(model: nn.Module) -> None:
+    """Copy the weights left in full precision (embeddings, head, norms) out of the checkpoint's memory map, so the
+    map is released: every page of it that loading read would otherwise stay in the process's resident set."""
+    with torch.no_grad():
+        for tensor in [*model.parameters(), *model.buffers()]:  # tied weights are one parameter, copied once
+            if not is_quantized(tensor):
+                tensor.data = tensor.data.clone()
+
+
+def nf4_weight(weight: torch.Tensor, shards: int = 1) -> torch.Tensor | None:
     """``weight`` as torchao's NF4Tensor with double quantization, or None when its size is not whole blocks."""
     from torchao.quantization.quantize_.workflows.nf4.nf4_tensor import to_nf4
 
@@ -152,7 +184,7 @@ def _nf4(weight: torch.Tensor, shards: int = 1) -> torch.Tensor | None:
     return to_nf4(weight, NF4_BLOCK, scaler_block)
 
 
-def _int8(weight: torch.Tensor) -> torch.Tensor:
+def int8_weight(weight: torch.Tensor) -> torch.Tensor:
     """``weight`` as torchao's int8 weight-only tensor (one scale per output row)."""
     from torchao.quantization import Int8WeightOnlyConfig, quantize_
 

@@ -52,6 +52,7 @@ class PlanInputs:
     shards: int = 1  # FSDP2 ranks the weights, gradients and states are split over
     offload: str = "none"  # params: weights, gradients and states on the host (a GPU budget leaves them out)
     runtime_bytes: int = 0
+    quantized_while_loading: bool = False  # a pretrained base: each weight quantized as it is read
 
 
 @dataclass(frozen=True)
@@ -67,8 +68,9 @@ class MemoryEstimate:
     runtime: int
     peak: int
     offloaded: int = 0  # what parallel.offload keeps on the host instead (not in ``peak``)
-    # the model as built on the host before its weights are quantized (all of them in the weights' dtype): on CPU,
-    # where the host is the device, a QLoRA run needs this much before training starts
+    # a quantized run's model as built: from model.config, all of it in the weights' dtype before its weights are
+    # quantized (on CPU, where the host is the device, a QLoRA run needs this much before training starts); from a
+    # checkpoint, the quantized weights and the one weight being read
     build: int = 0
 
     def parts(self) -> dict[str, int]:
@@ -130,6 +132,9 @@ def estimate(plan: PlanInputs) -> MemoryEstimate:
         optimizer = 0
     peak = plan.runtime_bytes + weights + optimizer + max(forward_backward, optimizer_step)
     build = plan.runtime_bytes + sum(t.quantizable + t.other + adapters) * plan.param_bytes
+    if plan.quantized_while_loading and plan.quantize is not None:  # the quantized base, and one weight in flight
+        in_flight = max(t.quantizable, default=0) * plan.param_bytes
+        build += sum(t.quantizable) * (quantized_weight_bytes - plan.param_bytes) + in_flight
     return MemoryEstimate(
         weights=int(weights),
         gradients=int(gradients),

@@ -1,19 +1,25 @@
 """``honing plan CONFIG``: the memory estimate of the run a config describes, from the same config the run uses.
 
 The model is built on the meta device (no memory) for its tensors; what one block saves for backward is measured
-by running one and two real blocks of the model's width on the host over a few hundred tokens (the difference is
-one block's, per token), so the estimate follows the model family's own code rather than a formula for Llama.
+by running one and two blocks of the model's width over a few hundred tokens (the difference is one block's, per
+token), so the estimate follows the model family's own code rather than a formula for Llama. Those blocks run on
+fake tensors (shapes, no memory, no arithmetic: a 70B model's block is planned on a laptop in a second); a family
+whose forward depends on values (a mixture of experts' routing) runs them for real on the host instead.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
 import torch
 from torch import nn
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.multiprocessing.reductions import StorageWeakRef
 from transformers import AutoModel
 
 from honing.config import RunConfig
@@ -23,6 +29,8 @@ from honing.models.parallel import resolve_strategy
 from honing.models.quantize import quantized_linears
 from honing.parallel_dims import parallel_dims_from
 from honing.plan.estimate import MemoryEstimate, PlanInputs, Tensors, estimate, format_bytes, largest_micro_batch
+
+log = logging.getLogger(__name__)
 
 MEASURE_TOKENS = 256  # tokens of the measuring forward: enough for per-token sizes, small for the host
 CUDA_RUNTIME_BYTES = 1 << 30  # CUDA context, kernels and the caching allocator's slack (an allowance)
@@ -94,7 +102,31 @@ def targeted(name: str, target_modules: str | list[str]) -> bool:
 
 def block_activation_bytes(model_config: Any, *, compute_dtype: torch.dtype, autocast: bool) -> float:
     """Bytes one block saves for backward per token: a 2-block minus a 1-block model's saved tensors (distinct
-    storages, parameters left out), measured on the host over ``MEASURE_TOKENS`` tokens."""
+    storages, parameters left out) over ``MEASURE_TOKENS`` tokens, on fake tensors where the family allows."""
+    try:
+        with quiet_fake_tensor_errors(), FakeTensorMode(allow_non_fake_inputs=True):
+            return measured_block_bytes(model_config, compute_dtype=compute_dtype, autocast=autocast)
+    except Exception as error:  # noqa: BLE001
+        # some forwards cannot run on fake tensors (a MoE's fp32 grouped matmul has a real CPU kernel and no fake
+        # one; a forward may depend on values); the real run is the reference, and raises the model's own errors
+        log.debug("plan: measuring the blocks on real tensors (fake tensors: %s)", error)
+    return measured_block_bytes(model_config, compute_dtype=compute_dtype, autocast=autocast)
+
+
+@contextlib.contextmanager
+def quiet_fake_tensor_errors() -> Iterator[None]:
+    """Torch logs a traceback for an op it cannot run on fake tensors; here that only means measuring for real."""
+    logger = logging.getLogger("torch._subclasses.fake_tensor")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def measured_block_bytes(model_config: Any, *, compute_dtype: torch.dtype, autocast: bool) -> float:
+    """``block_activation_bytes`` on whatever tensors the ambient mode makes: real ones on the host, or fake."""
     saved = []
     for layers in (1, 2):
         values = {**model_config.to_dict(), "num_hidden_layers": layers}
@@ -106,8 +138,8 @@ def block_activation_bytes(model_config: Any, *, compute_dtype: torch.dtype, aut
         # the decoder stack alone (AutoModel: also a vision-language model's text config), no head
         model = AutoModel.from_config(small, dtype=compute_dtype if not autocast else torch.float32)
         model.train()
-        storages: dict[int, int] = {}
-        pack = storage_recorder({p.untyped_storage().data_ptr() for p in model.parameters()}, storages)
+        storages: dict[StorageWeakRef, int] = {}
+        pack = storage_recorder({StorageWeakRef(p.untyped_storage()) for p in model.parameters()}, storages)
         ids = torch.zeros(1, MEASURE_TOKENS, dtype=torch.long)
         context = torch.autocast("cpu", dtype=torch.bfloat16) if autocast else contextlib.nullcontext()
         with context, torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
@@ -117,13 +149,14 @@ def block_activation_bytes(model_config: Any, *, compute_dtype: torch.dtype, aut
     return (saved[1] - saved[0]) / MEASURE_TOKENS
 
 
-def storage_recorder(params: set[int], storages: dict[int, int]) -> Any:
-    """A saved-tensor hook recording each distinct storage saved for backward (by address) that is no parameter's."""
+def storage_recorder(params: set[StorageWeakRef], storages: dict[StorageWeakRef, int]) -> Any:
+    """A saved-tensor hook recording each distinct storage saved for backward (by identity, which fake tensors have
+    too) that is no parameter's."""
 
     def pack(tensor: torch.Tensor) -> torch.Tensor:
-        storage = tensor.untyped_storage()
-        if storage.data_ptr() not in params:
-            storages[storage.data_ptr()] = storage.nbytes()
+        storage = StorageWeakRef(tensor.untyped_storage())
+        if storage not in params:
+            storages[storage] = tensor.untyped_storage().nbytes()
         # detached: a saved output that is the tensor itself refers back to its own grad_fn, a cycle in C++ that
         # Python's collector cannot see, and every measured model stayed alive (1.4 GiB a call at width 3,072)
         return tensor.detach()
@@ -180,6 +213,7 @@ def plan_inputs(config: RunConfig, *, nproc: int = 1, vocab_size: int | None = N
         shards=dims.fsdp_size if nproc > 1 else 1,
         offload=config.parallel.offload,
         runtime_bytes=runtime_bytes(device_type),
+        quantized_while_loading=config.model.name_or_path is not None,
     )
     return plan, model_config
 
@@ -205,9 +239,8 @@ def describe(config: RunConfig, plan: PlanInputs, result: MemoryEstimate, budget
         lines.append(f"  {'on the host (offload)':<20} {format_bytes(result.offloaded):>11}")
     lines.append(f"  {'peak per rank':<20} {format_bytes(result.peak):>11}")
     if plan.quantize:
-        lines.append(
-            f"  {'model build (host)':<20} {format_bytes(result.build):>11}  (before the weights are quantized)"
-        )
+        how = "each weight quantized as it is read" if plan.quantized_while_loading else "before it is quantized"
+        lines.append(f"  {'model build':<20} {format_bytes(result.build):>11}  ({how})")
     if budget is not None:
         rows = largest_micro_batch(
             replace(plan, tokens=config.data.seq_len), budget, seq_len=config.data.seq_len,

@@ -43,7 +43,8 @@ from honing.models.export import save_adapter
 from honing.models.generation import end_of_turn_ids, generate, sampling_kwargs
 from honing.models.model_parallel import check_model_layout
 from honing.models.parallel import fsdp_shards, full_state_dict, is_sharded, parallelize
-from honing.models.quantize import quantize_base
+from honing.models.quantize import check_has_lora, quantize_base
+from honing.models.quantized_loading import quantizing_load_options
 from honing.optim.builder import OptimizerSettings, build_optimizer
 from honing.parallel_dims import ParallelDims, check_divides, parallel_dims_from
 from honing.recipes.attention_setup import AttentionSetup
@@ -151,6 +152,26 @@ class Recipe(AttentionSetup):
             return "pretrained", cfg.path or self.config.model.name_or_path
         return "byte", None
 
+    def load_pretrained(self, dtype: torch.dtype, *, shards: int, auto_class: Any = None) -> torch.nn.Module:
+        """``model.name_or_path`` in ``dtype`` (``auto_class``: transformers' Auto class, None for a causal LM);
+        under ``model.quantize`` the decoder's linears are quantized as they are read."""
+        cfg = self.config.model
+        return load_pretrained_model(
+            cfg.name_or_path,
+            attn_implementation=self.attention_to_build(),
+            dtype=dtype,
+            trust_remote_code=cfg.trust_remote_code,
+            auto_class=auto_class,
+            **quantizing_load_options(
+                cfg.quantize,
+                name_or_path=cfg.name_or_path,
+                auto_class=auto_class,
+                trust_remote_code=cfg.trust_remote_code,
+                device=self.device,
+                shards=shards,
+            ),
+        )
+
     def build_model(self) -> torch.nn.Module:
         """The model from ``model.name_or_path`` or ``model.config``, on the run's device and dtype."""
         cfg = self.config.model
@@ -158,13 +179,10 @@ class Recipe(AttentionSetup):
             dtype = getattr(torch, cfg.dtype)
         else:
             dtype = torch.bfloat16 if self.precision == "bf16" else torch.float32
+        shards = fsdp_shards(self.config.parallel.strategy, self.parallel_dims)
+        check_has_lora(cfg.quantize, cfg.lora)  # before a long load that would be refused
         if cfg.name_or_path:
-            model = load_pretrained_model(
-                cfg.name_or_path,
-                attn_implementation=self.attention_to_build(),
-                dtype=dtype,
-                trust_remote_code=cfg.trust_remote_code,
-            )
+            model = self.load_pretrained(dtype, shards=shards)
         else:
             tokenizer = self.tokenizer
             model_config = build_model_config(
@@ -186,7 +204,6 @@ class Recipe(AttentionSetup):
                 "resizing the model's embeddings from %d to %d tokens to fit the tokenizer", rows, len(self.tokenizer)
             )
             model.resize_token_embeddings(len(self.tokenizer))
-        shards = fsdp_shards(self.config.parallel.strategy, self.parallel_dims)
         quantize_base(model, cfg.quantize, cfg.lora, device=self.device, shards=shards)  # QLoRA's base
         model = self.set_attention(model.to(self.device))
         lora = cfg.lora
@@ -417,6 +434,10 @@ class Recipe(AttentionSetup):
         else:  # VeOmni's freeze_module(self), which reads self.model
             self.freeze_module()
         self.model = self.build_parallel(self.model)
+        # from_pretrained hands the model over in eval mode, while a wrapper built around it (peft's, DDP's) starts
+        # in training mode, and the train module's "still training?" check reads the wrapper: without this, a
+        # fine-tuned checkpoint trained with activation checkpointing and dropout off until the first evaluation
+        self.model.train()
         self.reference_model = self.build_reference_model()
         self.train_loader, self.eval_batches = self.build_data()
         transform = self.build_data_transform()

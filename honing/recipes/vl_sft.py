@@ -31,10 +31,9 @@ from honing.data.vision.rows import VLDataset, VLExample, image_token_ids, proce
 from honing.distributed import is_rank0
 from honing.errors import ConfigError, DataError
 from honing.models import apply_lora
-from honing.models.loading import load_pretrained_model
 from honing.models.parallel import fsdp_shards
 from honing.models.param_names import matches, named_parameters
-from honing.models.quantize import quantize_base
+from honing.models.quantize import check_has_lora, quantize_base
 from honing.models.vl_families import (
     VLFamily,
     family_for,
@@ -114,14 +113,11 @@ class VLSFTRecipe(SFTRecipe):
         cfg = self.config.model
         dtype = getattr(torch, cfg.dtype) if cfg.dtype else (torch.bfloat16 if self.precision == "bf16" else None)
         dtype = dtype or torch.float32
+        lora = self.lora_section()
+        shards = fsdp_shards(self.config.parallel.strategy, self.parallel_dims)
+        check_has_lora(cfg.quantize, lora)  # before a long load that would be refused
         if cfg.name_or_path:
-            model = load_pretrained_model(
-                cfg.name_or_path,
-                attn_implementation=self.attention_to_build(),
-                dtype=dtype,
-                trust_remote_code=cfg.trust_remote_code,
-                auto_class=AutoModelForImageTextToText,
-            )
+            model = self.load_pretrained(dtype, shards=shards, auto_class=AutoModelForImageTextToText)
         else:
             from honing.models.tiny_vl import tiny_vl_config
 
@@ -135,9 +131,7 @@ class VLSFTRecipe(SFTRecipe):
         rows = model.get_input_embeddings().weight.shape[0]
         if len(self.tokenizer) > rows:
             model.resize_token_embeddings(len(self.tokenizer))
-        lora = self.lora_section()
         # QLoRA: the language model's linears; the vision tower keeps its dtype
-        shards = fsdp_shards(self.config.parallel.strategy, self.parallel_dims)
         quantize_base(model, cfg.quantize, lora, device=self.device, shards=shards)
         model = self.set_attention(model.to(self.device))
         if lora is not None:

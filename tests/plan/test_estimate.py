@@ -61,6 +61,9 @@ def test_qlora_holds_the_base_in_nf4_and_trains_only_the_adapters():
     assert result.gradients == 8 * 4096 * 2
     assert result.optimizer == 2 * 8 * 4096 * 2
     assert result.build == (8 * MIB + 8 * 4096) * 2  # built in bf16 on the host before it is quantized
+    # read from a checkpoint, each weight is quantized as it arrives: the NF4 base and one weight of 1 Mi in bf16
+    loaded = estimate(inputs(lora=True, quantize="nf4", param_bytes=2, compute_bytes=2, quantized_while_loading=True))
+    assert loaded.build == int(4 * MIB * NF4_BYTES_PER_WEIGHT + (4 * MIB + 8 * 4096) * 2 + MIB * 2)
 
 
 def test_checkpointing_fsdp_and_offload():
@@ -142,13 +145,67 @@ def test_plan_refuses_what_the_run_would_refuse(tmp_path, capsys):
 
 def test_the_measuring_hook_saves_no_reference_back_to_the_graph():
     import torch
+    from torch.multiprocessing.reductions import StorageWeakRef
 
     from honing.plan.from_config import storage_recorder
 
-    storages: dict[int, int] = {}
+    storages: dict = {}
     output = torch.ones(4, requires_grad=True) * 2
     saved = storage_recorder(set(), storages)(output)
     # an output saved as itself refers to its own grad_fn: a cycle in C++ that kept every measured model's
     # tensors alive (1.4 GiB a call at width 3,072); the saved alias shares the storage and has no graph
     assert saved.grad_fn is None and saved.untyped_storage().data_ptr() == output.untyped_storage().data_ptr()
-    assert storages == {output.untyped_storage().data_ptr(): 16}
+    assert storages == {StorageWeakRef(output.untyped_storage()): 16}
+
+
+def tiny_config(model_type: str, **extra):
+    from transformers import AutoConfig
+
+    shape = dict(hidden_size=128, intermediate_size=256, num_attention_heads=4, num_key_value_heads=2, head_dim=32)
+    return AutoConfig.for_model(model_type, num_hidden_layers=2, vocab_size=64, **shape, **extra)
+
+
+@pytest.mark.parametrize(
+    "model_type, extra, autocast",
+    [
+        ("llama", {}, False),
+        ("qwen3", {}, True),
+        # fp32 experts: the grouped matmul has no fake kernel for fp32, so these blocks are measured for real
+        ("qwen3_moe", dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=64), False),
+    ],
+)
+def test_blocks_measured_on_fake_tensors_save_what_real_ones_do(model_type, extra, autocast):
+    import torch
+
+    from honing.plan.from_config import block_activation_bytes, measured_block_bytes
+
+    config = tiny_config(model_type, **extra)
+    real = measured_block_bytes(config, compute_dtype=torch.float32, autocast=autocast)
+    assert real > 0
+    assert block_activation_bytes(config, compute_dtype=torch.float32, autocast=autocast) == real
+
+
+def peak_resident_bytes() -> int:
+    with open("/proc/self/status") as handle:
+        return next(int(line.split()[1]) * 1024 for line in handle if line.startswith("VmHWM"))
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads and resets /proc/self's peak")
+def test_a_70b_block_is_planned_without_its_memory():
+    import torch
+    from transformers import LlamaConfig
+
+    from honing.plan.from_config import block_activation_bytes
+
+    # Llama-3-70B's block: two of them are 1.7 B parameters, 3.4 GB in bf16 if they were real
+    config = LlamaConfig(
+        hidden_size=8192, intermediate_size=28672, num_attention_heads=64, num_key_value_heads=8, num_hidden_layers=80
+    )
+    block_activation_bytes(tiny_config("llama"), compute_dtype=torch.bfloat16, autocast=False)  # imports, warm-up
+    with open("/proc/self/clear_refs", "w") as handle:
+        handle.write("5")  # the peak resident set starts again from the present one
+    before = peak_resident_bytes()
+    per_token = block_activation_bytes(config, compute_dtype=torch.bfloat16, autocast=False)
+    assert peak_resident_bytes() - before < 256 * MIB
+    # at least the block's input, the attention's output and the MLP's three 28,672-wide activations, in bf16
+    assert per_token > 2 * (2 * 8192 + 3 * 28672)

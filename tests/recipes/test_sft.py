@@ -140,3 +140,28 @@ def test_row_that_truncation_leaves_without_an_answer_is_dropped_as_over_long(tm
     path.write_text(json.dumps(long) + "\n")
     with pytest.raises(DataError, match="no train example is left"):
         SFTRecipe(sft_config(tmp_path, data={"train": {"sources": [{"path": str(path)}]}, "validation": None})).run()
+
+
+def test_lora_on_a_pretrained_folder_trains_in_training_mode_with_checkpointing(tmp_path, monkeypatch):
+    from transformers import AutoModelForCausalLM, LlamaConfig
+
+    shape = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=2)
+    shape.update(intermediate_size=64)
+    AutoModelForCausalLM.from_config(LlamaConfig(vocab_size=300, **shape)).save_pretrained(tmp_path / "base")
+    config = sft_config(
+        tmp_path,
+        model={"config": None, "name_or_path": str(tmp_path / "base"), "lora": {"rank": 4, "dropout": 0.1}},
+        tokenizer={"kind": "byte"},
+        parallel={"activation_checkpointing": "full"},
+    )
+    recipe = SFTRecipe(config)
+    recipe.build()
+    # from_pretrained hands over an eval-mode model inside peft's training-mode wrapper: every module must train
+    assert [name for name, module in recipe.model.named_modules() if not module.training] == []
+    calls = []
+    checkpoint = torch.utils.checkpoint.checkpoint
+    monkeypatch.setattr(torch.utils.checkpoint, "checkpoint", lambda *a, **k: calls.append(1) or checkpoint(*a, **k))
+    module = recipe.train_module
+    module.on_attach(recipe.trainer)
+    module.train_batch(next(iter(recipe.train_loader)))
+    assert len(calls) >= 2  # both blocks ran checkpointed in the first step
