@@ -34,12 +34,13 @@ metadata:
   version: 1.0
 """
 
-# each document takes a second to score: an evaluation lasts longer than the 2-second process-group timeout
+# each document takes 2.5 seconds to score: an evaluation (10 s) lasts longer than the 5-second process-group
+# timeout, which is itself long enough for a rank that a loaded 2-core machine holds back at start or in a step
 SCORING = """import time
 
 
 def process_results(doc, results):
-    time.sleep(1.0)
+    time.sleep(2.5)
     return {"answered": 1.0}
 """
 
@@ -59,7 +60,7 @@ model:
   config: {{model_type: llama, hidden_size: 32, num_hidden_layers: 2, num_attention_heads: 2,
            num_key_value_heads: 2, intermediate_size: 64}}
 parallel:
-  timeout_seconds: 2
+  timeout_seconds: 5
 callbacks:
   checkpointer: {{save_interval: 1000}}
   evaluator: {{enabled: false}}
