@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install train test bench lint clean
+.PHONY: install train test bench lint docs clean
 
 install: $(STAMP)
 
@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet $(TORCH_PIN)
-	$(BIN)/pip install --quiet -e '.[dev,vision]'
+	$(BIN)/pip install --quiet -e '.[dev,vision,docs]'
 	touch $(STAMP)
 
 train: $(STAMP)
@@ -32,12 +32,17 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/trainer_overhead.py
 
-# ruff (lint and format check) and the import contracts of DESIGN.md's layers (pyproject.toml [tool.importlinter])
+# ruff (lint and format check) and the import contracts of docs/architecture.md's layers (pyproject.toml [tool.importlinter])
 lint: $(STAMP)
 	$(BIN)/python -m compileall -q honing tests benchmarks
 	$(BIN)/ruff check honing tests benchmarks
 	$(BIN)/ruff format --check honing tests benchmarks
 	$(BIN)/lint-imports
+
+# the documentation site (mkdocs.yml, docs/) into site/; strict: a broken link or anchor, or a page missing from
+# the nav, fails (the banner about Material's successor is silenced)
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

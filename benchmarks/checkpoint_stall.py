@@ -35,9 +35,9 @@ def build_trainer(save_folder: str, *, hidden: int, saves: int, steps_between: i
     from transformers import LlamaConfig, LlamaForCausalLM
 
     from honing.data.loader import DataLoader
+    from honing.interop.olmo_core import TrainerConfig
     from honing.methods.lm import LMTrainModule
     from honing.optim.param_groups import build_adamw
-    from honing.train import TrainerConfig
     from honing.train.callbacks.checkpointer import CheckpointerCallback
 
     class Rows(torch.utils.data.Dataset):

@@ -132,7 +132,7 @@ def child_loader(folder: str, batches: int) -> None:
     """``_loader``: the quickstart's rows (seq_len 256, batch 16) from the shards, collated, nothing else."""
     from honing.data.collate import stack_collate
     from honing.data.loader import DataLoader
-    from honing.data.text.token_rows import RowWindow, TokenRows, TokenSource
+    from honing.data.text.token_windows import RowWindow, TokenRows, TokenSource
 
     source = TokenSource(folder, 256, cache_dir=tempfile.gettempdir())
     rows = TokenRows([RowWindow(source, 0, source.num_rows)], seed=0)

@@ -106,9 +106,10 @@ def run_honing(data: str, max_length: int, warmup: int, steps: int, *, reference
 
     from honing.data.loader import DataLoader
     from honing.data.preference.batches import PairCollator, PairDataset
+    from honing.interop.olmo_core import TrainerConfig
     from honing.methods.dpo import DPOTrainModule, compute_reference_logps
     from honing.optim.param_groups import build_adamw
-    from honing.train import Callback, TrainerConfig
+    from honing.train import Callback
     from honing.train.callbacks.gc import GarbageCollectorCallback
     from honing.train.callbacks.metrics_file import MetricsFileCallback
     from honing.train.callbacks.speed_monitor import SpeedMonitorCallback

@@ -117,11 +117,12 @@ def run_honing(
     import tempfile
 
     from honing.data.loader import DataLoader
+    from honing.interop.olmo_core import TrainerConfig
     from honing.methods.lm import LMTrainModule
     from honing.models import parallel
     from honing.optim.param_groups import build_adamw
     from honing.parallel_dims import ParallelDims
-    from honing.train import Callback, TrainerConfig
+    from honing.train import Callback
     from honing.train.callbacks.gc import GarbageCollectorCallback
     from honing.train.callbacks.metrics_file import MetricsFileCallback
     from honing.train.callbacks.speed_monitor import SpeedMonitorCallback

@@ -140,10 +140,11 @@ def run_honing(warmup: int, steps: int) -> dict[str, float]:
 
     import honing.methods.grpo as grpo_module
     from honing.data.loader import DataLoader
-    from honing.data.prompts.rows import Prompt, PromptCollator, PromptDataset
+    from honing.data.prompts.prompts import Prompt, PromptCollator, PromptDataset
+    from honing.interop.olmo_core import TrainerConfig
     from honing.optim.param_groups import build_adamw
     from honing.rl.rewards import RewardScorer
-    from honing.train import Callback, TrainerConfig
+    from honing.train import Callback
     from honing.train.callbacks.gc import GarbageCollectorCallback
     from honing.train.callbacks.metrics_file import MetricsFileCallback
     from honing.train.callbacks.speed_monitor import SpeedMonitorCallback

@@ -123,7 +123,7 @@ def measure(args: dict[str, Any], packed: bool, attn: str) -> dict[str, Any]:
         return {
             "tokens_per_s": sum(tokens[warmup : warmup + steps]) / (times[warmup + steps] - times[warmup]),
             "real_tokens_per_step": sum(tokens[warmup : warmup + steps]) / steps,
-            "attention": recipe.describe_attention(),
+            "attention": recipe.models.describe_attention(),
             "peak_gib": peak,
         }
 

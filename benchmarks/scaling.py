@@ -183,13 +183,14 @@ def worker(workloads: dict[str, Workload], workload_name: str, layout_name: str,
         prepare_training_environment,
         teardown_training_environment,
     )
+    from honing.interop.olmo_core import TrainerConfig
     from honing.methods.lm import LMTrainModule
     from honing.models.loading import build_model_config, build_model_from_config
     from honing.models.model_parallel import check_model_layout
     from honing.models.parallel import parallelize
     from honing.optim.param_groups import build_adamw
     from honing.parallel_dims import ParallelDims
-    from honing.train import Callback, TrainerConfig
+    from honing.train import Callback
     from honing.train.callbacks.gc import GarbageCollectorCallback
     from honing.train.callbacks.metrics_file import MetricsFileCallback
 

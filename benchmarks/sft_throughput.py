@@ -101,7 +101,7 @@ def conversations(data: str, tokenizer: Any, max_length: int) -> list[list[dict[
     import numpy as np
 
     from honing.data.chat.conversation import has_trainable_tokens
-    from honing.data.finetune_rows import load_examples
+    from honing.data.row_reader import load_examples
 
     examples = load_examples([{"path": data, "format": "alpaca"}], seed=SEED).examples
     messages = [example.to_hf_messages() for example in examples]
@@ -146,9 +146,10 @@ def run_honing(
     from honing.data.chat.packing import PackedDataset
     from honing.data.chat.padding import PaddedDataset, pad_collate
     from honing.data.loader import DataLoader, stack_collate
+    from honing.interop.olmo_core import TrainerConfig
     from honing.methods.lm import LMTrainModule
     from honing.optim.param_groups import build_adamw
-    from honing.train import Callback, TrainerConfig
+    from honing.train import Callback
     from honing.train.callbacks.gc import GarbageCollectorCallback
     from honing.train.callbacks.metrics_file import MetricsFileCallback
     from honing.train.callbacks.speed_monitor import SpeedMonitorCallback

@@ -119,10 +119,11 @@ def run_honing(warmup: int, steps: int, precision: str) -> float:
     """honing's Trainer with its default bookkeeping callbacks (metrics file, speed monitor, GC)."""
     import tempfile
 
+    from honing.config.schema import TrainerSection
     from honing.data.loader import DataLoader
     from honing.methods.lm import LMTrainModule
     from honing.optim.param_groups import build_adamw
-    from honing.train import Callback, TrainerConfig
+    from honing.train import Callback, Trainer
     from honing.train.callbacks.gc import GarbageCollectorCallback
     from honing.train.callbacks.metrics_file import MetricsFileCallback
     from honing.train.callbacks.speed_monitor import SpeedMonitorCallback
@@ -142,17 +143,17 @@ def run_honing(warmup: int, steps: int, precision: str) -> float:
     loader = DataLoader(Rows(data), global_batch_size=BATCH, seed=0, shuffle=False)
     timer = Timer()
     with tempfile.TemporaryDirectory() as folder:
-        TrainerConfig(
-            save_folder=folder,
-            max_duration=f"{warmup + steps}steps",
-            metrics_collect_interval=10,
+        Trainer(
+            TrainerSection(save_folder=folder, max_duration=f"{warmup + steps}steps", metrics_collect_interval=10),
+            train_module=module,
+            data_loader=loader,
             callbacks={
                 "metrics_file": MetricsFileCallback(),
                 "timer": timer,
                 "speed_monitor": SpeedMonitorCallback(seq_len=SEQ_LEN, precision=precision),
                 "gc": GarbageCollectorCallback(interval=100),
             },
-        ).build(module, loader).fit()
+        ).fit()
     return timing(timer.ends)
 
 

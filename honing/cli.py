@@ -1,9 +1,14 @@
-"""``honing`` on the command line: parse, then hand over to a recipe. User errors exit 2."""
+"""``honing`` on the command line: parse, then hand over to a recipe. User errors exit 2.
+
+Every verb is one row of ``VERBS`` (name, help, arguments, handler): the parser's subcommands and the dispatch are
+both built from it. A handler is a small function that imports what it needs when it runs, so ``honing --help``
+loads no model code; the arguments live in ``honing.cli_arguments`` (and ``honing.infer.arguments``)."""
 
 from __future__ import annotations
 
 import argparse
 import faulthandler
+import importlib
 import json
 import logging
 import multiprocessing
@@ -12,107 +17,28 @@ import subprocess
 import sys
 import tempfile
 import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
-from honing.config import ConfigError, HoningError, load_config, to_yaml
-from honing.config.schema import RunConfig
-from honing.infer.arguments import add_chat_parser, add_eval_parser, add_generate_parser, add_push_parser
+from honing.cli_arguments import (
+    config_arguments,
+    convert_arguments,
+    data_arguments,
+    export_arguments,
+    merge_arguments,
+    plan_arguments,
+    plot_arguments,
+    prepare_arguments,
+    train_arguments,
+)
+from honing.config import ConfigError, HoningError, RunConfig, to_yaml
+from honing.infer.arguments import chat_arguments, eval_arguments, generate_arguments, push_arguments
+from honing.interop.configs import convert_file, load_any_config
 
 QUICKSTART = Path(__file__).resolve().parent.parent / "configs" / "quickstart.yaml"
 
-
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser for every verb."""
-    parser = argparse.ArgumentParser(prog="honing", description="Train language models: pretraining, SFT, DPO, GRPO.")
-    verbs = parser.add_subparsers(dest="verb", required=True)
-
-    train = verbs.add_parser("train", help="train from a YAML config with key.path=value overrides")
-    train.add_argument("config", nargs="?", help="YAML config (default: the quickstart)")
-    train.add_argument("overrides", nargs="*", help="dotted overrides, e.g. trainer.max_duration=200steps")
-    train.add_argument(
-        "--nproc",
-        type=int,
-        metavar="N",
-        help="train with N processes on this machine (one per GPU), started by torchrun",
-    )
-
-    export = verbs.add_parser("export", help="export a checkpoint to a Hugging Face folder")
-    export.add_argument("checkpoint", help="a SAVE_FOLDER/stepN checkpoint directory")
-    export.add_argument("out_dir", help="where to write the Hugging Face folder")
-
-    merge = verbs.add_parser("merge", help="merge a LoRA checkpoint into a full Hugging Face model")
-    merge.add_argument("checkpoint", help="a SAVE_FOLDER/stepN checkpoint directory of a LoRA run")
-    merge.add_argument("out_dir", help="where to write the merged Hugging Face folder")
-
-    plot = verbs.add_parser("plot", help="draw loss, lr, grad norm and throughput of runs into a PNG")
-    plot.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="save folders holding metrics.jsonl")
-    plot.add_argument(
-        "-o", "--output", help="the PNG to write (default: RUN_DIR/plot.png, or ./plot.png for several runs)"
-    )
-    plot.add_argument("--x", choices=["step", "tokens"], default="step", help="the horizontal axis")
-    plot.add_argument(
-        "--metric",
-        action="append",
-        metavar="NAME",
-        help="a logged metric to draw in a panel of its own (repeat for more; default: loss, lr, grad norm, tokens/s)",
-    )
-    plot.add_argument(
-        "--smooth", type=int, default=1, metavar="N", help="draw the trailing mean of N logged points over the raw line"
-    )
-
-    data = verbs.add_parser("data", help="report on a config's training data as training will see it")
-    data.add_argument("config", help="YAML config")
-    data.add_argument("overrides", nargs="*", help="dotted overrides, as for train")
-    data.add_argument("-o", "--output", help="folder for data_report.txt / .png (default: the save folder)")
-
-    plan = verbs.add_parser("plan", help="estimate a config's peak memory per rank and the largest micro-batch")
-    plan.add_argument("config", help="YAML config")
-    plan.add_argument("overrides", nargs="*", help="dotted overrides, as for train")
-    plan.add_argument("--budget", metavar="SIZE", help="memory per rank, e.g. 20GiB: the largest micro-batch that fits")
-    plan.add_argument("--nproc", type=int, default=1, metavar="N", help="processes the run will use (default: 1)")
-
-    prepare = verbs.add_parser(
-        "prepare",
-        help="tokenize a config's training sources once: token shards (pretrain, format: tokens) or prepared rows "
-        "(sft, vl_sft, dpo, grpo: a source {path: DIR})",
-    )
-    prepare.add_argument("config", help="YAML config (its data sources, tokenizer and row settings are used)")
-    prepare.add_argument("overrides", nargs="*", help="dotted overrides, as for train")
-    prepare.add_argument(
-        "--out", required=True, metavar="DIR", help="the folder to write (pretraining: local or s3://...; else local)"
-    )
-    prepare.add_argument(
-        "--workers",
-        type=int,
-        metavar="N",
-        help="tokenizing processes (default: pretraining min(2, CPUs), else 8 at most)",
-    )
-    prepare.add_argument(
-        "--split",
-        choices=["train", "validation"],
-        default="train",
-        help="fine-tuning methods: which split's sources to prepare (default: train)",
-    )
-    prepare.add_argument(
-        "--shard-mb", type=float, default=256.0, metavar="MB", help="input text per shard (default: 256)"
-    )
-
-    for add_verb in (add_generate_parser, add_chat_parser, add_eval_parser, add_push_parser):
-        add_verb(verbs)  # using a trained model: honing.infer
-
-    convert = verbs.add_parser(
-        "convert", help="write an Oumi or olmOCR training config as a honing YAML (honing train reads them as they are)"
-    )
-    convert.add_argument("config", help="the Oumi or olmOCR YAML config")
-    convert.add_argument("-o", "--output", help="the honing YAML to write (default: print it)")
-
-    config = verbs.add_parser("config", help="inspect configs")
-    config_verbs = config.add_subparsers(dest="config_verb", required=True)
-    show = config_verbs.add_parser("show", help="print the resolved config (secrets redacted)")
-    show.add_argument("config")
-    show.add_argument("overrides", nargs="*")
-    config_verbs.add_parser("schema", help="print the config's JSON schema (for editor completion)")
-    return parser
+Handler = Callable[[argparse.Namespace], int]
 
 
 def split_config_and_overrides(config: str | None, overrides: list[str]) -> tuple[str, list[str]]:
@@ -132,91 +58,90 @@ def setup_logging() -> None:
     logging.getLogger("torch.utils._pytree").setLevel(logging.ERROR)
 
 
-#: the verbs that use a trained model: verb → (module, function(args) -> exit code)
-USE_VERBS = {
-    "generate": ("honing.infer.generate_command", "run_generate"),
-    "chat": ("honing.infer.chat", "run_chat"),
-    "eval": ("honing.infer.eval_command", "run_eval"),
-    "push": ("honing.infer.push", "run_push"),
-}
+def run_train(args: argparse.Namespace) -> int:
+    """``honing train``: in this process, or in ``--nproc N`` processes under torchrun."""
+    from honing.recipes import recipe_for
+
+    path, overrides = split_config_and_overrides(args.config, args.overrides)
+    config = load_any_config(path, overrides)  # checked here, so a bad config fails once, before any launch
+    if args.nproc is not None and "RANK" not in os.environ:
+        from honing.parallel_dims import parallel_dims_from
+
+        parallel_dims_from(config.parallel, args.nproc)  # a layout that cannot fit fails before any launch
+        return launch_torchrun(args.nproc, path, overrides)
+    recipe_for(config).run()  # the config's own recipe class, if it names one
+    return 0
 
 
-def run(args: argparse.Namespace) -> int:
-    """Carry out one parsed command; returns the exit code."""
-    if args.verb == "train":
-        from honing.recipes import recipe_for
+def run_export(args: argparse.Namespace) -> int:
+    """``honing export``: a checkpoint as a Hugging Face folder."""
+    from honing.run.checkpoint_model import export_checkpoint
 
-        path, overrides = split_config_and_overrides(args.config, args.overrides)
-        config = load_config(path, overrides)  # checked here, so a bad config fails once, before any launch
-        if args.nproc is not None and "RANK" not in os.environ:
-            from honing.parallel_dims import parallel_dims_from
+    print(f"exported {args.checkpoint} to {export_checkpoint(args.checkpoint, args.out_dir)}")
+    return 0
 
-            parallel_dims_from(config.parallel, args.nproc)  # a layout that cannot fit fails before any launch
-            return launch_torchrun(args.nproc, path, overrides)
-        recipe_for(config).run()  # the config's own recipe class, if it names one
-        return 0
-    if args.verb == "export":
-        from honing.recipes.checkpoint_model import export_checkpoint
 
-        print(f"exported {args.checkpoint} to {export_checkpoint(args.checkpoint, args.out_dir)}")
-        return 0
-    if args.verb == "merge":
-        from honing.recipes.checkpoint_model import merge_checkpoint
+def run_merge(args: argparse.Namespace) -> int:
+    """``honing merge``: a LoRA checkpoint merged into a full Hugging Face model."""
+    from honing.run.checkpoint_model import merge_checkpoint
 
-        print(f"merged {args.checkpoint} into {merge_checkpoint(args.checkpoint, args.out_dir)}")
-        return 0
-    if args.verb == "plot":
-        from honing.plot import plot_runs
+    print(f"merged {args.checkpoint} into {merge_checkpoint(args.checkpoint, args.out_dir)}")
+    return 0
 
-        print(f"wrote {plot_runs(args.run_dirs, args.output, x=args.x, metrics=args.metric, smooth=args.smooth)}")
-        return 0
-    if args.verb == "plan":
-        from honing.plan.estimate import parse_bytes
-        from honing.plan.from_config import plan_config
 
-        try:
-            budget = parse_bytes(args.budget) if args.budget else None
-        except ValueError as error:
-            raise ConfigError(f"--budget: {error}") from None
-        print(plan_config(load_config(args.config, args.overrides), budget=budget, nproc=args.nproc)[0])
-        return 0
-    if args.verb == "data":
-        from honing.data_report import write_data_report
+def run_plot(args: argparse.Namespace) -> int:
+    """``honing plot``: the runs' metrics drawn into a PNG."""
+    from honing.plot import plot_runs
 
-        text, text_path, png_path = write_data_report(load_config(args.config, args.overrides), args.output)
-        print(f"{text}\nwrote {text_path} and {png_path}")
-        return 0
-    if args.verb == "prepare":
-        config = load_config(args.config, args.overrides)
-        if config.method != "pretrain":
-            return prepare_rows(config, args)
-        from honing.recipes.pretrain import PretrainRecipe
+    print(f"wrote {plot_runs(args.run_dirs, args.output, x=args.x, metrics=args.metric, smooth=args.smooth)}")
+    return 0
 
-        recipe = PretrainRecipe(config)
-        shard_bytes = max(1, int(args.shard_mb * 2**20))
-        result = recipe.prepare(args.out, workers=args.workers, shard_bytes=shard_bytes, progress=sys.stderr.isatty())
-        state = "up to date" if result.up_to_date else f"wrote {len(result.written)} shard(s)"
-        print(
-            f"{args.out}: {state}; {result.index.num_tokens:,} tokens, {result.index.num_documents:,} documents in "
-            f"{len(result.index.shards)} shard(s) of {result.index.dtype}; train with "
-            f"data.train.sources=[{{path: {args.out}, format: tokens}}]"
-        )
-        return 0
-    if args.verb in USE_VERBS:
-        import importlib
 
-        module, function = USE_VERBS[args.verb]
-        return getattr(importlib.import_module(module), function)(args)
-    if args.verb == "convert":
-        from honing.config.converting import convert_file
+def run_plan(args: argparse.Namespace) -> int:
+    """``honing plan``: the config's peak memory per rank, and the largest micro-batch within ``--budget``."""
+    from honing.plan.estimate import parse_bytes
+    from honing.plan.from_config import plan_config
 
-        text = convert_file(args.config, args.output)
-        print(f"wrote {args.output}" if args.output else text, end="\n" if args.output else "")
-        return 0
-    if args.config_verb == "show":
-        print(to_yaml(load_config(args.config, args.overrides)), end="")
-        return 0
-    print(json.dumps(RunConfig.model_json_schema(), indent=2))
+    try:
+        budget = parse_bytes(args.budget) if args.budget else None
+    except ValueError as error:
+        raise ConfigError(f"--budget: {error}") from None
+    print(plan_config(load_any_config(args.config, args.overrides), budget=budget, nproc=args.nproc)[0])
+    return 0
+
+
+def run_data(args: argparse.Namespace) -> int:
+    """``honing data``: the report on a config's training data."""
+    from honing.data.report_files import write_data_report
+    from honing.distributed import seed_all
+    from honing.recipes import recipe_for
+
+    config = load_any_config(args.config, args.overrides)
+    seed_all(config.trainer.seed)
+    recipe = recipe_for(config)  # its own recipe up to the data step: what training would get, no model
+    recipe.build_model_assets()
+    reports = recipe.build_data().reports
+    text, text_path, png_path = write_data_report(reports, args.output or config.trainer.save_folder)
+    print(f"{text}\nwrote {text_path} and {png_path}")
+    return 0
+
+
+def run_prepare(args: argparse.Namespace) -> int:
+    """``honing prepare``: token shards for pretraining, prepared rows for the fine-tuning methods."""
+    config = load_any_config(args.config, args.overrides)
+    if config.method != "pretrain":
+        return prepare_rows(config, args)
+    from honing.recipes.pretrain import PretrainRecipe
+
+    recipe = PretrainRecipe(config)
+    shard_bytes = max(1, int(args.shard_mb * 2**20))
+    result = recipe.prepare(args.out, workers=args.workers, shard_bytes=shard_bytes, progress=sys.stderr.isatty())
+    state = "up to date" if result.up_to_date else f"wrote {len(result.written)} shard(s)"
+    print(
+        f"{args.out}: {state}; {result.index.num_tokens:,} tokens, {result.index.num_documents:,} documents in "
+        f"{len(result.index.shards)} shard(s) of {result.index.dtype}; train with "
+        f"data.train.sources=[{{path: {args.out}, format: tokens}}]"
+    )
     return 0
 
 
@@ -236,6 +161,122 @@ def prepare_rows(config: RunConfig, args: argparse.Namespace) -> int:
         + f"; train with data.{args.split}.sources=[{{path: {args.out}}}]"
     )
     return 0
+
+
+def run_convert(args: argparse.Namespace) -> int:
+    """``honing convert``: an Oumi or olmOCR config written as a honing YAML."""
+    text = convert_file(args.config, args.output)
+    print(f"wrote {args.output}" if args.output else text, end="\n" if args.output else "")
+    return 0
+
+
+def run_config(args: argparse.Namespace) -> int:
+    """``honing config show | schema | keys``."""
+    if args.config_verb == "show":
+        print(to_yaml(load_any_config(args.config, args.overrides)), end="")
+    elif args.config_verb == "keys":
+        print(config_keys_text(args.prefix, args.method), end="")
+    else:
+        print(json.dumps(RunConfig.model_json_schema(), indent=2))
+    return 0
+
+
+def config_keys_text(prefix: str | None, method: str | None) -> str:
+    """``honing config keys [PREFIX] [--method M]``: each key under ``prefix`` (that ``method`` reads), with its type,
+    default and description."""
+    from honing.config.reference import config_keys, render_text
+
+    keys = [key for key in config_keys() if method is None or method in key.methods]
+    if prefix:
+        keys = [key for key in keys if key.path == prefix or key.path.startswith((f"{prefix}.", f"{prefix}["))]
+        if not keys:
+            sections = sorted({key.path.split(".")[0] for key in config_keys() if "." in key.path})
+            raise ConfigError(f"config keys: no key under {prefix!r}; the sections are: {', '.join(sections)}")
+    return render_text(keys, method)
+
+
+def lazy(module: str, function: str) -> Handler:
+    """A handler that imports ``module`` only when its verb runs (the verbs that load a model)."""
+    return lambda args: getattr(importlib.import_module(module), function)(args)
+
+
+@dataclass(frozen=True)
+class Verb:
+    """One ``honing`` verb: its name and help, the function that adds its arguments, the one that carries it out."""
+
+    name: str
+    help: str
+    arguments: Callable[[argparse.ArgumentParser], None]
+    handler: Handler
+    overrides_after_options: bool = False
+    """``key=value`` overrides may follow its options (``--nproc N``), after argparse has closed the positionals."""
+
+
+#: every verb of ``honing``, in the order ``honing --help`` lists them
+VERBS: tuple[Verb, ...] = (
+    Verb("train", "train from a YAML config with key.path=value overrides", train_arguments, run_train, True),
+    Verb("export", "export a checkpoint to a Hugging Face folder", export_arguments, run_export),
+    Verb("merge", "merge a LoRA checkpoint into a full Hugging Face model", merge_arguments, run_merge),
+    Verb("plot", "draw loss, lr, grad norm and throughput of runs into a PNG", plot_arguments, run_plot),
+    Verb("data", "report on a config's training data as training will see it", data_arguments, run_data),
+    Verb(
+        "plan", "estimate a config's peak memory per rank and the largest micro-batch", plan_arguments, run_plan, True
+    ),
+    Verb(
+        "prepare",
+        "tokenize a config's training sources once: token shards (pretrain, format: tokens) or prepared rows "
+        "(sft, vl_sft, dpo, grpo: a source {path: DIR})",
+        prepare_arguments,
+        run_prepare,
+        True,
+    ),
+    Verb(
+        "generate",
+        "answer prompts with a trained model (streamed, or batched to JSONL)",
+        generate_arguments,
+        lazy("honing.infer.generate_command", "run_generate"),
+    ),
+    Verb(
+        "chat",
+        "talk with a trained model in the terminal (/reset, /exit)",
+        chat_arguments,
+        lazy("honing.infer.chat", "run_chat"),
+    ),
+    Verb(
+        "eval",
+        "score a trained model with lm-evaluation-harness tasks",
+        eval_arguments,
+        lazy("honing.infer.eval_command", "run_eval"),
+    ),
+    Verb(
+        "push",
+        "upload a run's hf/ (or adapter/) folder to the Hugging Face Hub",
+        push_arguments,
+        lazy("honing.infer.push", "run_push"),
+    ),
+    Verb(
+        "convert",
+        "write an Oumi or olmOCR training config as a honing YAML (honing train reads them as they are)",
+        convert_arguments,
+        run_convert,
+    ),
+    Verb("config", "inspect configs: show one resolved, the JSON schema, or every key", config_arguments, run_config),
+)
+VERBS_BY_NAME = {verb.name: verb for verb in VERBS}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser for every verb of ``VERBS``."""
+    parser = argparse.ArgumentParser(prog="honing", description="Train language models: pretraining, SFT, DPO, GRPO.")
+    subparsers = parser.add_subparsers(dest="verb", required=True)
+    for verb in VERBS:
+        verb.arguments(subparsers.add_parser(verb.name, help=verb.help))
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    """Carry out one parsed command; returns the exit code."""
+    return VERBS_BY_NAME[args.verb].handler(args)
 
 
 #: where ``honing train --nproc N`` asks its ranks to leave a user error's message for it to print on one line
@@ -310,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, unknown = parser.parse_known_args(argv)
     overrides_only = all("=" in item and not item.startswith("-") for item in unknown)
-    if unknown and (args.verb not in ("train", "prepare", "plan") or not overrides_only):
+    if unknown and (not VERBS_BY_NAME[args.verb].overrides_after_options or not overrides_only):
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     if unknown:  # overrides after --nproc N / --out DIR: argparse has already closed the positionals
         args.overrides = [*args.overrides, *unknown]

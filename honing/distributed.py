@@ -47,6 +47,12 @@ def is_rank0() -> bool:
     return get_rank() == 0
 
 
+def print0(message: str) -> None:
+    """Print on rank 0 only (flushed: a run's lines interleave with other processes' logs)."""
+    if is_rank0():
+        print(message, flush=True)
+
+
 def launched_by_torchrun() -> bool:
     """True when torchrun (or another launcher) set the rendezvous variables."""
     return "RANK" in os.environ and "WORLD_SIZE" in os.environ

@@ -58,14 +58,16 @@ def make_trainer(
     async_save=False,
     dropout=0.1,
     init_seed=None,
+    callback_adapter=None,
     **trainer_kwargs,
 ):
     """A complete tiny run: Llama with dropout, AdamW, cosine schedule, checkpointer and metrics file."""
+    from honing.config.schema import TrainerSection
     from honing.data.loader import DataLoader
     from honing.distributed import seed_all
     from honing.methods.lm import LMTrainModule
     from honing.optim.param_groups import build_adamw
-    from honing.train import TrainerConfig
+    from honing.train import Trainer
     from honing.train.callbacks.checkpointer import CheckpointerCallback
     from honing.train.callbacks.metrics_file import MetricsFileCallback
 
@@ -86,15 +88,15 @@ def make_trainer(
         "metrics_file": MetricsFileCallback(),
     }
     all_callbacks.update(callbacks or {})
-    config = TrainerConfig(
-        save_folder=str(save_folder),
-        max_duration=max_duration,
-        metrics_collect_interval=2,
-        cancel_check_interval=1,
-        callbacks=all_callbacks,
-        **trainer_kwargs,
+    settings = {"metrics_collect_interval": 2, "cancel_check_interval": 1, **trainer_kwargs}
+    no_checkpoints, no_evals = settings.pop("no_checkpoints", False), settings.pop("no_evals", False)
+    settings["steps_to_skip"] = [{"start": skip.start, "stop": skip.stop} for skip in settings.get("steps_to_skip", [])]
+    config = TrainerSection(save_folder=str(save_folder), max_duration=max_duration, **settings)
+    trainer = Trainer(
+        config, train_module=module, data_loader=loader, callbacks=all_callbacks, callback_adapter=callback_adapter
     )
-    return config.build(module, loader)
+    trainer.no_checkpoints, trainer.no_evals = no_checkpoints, no_evals
+    return trainer
 
 
 def flat_weights(trainer):

@@ -1,7 +1,11 @@
 """The run config: typed sections, YAML loading, overrides and secrets redaction; ``method`` selects which keys
 are used (``honing.config.methods``), and ``track_reads`` records which keys a run reads (``honing.config.keys``).
+Each field's docstring is its description: ``honing.config.reference`` renders them all (``honing config keys``,
+``docs/reference/config.md``).
 
-This package imports nothing else of honing, so every layer may import it.
+``load_config`` reads honing's own YAML; another system's config file (Oumi, olmOCR) is translated and loaded at
+the edge, by ``honing.interop.configs.load_any_config``. This package imports nothing else of honing, so every
+layer may import it.
 """
 
 from honing.config.errors import ConfigError, HoningError

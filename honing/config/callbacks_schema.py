@@ -14,45 +14,65 @@ class CheckpointerSection(Section):
     """When to save checkpoints and how many to keep."""
 
     save_interval: int = Field(default=1000, ge=1)
+    """Save a checkpoint every N steps (and one at the end of training)."""
     ephemeral_save_interval: int | None = Field(default=None, ge=1)
+    """Also a checkpoint every N steps that is deleted once a later one is complete (to resume from); None: none."""
     keep_last: int | None = Field(default=None, ge=1)
+    """Keep the newest N permanent checkpoints, deleting older ones; None: keep them all."""
     async_save: bool = True
-    save_at_epoch_end: bool = False  # also a checkpoint at each epoch's last step (Oumi's training.save_epoch)
+    """Write checkpoints in the background while training goes on."""
+    save_at_epoch_end: bool = False
+    """Also a checkpoint at each epoch's last step (Oumi's ``training.save_epoch``)."""
 
 
 class EvaluatorSection(Section):
     """Validation loss every ``interval`` steps over at most ``max_batches`` batches."""
 
     enabled: bool = True
+    """Compute the validation loss (when there is validation data)."""
     interval: int = Field(default=100, ge=1)
+    """Evaluate every N steps (and at the end of training)."""
     max_batches: int | None = Field(default=None, ge=1)
+    """Evaluate on at most N batches (per validation source); None: the whole validation set."""
     batch_size: int | None = Field(default=None, ge=1)
-    metric_for_best_model: str | None = None  # e.g. eval/loss; the best checkpoint is kept and exported
-    # hf/ is the best checkpoint's model (metric_for_best_model, default eval/loss), not the last step's (olmOCR / HF)
+    """Rows per evaluation batch; None: the micro-batch size."""
+    metric_for_best_model: str | None = None
+    """The metric that picks the best checkpoint, e.g. ``eval/loss``; it is kept and exported to ``best/``. None: no
+    best model."""
     load_best_model_at_end: bool = False
-    greater_is_better: bool | None = None  # None: False for names with "loss" or "perplexity"
+    """``hf/`` is the best checkpoint's model (by ``metric_for_best_model``, default ``eval/loss``), not the last step's
+    (olmOCR / Hugging Face)."""
+    greater_is_better: bool | None = None
+    """Whether a higher metric is better; None: false for names with "loss" or "perplexity", else true."""
 
 
 class ConsoleSection(Section):
     """The live progress display (rich on a terminal, plain lines otherwise)."""
 
     enabled: bool = True
+    """Show training progress on rank 0."""
     log_interval: int | None = Field(default=None, ge=1)
+    """Plain mode: a line every N steps; None: every ``trainer.metrics_collect_interval`` steps."""
     plain: bool | None = None
+    """Plain log lines (true) or a live bar (false); None: plain unless the output is a terminal."""
 
 
 class SpeedMonitorSection(Section):
     """Throughput and MFU; ``peak_flops`` overrides the device's known or probed peak."""
 
     enabled: bool = True
+    """Log throughput (tokens/s) and MFU."""
     peak_flops: float | None = Field(default=None, gt=0)
+    """The device's peak FLOP/s, for MFU; None: the device's known peak, or one measured on it."""
 
 
 class GarbageCollectorSection(Section):
     """Python's automatic GC off, a collection every ``interval`` steps."""
 
     enabled: bool = True
+    """Turn Python's automatic garbage collection off and collect on a schedule instead."""
     interval: int = Field(default=100, ge=1)
+    """Collect garbage every N steps."""
 
 
 class LossSpikeSection(Section):
@@ -60,9 +80,13 @@ class LossSpikeSection(Section):
     ``train/nonfinite_count``; warn when the score passes ``warn_score``."""
 
     enabled: bool = True
-    window: int = Field(default=100, ge=1)  # the moving statistics' span in steps
-    warmup_steps: int = Field(default=10, ge=0)  # the score is 0 until this many losses are seen
-    warn_score: float | None = Field(default=6.0, gt=0)  # None: never warn
+    """Log the loss spike score and the count of non-finite losses."""
+    window: int = Field(default=100, ge=1)
+    """The moving statistics' span in steps."""
+    warmup_steps: int = Field(default=10, ge=0)
+    """The score is 0 until this many losses are seen."""
+    warn_score: float | None = Field(default=6.0, gt=0)
+    """Warn when the score passes this; None: never warn."""
 
 
 class SampleSection(Section):
@@ -70,10 +94,15 @@ class SampleSection(Section):
     end of training; written to samples.jsonl, the console and the trackers (a W&B table)."""
 
     enabled: bool = True
+    """Generate text from ``prompts`` during and at the end of training."""
     prompts: list[str] = Field(default_factory=lambda: ["def "])
+    """The prompts to continue."""
     interval: int | None = Field(default=None, ge=1)
+    """Generate every N steps; None: only at the end of training."""
     max_new_tokens: int = Field(default=64, ge=1)
+    """The length of each sample, in tokens."""
     temperature: float = Field(default=0.8, ge=0)
+    """The sampling temperature; 0: greedy."""
 
 
 class GenerationEvalSection(Section):
@@ -81,39 +110,55 @@ class GenerationEvalSection(Section):
     last assistant turn), before training, every ``interval`` steps and at the end."""
 
     enabled: bool = False
+    """Score greedy answers to held-out prompts."""
     num_prompts: int = Field(default=50, ge=1)
+    """How many held-out prompts are answered."""
     max_new_tokens: int = Field(default=32, ge=1)
+    """The longest answer, in tokens."""
     interval: int | None = Field(default=None, ge=1)
-    # eval/<name> each: exact_match, cer, a reward's name (honing.rl: gsm8k, math_verify, ...) or "pkg.mod:fn";
-    # None: exact_match (and cer for vl_sft and grpo)
+    """Evaluate every N steps; None: only before training and at the end."""
     metrics: list[str] | None = None
+    """``eval/<name>`` each: ``exact_match``, ``cer``, a reward's name (``honing.rl``: gsm8k, math_verify, ...) or
+    ``pkg.mod:fn``; None: exact_match (and cer for vl_sft and grpo)."""
 
 
 class WandbSection(Section):
     """Weights & Biases logging into ``SAVE_FOLDER/wandb/`` (rank 0; a failure warns and training goes on)."""
 
     enabled: bool = False
+    """Log metrics, samples and the config to Weights & Biases."""
     project: str | None = None
+    """The W&B project; None: W&B's default."""
     entity: str | None = None
-    name: str | None = None  # None: the run's run_name
+    """The W&B team or user; None: W&B's default."""
+    name: str | None = None
+    """The W&B run's name; None: the run's ``run_name``."""
     tags: list[str] = Field(default_factory=list)
+    """Tags of the W&B run."""
     group: str | None = None
-    mode: Literal["online", "offline", "disabled"] | None = None  # None: WANDB_MODE, else online
-    api_key: str | None = None  # None: WANDB_API_KEY; never saved or sent as config
+    """The W&B group the run belongs to; None: none."""
+    mode: Literal["online", "offline", "disabled"] | None = None
+    """``online``, ``offline`` or ``disabled``; None: ``WANDB_MODE``, else online."""
+    api_key: str | None = None
+    """The W&B API key; None: ``WANDB_API_KEY`` (never saved or sent as config)."""
 
 
 class TensorBoardSection(Section):
     """TensorBoard scalars in ``SAVE_FOLDER/tensorboard/`` (rank 0; a failure warns and training goes on)."""
 
     enabled: bool = False
+    """Write TensorBoard scalars."""
 
 
 class ProfilerSection(Section):
     """A ``torch.profiler`` trace of steps ``start`` to ``stop`` (inclusive) in ``SAVE_FOLDER/profiler/``."""
 
     enabled: bool = False
+    """Record a ``torch.profiler`` trace."""
     start: int = Field(default=5, ge=1)
+    """The first step traced."""
     stop: int = Field(default=6, ge=1)
+    """The last step traced."""
 
     @model_validator(mode="after")
     def _start_before_stop(self) -> ProfilerSection:
@@ -127,14 +172,18 @@ class UploadSection(Section):
     folder or an ``s3://`` (any fsspec) URL; in the background, each folder marked complete last."""
 
     enabled: bool = True
-    save_path: str | None = None  # None: no copies
+    """Copy checkpoints and exports to ``save_path`` (when it is set)."""
+    save_path: str | None = None
+    """A local folder or an ``s3://`` (any fsspec) URL to copy to; None: no copies."""
 
 
 class CustomCallbackSection(Section):
     """A user callback loaded by import path ``package.module:ClassName``."""
 
     import_path: str
+    """The callback class, as ``package.module:ClassName``."""
     kwargs: dict[str, Any] = Field(default_factory=dict)
+    """Keyword arguments the class is built with."""
 
     @field_validator("import_path")
     @classmethod
@@ -148,16 +197,30 @@ class CallbacksSection(Section):
     """Built-in callbacks and user callbacks."""
 
     checkpointer: CheckpointerSection = Field(default_factory=CheckpointerSection)
+    """When checkpoints are saved and how many are kept."""
     evaluator: EvaluatorSection = Field(default_factory=EvaluatorSection)
+    """The validation loss during training."""
     console: ConsoleSection = Field(default_factory=ConsoleSection)
+    """The progress display."""
     speed_monitor: SpeedMonitorSection = Field(default_factory=SpeedMonitorSection)
+    """Throughput and MFU."""
     garbage_collector: GarbageCollectorSection = Field(default_factory=GarbageCollectorSection)
+    """Python's garbage collection on a schedule."""
     loss_spike: LossSpikeSection = Field(default_factory=LossSpikeSection)
+    """The loss spike score and warnings."""
     sample: SampleSection = Field(default_factory=SampleSection)
+    """Text generated from fixed prompts."""
     generation_eval: GenerationEvalSection = Field(default_factory=GenerationEvalSection)
+    """Greedy answers to held-out prompts, scored."""
     harness_eval: HarnessEvalSection = Field(default_factory=HarnessEvalSection)
+    """lm-evaluation-harness tasks during training."""
     wandb: WandbSection = Field(default_factory=WandbSection)
+    """Weights & Biases logging."""
     tensorboard: TensorBoardSection = Field(default_factory=TensorBoardSection)
+    """TensorBoard logging."""
     profiler: ProfilerSection = Field(default_factory=ProfilerSection)
+    """A torch.profiler trace of a few steps."""
     upload: UploadSection = Field(default_factory=UploadSection)
+    """Copies of checkpoints and exports to another folder or bucket."""
     custom: list[CustomCallbackSection] = Field(default_factory=list)
+    """Your own callbacks, by import path."""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import difflib
-import logging
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -15,35 +14,15 @@ from pydantic import BaseModel, ValidationError
 from honing.config.errors import ConfigError
 from honing.config.schema import RunConfig
 
-log = logging.getLogger(__name__)
-
 
 def load_config(path: str | None, overrides: Iterable[str] = (), *, schema: type[BaseModel] = RunConfig) -> Any:
-    """Read ``path`` (YAML; an Oumi or olmOCR config is translated to honing's first and the translation logged),
-    apply ``key.path=value`` overrides (honing's keys), validate against ``schema``."""
+    """Read honing's YAML config at ``path``, apply ``key.path=value`` overrides, validate against ``schema``.
+
+    Another system's config file (Oumi, olmOCR) is read by ``honing.interop.configs.load_any_config``."""
     raw = read_yaml(path) if path else {}
-    if path and schema is RunConfig:
-        raw = translated(raw, path)
     for override in overrides:
         apply_override(raw, override)
     return validate(raw, schema=schema, source=path or "<overrides>")
-
-
-def translated(raw: dict[str, Any], path: str) -> dict[str, Any]:
-    """honing's config for a foreign one (logged with its notes, secrets redacted); ``raw`` itself otherwise."""
-    from honing.config.foreign import translate_or_refuse
-    from honing.config.foreign.convert import translation_yaml
-
-    translation = translate_or_refuse(raw, path)
-    if translation is None:
-        return raw
-    log.info(
-        "%s: read as an %s config, translated to honing's:\n%s",
-        path,
-        translation.dialect,
-        translation_yaml(translation, path).rstrip(),
-    )
-    return translation.config
 
 
 def read_yaml(path: str) -> dict[str, Any]:

@@ -47,9 +47,12 @@ def source_formats(*formats: str) -> dict[str, tuple[str, ...]]:
 class Method:
     """What one training method reads from the run config."""
 
-    unused: tuple[str, ...] = ()  # key paths it never reads; a section path covers every key under it
-    values: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)  # key path → the only values it reads
-    section: str | None = None  # its own top-level section, refused for every other method
+    unused: tuple[str, ...] = ()
+    """Key paths it never reads; a section path covers every key under it."""
+    values: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
+    """Key path → the only values it reads."""
+    section: str | None = None
+    """Its own top-level section, refused for every other method; None: it has none."""
 
 
 # Keys only fine-tuning reads: chat rendering and label masking, packing or padding of whole examples, what to

@@ -6,6 +6,8 @@ from pydantic import BaseModel, ConfigDict
 
 
 class Section(BaseModel):
-    """Base for every config section: unknown keys are errors, values are checked on assignment."""
+    """Base for every config section: unknown keys are errors, a loaded config is read-only (a changed setting is a
+    new config: ``config.model_copy(update=...)``), and the string under each field is its description (in the
+    JSON schema, ``honing config keys`` and the docs' key reference)."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)

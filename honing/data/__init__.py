@@ -11,9 +11,9 @@ from honing.data.chat.packing import PackedDataset, best_fit_decreasing
 from honing.data.chat.padding import PaddedDataset
 from honing.data.collate import Collator, PadCollator, pad_collate, stack_collate
 from honing.data.eval_batches import EvalBatches
-from honing.data.finetune_rows import iter_examples, load_examples
 from honing.data.formats import ContentItem, Conversation, Message, PlainText
 from honing.data.loader import DataLoader
+from honing.data.row_reader import iter_examples, load_examples
 from honing.data.sources import STDLIB_PLACEHOLDER, expand_paths
 from honing.data.text.corpus import PretrainDataset, TokenizedCorpus, split_documents, tokenize_documents
 from honing.data.text.documents import Document, iter_text_documents, load_documents

@@ -16,7 +16,7 @@ import torch
 from honing.errors import DataError
 from honing.losses import IGNORE_INDEX
 
-__all__ = ["Collator", "PadCollator", "VarlenCollator", "stack_collate", "pad_collate"]
+__all__ = ["Collator", "PadCollator", "VarlenCollator", "stack_collate", "pad_collate", "packed_collate"]
 
 
 class Collator:
@@ -134,3 +134,9 @@ stack_collate = Collator()
 def pad_collate(pad_token_id: int | None) -> PadCollator:
     """A collator that right-pads each batch to its longest row (see ``PadCollator``)."""
     return PadCollator(pad_token_id)
+
+
+def packed_collate(attention: str | None) -> Collator:
+    """The collator of packed rows for the attention kernel in use: stacked, or laid end to end per micro-batch
+    under flash attention (whose varlen path reads documents from position_ids only in a batch of one row)."""
+    return VarlenCollator() if attention and str(attention).startswith("flash_attention") else stack_collate

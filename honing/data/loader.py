@@ -205,3 +205,28 @@ class _BatchIndices:
     def __iter__(self) -> Iterator[list[int]]:
         for start in self.starts:
             yield self.order[start : start + self.size].tolist()
+
+
+def training_loader(
+    dataset: Any,
+    collate: Any,
+    data: Any,
+    *,
+    seed: int,
+    rank: int,
+    world_size: int,
+    group_by_length: bool = False,
+) -> DataLoader:
+    """The run's training DataLoader over ``dataset`` from its ``data`` section (batch size, shuffling, workers),
+    this rank's slice of the data-parallel dimension."""
+    return DataLoader(
+        dataset,
+        global_batch_size=data.global_batch_size,
+        collate_fn=collate,
+        seed=seed,
+        shuffle=data.shuffle,
+        rank=rank,
+        world_size=world_size,
+        group_by_length=group_by_length,
+        num_workers=data.num_workers,
+    )

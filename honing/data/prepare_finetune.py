@@ -12,14 +12,10 @@ from __future__ import annotations
 
 import json
 import logging
-import multiprocessing
 import os
 import socket
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict
 from typing import Any
 
@@ -40,6 +36,7 @@ from honing.data.prepared_rows import (
 from honing.data.progress import WorkProgress
 from honing.data.report import BadRowReport
 from honing.data.text.prepare_inputs import source_files
+from honing.data.worker_pool import Report, run_tasks
 from honing.errors import DataError
 
 log = logging.getLogger(__name__)
@@ -147,9 +144,20 @@ def prepare_rows(
             workers,
             out_dir,
         )
+    total = sum(ranges[n][1] - ranges[n][0] for n in todo)
     _JOB.update(folder=out_dir, method=method, key=key, items=items, ranges=ranges, build=build)
     try:
-        _run(todo, workers, sum(ranges[n][1] - ranges[n][0] for n in todo), progress)
+        run_tasks(
+            _build_range,
+            todo,
+            workers=workers,
+            progress=WorkProgress(
+                total, progress and total > 0, label="tokenizing rows", unit="rows", log_seconds=LOG_SECONDS
+            ),
+            resume_hint="the ranges it finished are kept: run again to build the rest",
+            worker_setup=_one_thread,
+            needs_fork=True,
+        )
     finally:
         _JOB.clear()
     row_sources = [RowSource(dict(fields), len(per_source)) for fields, per_source in zip(sources, found)]
@@ -207,72 +215,21 @@ def _append_log(folder: str, **fields: Any) -> None:
 # ---- workers --------------------------------------------------------------------------------------------------
 
 # What the workers build from. Forked workers inherit it (items and the build function are never pickled: the
-# function holds the recipe's tokenizer or processor).
+# function holds the recipe's tokenizer or processor), hence ``needs_fork``: without fork the ranges are built here.
 _JOB: dict[str, Any] = {}
 
 
-def _run(todo: list[int], workers: int, total: int, show: bool) -> None:
-    """Build every range in ``todo``: in this process for one worker (or where fork is missing), else in a pool."""
-    if not todo:
-        return
-    with WorkProgress(total, show and total > 0, label="tokenizing rows", unit="rows", log_seconds=LOG_SECONDS) as bar:
-        if workers == 1 or "fork" not in multiprocessing.get_all_start_methods():
-            for number in todo:
-                _build_range(number, bar.advance)
-            return
-        queue = multiprocessing.get_context("fork").Queue()
-        # One process per worker: the Rust tokenizer's own thread pool would only oversubscribe the cores.
-        saved = os.environ.get("TOKENIZERS_PARALLELISM")
-        os.environ["TOKENIZERS_PARALLELISM"] = "false"
-        try:
-            # An executor, not a multiprocessing.Pool: a worker killed (out of memory, kill -9) breaks it with an
-            # error instead of leaving the parent waiting forever.
-            pool = ProcessPoolExecutor(
-                workers, mp_context=multiprocessing.get_context("fork"), initializer=_init_worker, initargs=(queue,)
-            )
-            futures = [pool.submit(_build_range, number) for number in todo]
-        finally:
-            if saved is None:
-                os.environ.pop("TOKENIZERS_PARALLELISM", None)
-            else:
-                os.environ["TOKENIZERS_PARALLELISM"] = saved
-        drain = threading.Thread(target=_drain, args=(queue, bar.advance), daemon=True)
-        drain.start()
-        try:
-            for future in as_completed(futures):
-                future.result()
-        except BrokenProcessPool as error:
-            raise DataError(
-                "a prepare worker died (killed, or out of memory); the ranges it finished are kept: run again to "
-                "build the rest"
-            ) from error
-        finally:
-            for future in futures:
-                future.cancel()
-            pool.shutdown(wait=True)
-            queue.put(None)
-            drain.join()
-
-
-def _init_worker(queue: Any) -> None:
+def _one_thread() -> None:
     import torch
 
     torch.set_num_threads(1)  # a processor's image ops: one thread per worker process, like the tokenizer
-    _JOB["queue"] = queue
 
 
-def _build_range(number: int, advance: Callable[[int], None] | None = None) -> int:
+def _build_range(number: int, report: Report) -> None:
     start, stop = _JOB["ranges"][number]
-    report = advance or _JOB["queue"].put
     rows = []
     for at in range(start, stop, PROGRESS_ROWS):
         items = _JOB["items"][at : min(at + PROGRESS_ROWS, stop)]
         rows += build_rows(_JOB["build"], items)
         report(len(items))
     write_range(_JOB["folder"], number, start, rows, _JOB["method"], _JOB["key"])
-    return number
-
-
-def _drain(queue: Any, advance: Callable[[int], None]) -> None:
-    while (done := queue.get()) is not None:
-        advance(done)

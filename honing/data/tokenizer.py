@@ -175,3 +175,13 @@ def _bytes_to_unicode() -> dict[int, str]:
     others = [byte for byte in range(256) if byte not in mapping]
     mapping.update({byte: chr(256 + index) for index, byte in enumerate(others)})
     return mapping
+
+
+def tokenizer_kind(tokenizer: Any, name_or_path: str | None) -> tuple[str, str | None]:
+    """``tokenizer.kind`` and ``tokenizer.path`` of the run's ``tokenizer`` section with ``auto`` resolved: the
+    model's own tokenizer when ``model.name_or_path`` (``name_or_path``) is set, else byte-level."""
+    if tokenizer.kind != "auto":
+        return tokenizer.kind, tokenizer.path or (name_or_path if tokenizer.kind == "pretrained" else None)
+    if tokenizer.path or name_or_path:
+        return "pretrained", tokenizer.path or name_or_path
+    return "byte", None

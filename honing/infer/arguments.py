@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
@@ -43,9 +42,8 @@ def add_sampling_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pdf-page", type=int, default=1, metavar="N", help="the page of PDF --image files (1)")
 
 
-def add_generate_parser(verbs: Any) -> None:
-    """Register ``honing generate``."""
-    parser = verbs.add_parser("generate", help="answer prompts with a trained model (streamed, or batched to JSONL)")
+def generate_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of ``honing generate``."""
     add_model_arguments(parser)
     prompts = parser.add_mutually_exclusive_group(required=True)
     prompts.add_argument("--prompt", action="append", metavar="TEXT", help="a prompt (repeat for several)")
@@ -57,17 +55,15 @@ def add_generate_parser(verbs: Any) -> None:
     add_sampling_arguments(parser)
 
 
-def add_chat_parser(verbs: Any) -> None:
-    """Register ``honing chat``."""
-    parser = verbs.add_parser("chat", help="talk with a trained model in the terminal (/reset, /exit)")
+def chat_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of ``honing chat``."""
     add_model_arguments(parser)
     parser.add_argument("--system", metavar="TEXT", help="a system message at the start of every conversation")
     add_sampling_arguments(parser)
 
 
-def add_eval_parser(verbs: Any) -> None:
-    """Register ``honing eval``."""
-    parser = verbs.add_parser("eval", help="score a trained model with lm-evaluation-harness tasks")
+def eval_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of ``honing eval``."""
     add_model_arguments(parser)
     parser.add_argument(
         "--tasks",
@@ -95,9 +91,8 @@ def add_eval_parser(verbs: Any) -> None:
     template.add_argument("--no-chat-template", dest="chat_template", action="store_const", const=False)
 
 
-def add_push_parser(verbs: Any) -> None:
-    """Register ``honing push``."""
-    parser = verbs.add_parser("push", help="upload a run's hf/ (or adapter/) folder to the Hugging Face Hub")
+def push_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of ``honing push``."""
     parser.add_argument("run", metavar="RUN", help="a run folder (or a model folder to upload as it is)")
     parser.add_argument("repo_id", metavar="REPO_ID", help="the Hub repository, e.g. me/my-model")
     parser.add_argument("--adapter", action="store_true", help="upload the LoRA adapter/ instead of hf/")

@@ -12,7 +12,7 @@ import torch
 from honing.errors import ConfigError
 from honing.models.export import merged_model
 from honing.models.loading import DTYPES, auto_model_class, load_pretrained_model
-from honing.recipes.checkpoint_model import load_model_from_checkpoint, load_processor
+from honing.run.checkpoint_model import load_model_from_checkpoint, load_processor
 from honing.train.checkpoint import Checkpointer
 
 #: what a run folder holds that marks it as one (beside a model)

@@ -44,10 +44,10 @@ class BaseTrainModule(TrainModule):
         precision: str = "fp32",
         device: torch.device | str = "cpu",
         collator: Collator | None = None,
-        nonfinite_loss: str = "stop",
+        nonfinite_loss: str | None = None,
         parallel_dims: ParallelDims | None = None,
     ):
-        if nonfinite_loss not in NONFINITE_POLICIES:
+        if nonfinite_loss is not None and nonfinite_loss not in NONFINITE_POLICIES:
             raise ConfigError(
                 f"nonfinite_loss: expected one of {', '.join(NONFINITE_POLICIES)}, got {nonfinite_loss!r}"
             )
@@ -59,12 +59,20 @@ class BaseTrainModule(TrainModule):
         self.precision = precision
         self.device = torch.device(device)
         self.collator = collator or stack_collate
-        self.nonfinite_loss = nonfinite_loss
+        # None: the policy of the Trainer this module is attached to (its config's), "stop" until then
+        self._own_nonfinite_loss = nonfinite_loss
+        self.nonfinite_loss = nonfinite_loss or "stop"
         self.parallel_dims = parallel_dims or ParallelDims(world_size=get_world_size())
         if self.parallel_dims.cp_enabled:
             check_splittable(self)
         self._params: list[torch.nn.Parameter] | None = None
         self._step_loss: torch.Tensor | None = None
+
+    def on_attach(self, trainer: Any) -> None:
+        """Called once by the Trainer: without a policy of its own, the module follows the trainer's."""
+        super().on_attach(trainer)
+        if self._own_nonfinite_loss is None:
+            self.nonfinite_loss = trainer.config.nonfinite_loss
 
     # --- what a method's step is made of ----------------------------------------------
     def autocast(self) -> contextlib.AbstractContextManager:

@@ -114,6 +114,37 @@ def mixed_precision_policy(mixed_precision: str, *, precision: str, device: torc
     return MixedPrecisionPolicy()
 
 
+def parallelize_from(
+    model: nn.Module, parallel: Any, *, dims: ParallelDims, device: torch.device, precision: str, frozen: bool = False
+) -> nn.Module:
+    """``parallelize`` as the run's ``parallel`` section says; ``frozen``: a frozen copy (DPO's reference) sharded
+    like the policy under FSDP2, with no activation checkpointing, compile or offload (it takes no gradients)."""
+    if frozen:
+        return parallelize(
+            model,
+            strategy="fsdp",
+            dims=dims,
+            device=device,
+            reshard_after_forward=parallel.reshard_after_forward,
+            mixed_precision=parallel.mixed_precision,
+            precision=precision,
+        )
+    return parallelize(
+        model,
+        strategy=parallel.strategy,
+        dims=dims,
+        device=device,
+        reshard_after_forward=parallel.reshard_after_forward,
+        activation_checkpointing=parallel.activation_checkpointing,
+        activation_checkpointing_every=parallel.activation_checkpointing_every,
+        compile=parallel.compile,
+        mixed_precision=parallel.mixed_precision,
+        precision=precision,
+        offload=parallel.offload,
+        activation_offload=parallel.activation_offload,
+    )
+
+
 def parallelize(
     model: nn.Module,
     *,

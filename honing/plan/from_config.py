@@ -265,7 +265,7 @@ def plan_config(config: RunConfig, *, budget: int | None = None, nproc: int = 1)
         from honing.recipes import recipe_class
 
         recipe = recipe_class(config.method)(config)
-        recipe.setup_processor()  # the vocabulary follows the run's tokenizer
+        recipe.build_model_assets()  # the vocabulary follows the run's tokenizer
         vocab_size = len(recipe.tokenizer)
     plan, _ = plan_inputs(config, nproc=nproc, vocab_size=vocab_size)
     result = estimate(plan)

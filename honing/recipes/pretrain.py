@@ -1,243 +1,49 @@
 """Pretraining: plain text in, next-token loss on every token.
 
-Text sources are read into memory and tokenized (cached): right for small corpora such as the quickstart's.
-A corpus of any size is first prepared into token shards (``honing prepare``, ``honing.data.text.prepare``) and read
-memory-mapped with ``format: tokens`` sources; both give the same rows of ``seq_len`` to the same loader.
+Parts: the text data (``honing.data.pretrain_data.PretrainText``: documents or prepared token shards, and the
+tokenizer they take), packed rows of ``seq_len``, the next-token train module.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
-from honing import storage
-from honing.config import ConfigError
-from honing.data.eval_batches import EvalBatches
-from honing.data.loader import DataLoader
-from honing.data.report import DataReport
-from honing.data.text.corpus import PretrainDataset, default_cache_dir, split_documents, tokenize_documents
-from honing.data.text.documents import load_documents
-from honing.data.text.prepare import DEFAULT_SHARD_BYTES, PrepareResult, prepare_tokens
-from honing.data.text.prepare_inputs import sample_texts
-from honing.data.text.token_rows import RowWindow, TokenRows, TokenSource, split_windows
-from honing.data.text.token_shards import TOKENIZER_DIR, local_folder, read_index
-from honing.data.tokenizer import build_tokenizer, load_pretrained_tokenizer, tokenizer_fingerprint
-from honing.errors import DataError
-from honing.recipes.base import Recipe
-
-TOKENIZER_SAMPLE_BYTES = 64 * 2**20  # text a bpe / char tokenizer is trained on when preparing a corpus
-REPORT_LENGTHS = 100_000  # document lengths of prepared folders the data report describes
+from honing.data.finetune_data import RunData
+from honing.data.pretrain_data import PretrainText
+from honing.data.text.prepare import PrepareResult
+from honing.distributed import print0
+from honing.errors import ConfigError
+from honing.recipes.base import Recipe, chat_packed_collate, configure_storage
 
 
 class PretrainRecipe(Recipe):
     """Tokenize documents, concatenate them with an end-of-document token, cut rows of ``seq_len``."""
 
-    def cache_dir(self) -> str:
-        """Where tokenized corpora and trained tokenizers are cached."""
-        return self.config.data.cache_dir or default_cache_dir()
-
-    def token_sources(self, split: str) -> list[Any] | None:
-        """The split's sources when they are prepared folders (``format: tokens``), else None."""
-        section = self.config.data.train if split == "train" else self.config.data.validation
-        if section is None:
-            return None
-        prepared = [source.format == "tokens" for source in section.sources]
-        if any(prepared) and not all(prepared):
-            raise ConfigError(
-                f"data.{split}.sources: format: tokens sources cannot be mixed with text sources; prepare every "
-                "source with `honing prepare CONFIG --out DIR` and list the folders, or use text sources only"
-            )
-        return list(section.sources) if all(prepared) else None
-
-    def documents(self) -> tuple[list[str], list[str]]:
-        """Training and validation document texts (validation: its own sources or a held-out split)."""
-        if not hasattr(self, "_documents"):
-            data, seed = self.config.data, self.config.trainer.seed
-            separator = data.text_document_separator
-            train = [doc.text for doc in load_documents(data.train.sources, seed=seed, separator=separator)]
-            if data.validation is not None:
-                validation = [
-                    doc.text for doc in load_documents(data.validation.sources, seed=seed, separator=separator)
-                ]
-            elif data.validation_split > 0:
-                train, validation = split_documents(train, data.validation_split, seed=self.config.trainer.seed)
-            else:
-                validation = []
-            self._documents = (train, validation)
-        return self._documents
-
-    def build_processor(self) -> Any:
-        """A byte, character, BPE (trained on the training documents) or pretrained tokenizer; with prepared
-        sources, the tokenizer they were prepared with (checked by fingerprint)."""
-        cfg = self.config.tokenizer
-        kind, path = self.tokenizer_kind()
-        prepared = self.token_sources("train")
-        if prepared is not None:
-            if kind in ("char", "bpe"):  # trained when the corpus was prepared: read it back from the folder
-                folder = local_folder(prepared[0].path, self.cache_dir())
-                tokenizer = load_pretrained_tokenizer(storage.join(folder, TOKENIZER_DIR))
-            else:
-                tokenizer = build_tokenizer(kind, path=path, trust_remote_code=cfg.trust_remote_code)
-            self.check_prepared_tokenizer(tokenizer)
-            return tokenizer
-        return build_tokenizer(
-            kind,
-            texts=self.training_texts(kind),
-            vocab_size=cfg.vocab_size,
-            path=path,
-            trust_remote_code=cfg.trust_remote_code,
-            cache_dir=self.cache_dir(),
-        )
-
-    def training_texts(self, kind: str) -> list[str] | None:
-        """The texts a char or bpe tokenizer is trained on (None for other kinds)."""
-        return self.documents()[0] if kind in ("char", "bpe") else None
-
-    def check_prepared_tokenizer(self, tokenizer: Any) -> None:
-        """Every prepared source was tokenized by ``tokenizer``; DataError naming the source otherwise."""
-        fingerprint = tokenizer_fingerprint(tokenizer)
-        for split in ("train", "validation"):
-            for number, source in enumerate(self.token_sources(split) or []):
-                index = read_index(source.path)
-                if index.tokenizer_fingerprint != fingerprint:
-                    raise DataError(
-                        f"data.{split}.sources[{number}] ({source.path!r}): prepared with another tokenizer "
-                        f"(fingerprint {index.tokenizer_fingerprint[:12]}, this run's {fingerprint[:12]}); "
-                        "prepare it again with this config's tokenizer settings"
-                    )
-
-    def rows(self, docs: list[str], split: str) -> PretrainDataset:
-        """Tokenize ``docs`` (cached) into rows of ``seq_len``; the split's numbers go to ``data_reports``."""
-        corpus = tokenize_documents(docs, self.tokenizer, cache_dir=self.cache_dir())
-        dataset = PretrainDataset(corpus, self.config.data.seq_len, document_masking=self.config.data.document_masking)
-        report = DataReport()
-        for length in np.diff(corpus.doc_starts, append=len(corpus.tokens)).tolist():
-            report.add(length, length)  # every token carries loss in pretraining
-        report.rows, report.row_length = len(dataset), self.config.data.seq_len
-        # rows are cut from one stream of documents: every slot is a real token, only the tail is left out
-        report.packing_efficiency = 1.0
-        self.data_reports[split] = report
-        return dataset
-
-    def token_rows(self) -> tuple[TokenRows, TokenRows | None]:
-        """Training and validation rows read memory-mapped from prepared folders."""
-        data, seed = self.config.data, self.config.trainer.seed
-        document_masking = data.document_masking
-
-        def windows(split: str) -> tuple[list[RowWindow], list[RowWindow]]:
-            train, held_out = [], []
-            for source in self.token_sources(split) or []:
-                opened = TokenSource(source.path, data.seq_len, cache_dir=self.cache_dir())
-                fraction = data.validation_split if split == "train" and data.validation is None else 0.0
-                window, validation = split_windows(opened, fraction, source.weight)
-                train.append(window)
-                held_out += [validation] if validation is not None else []
-            return train, held_out
-
-        train_windows, held_out = windows("train")
-        validation_windows = windows("validation")[0] if data.validation is not None else held_out
-        if data.validation is not None and self.token_sources("validation") is None:
-            raise ConfigError(
-                "data.validation.sources: with format: tokens training sources, validation sources must be prepared "
-                "folders too (format: tokens), or use data.validation_split"
-            )
-        train = TokenRows(train_windows, seed=seed, document_masking=document_masking)
-        validation = (
-            TokenRows(validation_windows, seed=seed, document_masking=document_masking) if validation_windows else None
-        )
-        for split, rows in (("train", train), ("validation", validation)):
-            if rows is not None:
-                self.data_reports[split] = self.token_report(rows)
-        return train, validation
-
-    def token_report(self, rows: TokenRows) -> DataReport:
-        """A split's numbers from the prepared indexes (documents are not walked one by one: there may be billions)."""
-        report = DataReport()
-        indexes = [window.source.index for window in rows.windows]
-        report.examples = sum(index.num_documents for index in indexes)
-        report.tokens = report.loss_tokens = rows.num_tokens
-        report.rows, report.row_length, report.packing_efficiency = len(rows), rows.seq_len, 1.0
-        for source in {id(window.source): window.source for window in rows.windows}.values():
-            for tokens, starts in zip(source.tokens, source.doc_starts):
-                room = REPORT_LENGTHS - len(report.lengths)  # the length statistics come from a bounded sample
-                if room <= 0:
-                    return report
-                head = starts[: room + 1]  # only what the sample needs is read from the memory map
-                report.lengths += (np.diff(head) if len(head) > room else np.diff(head, append=len(tokens))).tolist()
-        return report
-
-    def prepare(
-        self,
-        out_dir: str,
-        *,
-        workers: int | None = None,
-        shard_bytes: int = DEFAULT_SHARD_BYTES,
-        progress: bool = False,
-    ) -> PrepareResult:
-        """``honing prepare``: tokenize ``data.train.sources`` with this config's tokenizer into ``out_dir``."""
-        if self.config.method != "pretrain":
-            raise ConfigError(
-                f"method: honing prepare writes pretraining tokens; expected 'pretrain', got {self.config.method!r}"
-            )
-        if self.token_sources("train") is not None:
-            raise ConfigError("data.train.sources: these are already prepared folders (format: tokens)")
-        self.configure_storage()
-        cfg, separator = self.config.tokenizer, self.config.data.text_document_separator
-        kind, path = self.tokenizer_kind()
-        texts = (
-            sample_texts(self.config.data.train.sources, TOKENIZER_SAMPLE_BYTES, separator=separator)
-            if kind in ("char", "bpe")
-            else None
-        )
-        self.tokenizer = build_tokenizer(
-            kind,
-            texts=texts,
-            vocab_size=cfg.vocab_size,
-            path=path,
-            trust_remote_code=cfg.trust_remote_code,
-            cache_dir=self.cache_dir(),
-        )
-        return prepare_tokens(
-            self.config.data.train.sources,
-            self.tokenizer,
-            out_dir,
-            workers=workers,
-            shard_bytes=shard_bytes,
-            separator=separator,
-            progress=progress,
-        )
+    def __init__(self, config: Any):
+        super().__init__(config)
+        self.text = PretrainText(config, cache_dir=self.cache_dir, printer=print0)
 
     def packed_rows(self) -> bool:
         """Rows hold several documents apart when ``data.document_masking`` restarts their positions."""
         return self.config.data.document_masking
 
-    def build_data(self) -> tuple[DataLoader, EvalBatches | None]:
-        data = self.config.data
-        if self.token_sources("train") is not None:
-            train, validation = self.token_rows()
-        else:
-            train_docs, validation_docs = self.documents()
-            train = self.rows(train_docs, "train")
-            validation = self.rows(validation_docs, "validation") if validation_docs else None
-        self.collator = self.packed_collator()  # rows of seq_len tokens
-        loader = DataLoader(
-            train,
-            global_batch_size=data.global_batch_size,
-            collate_fn=self.collator,
-            seed=self.config.trainer.seed,
-            shuffle=data.shuffle,
-            rank=self.parallel_dims.dp_rank,
-            world_size=self.parallel_dims.dp_size,
-            num_workers=self.config.data.num_workers,
-        )
-        if validation is None:
-            return loader, None
-        batch_size = self.config.callbacks.evaluator.batch_size or self.micro_batch_size()
-        return loader, EvalBatches(
-            validation,
-            batch_size=batch_size,
-            collate_fn=self.collator,
-            rank=self.parallel_dims.dp_rank,
-            world_size=self.parallel_dims.dp_size,
-        )
+    def build_model_assets(self) -> list[Any]:
+        """The run's tokenizer (trained on the documents for ``char`` / ``bpe``)."""
+        self.tokenizer = self.processor = self.text.tokenizer()
+        return [self.processor]
+
+    def build_data(self) -> RunData:
+        """Rows of ``seq_len`` tokens from the documents or prepared shards, stacked (no padding)."""
+        collate = chat_packed_collate(self)
+        loader, batches, reports = self.text.build(self.tokenizer, collate, self.data_placement())
+        return RunData(loader, batches, collate, reports)
+
+    def prepare(self, out_dir: str, **options: Any) -> PrepareResult:  # type: ignore[override]  # shards, not rows
+        """``honing prepare``: tokenize ``data.train.sources`` with this config's tokenizer into ``out_dir``
+        (``options``: the workers, shard_bytes and progress of ``PretrainText.prepare``)."""
+        if self.config.method != "pretrain":
+            raise ConfigError(
+                f"method: honing prepare writes pretraining tokens; expected 'pretrain', got {self.config.method!r}"
+            )
+        configure_storage(self.config.storage)
+        return self.text.prepare(out_dir, **options)

@@ -1,4 +1,5 @@
-"""The method-agnostic trainer: the loop, durations, metrics, checkpoints and callbacks."""
+"""The method-agnostic trainer: the loop, durations, metrics, checkpoints and callbacks. OLMo-core's
+``TrainerConfig`` / ``CheckpointerConfig`` live at the edge, in ``honing.interop.olmo_core``."""
 
 from honing.distributed import prepare_training_environment, teardown_training_environment
 from honing.train.callbacks.base import Callback
@@ -8,12 +9,10 @@ from honing.train.duration import Duration, DurationUnit
 from honing.train.metrics import MetricMergeStrategy, ReduceType
 from honing.train.train_module import TrainModule
 from honing.train.trainer import Trainer
-from honing.train.trainer_config import CheckpointerConfig, TrainerConfig
 
 __all__ = [
     "Callback",
     "Checkpointer",
-    "CheckpointerConfig",
     "Duration",
     "DurationUnit",
     "LoadStrategy",
@@ -21,7 +20,6 @@ __all__ = [
     "ReduceType",
     "StepSkipRange",
     "Trainer",
-    "TrainerConfig",
     "TrainModule",
     "prepare_training_environment",
     "teardown_training_environment",

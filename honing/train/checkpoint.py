@@ -23,6 +23,7 @@ import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.api import CheckpointException
 
 from honing import storage
+from honing.config.schema import StorageSection
 from honing.distributed import get_rank, get_world_size, is_distributed, ranks_where
 from honing.errors import CheckpointError
 from honing.train.checkpoint_io import (
@@ -61,16 +62,17 @@ class Checkpointer:
         process_group: dist.ProcessGroup | None = None,
         save_overwrite: bool = False,
         uploader: Uploader | None = None,
-        work_root: str | None = None,
-        upload_wait_seconds: float = 600.0,
+        storage: StorageSection | None = None,
     ):
         self.process_group = process_group
         self.save_overwrite = save_overwrite
-        # With an uploader, remote checkpoints are written to work folders under work_root (default: the
-        # cache) and uploaded by it; without one they are written to the URL directly, on the saving thread.
+        # With an uploader, remote checkpoints are written to work folders under the storage section's
+        # work_folder (default: the cache) and uploaded by it; without one they are written to the URL
+        # directly, on the saving thread. The end of training waits upload_wait_seconds for the uploads.
+        storage = storage or StorageSection()
         self.uploader = uploader
-        self.work_root = work_root
-        self.upload_wait_seconds = upload_wait_seconds
+        self.work_root = storage.work_folder
+        self.upload_wait_seconds = storage.upload_wait_seconds
         self._executor: ThreadPoolExecutor | None = None
         self._pending: Future | None = None
         self._background_group: dist.ProcessGroup | None = None

@@ -16,6 +16,7 @@ from fsspec.implementations.local import LocalFileSystem
 
 from honing import storage
 from honing.cache import default_cache_dir
+from honing.config.schema import StorageSection
 
 log = logging.getLogger(__name__)
 
@@ -55,9 +56,11 @@ class Uploader:
     Only one process should upload (rank 0); the thread is a daemon and starts at the first task.
     """
 
-    def __init__(self, *, retry_initial_seconds: float = 1.0, retry_max_seconds: float = 60.0):
-        self.retry_initial_seconds = retry_initial_seconds
-        self.retry_max_seconds = retry_max_seconds
+    def __init__(self, storage: StorageSection | None = None):
+        storage = storage or StorageSection()
+        # a retry waits retry_initial_seconds, then twice as long each time, up to retry_max_seconds
+        self.retry_initial_seconds = storage.retry_initial_seconds
+        self.retry_max_seconds = storage.retry_max_seconds
         self._tasks: deque[_Task] = deque()
         self._confirmed: set[str] = set()  # targets known to be complete at their destination
         self._cond = threading.Condition()

@@ -11,30 +11,25 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import torch
-import torch.distributed as dist
 
 from honing import storage
-from honing.distributed import (
-    get_world_size,
-    is_distributed,
-    is_rank0,
-    new_background_group,
-)
-from honing.errors import ConfigError, NonFiniteLossError
+from honing.config.schema import StorageSection, TrainerSection
+from honing.distributed import get_world_size, is_distributed, is_rank0, new_background_group
+from honing.errors import ConfigError
 from honing.train.callbacks.base import Callback
 from honing.train.callbacks.checkpointer import CheckpointerCallback
 from honing.train.callbacks.evaluator import EvaluatorCallback
 from honing.train.callbacks.generation_eval import GenerationEvalCallback
-from honing.train.callbacks.hooks import handlers
 from honing.train.checkpoint import MARKER, Checkpointer
-from honing.train.common import LoadStrategy, StepSkipRange
+from honing.train.common import StepSkipRange
 from honing.train.duration import Duration, DurationUnit
-from honing.train.metrics import MetricMergeStrategy, MetricsBuffer, MetricValue, ReduceType, reduce_steps
+from honing.train.metrics import MetricsBuffer
 from honing.train.remote import Uploader
 from honing.train.signals import GracefulStop
 from honing.train.train_module import TrainModule
 from honing.train.trainer_cancel import TrainerCancel
 from honing.train.trainer_checkpoints import TrainerCheckpoints
+from honing.train.trainer_metrics import TrainerMetrics
 
 log = logging.getLogger(__name__)
 
@@ -44,64 +39,70 @@ def _is_evaluator(callback: Callback) -> bool:
     return isinstance(callback, (EvaluatorCallback, GenerationEvalCallback))
 
 
-class Trainer(TrainerCancel, TrainerCheckpoints):
-    """Runs ``fit()``: load a checkpoint, then step until the duration, a hard stop or a cancel."""
+def _implements(callback: Callback, event: str) -> bool:
+    """True when ``callback`` does something at ``event``, rather than inheriting the base class's no-op."""
+    method = getattr(callback, event)
+    return getattr(method, "__func__", method) is not getattr(Callback, event)
+
+
+def check_warm_start(config: TrainerSection) -> None:
+    """``load_trainer_state`` / ``load_optim_state`` say what ``load_path``'s checkpoint restores: set without it
+    they would change nothing, so they are refused (one line naming the key)."""
+    for key in ("load_trainer_state", "load_optim_state"):
+        if config.load_path is None and getattr(config, key) != type(config).model_fields[key].default:
+            raise ConfigError(
+                f"trainer.{key}: says what the checkpoint of trainer.load_path restores, and trainer.load_path is "
+                f"not set; set it, or remove trainer.{key}"
+            )
+
+
+class Trainer(TrainerCancel, TrainerCheckpoints, TrainerMetrics):
+    """Runs ``fit()``: load a checkpoint, then step until the duration, a hard stop or a cancel.
+
+    It takes its settings as the config's ``trainer`` section (``storage`` says how a remote save folder is
+    written and uploaded); the rest are the run's parts: the train module, the data loader, the callbacks, the
+    files every checkpoint holds (``extra_checkpoint_files``) and ``model_params`` for "chinchilla" durations.
+    ``callback_adapter`` sees every callback as it is registered (the recipe's adapts other systems' event
+    names, ``honing.interop.callback_names``); the trainer itself calls honing's event names only."""
 
     def __init__(
         self,
+        config: TrainerSection,
         *,
-        save_folder: str,
         train_module: TrainModule,
         data_loader: Any,
-        max_duration: Duration,
-        hard_stop: Duration | None = None,
-        load_path: str | None = None,
-        load_strategy: LoadStrategy = LoadStrategy.if_available,
-        metrics_collect_interval: int = 10,
-        cancel_check_interval: int = 1,
-        steps_to_skip: list[StepSkipRange] | None = None,
-        load_trainer_state: bool | None = None,
-        load_optim_state: bool | None = None,
-        no_checkpoints: bool = False,
-        no_evals: bool = False,
-        work_root: str | None = None,
-        save_overwrite: bool = False,
         callbacks: dict[str, Callback] | None = None,
         extra_checkpoint_files: dict[str, str | bytes] | None = None,
-        nonfinite_loss: str = "stop",
+        model_params: int | None = None,
+        storage: StorageSection | None = None,
         checkpointer: Checkpointer | None = None,
+        callback_adapter: Callable[[Callback], Callback] | None = None,
     ):
-        self.save_folder = save_folder
+        self.config = config
         self.train_module = train_module
         self.data_loader = data_loader
-        self.max_duration = max_duration
-        self.hard_stop = hard_stop
-        self.load_path = load_path
-        self.load_strategy = load_strategy
-        # What a checkpoint from load_path restores besides the weights (the save folder's own checkpoints
-        # always restore everything): load_trainer_state False is a warm start from another run, with a fresh
-        # optimizer too unless load_optim_state says otherwise (None: the optimizer goes with the trainer state).
-        # None (OLMo-core's default): the trainer state is loaded when the checkpoint has one.
-        self.load_trainer_state = load_trainer_state
-        self.load_optim_state = load_optim_state
-        self.metrics_collect_interval = metrics_collect_interval
-        self.cancel_check_interval = cancel_check_interval
-        self.steps_to_skip = steps_to_skip or []
+        # the settings as the loop reads them: typed once here
+        self.max_duration = Duration.parse(config.max_duration, model_params=model_params)
+        self.hard_stop = Duration.parse(config.hard_stop, model_params=model_params) if config.hard_stop else None
+        self.steps_to_skip = [StepSkipRange(skip.start, skip.stop) for skip in config.steps_to_skip]
+        self.cancel_check_interval = config.cancel_check_interval
+        check_warm_start(config)
         self.extra_checkpoint_files = extra_checkpoint_files or {}
         # A remote save folder is written to a local work folder and uploaded in the background.
+        storage = storage or StorageSection()
         self.checkpointer = checkpointer or Checkpointer(
-            save_overwrite=save_overwrite, uploader=Uploader(), work_root=work_root
+            save_overwrite=config.save_overwrite, uploader=Uploader(storage), storage=storage
         )
 
         self.global_step = 0
         self.global_train_tokens_seen = 0
         self.epoch = 1
+        self.current_batch: Any = None  # the batch of the step being trained (OLMo-core's pre_step gets it)
         self.canceled = False
         self.cancel_reason: str | None = None
         self._cancel_requested: str | None = None
         self._metrics = MetricsBuffer()
-        self._ce_losses: set[str] = set()  # metrics recorded as cross-entropy: they get a perplexity
-        self.nonfinite_loss = nonfinite_loss
+        self._ce_losses: set[str] = set()
         self._bookkeeping = ThreadPoolExecutor(max_workers=1, thread_name_prefix="honing-bookkeeping")
         self._bookkeeping_futures: list[Future] = []
         self._last_checkpoint_step: int | None = None
@@ -109,7 +110,7 @@ class Trainer(TrainerCancel, TrainerCheckpoints):
         # Metrics are reduced across ranks in the bookkeeping thread, on a gloo group of their own so
         # those collectives never interleave with training's; created here, where every rank reaches it.
         self._metrics_group = new_background_group() if get_world_size() > 1 else None
-        self._pending_logs: list[Future] = []  # reductions in flight, announced in order
+        self._pending_logs: list[Future] = []
         # Cancel flags are exchanged every step by an asynchronous all-reduce on a gloo group of their own (not
         # the metrics group: the bookkeeping thread's collectives there would interleave with it differently on
         # each rank); a step's exchange is waited on at the next step's boundary, long done by then.
@@ -118,16 +119,22 @@ class Trainer(TrainerCancel, TrainerCheckpoints):
 
         self.callbacks: dict[str, Callback] = {}
         self._handlers: dict[str, list[Callable[..., Any]]] = {}
-        self._no_checkpoints = no_checkpoints
-        self._no_evals = no_evals
+        self._callback_adapter = callback_adapter
+        self._no_checkpoints = False
+        self._no_evals = False
         for name, callback in (callbacks or {}).items():
             self.add_callback(name, callback)
         train_module.on_attach(self)
 
+    @property
+    def save_folder(self) -> str:
+        """Where the run's checkpoints and files go: a local folder or a URL."""
+        return self.config.save_folder
+
     # --- callbacks ----------------------------------------------------------------
     def add_callback(self, name: str | Callback, callback: Callback | None = None) -> None:
         """Register a callback under ``name`` (its state is checkpointed under that name); a name already
-        registered is an error, as in OLMo-core. VeOmni's ``add_callback(callback)`` names it by its class."""
+        registered is an error, as in OLMo-core. ``add_callback(callback)`` names it by its class."""
         if callback is None and isinstance(name, Callback):
             name, callback = type(name).__name__, name
         if name in self.callbacks:
@@ -135,6 +142,8 @@ class Trainer(TrainerCancel, TrainerCheckpoints):
                 f"a callback named {name!r} is already registered "
                 f"({type(self.callbacks[name]).__name__}); choose another name"
             )
+        if self._callback_adapter is not None:
+            callback = self._callback_adapter(callback)
         callback.attach(self)
         self.callbacks[name] = callback
         self.callbacks = dict(sorted(self.callbacks.items(), key=lambda item: -item[1].priority))
@@ -179,21 +188,22 @@ class Trainer(TrainerCancel, TrainerCheckpoints):
             return False
         return not (self._no_evals and _is_evaluator(callback))
 
-    def _emit(self, event: str, *args: Any, **kwargs: Any) -> None:
-        for handler in self._handlers_for(event):
-            handler(*args, **kwargs)
+    def _emit(self, event: str, *args: Any) -> None:
+        handlers = self._handlers.get(event)
+        if handlers is None:
+            handlers = self._handlers_for(event)
+        for handler in handlers:
+            handler(*args)
 
     def _handlers_for(self, event: str) -> list[Callable[..., Any]]:
-        """The callbacks' methods for ``event`` (under honing's or OLMo-core's name), by priority: only those
-        that override it, since at millisecond steps calling every callback's no-op on_step_begin/on_step_end
-        shows in tokens/s."""
+        """The callbacks' methods for ``event``, by priority: only those that implement it, since at millisecond
+        steps calling every callback's no-op on_step_begin/on_step_end shows in tokens/s."""
         found = self._handlers.get(event)
         if found is None:
             found = self._handlers[event] = [
-                handler
+                getattr(callback, event)
                 for callback in self.callbacks.values()
-                if self._active(callback)
-                for handler in handlers(callback, event, Callback, self)
+                if self._active(callback) and _implements(callback, event)
             ]
         return found
 
@@ -274,92 +284,6 @@ class Trainer(TrainerCancel, TrainerCheckpoints):
     def training_complete(self) -> bool:
         """True once the duration or hard stop is reached, or the run was canceled."""
         return self.canceled or self._due(self.max_duration) or self._due(self.hard_stop)
-
-    # --- metrics --------------------------------------------------------------------
-    def record_metric(
-        self,
-        name: str,
-        value: MetricValue,
-        reduce_type: ReduceType | str | None = None,
-        namespace: str | None = None,
-        merge_strategy: MetricMergeStrategy | str = MetricMergeStrategy.warn,
-    ) -> None:
-        """Record a metric for the current step; tensors stay on device until collection. As in OLMo-core,
-        ``reduce_type`` None means no reduction across ranks (rank 0 logs its own value), and a second value
-        in the same step is merged by ``merge_strategy`` (``warn``: the first is kept, with a warning)."""
-        if namespace:
-            name = f"{namespace.rstrip('/')}/{name}"
-        self._metrics.record(self.global_step, name, value, reduce_type, merge_strategy)
-
-    def record_ce_loss(self, value: MetricValue, reduce_type: ReduceType | str | None = None) -> None:
-        """Record the training cross-entropy loss (``reduce_type`` None: not reduced, as OLMo-core's default;
-        honing's train modules pass ``mean``); its perplexity is logged with it, computed from the loss once it
-        is reduced, so the hot path pays for one metric."""
-        self._ce_losses.add("train/loss")
-        self.record_metric("train/loss", value, reduce_type)
-
-    def log_samples(self, name: str, rows: list[dict[str, Any]]) -> None:
-        """Hand generated text (rows of the same keys) to the callbacks, e.g. as a W&B table."""
-        self._emit("on_log_samples", self.global_step, name, rows)
-
-    def get_metric(self, name: str, step: int | None = None) -> torch.Tensor | None:
-        """A metric recorded this step (or at ``step``) that has not been collected yet."""
-        return self._metrics.get(self.global_step if step is None else step, name)
-
-    def _log_metrics(self, *, wait: bool = False) -> None:
-        local, reduce_types = self._metrics.collect_local()
-        bad_step = self._first_nonfinite_loss(local)
-        if bad_step is not None:
-            # the finite steps before it are still logged: nothing already measured is lost
-            local = {step: values for step, values in local.items() if step < bad_step}
-        if local and self._metrics_group is None:  # one process: nothing to reduce
-            self._emit_logs(local)
-        elif local:
-            self._pending_logs.append(self.run_bookkeeping_op(reduce_steps, local, reduce_types, self._metrics_group))
-        self._announce_logs(wait=wait or bad_step is not None)
-        if bad_step is not None:
-            self._raise_nonfinite(bad_step)
-
-    def _first_nonfinite_loss(self, steps: dict[int, dict[str, float]]) -> int | None:
-        if self.nonfinite_loss != "stop":
-            return None
-        return next((step for step in sorted(steps) if not math.isfinite(steps[step].get("train/loss", 0.0))), None)
-
-    def check_loss_finite(self) -> None:
-        """Raise ``NonFiniteLossError`` if a step not yet logged recorded a NaN or infinite ``train/loss``
-        (one host sync); called before every checkpoint so broken weights are never saved."""
-        if self.nonfinite_loss != "stop":
-            return
-        pending = self._metrics.values_of("train/loss")
-        if not pending:
-            return
-        values = torch.stack([torch.as_tensor(v, dtype=torch.float64).reshape(()).cpu() for _, v in pending])
-        finite = torch.isfinite(values)
-        if is_distributed():  # a rank's local loss may be the only broken one; all ranks must agree
-            flags = finite.to(torch.int32)
-            dist.all_reduce(flags, op=dist.ReduceOp.MIN)
-            finite = flags.bool()
-        if not bool(finite.all()):
-            self._raise_nonfinite(pending[int((~finite).nonzero()[0])][0])
-
-    def _raise_nonfinite(self, step: int) -> None:
-        last = self._last_checkpoint_step
-        saved = f"the last checkpoint (step {last}) holds finite weights" if last else "no checkpoint was saved"
-        raise NonFiniteLossError(
-            f"train/loss is not finite (NaN or inf) at step {step}: training stopped and nothing was saved after "
-            f"it; {saved}. Lower optim.lr, check the data, or set trainer.nonfinite_loss=skip to skip such steps"
-        )
-
-    def _announce_logs(self, *, wait: bool = False) -> None:
-        # on_log runs on the training thread, once a step's reduction is done (at once when ``wait``)
-        while self._pending_logs and (wait or self._pending_logs[0].done()):
-            self._emit_logs(self._pending_logs.pop(0).result())
-
-    def _emit_logs(self, steps: dict[int, dict[str, float]]) -> None:
-        for step, metrics in steps.items():
-            for name in self._ce_losses & metrics.keys():  # only a cross-entropy has a perplexity
-                metrics[name.rsplit("/", 1)[0] + "/perplexity"] = math.exp(min(metrics[name], 50.0))
-            self._emit("on_log", step, metrics)
 
     # --- bookkeeping off the hot path ----------------------------------------------
     def run_bookkeeping_op(self, op: Callable[..., Any], *args: Any, **kwargs: Any) -> Future:
@@ -465,8 +389,9 @@ class Trainer(TrainerCancel, TrainerCheckpoints):
 
     def _train_step(self, batch: Any) -> None:
         self.global_step += 1
-        self._emit("on_step_begin", micro_batches=batch)  # VeOmni's keyword; OLMo-core's pre_step(batch)
-        if any(self.global_step in skip for skip in self.steps_to_skip):
+        self.current_batch = batch
+        self._emit("on_step_begin")
+        if self.steps_to_skip and any(self.global_step in skip for skip in self.steps_to_skip):
             log.info("step %d is in steps_to_skip: its batch is consumed but not trained on", self.global_step)
         else:
             self.train_module.zero_grads()
@@ -476,11 +401,16 @@ class Trainer(TrainerCancel, TrainerCheckpoints):
         # asked of the train module after its step: a method that generates counts what it generated
         self.global_train_tokens_seen += self.train_module.num_tokens(batch)
         self._emit("post_train_batch")
-        # VeOmni's on_step_end keywords: still tensors on the device, so nothing syncs unless a callback reads them
-        self._emit("on_step_end", loss=self.get_metric("train/loss"), grad_norm=self.get_metric("optim/grad_norm"))
-        self._announce_async_saves()
-        self._announce_logs()
-        if self.global_step % self.cancel_check_interval == 0:
+        self._emit("on_step_end")
+        # the bookkeeping below is a few attribute reads unless something is pending
+        if self._pending_saved:
+            self._announce_async_saves()
+        if self._pending_logs:
+            self._announce_logs()
+        # one process without a cancel request has nothing to check or exchange
+        if (self._cancel_group is not None or self._cancel_requested is not None) and (
+            self.global_step % self.cancel_check_interval == 0
+        ):
             self.check_if_canceled()
-        if self.global_step % self.metrics_collect_interval == 0 or self.training_complete:
+        if self.global_step % self.config.metrics_collect_interval == 0 or self.training_complete:
             self._log_metrics()

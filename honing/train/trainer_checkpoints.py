@@ -116,6 +116,11 @@ class TrainerCheckpoints:
             self._emit("on_checkpoint_saved", self._pending_saved.pop(0))
 
     @property
+    def load_strategy(self) -> LoadStrategy:
+        """Whether ``fit`` loads a checkpoint first (``if_available``, ``always`` or ``never``)."""
+        return LoadStrategy(self.config.load_strategy)
+
+    @property
     def last_checkpoint_step(self) -> int | None:
         """The step of the most recent checkpoint this run saved (or loaded)."""
         return self._last_checkpoint_step
@@ -128,10 +133,10 @@ class TrainerCheckpoints:
         extra state, e.g. its LR scheduler) when ``load_optim_state`` is True. None takes the trainer's own
         setting; a ``load_trainer_state`` that is None there too loads the trainer state when the checkpoint has
         one (OLMo-core's meaning), and a ``load_optim_state`` that is None follows ``load_trainer_state``."""
-        load_trainer_state = self.load_trainer_state if load_trainer_state is None else load_trainer_state
+        load_trainer_state = self.config.load_trainer_state if load_trainer_state is None else load_trainer_state
         if load_trainer_state is None:
             load_trainer_state = storage.exists(storage.join(path, TRAIN_DIR, "rank0.pt"))
-        load_optim_state = self.load_optim_state if load_optim_state is None else load_optim_state
+        load_optim_state = self.config.load_optim_state if load_optim_state is None else load_optim_state
         load_optim_state = load_trainer_state if load_optim_state is None else load_optim_state
         state = self.checkpointer.load(
             path, self.train_module, load_optimizer_state=load_optim_state, load_trainer_state=load_trainer_state
@@ -219,13 +224,13 @@ class TrainerCheckpoints:
         if self.save_folder and self.maybe_load_checkpoint(
             self.save_folder, load_trainer_state=True, load_optim_state=True
         ):
-            if self.load_path:
-                log.info("resumed from the save folder's checkpoint; load_path %r is not used", self.load_path)
+            if self.config.load_path:
+                log.info("resumed from the save folder's checkpoint; load_path %r is not used", self.config.load_path)
             return
-        if self.load_path and self.maybe_load_checkpoint(self.load_path):
+        if self.config.load_path and self.maybe_load_checkpoint(self.config.load_path):
             return
         if self.load_strategy == LoadStrategy.always:
             raise CheckpointError(
                 f"load_strategy is 'always' but no loadable checkpoint was found in "
-                f"{self.save_folder!r}" + (f" or {self.load_path!r}" if self.load_path else "")
+                f"{self.save_folder!r}" + (f" or {self.config.load_path!r}" if self.config.load_path else "")
             )

@@ -7,8 +7,7 @@ import pytest
 import yaml
 
 from honing.config import ConfigError, load_config
-from honing.config.converting import convert_file
-from honing.config.foreign import detect_dialect, translate
+from honing.interop.configs import convert_file, detect_dialect, load_any_config, translate
 
 OUMI = """
 model:
@@ -81,7 +80,7 @@ def test_every_key_that_cannot_be_honoured_is_refused_by_name_in_one_line(tmp_pa
     path = tmp_path / "oumi.yaml"
     path.write_text(yaml.safe_dump(raw))
     with pytest.raises(ConfigError) as error:
-        load_config(str(path))
+        load_any_config(str(path))
     message = str(error.value)
     assert "\n" not in message and message.startswith(f"{path}: read as an Oumi config; cannot honour: ")
     for key in (
@@ -164,13 +163,21 @@ def test_an_olmocr_config_becomes_honing_keys_with_its_defaults():
 def test_olmocr_secrets_never_reach_the_log_or_the_converted_file(tmp_path, caplog):
     path = tmp_path / "olmocr.yaml"
     path.write_text(OLMOCR)
-    with caplog.at_level(logging.INFO, logger="honing.config"):
-        config = load_config(str(path), ["data.train.sources[0].path=other/*.jsonl"])
+    with caplog.at_level(logging.INFO, logger="honing.interop.configs"):
+        config = load_any_config(str(path), ["data.train.sources[0].path=other/*.jsonl"])
     assert config.storage.aws_secret_access_key == "aws-secret" and config.data.train.sources[0].path == "other/*.jsonl"
     assert "aws-secret" not in caplog.text and "wandb-secret" not in caplog.text and "AKID" not in caplog.text
     text = convert_file(str(path), str(tmp_path / "honing.yaml"))
     assert "aws-secret" not in text and "# storage.aws_secret_access_key: a secret, not written" in text
     assert (tmp_path / "honing.yaml").read_text() == text
+
+
+def test_honing_config_loads_honings_own_files_and_the_edge_loads_any(tmp_path):
+    path = tmp_path / "oumi.yaml"
+    path.write_text(OUMI)
+    with pytest.raises(ConfigError, match="training: unknown key"):
+        load_config(str(path))  # honing.config knows no other system's keys
+    assert load_any_config(str(path)).method == "sft"
 
 
 def test_dialects_are_told_apart_by_their_sections():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 
 import pytest
+from pydantic import ValidationError
 
 from honing.config import leaf_keys, track_reads, validate
 from honing.config.schema import RunConfig, Section
@@ -112,9 +113,11 @@ def test_sections_outside_the_tracked_config_are_not_recorded():
     assert reads.keys == set()
 
 
-def test_assignment_still_validates_under_tracking():
+def test_a_loaded_config_is_read_only_and_a_copy_takes_a_changed_setting():
     config = validate(RAW)
-    with track_reads(config) as reads:
+    with pytest.raises(ValidationError, match="frozen"):
         config.trainer.seed = 3
-        assert config.trainer.seed == 3
+    with track_reads(config) as reads:
+        changed = config.model_copy(update={"trainer": config.trainer.model_copy(update={"seed": 3})})
+        assert changed.trainer.seed == 3 and config.trainer.seed == RAW.get("trainer", {}).get("seed", 0)
     assert "trainer.seed" in reads.keys

@@ -93,8 +93,6 @@ def shared(folder: Path, method: str) -> dict[str, Any]:
             "steps_to_skip": [{"start": 2, "stop": 3}],
             "save_overwrite": True,
             "load_strategy": "if_available",
-            "load_trainer_state": True,
-            "load_optim_state": True,
             "nonfinite_loss": "stop",
         },
         "data": {

@@ -8,9 +8,9 @@ import os
 import numpy as np
 import pytest
 
-from honing.data.finetune_rows import load_examples
 from honing.data.generated.ocr import ALPHABET, HEIGHT, PROMPT, WIDTH_STEP, ocr_strings
 from honing.data.generated.tasks import materialize
+from honing.data.row_reader import load_examples
 from honing.data.vision.images import check_images, load_image
 from honing.errors import DataError
 

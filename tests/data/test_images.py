@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from honing.data.finetune_rows import iter_examples, load_examples
 from honing.data.formats import ContentItem, Conversation, Message, resolve_image_paths
+from honing.data.row_reader import iter_examples, load_examples
 from honing.data.vision.images import ImageError, check_images, load_image
 from honing.errors import DataError
 

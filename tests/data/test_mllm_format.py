@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from honing.data.finetune_rows import load_examples
 from honing.data.formats import ContentItem, Conversation, Message, RowError, detect_format, to_example
+from honing.data.row_reader import load_examples
 from honing.data.vision.images import check_images, load_image
 from honing.errors import DataError
 

@@ -8,9 +8,9 @@ import json
 import numpy as np
 import pytest
 
-from honing.data.finetune_rows import BadRowReport
 from honing.data.prepare_finetune import prepare_rows
 from honing.data.prepared_rows import BUILT, REJECTED, PreparedRows, is_prepared_folder
+from honing.data.row_reader import BadRowReport
 from honing.errors import DataError
 
 ROWS = [

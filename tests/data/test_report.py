@@ -46,7 +46,7 @@ def test_image_statistics_are_printed_only_when_present():
 
 
 def test_histograms_add_a_row_of_image_tokens(tmp_path):
-    from honing.data_report import draw_histograms
+    from honing.data.report_files import draw_histograms
 
     report = DataReport()
     report.add(40, 4)

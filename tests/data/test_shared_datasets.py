@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from honing.data.finetune_rows import load_examples
 from honing.data.formats import Conversation, Message
+from honing.data.row_reader import load_examples
 
 SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 

@@ -14,12 +14,13 @@ import pytest
 
 from honing.data.loader import DataLoader
 from honing.data.text import pieces as text_pieces
-from honing.data.text import token_rows, token_shards
+from honing.data.text import token_shards
+from honing.data.text import token_windows as token_rows
 from honing.data.text.corpus import tokenize_documents
 from honing.data.text.documents import load_documents
 from honing.data.text.prepare import prepare_tokens
-from honing.data.text.token_rows import RowWindow, TokenRows, TokenSource, split_windows
 from honing.data.text.token_shards import ShardWriter, open_shard, read_index, shard_name, token_dtype
+from honing.data.text.token_windows import RowWindow, TokenRows, TokenSource, split_windows
 from honing.data.tokenizer import build_tokenizer
 from honing.errors import DataError
 from honing.losses import IGNORE_INDEX

@@ -72,7 +72,7 @@ def test_micro_batches_are_processed_together_as_each_row_alone(tmp_path):
     from transformers import AutoProcessor
 
     from honing.data.vision.batches import VLCollator
-    from honing.data.vision.rows import VLDataset, tokenize_vl_conversations
+    from honing.data.vision.processing import VLDataset, tokenize_vl_conversations
     from honing.models.tiny_vl import build_tiny_processor
 
     processor = AutoProcessor.from_pretrained(build_tiny_processor("qwen2_vl", str(tmp_path / "processor")))
@@ -116,7 +116,7 @@ def test_image_only_batches_equal_the_full_processor_call(tmp_path, model_type):
     from transformers import AutoProcessor
 
     from honing.data.vision.batches import VLCollator
-    from honing.data.vision.rows import VLDataset, tokenize_vl_conversations
+    from honing.data.vision.processing import VLDataset, tokenize_vl_conversations
     from honing.errors import DataError
     from honing.models.tiny_vl import build_tiny_processor
     from honing.models.vl_families import FAMILIES

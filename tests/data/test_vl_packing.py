@@ -5,7 +5,7 @@ import torch
 from PIL import Image
 
 from honing.data.vision.packing import PackedVLCollator, VLPackedDataset
-from honing.data.vision.rows import VLDataset, tokenize_vl_conversation
+from honing.data.vision.processing import VLDataset, tokenize_vl_conversation
 from honing.losses import cross_entropy_sum
 
 pytest.importorskip("torchvision")

@@ -2,7 +2,7 @@
 
 import pytest
 
-from honing.data.vision.rows import align_labels
+from honing.data.vision.processing import align_labels
 from honing.errors import DataError
 from honing.losses import IGNORE_INDEX as X
 

@@ -16,9 +16,10 @@ pytestmark = pytest.mark.slow
 WORKER = textwrap.dedent("""
     import json, sys, threading
     import torch
-    import honing.train.trainer as trainer_module
+    import honing.train.trainer_metrics as trainer_module
     from honing.distributed import get_rank, prepare_training_environment, teardown_training_environment
-    from honing.train import Callback, TrainerConfig
+    from honing.interop.olmo_core import TrainerConfig
+    from honing.train import Callback
     from honing.train.metrics import ReduceType
 
     reduce_threads = []

@@ -166,3 +166,17 @@ def test_config_show_and_schema(tmp_path):
     result = honing("config", "schema")
     schema = json.loads(result.stdout)
     assert "trainer" in schema["properties"] and "max_duration" in json.dumps(schema)
+    max_duration = schema["$defs"]["TrainerSection"]["properties"]["max_duration"]
+    assert max_duration["description"].startswith("How long to train: ``200steps``")
+
+
+def test_config_keys_prints_each_key_with_its_default_and_description():
+    result = honing("config", "keys", "trainer")
+    assert result.returncode == 0, result.stderr
+    assert "trainer.cancel_check_interval: int, >= 1 = 1\n    SIGTERM / Ctrl-C is exchanged" in result.stdout
+    assert "trainer.load_path: str or null = null\n" in result.stdout and "data." not in result.stdout
+    result = honing("config", "keys", "--method", "pretrain")
+    assert "data.document_masking: bool = false\n" in result.stdout and "data.chat_template" not in result.stdout
+    assert "data.train.sources[].format: " in result.stdout and "[pretrain: auto, text, jsonl, tokens]" in result.stdout
+    result = honing("config", "keys", "trainr")
+    assert result.returncode == 2 and "config keys: no key under 'trainr'; the sections are: " in result.stderr

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from honing.cli import main
-from honing.config.loading import apply_override
+from honing.config import apply_override
 
 # Shared by every example: a short run in the test's folder (the documents' own lengths are hours).
 SHORT_RUN = ["training.max_steps=2", "training.per_device_train_batch_size=2", "training.save_steps=2"]
@@ -127,7 +127,7 @@ def test_oumi_sft_example_trains_and_its_conversion_trains_to_the_same_losses(as
         f"training.output_dir={tmp_path / 'oumi'}",
         *SHORT_RUN,
     ]
-    with caplog.at_level(logging.INFO, logger="honing.config"):
+    with caplog.at_level(logging.INFO, logger="honing.interop.configs"):
         assert run_example(tmp_path, OUMI_SFT, changes) == 0
     assert "read as an Oumi config, translated to honing's" in caplog.text and "method: sft" in caplog.text
     foreign = losses(tmp_path / "oumi")
@@ -330,7 +330,7 @@ def test_olmocr_train_config_trains_and_keeps_its_secrets_out_of_the_saved_confi
         "save.save_every_steps=2",
         "aws={access_key_id: AKIDEXAMPLE, secret_access_key: very-secret}",
     ]
-    with caplog.at_level(logging.INFO, logger="honing.config"):
+    with caplog.at_level(logging.INFO, logger="honing.interop.configs"):
         assert run_example(tmp_path, OLMOCR_TRAIN_CONFIG, changes, [f"trainer.save_folder={tmp_path / 'run'}"]) == 0
     assert "very-secret" not in caplog.text and "read as an olmOCR config" in caplog.text
     assert len(losses(tmp_path / "run")) == 2

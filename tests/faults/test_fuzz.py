@@ -16,12 +16,12 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from honing.config import load_config
-from honing.data.finetune_rows import load_examples
 from honing.data.preference.pairs import load_pairs
-from honing.data.prompts.rows import load_prompts
+from honing.data.prompts.prompts import load_prompts
+from honing.data.row_reader import load_examples
 from honing.data.text.documents import load_documents
 from honing.errors import HoningError
+from honing.interop.configs import load_any_config
 
 REPO = Path(__file__).resolve().parents[2]
 FUZZ = settings(
@@ -116,7 +116,7 @@ def loads_or_honing_error(load) -> None:
 @given(text=st.one_of(st.text(max_size=200), nested(CONFIG_KEYS).map(lambda v: yaml.safe_dump(v))))
 def test_random_yaml_loads_or_raises_a_config_error(text):
     path = write(".yaml", text.encode("utf-8", "surrogatepass"))
-    loads_or_honing_error(lambda: load_config(path))
+    loads_or_honing_error(lambda: load_any_config(path))
 
 
 @FUZZ
@@ -132,7 +132,7 @@ def test_almost_valid_configs_load_or_raise_a_config_error(section, extra):
         target = child if isinstance(child, dict) else target.setdefault(key, {}) if key not in target else target
     target.update(section)
     path = write(".yaml", yaml.safe_dump(raw).encode())
-    loads_or_honing_error(lambda: load_config(path))
+    loads_or_honing_error(lambda: load_any_config(path))
 
 
 overrides = st.one_of(
@@ -150,7 +150,7 @@ overrides = st.one_of(
 def test_random_overrides_load_or_raise_a_config_error(items):
     path = FOLDER / "base.yaml"
     path.write_text(BASE_CONFIG)
-    loads_or_honing_error(lambda: load_config(str(path), items))
+    loads_or_honing_error(lambda: load_any_config(str(path), items))
 
 
 # --- the data readers -----------------------------------------------------------------------------------------

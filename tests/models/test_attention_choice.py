@@ -53,29 +53,27 @@ def test_a_named_implementation_is_used_as_given(requested):
 
 def test_the_recipe_reports_its_choice_and_lays_rows_end_to_end_under_flash(tmp_path):
     recipe = SFTRecipe(sft_config(tmp_path))
-    recipe.setup_processor()
+    recipe.build_model_assets()
     recipe.model = recipe.build_model()
     assert recipe.config.model.attn_implementation == "auto"
-    assert recipe.attention == AttentionChoice("sdpa", "auto: not on CUDA")
+    assert recipe.models.attention == AttentionChoice("sdpa", "auto: not on CUDA")
     assert recipe.model.config._attn_implementation == "sdpa"
-    assert "attention sdpa (auto: not on CUDA)" == f"attention {recipe.describe_attention()}"
-    _, collator = recipe.rows(recipe.tokenize(recipe.examples()[0], "train"), "train")
-    assert collator is stack_collate
+    assert "attention sdpa (auto: not on CUDA)" == f"attention {recipe.models.describe_attention()}"
+    assert recipe.build_data().collator is stack_collate
     # what build_model keeps for a CUDA run with flash attention installed (the kernel itself needs the GPU)
-    recipe.attention = AttentionChoice("flash_attention_2", "auto: packed rows on CUDA, varlen flash attention")
-    _, collator = recipe.rows(recipe.tokenize(recipe.examples()[0], "train"), "train")
-    assert isinstance(collator, VarlenCollator)
+    recipe.models.attention = AttentionChoice("flash_attention_2", "auto: packed rows on CUDA, varlen flash attention")
+    assert isinstance(recipe.build_data().collator, VarlenCollator)
 
 
 def test_the_recipe_switches_the_built_model_to_the_chosen_kernel(tmp_path):
     recipe = SFTRecipe(sft_config(tmp_path))
-    recipe.setup_processor()
+    recipe.build_model_assets()
     model = recipe.build_model()  # on this CPU: built with sdpa, auto keeps it
     # the same model as a CUDA run in fp32 would decide for it (the decision reads only the device's type)
-    recipe.device, recipe.precision = torch.device("cuda"), "fp32"
-    model = recipe.set_attention(model)
-    assert recipe.attention.name == "flex_attention" and model.config._attn_implementation == "flex_attention"
-    assert "document block mask" in recipe.describe_attention()
+    recipe.models.device, recipe.models.precision = torch.device("cuda"), "fp32"
+    model = recipe.models.set_attention(model)
+    assert recipe.models.attention.name == "flex_attention" and model.config._attn_implementation == "flex_attention"
+    assert "document block mask" in recipe.models.describe_attention()
 
 
 def test_an_unknown_kernel_is_refused_naming_the_key(tmp_path):

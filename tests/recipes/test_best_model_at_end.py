@@ -9,7 +9,7 @@ from safetensors.torch import load_file
 
 from honing.config import validate
 from honing.recipes import recipe_for
-from honing.recipes.checkpoint_model import export_checkpoint
+from honing.run.checkpoint_model import export_checkpoint
 from tests.distributed.runs import CONFIG
 
 

@@ -14,7 +14,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from honing.errors import CheckpointError
 from honing.models.wrappers import is_lora
-from honing.recipes.checkpoint_model import export_checkpoint, load_model_from_checkpoint, merge_checkpoint
+from honing.run.checkpoint_model import export_checkpoint, load_model_from_checkpoint, merge_checkpoint
 from tests.helpers import tiny_llama
 from tests.models.lora_fixtures import LORA, VOCAB, logits, save_lora_checkpoint, trained_lora_model
 

@@ -99,7 +99,7 @@ def test_precomputed_reference_is_cached_by_model_and_data(tmp_path, capsys):
 
 def test_adapters_off_needs_lora(tmp_path):
     config = dpo_config(tmp_path, dpo={"reference": "adapters_off"})
-    config.model.lora = None
+    config = config.model_copy(update={"model": config.model.model_copy(update={"lora": None})})
     with pytest.raises(ConfigError, match="adapters_off' needs model.lora"):
         DPORecipe(config).run()
 

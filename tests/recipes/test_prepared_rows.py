@@ -13,6 +13,7 @@ import pytest
 
 from honing.config import validate
 from honing.data import prepare_finetune
+from honing.data.chat.chat_rows import ChatRows
 from honing.data.prepared_rows import COLUMNS, PreparedRows
 from honing.errors import DataError
 from honing.recipes.dpo import DPORecipe
@@ -107,8 +108,8 @@ def test_vl_sft_from_prepared_rows_trains_bit_identically(tmp_path, transcriptio
 def build_data(tmp_path, **data):
     """What `honing data` runs: the recipe's processor and rows, no model."""
     recipe = SFTRecipe(sft_config(tmp_path, data=data))
-    recipe.setup_processor()
-    recipe.build_data()
+    recipe.build_model_assets()
+    recipe.data_reports = recipe.build_data().reports
     return recipe
 
 
@@ -143,7 +144,7 @@ def test_the_cache_prepares_again_only_when_what_makes_the_rows_changes(tmp_path
     tokenizer.save_pretrained(tmp_path / "tokenizer")
     config = sft_config(tmp_path, data=data, tokenizer={"kind": "pretrained", "path": str(tmp_path / "tokenizer")})
     recipe = SFTRecipe(config)
-    recipe.setup_processor()
+    recipe.build_model_assets()
     recipe.build_data()
     assert len(prepares(tmp_path)) == 5
     chat.write_text(json.dumps(GOOD).replace("hi", "ho") + "\n")  # the same size, other content
@@ -158,7 +159,7 @@ def test_a_prepared_folder_made_otherwise_or_cut_shorter_is_refused(tmp_path):
         build_data(tmp_path, **prepared, chat_template="llama3")
     with pytest.raises(DataError, match=r"cut at 128 tokens, shorter than data.seq_len \(256\)"):
         build_data(tmp_path, **prepared, seq_len=256)
-    with pytest.raises(DataError, match=r"holds sft rows; method dpo needs dpo rows"):
+    with pytest.raises(DataError, match=r"holds sft rows; this run reads dpo rows"):
         raw = dpo_config(tmp_path).model_dump(exclude_unset=True)
         raw["data"]["train"] = prepared["train"]
         DPORecipe(validate(raw)).run()
@@ -172,18 +173,18 @@ def test_an_interrupted_prepare_keeps_its_finished_ranges(tmp_path, monkeypatch)
     config = sft_config(tmp_path, data={"train": {"sources": [{"path": "generated:reverse?samples=70&seed=0"}]}})
     whole, _ = SFTRecipe(config).prepare(str(tmp_path / "whole"), workers=1)
 
-    recipe, calls = SFTRecipe(config), []
-    build_rows = recipe.build_rows
+    calls, build_rows = [], ChatRows.build
 
-    def interrupted(items):
+    def interrupted(kind, items):
         calls.append(len(items))
         if len(calls) == 3:
             raise KeyboardInterrupt  # as a Ctrl-C or a kill between two ranges
-        return build_rows(items)
+        return build_rows(kind, items)
 
-    recipe.build_rows = interrupted
+    monkeypatch.setattr(ChatRows, "build", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        recipe.prepare(str(tmp_path / "rows"), workers=1)
+        SFTRecipe(config).prepare(str(tmp_path / "rows"), workers=1)
+    monkeypatch.setattr(ChatRows, "build", build_rows)
     assert sorted(path.name for path in (tmp_path / "rows" / "ranges").glob("*.json")) == [
         "range-00000.json",
         "range-00001.json",
@@ -204,9 +205,8 @@ def test_an_image_changed_in_place_prepares_its_rows_again(tmp_path, transcripti
 
     def build():
         recipe = VLSFTRecipe(vl_config(tmp_path, transcriptions))
-        recipe.setup_processor()
-        recipe.build_data()
-        return recipe.data_reports["train"]
+        recipe.build_model_assets()
+        return recipe.build_data().reports["train"]
 
     before = build()
     build()

@@ -114,7 +114,7 @@ def test_samples_every_interval_leave_training_unchanged(tmp_path):
     assert torch.equal(sampled, plain)
     model = unwrap_model(recipe.model)
     model.train()
-    recipe.generate_text("the ")
+    recipe.outputs.generate_text("the ")
     assert model.training and all(m.training for m in model.modules())
 
 

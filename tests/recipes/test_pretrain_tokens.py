@@ -14,7 +14,7 @@ from safetensors.torch import load_file
 from honing.config import validate
 from honing.data.text import pieces as text_pieces
 from honing.data.text.corpus import tokenize_documents
-from honing.data.text.token_rows import TokenSource
+from honing.data.text.token_windows import TokenSource
 from honing.errors import DataError
 from honing.recipes import PretrainRecipe
 
@@ -98,9 +98,9 @@ def test_a_trained_tokenizer_is_read_back_from_the_prepared_folder(tmp_path):
     raw = raw_config(tmp_path, [{"path": folder, "format": "tokens"}])
     raw["tokenizer"]["kind"] = "char"
     recipe = PretrainRecipe(validate(raw))
-    recipe.setup_processor()
+    recipe.build_model_assets()
     assert len(recipe.tokenizer) == len(set("".join(WORDS) + " ")) + 3  # characters + eos, pad, unk
-    loader, _ = recipe.build_data()
+    loader = recipe.build_data().train_loader
     assert recipe.tokenizer.decode(next(iter(loader))["input_ids"][0]).replace("<|endoftext|>", " ").strip()
 
 
@@ -108,7 +108,7 @@ def test_shards_of_another_tokenizer_are_refused(tmp_path):
     folder = prepare(tmp_path, "a", 60, 0, kind="char")
     raw = raw_config(tmp_path, [{"path": folder, "format": "tokens"}])  # byte-level here
     with pytest.raises(DataError, match=r"data.train.sources\[0\] .*prepared with another tokenizer"):
-        PretrainRecipe(validate(raw)).setup_processor()
+        PretrainRecipe(validate(raw)).build_model_assets()
 
 
 def test_prepare_to_s3_and_train_from_it(tmp_path, s3):
@@ -133,10 +133,11 @@ def test_raw_text_and_prepared_shards_split_a_text_file_on_the_separator_alike(t
     path.write_text("\n\n".join(paragraphs) + "\n\n\n\ntrailing words")
     raw = raw_config(tmp_path, [{"path": str(path), "format": "text"}], text_document_separator="\n\n")
     recipe = PretrainRecipe(validate(raw))
-    train, _ = recipe.documents()  # what training from the raw text reads
+    train, _ = recipe.text.documents()  # what training from the raw text reads
     assert train == [*paragraphs, "trailing words"]
     result = recipe.prepare(str(tmp_path / "tokens"), workers=1, shard_bytes=1024)
     assert len(result.index.shards) > 3 and result.index.num_documents == len(train)
+    recipe.build_model_assets()
     expected = tokenize_documents(train, recipe.tokenizer, cache_dir=None)
     source = TokenSource(str(tmp_path / "tokens"), 16, cache_dir=str(tmp_path / "cache"))
     assert np.concatenate(source.tokens).tolist() == expected.tokens.tolist()

@@ -5,7 +5,7 @@ import math
 import pytest
 
 from honing.errors import ConfigError
-from honing.recipes.scorers import generation_metrics
+from honing.evaluate.scorers import generation_metrics
 
 
 def test_defaults_and_own_metrics():

@@ -167,7 +167,7 @@ def test_family_rows_equal_its_processor_and_only_answers_get_loss(tmp_path, con
     from PIL import Image
     from transformers import AutoProcessor
 
-    from honing.data.vision.rows import image_token_ids
+    from honing.data.vision.processing import image_token_ids
     from honing.models.tiny_vl import build_tiny_processor, tiny_family
 
     recipe = VLSFTRecipe(vl_config(tmp_path, conversations, model_type, data={"seq_len": 192}))
@@ -424,6 +424,7 @@ def test_pdf_pages_render_at_the_configured_longest_side(tmp_path, transcription
     pdf = tmp_path / "page.pdf"
     Image.new("L", (100, 50), 255).save(pdf, format="PDF")
     page = ContentItem(type="pdf", content=str(pdf), page=1)
-    assert VLSFTRecipe(vl_config(tmp_path, transcriptions)).load_image(page).size == (100, 50)  # 72 dpi
-    recipe = VLSFTRecipe(vl_config(tmp_path, transcriptions, data={"pdf_longest_side": 300}))
-    assert recipe.load_image(page).size == (300, 150)
+    for longest_side, size in ((None, (100, 50)), (300, (300, 150))):  # None: 72 dpi
+        recipe = VLSFTRecipe(vl_config(tmp_path, transcriptions, data={"pdf_longest_side": longest_side}))
+        recipe.build_model_assets()
+        assert recipe.row_kind().load_image(page).size == size

@@ -16,6 +16,7 @@ import pytest
 import torch
 
 import honing.storage
+from honing.config.schema import StorageSection
 from honing.errors import CheckpointError
 from honing.train import checkpoint as checkpoint_module
 from honing.train.checkpoint import Checkpointer
@@ -144,7 +145,7 @@ def test_the_marker_records_an_ephemeral_checkpoint(tmp_path, module):
 
 def test_one_work_folder_for_every_path(tmp_path):
     root = str(tmp_path / "work")
-    local = Checkpointer(uploader=Uploader(), work_root=root)
+    local = Checkpointer(uploader=Uploader(), storage=StorageSection(work_folder=root))
     assert local.work_folder(str(tmp_path / "run")) == str(tmp_path / "run")  # a local folder is its own
     run = local.work_folder("s3://bucket/runs/a")
     assert run == work_folder_for("s3://bucket/runs/a", root)

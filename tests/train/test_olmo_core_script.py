@@ -8,14 +8,13 @@ from __future__ import annotations
 import inspect
 
 from honing.data.loader import DataLoader
+from honing.interop.olmo_core import CheckpointerConfig, TrainerConfig
 from honing.methods.lm import LMTrainModule
 from honing.optim.builder import OptimizerSettings, build_optimizer
 from honing.train import (
     Callback,
-    CheckpointerConfig,
     Duration,
     ReduceType,
-    TrainerConfig,
     prepare_training_environment,
     teardown_training_environment,
 )

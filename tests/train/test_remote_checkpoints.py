@@ -14,6 +14,7 @@ import pytest
 import torch
 
 import honing.storage
+from honing.config.schema import StorageSection
 from honing.errors import CheckpointError
 from honing.train.callbacks.base import Callback
 from honing.train.callbacks.checkpointer import CheckpointerCallback
@@ -117,7 +118,7 @@ def events(monkeypatch):
 def test_a_folder_gets_its_marker_last_once_every_file_has_its_size(tmp_path, events):
     source = make_folder(tmp_path / "step4", {"a.bin": b"x" * 10, "sub/b.bin": b"y" * 20, MARKER: b'{"world_size": 1}'})
     target = str(tmp_path / "copy" / "step4")
-    uploader = Uploader(retry_initial_seconds=0.01)
+    uploader = Uploader(StorageSection(retry_initial_seconds=0.01))
     uploader.upload_folder(source, target, marker=MARKER)
     assert uploader.wait(10)
     assert events == [("file", "a.bin"), ("file", "b.bin"), ("marker", {"a.bin": 10, "sub/b.bin": 20})]
@@ -139,7 +140,7 @@ def test_a_file_that_arrives_short_is_sent_again_before_the_marker(tmp_path, eve
             os.truncate(dst, 5)  # a transfer cut short
 
     monkeypatch.setattr(Uploader, "_put_file", short_once)
-    uploader = Uploader(retry_initial_seconds=0.01)
+    uploader = Uploader(StorageSection(retry_initial_seconds=0.01))
     with caplog.at_level(logging.WARNING, logger="honing.train.remote"):
         uploader.upload_folder(source, target, marker=MARKER)
         assert uploader.wait(10)
@@ -168,7 +169,7 @@ def test_an_outage_is_reported_once_and_the_queue_catches_up_in_order(tmp_path, 
         put_file(self, fs, source, target)
 
     monkeypatch.setattr(Uploader, "_put_file", down_four_times)
-    uploader = Uploader(retry_initial_seconds=0.01, retry_max_seconds=0.02)
+    uploader = Uploader(StorageSection(retry_initial_seconds=0.01, retry_max_seconds=0.02))
     with caplog.at_level(logging.DEBUG, logger="honing.train.remote"):
         uploader.upload_folder(step1, str(dest / "step1"), marker=MARKER)
         uploader.upload_file(os.path.join(metrics, "metrics.jsonl"), str(dest / "metrics.jsonl"))
@@ -189,7 +190,7 @@ def test_a_local_copy_is_deleted_only_after_the_uploads_reading_it(tmp_path):
     checkpointer = Checkpointer()
     target = make_folder(tmp_path / "run" / "step1", {"train/rank0.pt": b"0" * 30, MARKER: b'{"world_size": 1}'})
     gate = threading.Event()
-    blocked = Uploader(retry_initial_seconds=0.01)
+    blocked = Uploader(StorageSection(retry_initial_seconds=0.01))
     blocked._put_file = lambda fs, source, dest: gate.wait(10) and Uploader._put_file(blocked, fs, source, dest)
     checkpointer.add_uploader(blocked)
     blocked.upload_folder(target, str(tmp_path / "copy" / "step1"), marker=MARKER)

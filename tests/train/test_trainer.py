@@ -271,6 +271,12 @@ def test_warm_start_takes_the_weights_but_not_the_step_data_position_or_optimize
     assert [s for s, _ in Checkpointer.find_checkpoints(str(tmp_path / "b"))] == [4, 6]
 
 
+@pytest.mark.parametrize("key", ["load_trainer_state", "load_optim_state"])
+def test_a_warm_start_setting_without_load_path_is_refused_naming_the_key(tmp_path, key):
+    with pytest.raises(ConfigError, match=rf"trainer.{key}: .*trainer.load_path is not set"):
+        make_trainer(tmp_path, **{key: False})
+
+
 def test_load_optim_state_false_keeps_the_step_with_a_fresh_optimizer(tmp_path):
     weights_at_4 = warm_start_source(tmp_path)
     seen = AtTrainBegin()

@@ -17,8 +17,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from honing.data.finetune_rows import BadRowReport, iter_records
 from honing.data.formats import ROLES, SHAREGPT_ROLES, RowError
+from honing.data.row_reader import BadRowReport, iter_records
 from honing.data.sources import source_fields, weighted_indices
 from honing.errors import DataError
 

@@ -9,16 +9,13 @@ published by an interrupted run with the same key are kept. ``index.json`` is wr
 from __future__ import annotations
 
 import logging
-import multiprocessing
 import os
 import pickle
 import shutil
 import tempfile
-import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -43,6 +40,7 @@ from honing.data.text.token_shards import (
     write_index,
 )
 from honing.data.tokenizer import tokenizer_fingerprint
+from honing.data.worker_pool import Report, run_tasks
 from honing.errors import DataError
 
 log = logging.getLogger(__name__)
@@ -51,7 +49,6 @@ log = logging.getLogger(__name__)
 PREPARE_VERSION = "prepare-v2"  # v2: text files in byte ranges and 64 KiB pieces, split on a separator
 DEFAULT_SHARD_BYTES = 256 * 2**20  # of input text: a few minutes of one worker, a resume loses at most that
 ENCODE_BATCH_BYTES = 2**18  # text per encode call: the tokenizer's Encodings take ~100x the bytes of text
-ProgressFn = Callable[[int], None]
 
 
 @dataclass
@@ -110,9 +107,16 @@ def prepare_tokens(
     todo = [i for i, path in enumerate(paths) if shard_complete(path) is None]
     if len(todo) < len(paths):
         log.info("resuming: %d of %d shards are already written", len(paths) - len(todo), len(paths))
-    tasks = [(i, plan.shards[i], paths[i], dtype.str, eos_id) for i in todo]
+    tasks = [(plan.shards[i], paths[i], dtype.str, eos_id) for i in todo]
     total = sum(piece.size for i in todo for piece in plan.shards[i])
-    _run(tasks, _tokenizer_payload(tokenizer), workers, total, progress)
+    run_tasks(
+        _write_shard,
+        tasks,
+        workers=workers,
+        progress=WorkProgress(total, progress, label="tokenizing", unit="bytes"),
+        resume_hint="the shards it finished are kept: run `honing prepare` again to write the rest",
+        setup=partial(_load_encoder, _tokenizer_payload(tokenizer)),
+    )
     index = _build_index(plan, paths, key, dtype.name, vocab_size, eos_id, fingerprint, sources)
     _save_tokenizer(tokenizer, out_dir)
     write_index(out_dir, index)
@@ -150,60 +154,6 @@ def _start(out_dir: str, key: str) -> None:
     storage.write_bytes(marker, key.encode())
 
 
-def _run(tasks: list[tuple], payload: bytes, workers: int, total: int, show: bool) -> None:
-    """Write every shard in ``tasks``: in this process for one worker, else in a pool of ``workers``."""
-    if not tasks:
-        return
-    if workers == 1 or len(tasks) == 1:
-        _init_worker(payload, None)
-        with WorkProgress(total, show, label="tokenizing", unit="bytes") as bar:
-            for task in tasks:
-                _write_shard(task, bar.advance)
-        return
-    # fork where there is one: a spawned worker would spend seconds importing honing (and torch) again. The
-    # workers are forked before any thread of ours starts, and never touch torch.
-    methods = multiprocessing.get_all_start_methods()
-    context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
-    queue = context.Queue()
-    # One process per worker: the Rust tokenizer's own thread pool would only oversubscribe the cores (and warn in
-    # every forked worker). Set while the workers start, restored after.
-    saved = os.environ.get("TOKENIZERS_PARALLELISM")
-    os.environ["TOKENIZERS_PARALLELISM"] = "false"
-    # An executor, not a multiprocessing.Pool: a worker killed (out of memory, kill -9) breaks it with an error
-    # instead of leaving the parent waiting forever.
-    with ProcessPoolExecutor(
-        min(workers, len(tasks)), mp_context=context, initializer=_init_worker, initargs=(payload, queue)
-    ) as pool:
-        try:
-            futures = [pool.submit(_write_shard, task) for task in tasks]
-        finally:
-            if saved is None:
-                os.environ.pop("TOKENIZERS_PARALLELISM", None)
-            else:
-                os.environ["TOKENIZERS_PARALLELISM"] = saved
-        with WorkProgress(total, show, label="tokenizing", unit="bytes") as bar:
-            drain = threading.Thread(target=_drain, args=(queue, bar.advance), daemon=True)
-            drain.start()
-            try:
-                for future in as_completed(futures):
-                    future.result()
-            except BrokenProcessPool as error:
-                raise DataError(
-                    "a prepare worker died (killed, or out of memory); the shards it finished are kept: run "
-                    "`honing prepare` again to write the rest"
-                ) from error
-            finally:
-                for future in futures:
-                    future.cancel()
-                queue.put(None)
-                drain.join()
-
-
-def _drain(queue: Any, advance: ProgressFn) -> None:
-    while (done := queue.get()) is not None:
-        advance(done)
-
-
 # ---- worker side --------------------------------------------------------------------------------------------
 
 _worker: dict[str, Any] = {}
@@ -215,7 +165,7 @@ def _tokenizer_payload(tokenizer: Any) -> bytes:
     return b"json:" + backend.to_str().encode() if backend is not None else b"pickle:" + pickle.dumps(tokenizer)
 
 
-def _init_worker(payload: bytes, queue: Any) -> None:
+def _load_encoder(payload: bytes) -> None:
     kind, data = payload.split(b":", 1)
     if kind == b"json":
         from tokenizers import Tokenizer
@@ -227,15 +177,12 @@ def _init_worker(payload: bytes, queue: Any) -> None:
         _worker["encode"] = lambda texts: tokenizer(texts, add_special_tokens=False, return_attention_mask=False)[
             "input_ids"
         ]
-    _worker["queue"] = queue
 
 
-def _write_shard(task: tuple, advance: ProgressFn | None = None) -> int:
-    """Tokenize one shard's pieces, documents each followed by eos, into its file; returns the shard index. A text
-    piece found not to be UTF-8 is left out whole, with a warning."""
-    index, pieces, path, dtype, eos_id = task
-    queue = _worker.get("queue")
-    report: ProgressFn = advance or (queue.put if queue is not None else (lambda done: None))
+def _write_shard(task: tuple, report: Report) -> None:
+    """Tokenize one shard's pieces, documents each followed by eos, into its file. A text piece found not to be
+    UTF-8 is left out whole, with a warning."""
+    pieces, path, dtype, eos_id = task
     encode = _worker["encode"]
     writer = ShardWriter(path, dtype)
     try:
@@ -261,7 +208,6 @@ def _write_shard(task: tuple, advance: ProgressFn | None = None) -> int:
     except BaseException:
         writer.discard()
         raise
-    return index
 
 
 def _encode_into(

@@ -4,7 +4,7 @@ documents, streamed (line by line, Parquet row groups in batches, ``datasets`` r
 A piece is a unit of input a worker can read on its own: a byte range of a text file (cut at a document start or
 a seam, ``honing.data.text.pieces``; its documents split on ``data.text_document_separator``, each read in bounded
 parts), a byte range of a JSON Lines file (every line whose first byte lies in the range), a run of a Parquet
-file's row groups, or every row of a path read through ``honing.data.finetune_rows.iter_records`` (compressed
+file's row groups, or every row of a path read through ``honing.data.row_reader.iter_records`` (compressed
 files, saved and hub ``datasets``: one stream, one piece). Shards group consecutive pieces of one source up to
 ``shard_bytes`` of input, so the plan (and the shard files) is a pure function of the inputs and the settings.
 """
@@ -22,7 +22,7 @@ from typing import Any
 import fsspec
 
 from honing import storage
-from honing.data.finetune_rows import (
+from honing.data.row_reader import (
     COMPRESSION_SUFFIXES,
     DATA_SUFFIXES,
     HUB_NAME,

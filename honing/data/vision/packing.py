@@ -17,7 +17,7 @@ import torch
 
 from honing.data.chat.packing import best_fit_decreasing
 from honing.data.vision.batches import ProcessedVLCollator
-from honing.data.vision.rows import VLDataset, VLExample
+from honing.data.vision.processing import VLDataset, VLExample
 from honing.losses import IGNORE_INDEX
 
 #: one document's rope positions ``[4, 1, L]`` from its ids, token types and image grids (None without images)

@@ -11,10 +11,9 @@ if TYPE_CHECKING:
 class Callback:
     """Hook into training; higher ``priority`` runs earlier. State returned by ``state_dict`` is checkpointed.
 
-    Every event may also be implemented under OLMo-core's name (``pre_train``, ``pre_epoch``, ``pre_step(batch)``,
-    ``post_step``, ``post_epoch``, ``post_train``, ``log_metrics(step, metrics)``, ``post_checkpoint_saved(path)``)
-    and VeOmni's events in VeOmni's form (``on_step_end(self, state, **kwargs)``, the trainer as ``state``);
-    see ``honing.train.callbacks.hooks``.
+    The Trainer calls only the events below that a callback overrides. A callback written with OLMo-core's names
+    (``post_step``, ...) or VeOmni's form (``on_step_end(self, state, **kwargs)``) is adapted to these once, when a
+    recipe or OLMo-core's ``TrainerConfig`` registers it (``honing.interop.callback_names``).
     """
 
     priority: int = 0

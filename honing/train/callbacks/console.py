@@ -187,7 +187,7 @@ class ConsoleCallback(Callback):
         return min(next_save, stop) if stop else next_save  # the checkpointer also saves at the end
 
     def _interval(self) -> int:
-        return self.log_interval or getattr(self.trainer, "metrics_collect_interval", 1) or 1
+        return self.log_interval or self.trainer.config.metrics_collect_interval
 
     # --- output -------------------------------------------------------------------------
     def _print(self, line: str) -> None:

@@ -21,7 +21,7 @@ NONFINITE_COUNT = "train/nonfinite_count"
 class LossSpikeCallback(Callback):
     """Logs ``train/loss_spike_score``, the step's loss as a z-score against an exponential moving mean and
     variance of the finite losses before it (0 during the first ``warmup_steps``), and ``train/nonfinite_count``,
-    the NaN or infinite losses so far (what ``trainer.nonfinite_loss=skip`` skipped). Both are computed on the
+    the NaN or infinite losses so far (the steps a skip policy for them skipped). Both are computed on the
     loss's device, so the hot path gains no host sync; a score above ``warn_score`` is warned about once per spike.
     """
 

@@ -7,6 +7,7 @@ import os
 from typing import TYPE_CHECKING
 
 from honing import storage
+from honing.config.schema import StorageSection
 from honing.distributed import is_rank0
 from honing.train.callbacks.base import Callback
 from honing.train.callbacks.order import PRIORITY
@@ -36,12 +37,11 @@ class CheckpointUploadCallback(Callback):
         save_path: str,
         *,
         folders: tuple[str, ...] = ("hf", "best"),
-        retry_initial_seconds: float = 1.0,
-        retry_max_seconds: float = 60.0,
+        storage: StorageSection | None = None,
     ):
         self.save_path = save_path
         self.folders = tuple(folders)
-        self.uploader = Uploader(retry_initial_seconds=retry_initial_seconds, retry_max_seconds=retry_max_seconds)
+        self.uploader = Uploader(storage)  # retried as the storage section says
 
     def attach(self, trainer: Trainer) -> None:
         super().attach(trainer)

@@ -19,7 +19,7 @@ class FakeTrainer:
         self.global_train_tokens_seen = 0
         self.stop_step = stop_step
         self.max_steps = stop_step
-        self.metrics_collect_interval = metrics_collect_interval
+        self.config = SimpleNamespace(metrics_collect_interval=metrics_collect_interval)
         self.save_folder = save_folder
         self.canceled = False
         self.callbacks = {}

@@ -9,6 +9,7 @@ import fsspec.config
 import pytest
 
 import honing.storage
+from honing.config.schema import StorageSection
 from honing.train.callbacks.base import Callback
 from honing.train.callbacks.checkpointer import CheckpointerCallback
 from honing.train.callbacks.upload import CheckpointUploadCallback
@@ -48,7 +49,7 @@ def steps(folder: str) -> list[str]:
 
 def test_every_checkpoint_and_the_export_are_copied_whole_to_a_local_folder(tmp_path):
     run, copy = tmp_path / "run", tmp_path / "copy"
-    upload = CheckpointUploadCallback(str(copy), retry_initial_seconds=0.01)
+    upload = CheckpointUploadCallback(str(copy), storage=StorageSection(retry_initial_seconds=0.01))
     trainer = make_run(run, max_duration="10steps", callbacks={"upload": upload, "export": FakeExport()})
     trainer.fit()
     assert upload.uploader.pending == []  # fit waited for the copies
@@ -65,7 +66,7 @@ def test_every_checkpoint_and_the_export_are_copied_whole_to_a_local_folder(tmp_
 
 def test_checkpoints_are_copied_to_s3(s3, tmp_path):
     run = tmp_path / "run"
-    upload = CheckpointUploadCallback(f"{s3.url}/copy", retry_initial_seconds=0.01)
+    upload = CheckpointUploadCallback(f"{s3.url}/copy", storage=StorageSection(retry_initial_seconds=0.01))
     make_run(run, max_duration="8steps", callbacks={"upload": upload}).fit()
     keys = s3.keys("copy")
     for name in ("step4", "step8"):
@@ -85,7 +86,9 @@ def test_keep_last_holds_local_checkpoints_until_they_are_copied(s3, s3_proxy, t
         seen["copied"] = sorted(s3.keys("copy"))
         s3_proxy.up()
 
-    upload = CheckpointUploadCallback(f"{s3.url}/copy", retry_initial_seconds=0.01, retry_max_seconds=0.1)
+    upload = CheckpointUploadCallback(
+        f"{s3.url}/copy", storage=StorageSection(retry_initial_seconds=0.01, retry_max_seconds=0.1)
+    )
     trainer = make_run(
         run,
         max_duration="10steps",

@@ -1,0 +1,129 @@
+"""The first losses of every example config, from two trees side by side: a refactor must not change one bit.
+
+Runs each config of ``configs/`` (quickstart, SFT full / LoRA / QLoRA, DPO, GRPO, VL-SFT) for ``--steps`` steps
+with the working tree's honing and with a git revision's (checked out into a temporary worktree), each in a fresh
+process with one torch thread and its own cache folder (so a changed row builder cannot hide behind rows the
+other tree cached), and prints each config's ``train/loss`` values and whether they are equal bit for bit.
+
+    python benchmarks/first_losses.py --before main~3            # the working tree against main~3
+    python benchmarks/first_losses.py --before b498dde --only dpo,grpo
+
+Configs that start from another run's export (LoRA, QLoRA and GRPO start from the quickstart's or SFT's ``hf/``)
+get that run's export from the same tree after its own ``--steps`` steps. Exit code 1 when any loss differs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+from common import OFFLINE, machine_summary  # noqa: E402
+
+#: config → the config whose export it starts from (``model.name_or_path``), in the order they run
+EXAMPLES: dict[str, str | None] = {
+    "quickstart": None,
+    "sft-full": None,
+    "sft-lora": "quickstart",
+    "sft-qlora": "quickstart",
+    "dpo": None,
+    "grpo": "sft-full",
+    "vl-sft": None,
+}
+#: what slows a run without touching its losses: evaluation, sampling, checkpoints between steps
+QUIET = [
+    "callbacks.console.enabled=false",
+    "callbacks.sample.enabled=false",
+    "callbacks.generation_eval.enabled=false",
+    "callbacks.evaluator.enabled=false",
+    "trainer.num_threads=1",
+    "trainer.metrics_collect_interval=1",
+]
+
+#: what `honing train CONFIG OVERRIDES` runs, as both trees have it (their CLIs may differ in other verbs)
+RUN = (
+    "import sys; from honing.config import load_config; from honing.recipes import recipe_for; "
+    "recipe_for(load_config(sys.argv[1], sys.argv[2:])).run()"
+)
+#: keys of QUIET an example's method refuses (pretraining has no generation eval, GRPO no validation loss)
+NOT_READ = {"quickstart": ("callbacks.generation_eval",), "grpo": ("callbacks.evaluator",)}
+#: GRPO reads held-out prompts only for the generation eval, which QUIET turns off: without it, no validation set
+EXTRA = {"grpo": ["data.validation=null"]}
+
+
+def run_tree(tree: str, names: list[str], steps: int, work: str) -> dict[str, list[float]]:
+    """``train/loss`` of each example's first ``steps`` steps with the honing of ``tree``."""
+    env = {**os.environ, **OFFLINE, "PYTHONPATH": tree, "HONING_CACHE_DIR": os.path.join(work, "cache")}
+    losses: dict[str, list[float]] = {}
+    for name in names:
+        folder = os.path.join(work, name)
+        overrides = [f"trainer.save_folder={folder}", f"trainer.hard_stop={steps}steps", *QUIET]
+        if EXAMPLES[name] is not None:
+            overrides.append(f"model.name_or_path={os.path.join(work, EXAMPLES[name], 'hf')}")
+        for key in NOT_READ.get(name, ()):  # a key its method does not read is refused, not ignored
+            overrides = [o for o in overrides if not o.startswith(key)]
+        overrides += EXTRA.get(name, [])
+        command = [sys.executable, "-c", RUN, os.path.join(tree, "configs", f"{name}.yaml"), *overrides]
+        done = subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            tail = "\n".join(done.stderr.strip().splitlines()[-12:])
+            raise SystemExit(f"{name} failed in {tree} (exit {done.returncode}):\n{tail}")
+        with open(os.path.join(folder, "metrics.jsonl"), encoding="utf-8") as handle:
+            rows = [json.loads(line) for line in handle]
+        losses[name] = [row["train/loss"] for row in rows if "train/loss" in row]
+    return losses
+
+
+def with_dependencies(names: list[str]) -> list[str]:
+    """``names`` and the examples whose exports they start from, in run order."""
+    wanted = set(names) | {EXAMPLES[name] for name in names if EXAMPLES[name]}
+    return [name for name in EXAMPLES if name in wanted]
+
+
+def main() -> int:
+    """Run both trees, print the comparison, exit 1 on any difference."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--before", required=True, help="the git revision to compare the working tree against")
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--only", default="", help="comma-separated example names (default: every example)")
+    parser.add_argument("--out", help="write both sides' losses to this JSON file")
+    args = parser.parse_args()
+    names = with_dependencies([n for n in args.only.split(",") if n] or list(EXAMPLES))
+    root = tempfile.mkdtemp(prefix="honing-first-losses-")
+    before_tree = os.path.join(root, "before-tree")
+    subprocess.run(["git", "worktree", "add", "--detach", before_tree, args.before], cwd=REPO, check=True)
+    try:
+        before = run_tree(before_tree, names, args.steps, os.path.join(root, "before"))
+        after = run_tree(REPO, names, args.steps, os.path.join(root, "after"))
+    finally:
+        subprocess.run(["git", "worktree", "remove", "--force", before_tree], cwd=REPO, check=False)
+        shutil.rmtree(root, ignore_errors=True)
+    print(machine_summary())
+    print(f"first {args.steps} train/loss values, {args.before} vs the working tree")
+    differ = 0
+    for name in names:
+        same = before[name] == after[name] and len(before[name]) == args.steps
+        differ += not same
+        worst = max((abs(a - b) for a, b in zip(before[name], after[name])), default=float("nan"))
+        verdict = (
+            "bit-identical"
+            if same
+            else f"DIFFER (max |diff| {worst:.3g}, steps {len(before[name])}/{len(after[name])})"
+        )
+        print(f"  {name:10s} {verdict}  first {before[name][0]:.6f} last {before[name][-1]:.6f}")
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as handle:
+            json.dump({"before": before, "after": after, "revision": args.before}, handle, indent=1)
+    print(f"{len(names) - differ} of {len(names)} examples bit-identical")
+    return 1 if differ else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

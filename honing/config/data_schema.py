@@ -1,0 +1,129 @@
+"""The ``data`` section (sources per split, how rows are cut, batched and masked) and the ``tokenizer`` section."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from honing.config.section import Section
+
+
+class SourceSection(Section):
+    """One data source: a file, folder, glob, saved or hub ``datasets`` name (local or any fsspec URL),
+    or ``generated:TASK`` for a task the project generates (see ``honing.data.generated.tasks``)."""
+
+    path: str
+    """A file, folder or glob, local or any fsspec URL, a ``datasets`` name, or ``generated:TASK``."""
+    # pretraining reads text / jsonl; fine-tuning reads conversation / alpaca / sharegpt /
+    # prompt_completion / text (others are refused per method); auto detects from the file name or the first row.
+    format: Literal[
+        "auto",
+        "text",
+        "jsonl",
+        "conversation",
+        "alpaca",
+        "sharegpt",
+        "prompt_completion",
+        "prompt",
+        # preference pairs (DPO): honing.data.preference.pairs
+        "preference",
+        "preference_prompt",
+        "preference_sharegpt",
+        "preference_transcript",
+        # image conversations with <image> placeholders (LLaMA-Factory's files; vl_sft)
+        "mllm",
+        # a folder written by `honing prepare` (pretraining): memory-mapped token shards
+        "tokens",
+    ] = "auto"
+    """How the rows are read; ``auto`` detects it from the file name or the first row (methods read some only)."""
+    weight: float = 1.0
+    """How many times the source's rows are used per epoch (a seeded fraction of them for the remainder)."""
+    text_field: str = "text"
+    """Pretraining: the field of a JSONL row that holds the document's text."""
+    max_samples: int | None = Field(default=None, ge=1)
+    """Read at most this many rows of the source; None: all of them."""
+    name: str | None = Field(default=None, pattern=r"^[\w.-]+$")
+    """A validation source's name in its own metrics (``eval/<name>/loss``); None: its file's stem."""
+
+
+class SplitSection(Section):
+    """A set of sources for one split (train or validation)."""
+
+    sources: list[SourceSection] = Field(min_length=1)
+    """The split's sources, read together (each by its weight)."""
+
+
+class DataSection(Section):
+    """What the model reads and how it is batched."""
+
+    train: SplitSection
+    """The training data."""
+    validation: SplitSection | None = None
+    """The validation data; None: ``validation_split`` of the training documents, or no validation."""
+    validation_split: float = Field(default=0.0, ge=0.0, lt=1.0)
+    """The fraction of training documents held out for validation when ``validation`` is not set; 0: none."""
+    seq_len: int = Field(default=256, ge=2)
+    """Tokens per row: pretraining cuts rows of this length, fine-tuning's examples are cut or packed to it."""
+    global_batch_size: int = Field(default=16, ge=1)
+    """Rows per optimizer step, over all ranks (gradient accumulation makes up what micro-batches leave)."""
+    micro_batch_size: int | None = Field(default=None, ge=1)
+    """Rows per forward pass on one rank; None: the rank's whole share of the global batch in one pass."""
+    shuffle: bool = True
+    """Shuffle the training rows each epoch, in an order set by ``trainer.seed``; false: in file order."""
+    cache_dir: str | None = None
+    """Where tokenized data and prepared rows are cached; None: ``$HONING_CACHE_DIR`` (``~/.cache/honing``)."""
+    document_masking: bool = False
+    """Pretraining: position_ids restart at each document, so no token attends across documents."""
+    text_document_separator: str | None = Field(default=None, min_length=1)
+    """Pretraining: what splits a text file into documents, e.g. ``"\\n\\n"``; None: each file is one document
+    (``honing prepare`` and training from raw text split the same way)."""
+    num_workers: int = Field(default=0, ge=0)
+    """Worker processes that read and collate whole batches ahead of training (0: in the training process); the
+    batches, their order and a resume's position are the same for any number."""
+    # fine-tuning only (refused for pretraining: honing.config.methods.FINETUNE_ONLY)
+    chat_template: str | None = None
+    """Fine-tuning: a named chat template (e.g. ``chatml``) or inline Jinja; None: the tokenizer's own."""
+    train_on: Literal["assistant", "all"] = "assistant"
+    """Fine-tuning: the loss is on the assistant's turns only (``assistant``) or on every token (``all``)."""
+    packing: bool = True
+    """Fine-tuning: several examples per row, each attending only to itself; false: one padded example per row."""
+    group_by_length: bool = True
+    """Fine-tuning without packing: batch rows of similar length together, so less of a batch is padding."""
+    overlong: Literal["truncate", "drop"] = "truncate"
+    """Fine-tuning: an example longer than ``seq_len`` is cut to it (``truncate``) or left out (``drop``)."""
+    cache_rows: bool = True
+    """Fine-tuning: tokenized rows are prepared once into ``cache_dir`` (worker processes, one rank per node) and
+    read from there by every rank and every later run with the same inputs; false: each rank tokenizes in memory."""
+    min_pixels: int | None = Field(default=None, ge=1)
+    """Vision-language SFT: the image processor's lower resize bound in pixels (Qwen-VL's name); None: its own."""
+    max_pixels: int | None = Field(default=None, ge=1)
+    """Vision-language SFT: the image processor's upper resize bound in pixels (Qwen-VL's name); None: its own."""
+    pdf_longest_side: int | None = Field(default=None, ge=1)
+    """PDF pages render with this longest side in pixels (olmOCR renders 1024-1288); None: 72 dpi, a pixel a
+    point."""
+    bad_rows: Literal["fail", "skip"] = "fail"
+    """Fine-tuning: a malformed row stops the run naming its file and line (``fail``), or is left out (``skip``)."""
+
+    @model_validator(mode="after")
+    def _micro_divides_global(self) -> DataSection:
+        if self.micro_batch_size is not None and self.global_batch_size % self.micro_batch_size:
+            raise ValueError(
+                f"data.micro_batch_size ({self.micro_batch_size}) must divide "
+                f"data.global_batch_size ({self.global_batch_size})"
+            )
+        return self
+
+
+class TokenizerSection(Section):
+    """Which tokenizer: byte-level, character, BPE trained here, or a pretrained one
+    (``auto``: the model's own when ``model.name_or_path`` is set, else byte-level)."""
+
+    kind: Literal["auto", "byte", "char", "bpe", "pretrained"] = "auto"
+    """``auto``, ``byte``, ``char`` (vocabulary from the text), ``bpe`` (trained here) or ``pretrained`` (``path``)."""
+    vocab_size: int = Field(default=4096, ge=300)
+    """The vocabulary size a tokenizer trained here (``bpe``) gets."""
+    path: str | None = None
+    """A pretrained tokenizer's folder or hub name, required by ``kind: pretrained``."""
+    trust_remote_code: bool = False
+    """Run the tokenizer folder's own Python code (only for a folder you trust)."""

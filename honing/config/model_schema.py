@@ -1,0 +1,67 @@
+"""The ``model`` section: which model, in which dtype, what trains (LoRA, frozen modules) and how it is quantized."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from honing.config.section import Section
+
+
+class LoraSection(Section):
+    """LoRA adapters through peft (absent or null: full fine-tuning)."""
+
+    rank: int = Field(default=8, ge=1)
+    """The rank ``r`` of each adapter's two matrices."""
+    alpha: float = Field(default=16, gt=0)
+    """The adapters' scale numerator: their update is multiplied by ``alpha / rank``."""
+    dropout: float = Field(default=0.0, ge=0, lt=1)
+    """Dropout on the adapters' input during training."""
+    bias: Literal["none", "all", "lora_only"] = "none"
+    """Which biases train: none, all of them, or those of the adapted modules (peft's ``bias``)."""
+    target_modules: str | list[str] = "all-linear"
+    """The modules that get adapters: names or a regex, or ``all-linear`` (every linear layer but the output head)."""
+    task_type: str = "CAUSAL_LM"
+    """peft's task type of the adapted model."""
+    modules_to_save: list[str] | None = None
+    """Modules trained in full and saved with the adapter, e.g. ``[lm_head, embed_tokens]``; None: none."""
+
+
+class ModelSection(Section):
+    """A Hugging Face model by name or folder, or one built from a transformers config."""
+
+    name_or_path: str | None = None
+    """A Hugging Face model folder or hub name to load (give this or ``config``)."""
+    config: dict[str, Any] | None = None
+    """A transformers config mapping (``model_type: llama``, ...) for a new model with random weights; its vocabulary
+    size and length follow from the tokenizer and ``data.seq_len``."""
+    attn_implementation: str | None = "auto"
+    """Any transformers attention name (``sdpa``, ``eager``, ``flash_attention_2``, ...) or ``auto``: sdpa, or on CUDA
+    with packed rows a varlen kernel (flash attention if installed, else flex_attention)."""
+    trust_remote_code: bool = False
+    """Run the model folder's own Python code (only for a folder you trust)."""
+    dtype: Literal["float32", "bfloat16", "float16"] | None = None
+    """The dtype the weights are held in; None: from ``trainer.precision``."""
+    lora: LoraSection | None = None
+    """LoRA adapters through peft; None: full fine-tuning."""
+    freeze_layers: list[str] = Field(default_factory=list)
+    """Module names or globs whose parameters are frozen (``vision_encoder``: the vision tower)."""
+    chunked_loss: bool = True
+    """The LM head and its loss run over chunks of the positions that carry one, so the full logits never exist
+    (the same numbers)."""
+    router_aux_loss_coef: float | None = Field(default=None, ge=0)
+    """Mixture-of-experts models: the weight of the router's load-balancing loss; None: the model config's own."""
+    freeze_vision: bool = True
+    """Vision-language SFT: keep the vision tower frozen (olmOCR's default)."""
+    freeze_projector: bool = False
+    """Vision-language SFT: freeze the projector from the vision tower to the language model too."""
+    quantize: Literal["nf4", "int8"] | None = None
+    """QLoRA: the base's linear weights held quantized (torchao NF4 with double quantization, or int8 weight-only),
+    LoRA adapters trained on them in the compute dtype; exports are de-quantized and merged. None: not quantized."""
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ModelSection:
+        if (self.name_or_path is None) == (self.config is None):
+            raise ValueError("give exactly one of model.name_or_path and model.config")
+        return self

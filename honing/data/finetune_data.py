@@ -1,0 +1,91 @@
+"""A fine-tuning method's data, built through its row kind (``honing.data.row_kind``): the splits' rows read once,
+fitted and batched into the training loader and the validation batches (per source when there are several), with
+each split's data report."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from honing.data.eval_batches import EvalBatches
+from honing.data.loader import training_loader
+from honing.data.report import DataReport
+from honing.data.row_kind import RowKind
+from honing.data.splits import read_splits
+from honing.data.validation_parts import validation_batches
+
+
+@dataclass
+class RunData:
+    """What a recipe's data step makes: the training loader, the validation batches (None without validation),
+    the collator that splits a batch into micro-batches, and each split's data report."""
+
+    train_loader: Any
+    eval_batches: Any
+    collator: Any
+    reports: dict[str, DataReport] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DataPlacement:
+    """Where this process reads: its slice of the data-parallel dimension, the rows a validation batch holds, and
+    the cache of prepared rows."""
+
+    seed: int
+    rank: int
+    world_size: int
+    eval_batch_size: int
+    cache_dir: str
+    progress: bool = False
+
+
+def build_finetune_data(
+    kind: RowKind,
+    data: Any,
+    place: DataPlacement,
+    *,
+    validation: bool = True,
+    finish: Callable[[Any], Any] | None = None,
+) -> RunData:
+    """``kind``'s training loader and validation batches from the ``data`` section; ``finish`` is applied to each
+    dataset before it is batched (DPO's precomputed reference log-probs)."""
+    splits = read_splits(
+        kind, data, seed=place.seed, cache_dir=place.cache_dir, validation=validation, progress=place.progress
+    )
+
+    def batched(part: tuple[Any, list[int]], split: str) -> tuple[Any, Any, DataReport]:
+        fitted, report = kind.fit(*part, split)
+        dataset, collate = kind.dataset(fitted, report)
+        if finish is not None:
+            finish(dataset)
+        return dataset, collate, report
+
+    train, collator, report = batched(splits["train"], "train")
+    loader = training_loader(
+        train,
+        collator,
+        data,
+        seed=place.seed,
+        rank=place.rank,
+        world_size=place.world_size,
+        group_by_length=kind.group_by_length,
+    )
+    reports = {"train": report} if report is not None else {}  # GRPO's prompts have none
+    if not splits.get("validation", (None, []))[1]:
+        return RunData(loader, None, collator, reports)
+
+    def validation_part(part: tuple[Any, list[int]]) -> tuple[EvalBatches, DataReport]:
+        dataset, collate, part_report = batched(part, "validation")
+        return evaluation_batches(dataset, collate, place), part_report
+
+    sources = data.validation.sources if data.validation is not None else []
+    eval_batches, reports["validation"] = validation_batches(sources, splits["validation"], validation_part)
+    return RunData(loader, eval_batches, collator, reports)
+
+
+def evaluation_batches(dataset: Any, collate: Any, place: DataPlacement) -> EvalBatches:
+    """This rank's validation batches of ``dataset``."""
+    return EvalBatches(
+        dataset, batch_size=place.eval_batch_size, collate_fn=collate, rank=place.rank, world_size=place.world_size
+    )

@@ -1,0 +1,44 @@
+"""Other systems' config files read as honing's: an Oumi training config or an olmOCR TrainConfig YAML is
+recognised by its shape and translated to honing's config (a plain dict that ``honing.config`` then validates).
+
+A key the translation cannot honour is refused, one line per key naming it and why; a key honoured in honing's own
+way (no key of its own) leaves a note.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from honing.config.errors import ConfigError
+from honing.interop.configs.olmocr import is_olmocr, translate_olmocr
+from honing.interop.configs.oumi import is_oumi, translate_oumi
+from honing.interop.configs.translation import Translation
+
+
+def detect_dialect(raw: dict[str, Any]) -> str | None:
+    """``"oumi"``, ``"olmocr"`` or None (a honing config) by the sections a config has."""
+    if is_olmocr(raw):
+        return "olmocr"
+    if is_oumi(raw):
+        return "oumi"
+    return None
+
+
+def translate(raw: dict[str, Any]) -> Translation | None:
+    """The translation of a foreign config, refusals included; None for a honing config."""
+    dialect = detect_dialect(raw)
+    if dialect == "oumi":
+        return translate_oumi(raw)
+    if dialect == "olmocr":
+        return translate_olmocr(raw)
+    return None
+
+
+def translate_or_refuse(raw: dict[str, Any], source: str) -> Translation | None:
+    """``translate``, raising one ConfigError line that lists every refused key when any is refused."""
+    translation = translate(raw)
+    if translation is not None and translation.refused:
+        raise ConfigError(
+            f"{source}: read as an {translation.dialect} config; cannot honour: " + "; ".join(translation.refused)
+        )
+    return translation

@@ -1,0 +1,37 @@
+"""A user's config file as honing's run config, whichever system wrote it: an Oumi or olmOCR config is translated
+to honing's first (the translation logged), then the dotted overrides apply and ``honing.config`` validates."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+from honing.config import RunConfig, apply_override, read_yaml, validate
+from honing.interop.configs.convert import translation_yaml
+from honing.interop.configs.dialects import translate_or_refuse
+
+log = logging.getLogger(__name__)
+
+
+def load_any_config(path: str | None, overrides: Iterable[str] = ()) -> RunConfig:
+    """Read ``path`` (honing's YAML, or an Oumi or olmOCR config translated to it), apply ``key.path=value``
+    overrides (honing's keys), validate; what ``honing train`` and the other verbs read a config file with."""
+    raw = translated(read_yaml(path), path) if path else {}
+    for override in overrides:
+        apply_override(raw, override)
+    return validate(raw, source=path or "<overrides>")
+
+
+def translated(raw: dict[str, Any], path: str) -> dict[str, Any]:
+    """honing's config for a foreign one (logged with its notes, secrets redacted); ``raw`` itself otherwise."""
+    translation = translate_or_refuse(raw, path)
+    if translation is None:
+        return raw
+    log.info(
+        "%s: read as an %s config, translated to honing's:\n%s",
+        path,
+        translation.dialect,
+        translation_yaml(translation, path).rstrip(),
+    )
+    return translation.config

@@ -1,0 +1,121 @@
+"""What a translation from another system's config builds: honing's config as a plain dict, one refusal line per
+key it cannot honour, and one note per key honoured in honing's own way."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from honing.config.keys import section_type
+from honing.config.schema import RunConfig
+
+
+class Translation:
+    """honing's config being built from a foreign one, with the refusals and notes found on the way."""
+
+    def __init__(self, dialect: str):
+        self.dialect = dialect
+        self.config: dict[str, Any] = {}
+        self.refused: list[str] = []
+        self.notes: list[str] = []
+
+    def set(self, path: str, value: Any) -> None:
+        """Set a dotted key of honing's config (sections are created as needed)."""
+        *parents, last = path.split(".")
+        node = self.config
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[last] = value
+
+    def get(self, path: str, default: Any = None) -> Any:
+        """A dotted key of honing's config as set so far, or ``default``."""
+        node: Any = self.config
+        for part in path.split("."):
+            if not isinstance(node, Mapping) or part not in node:
+                return default
+            node = node[part]
+        return node
+
+    def refuse(self, key: str, why: str) -> None:
+        """Record that ``key`` of the foreign config cannot be honoured, and why (one line)."""
+        self.refused.append(f"{key}: {why}")
+
+    def note(self, key: str, what: str) -> None:
+        """Record how ``key`` of the foreign config is honoured when it has no key of its own in honing's."""
+        self.notes.append(f"{key}: {what}")
+
+    def section(self, value: Any, prefix: str) -> Keys:
+        """The keys of a foreign section, each to be taken or refused (``prefix`` names it in messages)."""
+        if value is None:
+            value = {}
+        if not isinstance(value, Mapping):
+            self.refuse(prefix, f"expected a mapping of keys, got {type(value).__name__}")
+            value = {}
+        return Keys(self, value, prefix)
+
+
+class Keys:
+    """One section of a foreign config: keys are taken one by one; ``done()`` refuses every key left."""
+
+    def __init__(self, translation: Translation, values: Mapping[str, Any], prefix: str):
+        self.translation = translation
+        self.values = dict(values)
+        self.prefix = prefix
+        self.taken: set[str] = set()
+
+    def key(self, name: str) -> str:
+        """The full foreign key path of ``name`` in this section."""
+        return f"{self.prefix}.{name}" if self.prefix else name
+
+    def has(self, name: str) -> bool:
+        """True when the section sets ``name`` (to anything but null)."""
+        return self.values.get(name) is not None
+
+    def take(self, name: str, default: Any = None) -> Any:
+        """The value of ``name`` (``default`` when absent or null), marked as handled."""
+        self.taken.add(name)
+        value = self.values.get(name)
+        return default if value is None else value
+
+    def peek(self, name: str, default: Any = None) -> Any:
+        """The value of ``name`` without marking it handled."""
+        value = self.values.get(name)
+        return default if value is None else value
+
+    def copy(self, name: str, path: str, convert: Any = None) -> None:
+        """Take ``name`` and, when set, write it (through ``convert``) to honing's ``path``."""
+        if self.has(name):
+            value = self.take(name)
+            self.translation.set(path, convert(value) if convert else value)
+        else:
+            self.take(name)
+
+    def refuse(self, name: str, why: str) -> None:
+        """Take ``name`` and refuse it when set."""
+        if self.has(name):
+            self.translation.refuse(self.key(name), why)
+        self.taken.add(name)
+
+    def allow(self, name: str, allowed: tuple[Any, ...], why: str) -> Any:
+        """Take ``name``; a value outside ``allowed`` (null always allowed) is refused with ``why``."""
+        value = self.take(name)
+        if value is not None and value not in allowed:
+            self.translation.refuse(self.key(name), f"{value!r} {why}")
+        return value
+
+    def done(self, why: str = "honing has no key for it") -> None:
+        """Refuse every key of the section not taken."""
+        for name in self.values:
+            if name not in self.taken:
+                self.translation.refuse(self.key(name), f"not translated: {why}")
+
+
+def schema_has(path: str) -> bool:
+    """True when honing's run config has the dotted key ``path`` (``[]`` steps into a list of sections), so a
+    translation writes only keys this version of honing reads."""
+    model: Any = RunConfig
+    for part in path.replace("[]", "").split("."):
+        if model is None or part not in model.model_fields:
+            return False
+        model, _ = section_type(model.model_fields[part].annotation)
+    return True

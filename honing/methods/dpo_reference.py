@@ -1,0 +1,96 @@
+"""DPO's precomputed reference (``dpo.reference: precompute``): the initial model's log-probs of every pair, computed
+once before training and cached on disk, keyed by the weights, the pairs' token ids and the precision."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import Any
+
+import numpy as np
+import torch
+
+from honing.cache import atomic_write, content_hash
+from honing.distributed import get_rank, get_world_size, is_rank0, print0
+from honing.methods.dpo import compute_reference_logps
+from honing.models import unwrap_model
+from honing.models.quantize import plain_parts
+
+
+class PrecomputedReference:
+    """Scores a ``PairDataset`` with ``model`` as it is before training (every rank scores every pair in the same
+    order: under FSDP2 each forward is collective anyway); ``sharded``: the model is FSDP2-sharded."""
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        collator: Any,
+        *,
+        device: torch.device,
+        precision: str,
+        attention: str,
+        batch_size: int,
+        chunked: bool,
+        packed: bool,
+        sharded: bool,
+        cache_dir: str,
+    ):
+        self.model, self.collator, self.device, self.precision = model, collator, device, precision
+        self.attention, self.batch_size, self.chunked, self.packed = attention, batch_size, chunked, packed
+        self.sharded, self.cache_dir = sharded, cache_dir
+
+    def attach(self, dataset: Any) -> None:
+        """Give ``dataset`` its reference log-probs (``PairDataset.with_reference``)."""
+        dataset.with_reference(*self.logps(dataset))
+
+    def logps(self, dataset: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        """The chosen and rejected log-probs of every pair, from the cache when the same model and data were scored
+        before, else computed and cached."""
+        path = os.path.join(self.cache_dir, "dpo_reference", f"{self.key(dataset)}.pt")
+        if os.path.exists(path):
+            cached = torch.load(path, weights_only=True)
+            print0(f"reference log-probs of {len(dataset):,} pairs read from {path}")
+            return cached["chosen"], cached["rejected"]
+        size = self.batch_size
+        batches = (
+            self.collator([dataset[i] for i in range(start, min(start + size, len(dataset)))])
+            for start in range(0, len(dataset), size)
+        )
+        chosen, rejected = compute_reference_logps(
+            self.model,
+            batches,
+            collator=self.collator,
+            device=self.device,
+            autocast=self.autocast,
+            chunked=self.chunked,
+            packed=self.packed,
+        )
+        if is_rank0() or self.sharded:
+            atomic_write(path, lambda handle: torch.save({"chosen": chosen, "rejected": rejected}, handle))
+        print0(f"reference log-probs of {len(dataset):,} pairs computed and cached in {path}")
+        return chosen, rejected
+
+    def key(self, dataset: Any) -> str:
+        """A content hash of the model's weights (this rank's shard under FSDP2), the pairs' token ids and the
+        precision."""
+
+        def parts():
+            yield f"dpo-reference-v1|{self.precision}|{self.attention}"
+            if self.sharded:
+                yield f"rank {get_rank()} of {get_world_size()}"
+            for name, tensor in unwrap_model(self.model).state_dict().items():
+                local = tensor.to_local() if hasattr(tensor, "to_local") else tensor
+                yield name
+                for part in plain_parts(local):  # a quantized (QLoRA) weight: its codes and scales
+                    yield part.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes()
+            for pair in dataset.pairs:
+                for ids in (pair.prompt_ids, pair.chosen_ids, pair.rejected_ids):
+                    yield np.asarray(ids, dtype=np.int64).tobytes()
+
+        return content_hash(parts())
+
+    def autocast(self) -> Any:
+        """bf16 autocast under ``bf16-mixed``, as the training step runs."""
+        if self.precision == "bf16-mixed":
+            return torch.autocast(self.device.type, dtype=torch.bfloat16)
+        return contextlib.nullcontext()

@@ -1,0 +1,132 @@
+"""The model builder: a run's model from its ``model`` section, on its device and dtype, with the attention kernel
+chosen for it, a quantized base (QLoRA) and LoRA adapters: the part of every recipe that makes the model."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import torch
+
+from honing.models.attention_choice import AUTO, AttentionChoice, choose_attention
+from honing.models.loading import build_model_config, build_model_from_config, load_pretrained_model
+from honing.models.lora import apply_lora
+from honing.models.quantize import check_has_lora, quantize_base
+from honing.models.quantized_loading import quantizing_load_options
+
+log = logging.getLogger(__name__)
+
+
+class ModelBuilder:
+    """Builds the model ``model`` (the run's ``model`` section) describes; keeps the attention kernel it chose."""
+
+    def __init__(self, model: Any, *, device: torch.device, precision: str, packed_rows: bool = False):
+        self.cfg, self.device, self.precision, self.packed_rows = model, device, precision, packed_rows
+        self.attention: AttentionChoice | None = None  # set once the model exists
+
+    def dtype(self) -> torch.dtype:
+        """``model.dtype``, else bf16 weights under ``precision: bf16`` and fp32 otherwise."""
+        if self.cfg.dtype is not None:
+            return getattr(torch, self.cfg.dtype)
+        return torch.bfloat16 if self.precision == "bf16" else torch.float32
+
+    def causal_lm(self, tokenizer: Any, *, max_length: int, shards: int) -> torch.nn.Module:
+        """A causal LM from ``model.name_or_path`` or ``model.config`` (sized to ``tokenizer`` and ``max_length``),
+        finished by :meth:`finish`."""
+        cfg = self.cfg
+        check_has_lora(cfg.quantize, cfg.lora)  # before a long load that would be refused
+        if cfg.name_or_path:
+            model = self.load_pretrained(shards=shards)
+        else:
+            model_config = build_model_config(
+                cfg.config or {},
+                vocab_size=len(tokenizer),
+                max_position_embeddings=max_length,
+                special_token_ids={
+                    "eos_token_id": tokenizer.eos_token_id,
+                    "pad_token_id": tokenizer.pad_token_id,
+                    "bos_token_id": tokenizer.bos_token_id,
+                },
+            )
+            model = build_model_from_config(
+                model_config, attn_implementation=self.attention_to_build(), dtype=self.dtype()
+            )
+        return self.finish(model, tokenizer, lora=cfg.lora, shards=shards)
+
+    def load_pretrained(self, *, shards: int, auto_class: Any = None) -> torch.nn.Module:
+        """``model.name_or_path`` in the run's dtype (``auto_class``: transformers' Auto class, None for a causal
+        LM); under ``model.quantize`` the decoder's linears are quantized as they are read."""
+        cfg = self.cfg
+        return load_pretrained_model(
+            cfg.name_or_path,
+            attn_implementation=self.attention_to_build(),
+            dtype=self.dtype(),
+            trust_remote_code=cfg.trust_remote_code,
+            auto_class=auto_class,
+            **quantizing_load_options(
+                cfg.quantize,
+                name_or_path=cfg.name_or_path,
+                auto_class=auto_class,
+                trust_remote_code=cfg.trust_remote_code,
+                device=self.device,
+                shards=shards,
+            ),
+        )
+
+    def finish(self, model: torch.nn.Module, tokenizer: Any, *, lora: Any, shards: int) -> torch.nn.Module:
+        """Embeddings grown to the tokenizer, the base quantized (QLoRA), the model on the device with its attention
+        kernel, then LoRA adapters (``lora``: a ``model.lora`` section, or None)."""
+        rows = model.get_input_embeddings().weight.shape[0]
+        if tokenizer is not None and len(tokenizer) > rows:
+            # e.g. chat-template special tokens added to a pretrained tokenizer: the new rows are
+            # initialised by transformers (mean of the old embeddings) and trained
+            log.info("resizing the model's embeddings from %d to %d tokens to fit the tokenizer", rows, len(tokenizer))
+            model.resize_token_embeddings(len(tokenizer))
+        quantize_base(model, self.cfg.quantize, lora, device=self.device, shards=shards)  # QLoRA's base
+        model = self.set_attention(model.to(self.device))
+        if lora is not None:  # peft creates the adapters on the device of the layers they adapt
+            model = apply_lora(
+                model,
+                rank=lora.rank,
+                alpha=lora.alpha,
+                dropout=lora.dropout,
+                bias=lora.bias,
+                target_modules=lora.target_modules,
+                task_type=lora.task_type,
+                modules_to_save=lora.modules_to_save,
+            )
+        return model
+
+    def attention_to_build(self) -> str | None:
+        """The attention implementation to build the model with: the configured one; sdpa for ``auto``, which
+        :meth:`set_attention` resolves once the model exists."""
+        requested = self.cfg.attn_implementation
+        return "sdpa" if requested == AUTO else requested
+
+    def set_attention(self, model: torch.nn.Module) -> torch.nn.Module:
+        """Resolve ``model.attn_implementation`` for this model, device and row layout (``auto``: see
+        ``honing.models.attention_choice``), switch the model to it, and keep the choice in ``self.attention``."""
+        self.attention = choose_attention(
+            self.cfg.attn_implementation,
+            device_type=self.device.type,
+            packed_rows=self.packed_rows,
+            precision=self.precision,
+            supports_flash=bool(getattr(model, "_supports_flash_attn", False)),
+            supports_flex=bool(getattr(model, "_supports_flex_attn", False)),
+        )
+        requested = self.cfg.attn_implementation
+        if requested == AUTO and self.attention.name != self.attention_to_build():
+            model.set_attn_implementation(self.attention.name)
+        elif requested != AUTO:  # what transformers made of it (None: its own default)
+            config = getattr(model, "config", None)
+            self.attention = AttentionChoice(str(getattr(config, "_attn_implementation", None) or requested))
+        return model
+
+    def attention_name(self) -> str:
+        """The attention implementation in use (the configured name until the model is built)."""
+        return self.attention.name if self.attention else str(self.cfg.attn_implementation or "sdpa")
+
+    def describe_attention(self) -> str:
+        """The attention implementation in use, with why when ``auto`` picked it."""
+        reason = self.attention.reason if self.attention else ""
+        return f"{self.attention_name()} ({reason})" if reason else self.attention_name()
