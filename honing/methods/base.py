@@ -16,7 +16,7 @@ from honing.data.collate import Collator, stack_collate
 from honing.distributed import get_world_size, is_distributed
 from honing.errors import ConfigError
 from honing.methods.sequence_split import check_splittable, split_model_inputs, split_rows
-from honing.models.parallel import clip_grads, gradient_sync, total_grad_norm
+from honing.models.parallel import clip_grads, gradient_sync, grads_by_mesh, total_grad_norm
 from honing.optim.schedulers import lr_factor
 from honing.parallel_dims import ParallelDims
 from honing.train.metrics import ReduceType
@@ -208,9 +208,10 @@ class BaseTrainModule(TrainModule):
                 self.trainer.record_metric("optim/skipped_steps", 1, ReduceType.max)
             return
         params = self._params
-        grad_norm = total_grad_norm(params)  # of the whole model, however its weights are split over ranks
+        groups = grads_by_mesh(params)
+        grad_norm = total_grad_norm(params, groups)  # of the whole model, however its weights are split over ranks
         if self.grad_clip is not None:
-            clip_grads(params, self.grad_clip, grad_norm)
+            clip_grads(params, self.grad_clip, grad_norm, groups)
         factor = self.current_lr_factor()
         for group in self.optimizer.param_groups:
             group["lr"] = group["initial_lr"] * factor

@@ -75,7 +75,10 @@ class LMTrainModule(BaseTrainModule):
         ranks), and for an MoE model its router loss as :class:`RouterLoss` weights it."""
         self.start_step()
         micro_batches = self.micro_batches(batch)
-        local_tokens = sum((batch_targets(m) != IGNORE_INDEX).sum() for m in micro_batches)
+        for micro in micro_batches:  # shifted once: counted here, trained on in forward_loss (batch_targets)
+            if "targets" not in micro:
+                micro["targets"] = batch_targets(micro)
+        local_tokens = sum((micro["targets"] != IGNORE_INDEX).sum() for micro in micro_batches)
         # Times the ranks DDP/FSDP average gradients over: the update is then the mean over every target token
         # of the step, however the batch is split into ranks, sequence slices and micro-batches.
         scale = self.grad_divisor / self.sum_over_ranks(local_tokens).clamp(min=1)

@@ -311,13 +311,22 @@ def _params_by_mesh(params: list[torch.nn.Parameter]) -> list[list[torch.nn.Para
     return list(by_mesh.values())
 
 
-def total_grad_norm(params: list[torch.nn.Parameter]) -> torch.Tensor:
-    """The L2 norm of every gradient of ``params`` together, the same on every rank, as a plain tensor.
+def grads_by_mesh(params: list[torch.nn.Parameter]) -> list[list[torch.nn.Parameter]]:
+    """The parameters of ``params`` that have gradients, grouped by device mesh: what ``total_grad_norm`` and
+    ``clip_grads`` take, computed once a step for both."""
+    return _params_by_mesh(params)
+
+
+def total_grad_norm(
+    params: list[torch.nn.Parameter], groups: list[list[torch.nn.Parameter]] | None = None
+) -> torch.Tensor:
+    """The L2 norm of every gradient of ``params`` together, the same on every rank, as a plain tensor
+    (``groups``: ``grads_by_mesh(params)`` when the caller has it already).
 
     Weights split over ranks are DTensors, possibly on different meshes (FSDP2 over data-parallel ranks, tensor
     parallelism, experts over ``ep``): each mesh's gradients are normed together, made whole, then combined."""
     norms = []
-    for group in _params_by_mesh(params):
+    for group in _params_by_mesh(params) if groups is None else groups:
         norm = torch.nn.utils.get_total_norm([param.grad for param in group])
         norms.append(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
     if not norms:
@@ -327,11 +336,17 @@ def total_grad_norm(params: list[torch.nn.Parameter]) -> torch.Tensor:
     return torch.linalg.vector_norm(torch.stack([norm.to(norms[0].device) for norm in norms]))
 
 
-def clip_grads(params: list[torch.nn.Parameter], max_norm: float, total_norm: torch.Tensor) -> None:
-    """Scale the gradients of ``params`` so that their total norm is at most ``max_norm`` (no host sync)."""
+def clip_grads(
+    params: list[torch.nn.Parameter],
+    max_norm: float,
+    total_norm: torch.Tensor,
+    groups: list[list[torch.nn.Parameter]] | None = None,
+) -> None:
+    """Scale the gradients of ``params`` so that their total norm is at most ``max_norm`` (no host sync;
+    ``groups``: ``grads_by_mesh(params)`` when the caller has it already)."""
     from torch.distributed.tensor.experimental import implicit_replication
 
-    for group in _params_by_mesh(params):
+    for group in _params_by_mesh(params) if groups is None else groups:
         # the plain-tensor coefficient multiplies DTensor gradients as a replicated scalar
         with implicit_replication():
             torch.nn.utils.clip_grads_with_norm_(group, max_norm, total_norm)

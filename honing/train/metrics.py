@@ -121,7 +121,8 @@ class MetricsBuffer:
         ``reduce_type`` None means no reduction across ranks; a metric keeps one reduce type throughout."""
         if isinstance(value, torch.Tensor):
             value = value.detach()
-        reduce_type = None if reduce_type is None else ReduceType(reduce_type)
+        if reduce_type is not None and not isinstance(reduce_type, ReduceType):
+            reduce_type = ReduceType(reduce_type)
         if self.reduce_types.get(name, reduce_type) != reduce_type:
             raise RuntimeError(
                 f"metric {name!r} was recorded with reduce_type "
