@@ -69,17 +69,19 @@ def setting_files(tree: str, fields: list[str]) -> dict[str, int]:
     return {field: sum(bool(re.search(rf"\b{field}\b", code)) for code in codes.values()) for field in fields}
 
 
-def data_modules_taking_a_recipe(tree: str) -> list[str]:
-    """The modules of ``honing/data`` that import ``honing.recipes`` or have a parameter named or typed recipe."""
+def modules_taking_a_recipe(tree: str, folder: str, *, imports_count: bool) -> list[str]:
+    """The modules below ``honing/<folder>`` with a function parameter named or typed recipe (and, with
+    ``imports_count``, those importing ``honing.recipes``); modules defining a recipe class are left out."""
     found = []
-    for path in python_files(os.path.join(tree, "honing", "data")):
+    for path in python_files(os.path.join(tree, "honing", folder)):
         with open(path, encoding="utf-8") as handle:
             module = ast.parse(handle.read())
+        if any(isinstance(node, ast.ClassDef) and node.name.endswith("Recipe") for node in ast.walk(module)):
+            continue  # a recipe itself
         for node in ast.walk(module):
-            imports = isinstance(node, ast.ImportFrom) and (node.module or "").startswith("honing.recipes")
-            imports = (
-                imports or isinstance(node, ast.Import) and any(a.name.startswith("honing.recipes") for a in node.names)
-            )
+            imported = [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            imported += [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+            imports = imports_count and any(name.startswith("honing.recipes") for name in imported)
             takes = isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
                 arg.arg == "recipe" or "Recipe" in ast.unparse(arg.annotation or ast.Constant(""))
                 for arg in node.args.args + node.args.kwonlyargs
@@ -120,9 +122,9 @@ def measure(tree: str) -> dict:
     return {
         "methods per recipe class chain": counted["methods"],
         "files naming nonfinite_loss": files.get("nonfinite_loss"),
-        "most files naming one trainer setting": max(files.values(), default=0),
         "files naming each trainer setting": files,
-        "data/ modules importing or taking a recipe": data_modules_taking_a_recipe(tree),
+        "data/ modules importing or taking a recipe": modules_taking_a_recipe(tree, "data", imports_count=True),
+        "modules of honing/ taking a recipe object": modules_taking_a_recipe(tree, "", imports_count=False),
         "duplicates pairs inside honing/": duplicate_pairs(tree),
         "README lines": readme,
         "docs built in CI": docs_in_ci,
