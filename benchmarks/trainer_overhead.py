@@ -220,11 +220,15 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--precision", choices=["fp32", "bf16-mixed"], default="fp32")
     parser.add_argument("--size", choices=sorted(SIZES), default="quickstart")
+    parser.add_argument(
+        "--systems", default=",".join(SYSTEMS), help="comma-separated systems to run (default: all three)"
+    )
     args = parser.parse_args()
+    systems = [name for name in SYSTEMS if name in args.systems.split(",")]
 
-    results: dict[str, list[dict[str, float]]] = {name: [] for name in SYSTEMS}
+    results: dict[str, list[dict[str, float]]] = {name: [] for name in systems}
     for round_index in range(args.rounds):
-        order = list(SYSTEMS) if round_index % 2 == 0 else list(reversed(SYSTEMS))
+        order = systems if round_index % 2 == 0 else list(reversed(systems))
         for system in order:
             timing_ = measure_in_subprocess(system, args)
             results[system].append(timing_)
@@ -251,8 +255,12 @@ def main() -> None:
         print(f"\n{label}:")
         for name, value in median.items():
             print(f"  {name:22s} {value:10,.0f}")
-        print(f"  honing / hand-written loop    = {median['honing'] / median['hand-written loop']:.3f}")
-        print(f"  honing / transformers Trainer = {median['honing'] / median['transformers Trainer']:.3f}")
+        for other in ("hand-written loop", "transformers Trainer"):
+            if "honing" in median and other in median:
+                # the rounds are paired (one system right after the other): the median of their ratios is less
+                # moved by the machine's speed drifting between rounds than the ratio of the medians
+                paired = statistics.median(h[key] / o[key] for h, o in zip(results["honing"], results[other]))
+                print(f"  honing / {other:20s} = {median['honing'] / median[other]:.3f} (paired rounds: {paired:.3f})")
     print(json.dumps({"median": summary, "args": vars(args)}))
 
 
