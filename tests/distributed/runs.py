@@ -79,6 +79,17 @@ def honing_train(
     )
 
 
+def failure_excerpt(stderr: str, lines: int = 40, tail: int = 3000) -> str:
+    """What a failed multi-process run's stderr says first and last: the lines from the first ``Fatal Python error``
+    (a rank that aborted) or ``Traceback``, then the tail, so a crash's first line is never cut away."""
+    text = stderr.splitlines()
+    first = next((i for i, line in enumerate(text) if "Fatal Python error" in line), None)
+    if first is None:
+        first = next((i for i, line in enumerate(text) if line.startswith("Traceback")), None)
+    head = "\n".join(text[first : first + lines]) + "\n[...]\n" if first is not None else ""
+    return head + stderr[-tail:]
+
+
 def metrics(save_folder: Path) -> dict[int, dict[str, float]]:
     """The run's logged metrics by step (a step logged twice, e.g. by a resumed run, keeps the last)."""
     rows = [json.loads(line) for line in (save_folder / "metrics.jsonl").read_text().splitlines()]

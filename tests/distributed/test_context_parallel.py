@@ -6,7 +6,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from tests.distributed.runs import honing_train, metrics
+from tests.distributed.runs import failure_excerpt, honing_train, metrics
 
 pytestmark = pytest.mark.slow
 
@@ -45,7 +45,7 @@ def sft_run(tmp_path, name, packing, *overrides, nproc=None):
         CONFIG.format(save_folder=save_folder, steps=STEPS, packing=str(packing).lower(), cache=tmp_path / "cache")
     )
     result = honing_train(str(config), *overrides, nproc=nproc, timeout=240)
-    assert result.returncode == 0, result.stderr[-4000:]
+    assert result.returncode == 0, failure_excerpt(result.stderr)
     return save_folder, result
 
 

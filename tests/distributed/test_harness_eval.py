@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.distributed.runs import honing_train, metrics
+from tests.distributed.runs import failure_excerpt, honing_train, metrics
 
 pytest.importorskip("lm_eval", reason="lm-eval is not installed (pip install 'honing[eval]')")
 pytestmark = pytest.mark.slow
@@ -85,7 +85,7 @@ def test_harness_eval_on_two_processes_outlasts_the_timeout(tmp_path):
     config = tmp_path / "run.yaml"
     config.write_text(CONFIG.format(save_folder=save_folder, task=tasks / "slow_echo.yaml"))
     result = honing_train(str(config), nproc=2, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.returncode == 0, failure_excerpt(result.stderr)
     logged = metrics(save_folder)
     assert logged[2]["eval/harness/slow_echo/answered"] == 1.0
     assert logged[4]["eval/harness/slow_echo/answered"] == 1.0

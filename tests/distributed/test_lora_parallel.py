@@ -6,7 +6,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from tests.distributed.runs import honing_train, metrics
+from tests.distributed.runs import failure_excerpt, honing_train, metrics
 
 pytestmark = pytest.mark.slow
 
@@ -47,7 +47,7 @@ def lora_run(tmp_path, name, strategy=None):
         nproc=2 if strategy else None,
         timeout=240,
     )
-    assert result.returncode == 0, result.stderr[-4000:]
+    assert result.returncode == 0, failure_excerpt(result.stderr)
     return save_folder, result
 
 

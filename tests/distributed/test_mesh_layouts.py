@@ -4,7 +4,7 @@ dp_shard=2 × tp=2 resumes under other layouts (dp_shard=4, one process) and goe
 
 import pytest
 
-from tests.distributed.runs import honing_train, metrics, weights, write_config
+from tests.distributed.runs import failure_excerpt, honing_train, metrics, weights, write_config
 
 pytestmark = pytest.mark.slow
 
@@ -23,7 +23,7 @@ def run(tmp_path, name, *overrides, nproc=None, save_interval=100):
     }
     config, _ = write_config(tmp_path, name, steps=STEPS, save_interval=save_interval, custom=[dump])
     result = honing_train(config, LR, *overrides, nproc=nproc, timeout=300)
-    assert result.returncode == 0, result.stderr[-4000:]
+    assert result.returncode == 0, failure_excerpt(result.stderr)
     return save_folder
 
 

@@ -7,7 +7,7 @@ import json
 import pytest
 import yaml
 
-from tests.distributed.runs import honing_train
+from tests.distributed.runs import failure_excerpt, honing_train
 
 pytestmark = pytest.mark.slow
 
@@ -70,7 +70,7 @@ def run(tmp_path, name, method, *overrides, nproc=None):
     config = tmp_path / f"{name}.yaml"
     config.write_text(yaml.safe_dump(raw))
     result = honing_train(str(config), *overrides, nproc=nproc, timeout=240)
-    assert result.returncode == 0, result.stderr[-4000:]
+    assert result.returncode == 0, failure_excerpt(result.stderr)
     rows = [json.loads(line) for line in (tmp_path / name / "metrics.jsonl").read_text().splitlines()]
     return {row["step"]: row for row in rows}
 

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from tests.distributed.runs import honing_train, metrics
+from tests.distributed.runs import failure_excerpt, honing_train, metrics
 
 pytestmark = pytest.mark.slow
 
@@ -42,13 +42,13 @@ def test_two_ranks_on_one_node_tokenize_once(tmp_path):
     config = tmp_path / "sft.yaml"
     config.write_text(CONFIG.format(save_folder=tmp_path / "run", cache=tmp_path / "cache"))
     first = honing_train(str(config), nproc=2, timeout=300)
-    assert first.returncode == 0, first.stderr[-3000:]
+    assert first.returncode == 0, failure_excerpt(first.stderr)
     logs = prepare_logs(tmp_path / "cache")
     assert len(logs) == 2  # the training and the validation sources
     for lines in logs.values():
         assert [(line["rank"], line["reused"]) for line in lines] == [(0, 0)]
     assert sorted(metrics(tmp_path / "run")) == [1, 2, 3]
     second = honing_train(str(config), "trainer.save_folder=" + str(tmp_path / "again"), nproc=2, timeout=300)
-    assert second.returncode == 0, second.stderr[-3000:]
+    assert second.returncode == 0, failure_excerpt(second.stderr)
     assert prepare_logs(tmp_path / "cache") == logs  # read, not prepared again
     assert metrics(tmp_path / "again")[3]["train/loss"] == metrics(tmp_path / "run")[3]["train/loss"]

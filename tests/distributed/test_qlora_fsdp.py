@@ -7,7 +7,7 @@ from safetensors.torch import load_file
 
 pytest.importorskip("torchao")
 
-from tests.distributed.runs import honing_train, metrics  # noqa: E402
+from tests.distributed.runs import failure_excerpt, honing_train, metrics  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -42,7 +42,7 @@ def run(tmp_path, name, nproc=None):
     config = tmp_path / f"{name}.yaml"
     config.write_text(CONFIG.format(save_folder=save_folder, steps=STEPS, cache=tmp_path / "cache"))
     result = honing_train(str(config), nproc=nproc, timeout=240)
-    assert result.returncode == 0, result.stderr[-4000:]
+    assert result.returncode == 0, failure_excerpt(result.stderr)
     return save_folder, result
 
 

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from tests.distributed.runs import REPO, honing_train, metrics, write_config
+from tests.distributed.runs import REPO, failure_excerpt, honing_train, metrics, write_config
 
 pytestmark = pytest.mark.slow
 
@@ -73,10 +73,10 @@ def launch_nodes(config: str, *overrides: str, second_node_prefix: list[str] | N
 def test_two_nodes_of_two_train_like_one_node_of_four(tmp_path):
     config, one_node = write_config(tmp_path, "one_node", steps=STEPS)
     result = honing_train(config, *LAYOUT, nproc=4, timeout=240)
-    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.returncode == 0, failure_excerpt(result.stderr)
     config, two_nodes = write_config(tmp_path, "two_nodes", steps=STEPS)
     for code, stderr in launch_nodes(config, *LAYOUT):
-        assert code == 0, stderr[-3000:]
+        assert code == 0, failure_excerpt(stderr)
     ours, theirs = metrics(two_nodes), metrics(one_node)
     assert sorted(ours) == sorted(theirs) == list(range(1, STEPS + 1))
     for step in range(1, STEPS + 1):

@@ -13,7 +13,7 @@ import torch
 from honing.distributed import is_rank0
 from honing.models.parallel import find_blocks
 from honing.train import Callback
-from tests.distributed.runs import honing_train, metrics, weights
+from tests.distributed.runs import failure_excerpt, honing_train, metrics, weights
 
 pytestmark = pytest.mark.slow
 
@@ -101,7 +101,7 @@ def vl_run(folder, name, data, nproc=None):
     )
     overrides = ["parallel.strategy=fsdp"] if nproc else []
     result = honing_train(str(config), *overrides, nproc=nproc, timeout=420)
-    assert result.returncode == 0, result.stderr[-4000:]
+    assert result.returncode == 0, failure_excerpt(result.stderr)
     return {
         "metrics": metrics(save_folder),
         "weights": weights(folder / f"{name}-weights" / f"step{STEPS}.pt"),
