@@ -14,8 +14,7 @@ import pytest
 
 from honing.data.loader import DataLoader
 from honing.data.text import pieces as text_pieces
-from honing.data.text import token_shards
-from honing.data.text import token_windows as token_rows
+from honing.data.text import token_shards, token_windows
 from honing.data.text.corpus import tokenize_documents
 from honing.data.text.documents import load_documents
 from honing.data.text.prepare import prepare_tokens
@@ -337,7 +336,7 @@ def test_mixing_weights_give_the_expected_proportions(prepared):
 
 
 def test_fractional_weights_of_a_large_window_pick_rows_without_holding_them(prepared, monkeypatch):
-    monkeypatch.setattr(token_rows, "HELD_ROWS", 10)  # a window of more rows picks through a computed order
+    monkeypatch.setattr(token_windows, "HELD_ROWS", 10)  # a window of more rows picks through a computed order
     rows = rows_of(prepared, [("a", 1.0), ("b", 0.5)])
     b_rows = rows.windows[1].source.num_rows
     assert b_rows > 10 and len(rows) == rows.windows[0].source.num_rows + round(0.5 * b_rows)

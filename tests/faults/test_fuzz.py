@@ -175,7 +175,7 @@ def source(path: str, format: str, extras: dict) -> dict:
     bad_rows=st.sampled_from(["fail", "skip"]),
     extras=source_extras,
 )
-def test_finetune_rows_load_or_raise_a_data_error(file, format, bad_rows, extras):
+def test_row_reader_loads_or_raises_a_data_error(file, format, bad_rows, extras):
     path = write(*file)
     loads_or_honing_error(lambda: load_examples([source(path, format, extras)], bad_rows=bad_rows))
 
