@@ -54,9 +54,11 @@ class TrainerSection(Section):
     save_overwrite: bool = False
     """Replace a checkpoint already in the save folder at the same step instead of failing."""
     load_trainer_state: bool = True
-    """Warm start: false takes ``load_path``'s weights but starts at step 0 with a fresh data order and RNG."""
+    """Warm start: false takes ``load_path``'s weights but starts at step 0 with a fresh data order and RNG
+    (refused without ``load_path``)."""
     load_optim_state: bool | None = None
-    """Load ``load_path``'s optimizer state; None: when the trainer state is loaded."""
+    """Load ``load_path``'s optimizer state; None: when the trainer state is loaded (refused without
+    ``load_path``)."""
     emulated_bf16: Literal["warn", "fp32"] = "warn"
     """bf16 asked for on a CPU that only emulates it (~10x slower): warn with the measured factor, or train in fp32."""
     nonfinite_loss: Literal["stop", "skip"] = "stop"
