@@ -10,7 +10,7 @@ layer may import it.
 
 from honing.config.errors import ConfigError, HoningError
 from honing.config.keys import KeyReads, leaf_keys, track_reads
-from honing.config.loading import apply_override, load_config, read_yaml, validate
+from honing.config.loading import apply_override, apply_overrides, load_config, read_yaml, validate
 from honing.config.methods import METHODS, Method
 from honing.config.redact import REDACTED, redact, to_yaml
 from honing.config.schema import RunConfig
@@ -22,6 +22,7 @@ __all__ = [
     "load_config",
     "read_yaml",
     "apply_override",
+    "apply_overrides",
     "validate",
     "redact",
     "to_yaml",

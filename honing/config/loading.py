@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import logging
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -12,7 +13,10 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from honing.config.errors import ConfigError
+from honing.config.optimizers import OPTIONAL_KEYS, resolve_optimizer
 from honing.config.schema import RunConfig
+
+log = logging.getLogger(__name__)
 
 
 def load_config(path: str | None, overrides: Iterable[str] = (), *, schema: type[BaseModel] = RunConfig) -> Any:
@@ -20,9 +24,77 @@ def load_config(path: str | None, overrides: Iterable[str] = (), *, schema: type
 
     Another system's config file (Oumi, olmOCR) is read by ``honing.interop.configs.load_any_config``."""
     raw = read_yaml(path) if path else {}
-    for override in overrides:
-        apply_override(raw, override)
+    apply_overrides(raw, overrides)
     return validate(raw, schema=schema, source=path or "<overrides>")
+
+
+def apply_overrides(raw: dict[str, Any], overrides: Iterable[str]) -> None:
+    """The command line's overrides in order: ``key.path=value`` sets, ``~key.path`` removes (Hydra's form); then a
+    changed ``optim.name`` drops the file's keys that only its former optimizer read."""
+    given: set[str] = set()  # the key paths the command line sets
+    for override in overrides:
+        if override.startswith("~"):
+            remove_key(raw, override)
+        else:
+            apply_override(raw, override)
+            given.add(format_key_path(parse_key_path(override.partition("=")[0].strip(), override)))
+    drop_other_optimizers_keys(raw, given)
+
+
+def remove_key(raw: dict[str, Any], override: str) -> None:
+    """``~a.b.c`` (Hydra's form; ``~a.b.c=...`` too): remove the key from the file's config, so it takes its default
+    (a list item by its index: ``~data.train.sources[1]``); a key the config does not hold is a ConfigError."""
+    key = override[1:].partition("=")[0].strip()
+    if not key:
+        raise ConfigError(f"override {override!r}: expected ~key.path (the key to remove)")
+    parts = parse_key_path(key, override)
+    node: Any = raw
+    for depth, part in enumerate(parts):
+        if not _holds(node, part):
+            raise ConfigError(
+                f"override {override!r}: {format_key_path(parts[: depth + 1])} is not in the config, so there is "
+                "nothing to remove"
+            )
+        if depth == len(parts) - 1:
+            del node[part]
+            return
+        node = node[part]
+
+
+def _holds(node: Any, part: str | int) -> bool:
+    """Whether ``node`` (a section or a list) holds ``part`` (a key or an index)."""
+    if isinstance(node, dict):
+        return isinstance(part, str) and part in node
+    if isinstance(node, list):
+        return isinstance(part, int) and -len(node) <= part < len(node)
+    return False
+
+
+def drop_other_optimizers_keys(raw: dict[str, Any], given: set[str]) -> None:
+    """When the command line sets ``optim.name``, the file's ``optim.*`` keys that only its own optimizer read
+    (``betas`` for AdamW, ``momentum`` for SGD, ...) are dropped, with one info line naming them; the same key set
+    on the command line is still refused by the schema."""
+    optim = raw.get("optim")
+    if "optim.name" not in given or not isinstance(optim, dict):
+        return
+    try:
+        name, _ = resolve_optimizer(str(optim.get("name")))
+    except ValueError:
+        return  # the schema names the bad optimizer
+    dropped = [
+        key
+        for key, users in OPTIONAL_KEYS.items()
+        if key in optim and name not in users and f"optim.{key}" not in given
+    ]
+    for key in dropped:
+        del optim[key]
+    if dropped:
+        log.info(
+            "optim.name=%s from the command line: the config file's %s dropped (not read by %s)",
+            optim["name"],
+            ", ".join(f"optim.{key}" for key in dropped),
+            name,
+        )
 
 
 def read_yaml(path: str) -> dict[str, Any]:

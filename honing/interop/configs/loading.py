@@ -7,7 +7,7 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from honing.config import RunConfig, apply_override, read_yaml, validate
+from honing.config import RunConfig, apply_overrides, read_yaml, validate
 from honing.interop.configs.convert import translation_yaml
 from honing.interop.configs.dialects import translate_or_refuse
 
@@ -15,11 +15,11 @@ log = logging.getLogger(__name__)
 
 
 def load_any_config(path: str | None, overrides: Iterable[str] = ()) -> RunConfig:
-    """Read ``path`` (honing's YAML, or an Oumi or olmOCR config translated to it), apply ``key.path=value``
-    overrides (honing's keys), validate; what ``honing train`` and the other verbs read a config file with."""
+    """Read ``path`` (honing's YAML, or an Oumi or olmOCR config translated to it), apply the overrides
+    (``key.path=value``, ``~key.path``: honing's keys), validate; what ``honing train`` and the other verbs read a
+    config file with."""
     raw = translated(read_yaml(path), path) if path else {}
-    for override in overrides:
-        apply_override(raw, override)
+    apply_overrides(raw, overrides)
     return validate(raw, source=path or "<overrides>")
 
 
