@@ -268,10 +268,21 @@ VERBS_BY_NAME = {verb.name: verb for verb in VERBS}
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for every verb of ``VERBS``."""
     parser = argparse.ArgumentParser(prog="honing", description="Train language models: pretraining, SFT, DPO, GRPO.")
+    parser.add_argument("--version", action="version", version=f"honing {installed_version()}")
     subparsers = parser.add_subparsers(dest="verb", required=True)
     for verb in VERBS:
         verb.arguments(subparsers.add_parser(verb.name, help=verb.help))
     return parser
+
+
+def installed_version() -> str:
+    """honing's version as its installed package metadata says (``unknown`` when run from a tree not installed)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("honing")
+    except PackageNotFoundError:
+        return "unknown (not installed: run from a source tree)"
 
 
 def run(args: argparse.Namespace) -> int:

@@ -40,3 +40,15 @@ def test_config_keys_prints_the_keys_under_a_prefix(capsys):
     out = capsys.readouterr().out
     assert out.startswith("scheduler.name: one of: constant, linear, cosine, wsd = cosine\n    ")
     assert "scheduler.warmup_ratio: float or null, >= 0 and < 1 = null\n" in out and "optim." not in out
+
+
+def test_version_is_the_installed_packages(capsys):
+    import re
+    from pathlib import Path
+
+    pyproject = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
+    version = re.search(r'^version = "([^"]+)"', pyproject, flags=re.M).group(1)  # tomllib is 3.11+
+    with pytest.raises(SystemExit) as exit_info:
+        build_parser().parse_args(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.strip() == f"honing {version}"
