@@ -10,7 +10,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from honing.config import ConfigError, apply_override, load_config, read_yaml, validate
+from honing.config import ConfigError, apply_overrides, load_config, read_yaml, validate
 from honing.config.optimizers import resolve_optimizer
 from honing.optim.builder import OptimizerSettings, build_optimizer
 from honing.optim.muon_adamw import USE_MUON, MuonWithAdamW
@@ -51,10 +51,8 @@ def train(save_folder: Path, cache: Path, overrides: list[str]) -> None:
     from honing.recipes import recipe_class
 
     raw = read_yaml(QUICKSTART)
-    if "optim.name=muon" not in overrides and not any(o.startswith("optim.name=adamw") for o in overrides):
-        del raw["optim"]["betas"]  # AdamW's (and Muon's AdamW half's) key: refused for SGD and Adafactor
-    for override in [*SMALL, f"trainer.save_folder={save_folder}", f"data.cache_dir={cache}", *overrides]:
-        apply_override(raw, override)
+    # optim.name on the command line drops the quickstart's AdamW betas for SGD and Adafactor (with an info line)
+    apply_overrides(raw, [*SMALL, f"trainer.save_folder={save_folder}", f"data.cache_dir={cache}", *overrides])
     config = validate(raw)
     recipe_class(config.method)(config).run()
 
@@ -92,7 +90,9 @@ def test_aliases_resolve_and_unknown_names_are_refused_in_one_line(tmp_path):
         load_config(QUICKSTART, [*base, "optim.name=lion"])
     assert "\n" not in str(info.value)
     with pytest.raises(ConfigError, match=r"optim.betas: not used by optim.name 'sgd' \(used by: adamw, muon\)"):
-        load_config(QUICKSTART, [*base, "optim.name=sgd"])  # the quickstart sets betas
+        load_config(QUICKSTART, [*base, "optim.name=sgd", "optim.betas=[0.9, 0.9]"])
+    # the file's betas (the quickstart's AdamW) are dropped when the command line switches the optimizer
+    assert "betas" not in load_config(QUICKSTART, [*base, "optim.name=sgd"]).optim.model_fields_set
     with pytest.raises(ConfigError, match=r"optim.momentum: not used by optim.name 'adamw'"):
         load_config(QUICKSTART, [*base, "optim.momentum=0.9"])
 
