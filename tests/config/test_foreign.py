@@ -198,3 +198,15 @@ def test_oumi_qlora_and_epoch_saves_map_to_honing_keys():
     assert translate(raw).config["model"]["quantize"] == "int8"
     raw["peft"].update(q_lora_bits=4, bnb_4bit_quant_type="fp4")
     assert [line for line in translate(raw).refused if "bnb_4bit_quant_type" in line]
+
+
+def test_oumi_auto_workers_is_a_note_and_a_value_of_the_wrong_type_one_refusal_line():
+    raw = yaml.safe_load(OUMI)
+    raw["training"]["dataloader_num_workers"] = "auto"  # as 91 of Oumi's published configs write it
+    translation = translate(raw)
+    assert translation.refused == [] and "num_workers" not in translation.config.get("data", {})
+    assert any(note.startswith("training.dataloader_num_workers: 'auto'") for note in translation.notes)
+    raw["training"]["dataloader_num_workers"] = "many"
+    assert translate(raw).refused == [
+        "training.dataloader_num_workers: 'many' cannot be read as int (for honing's data.num_workers)"
+    ]

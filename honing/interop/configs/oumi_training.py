@@ -94,7 +94,15 @@ def translate_training(t: Translation, training: Keys, *, method: str, verl: boo
     if training.peek("trainer_kwargs"):
         training.refuse("trainer_kwargs", "not translated: give honing's own keys")
     training.take("trainer_kwargs")
-    training.copy("dataloader_num_workers", "data.num_workers", int)
+    if training.peek("dataloader_num_workers") == "auto":  # Oumi: as many as the machine suits; honing's default
+        training.take("dataloader_num_workers")
+        t.note(
+            "training.dataloader_num_workers",
+            "'auto' → data.num_workers left at honing's default (rows read in the training process; set it to read "
+            "them in worker processes)",
+        )
+    else:
+        training.copy("dataloader_num_workers", "data.num_workers", int)
     minutes = training.take("nccl_default_timeout_minutes")
     if minutes is not None:
         t.set("parallel.timeout_seconds", float(minutes) * 60)

@@ -83,12 +83,17 @@ class Keys:
         return default if value is None else value
 
     def copy(self, name: str, path: str, convert: Any = None) -> None:
-        """Take ``name`` and, when set, write it (through ``convert``) to honing's ``path``."""
-        if self.has(name):
-            value = self.take(name)
-            self.translation.set(path, convert(value) if convert else value)
-        else:
+        """Take ``name`` and, when set, write it (through ``convert``) to honing's ``path``; a value ``convert``
+        cannot take is refused in one line naming the key (never a traceback)."""
+        if not self.has(name):
             self.take(name)
+            return
+        value = self.take(name)
+        try:
+            self.translation.set(path, convert(value) if convert else value)
+        except (TypeError, ValueError):
+            kind = getattr(convert, "__name__", "value")
+            self.translation.refuse(self.key(name), f"{value!r} cannot be read as {kind} (for honing's {path})")
 
     def refuse(self, name: str, why: str) -> None:
         """Take ``name`` and refuse it when set."""
