@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
 import tempfile
 from datetime import timedelta
 from typing import Any
@@ -23,6 +24,7 @@ from honing import storage
 from honing.config import RunConfig, to_yaml
 from honing.data.collate import packed_collate
 from honing.data.finetune_data import DataPlacement, RunData, build_finetune_data
+from honing.data.prepared_rows import is_prepared_folder
 from honing.data.splits import prepare_kind
 from honing.data.text.corpus import default_cache_dir
 from honing.data.transformed import TransformedDataset
@@ -302,8 +304,6 @@ class Recipe:
         section = self.config.data.train if split == "train" else self.config.data.validation
         if section is None:
             raise ConfigError(f"data.{split}: not set, so there is nothing to prepare")
-        from honing.data.prepared_rows import is_prepared_folder
-
         if any(is_prepared_folder(source.path) for source in section.sources):
             raise ConfigError(f"data.{split}.sources: these are already prepared folders")
         configure_storage(self.config.storage)
@@ -354,8 +354,6 @@ def micro_batch_size(config: RunConfig, dims: ParallelDims) -> int:
 
 def show_progress() -> bool:
     """A progress bar while rows are prepared: on an interactive terminal."""
-    import sys
-
     return sys.stderr.isatty()
 
 
