@@ -38,10 +38,6 @@ class DPORecipe(Recipe):
             print0("dpo.packed_pairs is off under parallel.compile: padded rows with a dense 4D mask")
             self.packed_pairs = False
 
-    def packed_rows(self) -> bool:
-        """Pairs are padded rows (``data.packing`` is SFT's)."""
-        return self.config.data.packing
-
     def build_model_assets(self) -> list[Any]:
         """A byte-level or pretrained tokenizer with the run's chat template."""
         return use_chat_tokenizer(self)

@@ -33,10 +33,6 @@ class GRPORecipe(Recipe):
             raise ConfigError("grpo: method 'grpo' needs a grpo section, at least grpo.rewards: [{name: ...}]")
         self.grpo: GRPOSection = config.grpo
 
-    def packed_rows(self) -> bool:
-        """Prompts are left-padded rows (``data.packing`` is SFT's)."""
-        return self.config.data.packing
-
     def build_model_assets(self) -> list[Any]:
         """A byte-level or pretrained tokenizer with the run's chat template."""
         return use_chat_tokenizer(self)

@@ -80,3 +80,21 @@ def test_an_unknown_kernel_is_refused_naming_the_key(tmp_path):
     recipe = SFTRecipe(sft_config(tmp_path, model={"attn_implementation": "flsh"}))
     with pytest.raises(ConfigError, match=r"^model.attn_implementation: .*flsh"):
         recipe.build()
+
+
+@pytest.mark.parametrize("method", ["dpo", "grpo"])
+def test_padded_pairs_and_prompts_keep_sdpa_under_auto_on_cuda(tmp_path, method):
+    # DPO's pairs and GRPO's prompts are padded rows, never packed ones: auto picks no varlen kernel for them (a
+    # flash kernel would be refused by DPO's shared-prompt mask); data.packing, which they do not read, decides nothing
+    from honing.config import validate
+    from honing.recipes import recipe_class
+    from tests.recipes.test_dpo import dpo_config
+    from tests.recipes.test_grpo import grpo_raw
+
+    config = dpo_config(tmp_path) if method == "dpo" else validate(grpo_raw(tmp_path))
+    recipe = recipe_class(method)(config)
+    recipe.build_model_assets()
+    model = recipe.build_model()
+    recipe.models.device, recipe.models.precision = torch.device("cuda"), "bf16-mixed"
+    recipe.models.set_attention(model)
+    assert recipe.models.attention.name == "sdpa"
