@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import sys
 import time
 from typing import Any
 
@@ -15,11 +14,7 @@ from honing.train.callbacks.order import PRIORITY
 from honing.train.metrics import ReduceType
 from honing.train.peak_flops import peak_flops
 from honing.train.precision import emulates_bf16
-
-try:
-    import resource
-except ImportError:  # Windows
-    resource = None  # type: ignore[assignment]
+from honing.train.process_memory import process_memory
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +39,11 @@ class SpeedMonitorCallback(Callback):
     bf16 on a CPU that only emulates it (the probed bf16 rate there is no honest peak: part of the step
     runs in fp32), and it stops being recorded, with a warning, if it ever comes out above 1.
 
-    Memory is in MiB: ``system/peak_rss_mib`` (the process's peak resident set, from ``getrusage``)
-    and, on CUDA, ``system/cuda_max_allocated_mib`` (``torch.cuda.max_memory_allocated``).
+    Memory is in MiB: ``system/peak_rss_mib`` (the process's peak resident set, from ``getrusage``),
+    ``system/rss_mib`` (the resident set at the step's end), ``system/anon_rss_mib`` (its anonymous part: what no file
+    backs, so not the pages of a memory-mapped checkpoint) and ``system/peak_anon_rss_mib`` (the largest anonymous
+    figure seen at a step's end: a sample, the kernel keeps no anonymous peak); on Linux only, the last three. On
+    CUDA, ``system/cuda_max_allocated_mib`` (``torch.cuda.max_memory_allocated``).
     """
 
     priority = PRIORITY["speed_monitor"]
@@ -74,6 +72,7 @@ class SpeedMonitorCallback(Callback):
         self._steps_timed = 0
         self._avg_tokens = 0
         self._avg_seconds = 0.0
+        self._peak_anon_rss = 0
 
     def on_train_begin(self) -> None:
         device = torch.device(self.device) if self.device is not None else self._train_device()
@@ -131,10 +130,16 @@ class SpeedMonitorCallback(Callback):
             record("throughput/mfu", mfu, ReduceType.mean)
 
     def _record_memory(self) -> None:
-        if resource is not None:
-            max_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-            rss_bytes = max_rss if sys.platform == "darwin" else max_rss * 1024  # Linux reports KiB
-            self.trainer.record_metric("system/peak_rss_mib", rss_bytes / MIB, ReduceType.max)
+        record = self.trainer.record_metric
+        memory = process_memory()
+        if memory.peak_rss is not None:
+            record("system/peak_rss_mib", memory.peak_rss / MIB, ReduceType.max)
+        if memory.rss is not None:
+            record("system/rss_mib", memory.rss / MIB, ReduceType.max)
+        if memory.anon_rss is not None:
+            self._peak_anon_rss = max(self._peak_anon_rss, memory.anon_rss)
+            record("system/anon_rss_mib", memory.anon_rss / MIB, ReduceType.max)
+            record("system/peak_anon_rss_mib", self._peak_anon_rss / MIB, ReduceType.max)
         if self._device.type == "cuda":
             allocated = torch.cuda.max_memory_allocated(self._device)  # host-side counter: no sync
             self.trainer.record_metric("system/cuda_max_allocated_mib", allocated / MIB, ReduceType.max)

@@ -1,11 +1,13 @@
 from __future__ import annotations
 
 import resource
+import sys
 from types import SimpleNamespace
 
 import pytest
 import torch
 
+from honing.train import process_memory
 from honing.train.callbacks import speed_monitor
 from honing.train.callbacks.speed_monitor import SpeedMonitorCallback
 
@@ -104,11 +106,42 @@ def test_async_device_times_from_step_end_to_step_end(setup, clock, monkeypatch)
 def test_peak_rss_is_recorded_in_mib(setup, clock, monkeypatch):
     # Linux reports ru_maxrss in KiB: 3,145,728 KiB is 3072 MiB
     fake = SimpleNamespace(RUSAGE_SELF=resource.RUSAGE_SELF, getrusage=lambda who: SimpleNamespace(ru_maxrss=3 * 2**20))
-    monkeypatch.setattr(speed_monitor, "resource", fake)
+    monkeypatch.setattr(process_memory, "resource", fake)
     trainer, _ = setup()
     logs = run_steps(trainer, clock, [(0.0, 1.0, 10)])
     assert logs[1]["system/peak_rss_mib"] == 3072.0
     assert "system/cuda_max_allocated_mib" not in logs[1]
+
+
+def test_resident_and_anonymous_memory_now_and_the_anonymous_peak(setup, clock, monkeypatch, tmp_path):
+    # /proc/self/status in kB; the anonymous peak is the largest figure seen at a step's end
+    statuses = iter([(4096, 1024), (8192, 3072), (6144, 2048)])
+
+    def status_file():
+        rss, anon = next(statuses)
+        path = tmp_path / "status"
+        path.write_text(f"Name:\tpython\nVmHWM:\t 99999 kB\nVmRSS:\t {rss * 1024} kB\nRssAnon:\t {anon * 1024} kB\n")
+        return str(path)
+
+    trainer, _ = setup()
+    real_memory = process_memory.process_memory
+
+    def memory_from_fake_status():
+        monkeypatch.setattr(process_memory, "STATUS_FILE", status_file())
+        return real_memory()
+
+    monkeypatch.setattr(speed_monitor, "process_memory", memory_from_fake_status)
+    logs = run_steps(trainer, clock, [(0.0, 1.0, 10), (1.0, 2.0, 10), (2.0, 3.0, 10)])
+    assert [logs[step]["system/rss_mib"] for step in (1, 2, 3)] == [4096, 8192, 6144]
+    assert [logs[step]["system/anon_rss_mib"] for step in (1, 2, 3)] == [1024, 3072, 2048]
+    assert [logs[step]["system/peak_anon_rss_mib"] for step in (1, 2, 3)] == [1024, 3072, 3072]
+
+
+def test_the_process_memory_of_this_process_is_plausible():
+    memory = process_memory.process_memory()
+    assert memory.peak_rss is not None and memory.peak_rss > 0
+    if sys.platform.startswith("linux"):
+        assert 0 < memory.anon_rss <= memory.rss <= memory.peak_rss * 1.01
 
 
 def test_a_zero_length_step_records_counts_but_no_rates(setup, clock):
