@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from honing.distributed import is_rank0, print0
+from honing.distributed import print0
 from honing.errors import ConfigError
 from honing.evaluate.scorers import generation_metrics
 from honing.train import Callback
@@ -92,13 +92,19 @@ def _best_model(recipe: Recipe, cfg: Any, built: Built) -> Built:
                 "best model: hf/ holds the last step's"
             )
         return {}
-    from honing.run.checkpoint_model import export_checkpoint
+    from honing.run.checkpoint_model import LiveModelExport
 
     best = BestModelCallback(
         built["checkpointer"],
         metric=metric,
         greater_is_better=cfg.greater_is_better,
-        export_fn=lambda checkpoint, out: is_rank0() and export_checkpoint(checkpoint, out),
+        # through the run's own model (the best weights loaded in place), so the end needs no second model
+        export_fn=LiveModelExport(
+            lambda: recipe.train_module.model,
+            lambda: recipe.outputs.processor,
+            lambda: best.trainer.checkpointer.work_folder(best.trainer.checkpoint_dir(best.trainer.global_step)),
+            keep_loaded=at_end,
+        ),
     )
     if at_end and "export" in built:
         built["export"].best = best  # hf/ from the best checkpoint instead of the live model

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -22,6 +23,7 @@ from torch.distributed.checkpoint.state_dict import get_model_state_dict, set_mo
 from transformers import AutoConfig, AutoTokenizer
 
 from honing.config.schema import LoraSection
+from honing.distributed import is_rank0
 from honing.errors import CheckpointError
 from honing.export.model_card import write_checkpoint_card
 from honing.models.export import export_hf, save_adapter, swap_into_place
@@ -144,3 +146,50 @@ def merge_checkpoint(checkpoint_dir: str, out_dir: str) -> str:
             out_dir,
         )
     return swap_into_place(staging, out_dir)
+
+
+def load_model_weights(model: torch.nn.Module, checkpoint_dir: str) -> None:
+    """Copy a checkpoint's weights into ``model`` in place (every rank of a sharded model takes part)."""
+    Checkpointer().load(checkpoint_dir, ModelOnly(model), load_optimizer_state=False, load_trainer_state=False)
+
+
+class LiveModelExport:
+    """Exports a checkpoint of the running run (its best) through the run's own model: the checkpoint's weights are
+    loaded into the live model in place and streamed out a layer at a time, so no second model is built. Unless
+    ``keep_loaded`` (``load_best_model_at_end``: the run ends on the best model, as in Hugging Face's Trainer), the
+    final weights are loaded back from ``final_checkpoint()`` afterwards. Without a final checkpoint to come back to,
+    rank 0 builds a separate model from the checkpoint instead (``export_checkpoint``)."""
+
+    def __init__(
+        self,
+        model: Callable[[], torch.nn.Module],
+        processor: Callable[[], Any],
+        final_checkpoint: Callable[[], str],
+        *,
+        keep_loaded: bool,
+    ):
+        self.model = model
+        self.processor = processor
+        self.final_checkpoint = final_checkpoint
+        self.keep_loaded = keep_loaded
+        self.loaded: str | None = None  # the checkpoint the live model holds now, when not its final weights
+
+    def __call__(self, checkpoint_dir: str, out_dir: str) -> str:
+        """Write ``checkpoint_dir``'s model to ``out_dir`` as a Hugging Face folder (every rank calls this)."""
+        final = self.final_checkpoint()
+        same = os.path.realpath(checkpoint_dir) == os.path.realpath(final)
+        if not same and not self.keep_loaded and not Checkpointer.dir_is_checkpoint(final):
+            if is_rank0():
+                export_checkpoint(checkpoint_dir, out_dir)
+            return out_dir
+        model = self.model()
+        if not same and self.loaded != checkpoint_dir:
+            load_model_weights(model, checkpoint_dir)
+            self.loaded = checkpoint_dir
+        export_hf(model, self.processor(), out_dir, write=is_rank0())
+        if is_rank0():
+            write_checkpoint_card(checkpoint_dir, out_dir)
+        if self.loaded is not None and not self.keep_loaded:
+            load_model_weights(model, final)
+            self.loaded = None
+        return out_dir

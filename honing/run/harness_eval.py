@@ -24,7 +24,7 @@ from honing.evaluate.harness import (
 from honing.models import export_hf, is_lora, unwrap_model
 from honing.models.export import merged_model
 from honing.models.loading import auto_model_class
-from honing.models.parallel import full_state_dict, is_sharded
+from honing.models.parallel import is_sharded
 
 if TYPE_CHECKING:
     from honing.recipes.base import Recipe
@@ -54,10 +54,11 @@ def harness_eval_fn(recipe: Recipe, cfg: Any) -> Callable[[int], dict[str, float
 
     def evaluate(step: int) -> dict[str, float] | None:
         model = recipe.model
-        state_dict = full_state_dict(model) if is_sharded(model) else None
-        if not is_rank0():
+        if not is_rank0() and not is_sharded(model):
             return None
-        with evaluation_model(model, state_dict, recipe.device) as inference:
+        with evaluation_model(model, recipe.device) as inference:
+            if inference is None:  # another rank of a sharded model: it helped gather the weights
+                return None
             per_task = task_results(run_harness(inference, recipe.tokenizer, settings))
         folder = recipe.trainer.work_folder
         write_results(folder, per_task, step=step)
@@ -68,17 +69,20 @@ def harness_eval_fn(recipe: Recipe, cfg: Any) -> Callable[[int], dict[str, float
 
 
 @contextlib.contextmanager
-def evaluation_model(
-    model: torch.nn.Module, state_dict: dict[str, Any] | None, device: torch.device
-) -> Iterator[torch.nn.Module]:
+def evaluation_model(model: torch.nn.Module, device: torch.device) -> Iterator[torch.nn.Module | None]:
     """The model to evaluate: the training model itself (outside DDP), a merged copy of a LoRA model, or for a
-    sharded model a whole copy built from its gathered weights (FSDP2's modules need every rank in a forward)."""
+    sharded model a whole copy on rank 0 read back from its streamed export (FSDP2's modules need every rank in a
+    forward; every rank takes part in the gathers, and the other ranks get None)."""
     inner = unwrap_model(model)
-    if state_dict is None:
+    if not is_sharded(model):
         yield merged_model(inner) if is_lora(inner) else inner
         return
+    rank0 = is_rank0()
     with tempfile.TemporaryDirectory() as folder:  # the export path merges LoRA and keys weights as on disk
-        export_hf(inner, None, os.path.join(folder, "model"), state_dict=state_dict)
+        export_hf(inner, None, os.path.join(folder, "model"), write=rank0)
+        if not rank0:
+            yield None
+            return
         config_model = inner.get_base_model() if is_lora(inner) else inner
         copy = auto_model_class(config_model.config).from_pretrained(os.path.join(folder, "model"))
         yield copy.to(device)

@@ -14,7 +14,7 @@ from honing.export.model_card import data_summary, write_model_card
 from honing.models import export_hf, is_lora
 from honing.models.export import save_adapter
 from honing.models.generation import end_of_turn_ids, generate, sampling_kwargs
-from honing.models.parallel import full_state_dict, is_sharded
+from honing.models.parallel import is_sharded
 
 
 class RunOutputs:
@@ -64,18 +64,21 @@ class RunOutputs:
 
     def export(self, out_dir: str) -> None:
         """``SAVE_FOLDER/hf``: the full model and processor (merged when LoRA); ``SAVE_FOLDER/adapter``: the
-        peft adapter. Every rank gathers FSDP2-sharded weights; rank 0 writes."""
-        state_dict = full_state_dict(self.model) if is_sharded(self.model) else None
-        if not is_rank0():
+        peft adapter. Streamed a layer at a time; every rank takes part in gathering sharded weights, rank 0 writes."""
+        rank0 = is_rank0()
+        if not rank0 and not is_sharded(self.model):
             return
-        export_hf(self.model, self.processor, out_dir, state_dict=state_dict)
+        export_hf(self.model, self.processor, out_dir, write=rank0)
+        adapter_dir = os.path.join(os.path.dirname(out_dir.rstrip("/")), "adapter")
+        if is_lora(self.model):
+            save_adapter(self.model, adapter_dir, write=rank0)
+        if not rank0:
+            return
         run_folder = os.path.dirname(out_dir.rstrip("/"))
         # model_card's keys are read through their section (dumping the whole config reads no key)
         config = {**self.config.model_dump(mode="json"), "model_card": self.config.model_card.model_dump(mode="json")}
         write_model_card(out_dir, config, data=self.data_summary(), run_folder=run_folder)
         if is_lora(self.model):
-            adapter_dir = os.path.join(os.path.dirname(out_dir.rstrip("/")), "adapter")
-            save_adapter(self.model, adapter_dir, state_dict=state_dict)
             self.persist(adapter_dir)  # uploaded when the save folder is remote
 
     def data_summary(self) -> dict[str, Any]:

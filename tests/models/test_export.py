@@ -7,7 +7,6 @@ import os
 import pytest
 import torch
 from peft import PeftModel
-from safetensors.torch import load_file
 from torch.distributed.checkpoint.state_dict import get_model_state_dict
 from transformers import AutoModelForCausalLM, LlamaForCausalLM
 
@@ -53,13 +52,6 @@ def test_save_adapter_writes_a_peft_folder_that_peft_loads(tmp_path):
     assert "stale.txt" not in os.listdir(out) and sorted(os.listdir(tmp_path)) == ["adapter"]  # no .tmp left
     loaded = PeftModel.from_pretrained(tiny_llama(vocab=VOCAB, seed=0), out).eval()
     torch.testing.assert_close(logits(loaded), logits(model), rtol=0, atol=1e-6)
-    save_adapter(model, str(tmp_path / "gathered"), state_dict=get_model_state_dict(model))  # the FSDP path
-    assert (
-        load_file(str(tmp_path / "gathered" / "adapter_model.safetensors")).keys()
-        == load_file(os.path.join(out, "adapter_model.safetensors")).keys()
-    )
-    loaded = PeftModel.from_pretrained(tiny_llama(vocab=VOCAB, seed=0), str(tmp_path / "gathered")).eval()
-    torch.testing.assert_close(logits(loaded), logits(model), rtol=0, atol=1e-6)
     with pytest.raises(ValueError, match="LlamaForCausalLM has no LoRA adapter"):
         save_adapter(tiny_llama(), str(tmp_path / "none"))
 
@@ -83,12 +75,3 @@ def test_merged_state_dict_folds_a_gathered_state_dict_like_peft_does():
         merged["model.layers.0.self_attn.q_proj.weight"],
         model.get_base_model().model.layers[0].self_attn.q_proj.base_layer.weight,
     )
-
-
-def test_export_hf_of_a_lora_model_with_a_gathered_state_dict_writes_the_merged_model(tmp_path):
-    model = trained_lora_model()  # what the FSDP export path passes: the full peft state dict
-    export_hf(model, None, str(tmp_path / "hf"), state_dict=get_model_state_dict(model))
-    saved = load_file(str(tmp_path / "hf" / "model.safetensors"))
-    assert sorted(saved) == sorted(merged_model(model).state_dict())
-    loaded = AutoModelForCausalLM.from_pretrained(tmp_path / "hf").eval()
-    torch.testing.assert_close(logits(loaded), logits(model), rtol=0, atol=1e-5)
