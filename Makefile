@@ -34,9 +34,9 @@ bench: $(STAMP)
 
 # ruff (lint and format check) and the import contracts of docs/architecture.md's layers (pyproject.toml [tool.importlinter])
 lint: $(STAMP)
-	$(BIN)/python -m compileall -q honing tests benchmarks
-	$(BIN)/ruff check honing tests benchmarks
-	$(BIN)/ruff format --check honing tests benchmarks
+	$(BIN)/python -m compileall -q honing tests benchmarks examples
+	$(BIN)/ruff check honing tests benchmarks examples
+	$(BIN)/ruff format --check honing tests benchmarks examples
 	$(BIN)/lint-imports
 
 # the documentation site (mkdocs.yml, docs/) into site/; strict: a broken link or anchor, or a page missing from

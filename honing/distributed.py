@@ -72,26 +72,44 @@ def seed_all(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+#: ``prepare_training_environment``'s default backend: nccl for CUDA tensors beside gloo for CPU ones (the
+#: document's ``cpu:gloo,cuda:nccl``) where CUDA is available, else gloo alone
+AUTO_BACKEND = "auto"
+
+
+def pick_backend() -> str:
+    """The backend ``backend="auto"`` joins with: OLMo-core's default where CUDA is available, else gloo."""
+    return "cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo"
+
+
 def prepare_training_environment(
     *,
     seed: int | None = None,
-    backend: str | None = None,
-    timeout: timedelta = timedelta(minutes=10),
+    backend: str | None = AUTO_BACKEND,
+    timeout: timedelta = timedelta(seconds=900),
     log_filter_type: str | None = None,
     shared_filesystem: bool | None = None,
 ) -> None:
-    """Seed every RNG; under torchrun also join the process group (nccl on CUDA, gloo on CPU). A collective
-    that waits longer than ``timeout`` (e.g. for a rank that hangs) fails the run. As OLMo-core's:
-    ``log_filter_type`` (``rank0_only``, ``local_rank0_only``, ``all_ranks``; None: ``$LOG_FILTER_TYPE``, else
-    rank 0 only) says which ranks log honing's messages below WARNING; ``shared_filesystem`` True says a local
-    save folder is shared by every machine (not probed), False that it is not (refused across machines), None
-    probes it (``honing.train.shared_folder``)."""
+    """Seed every RNG; under torchrun also join the process group. As OLMo-core's: ``backend`` names it
+    (``auto``, the default: nccl on CUDA beside gloo, gloo alone without CUDA; None: no process group, each
+    process trains alone); a collective that waits longer than ``timeout`` (default 15 minutes, as OLMo-core's;
+    recipes pass ``parallel.timeout_seconds``) fails the run; ``log_filter_type`` (``rank0_only``,
+    ``local_rank0_only``, ``all_ranks``; None: ``$LOG_FILTER_TYPE``, else rank 0 only) says which ranks log
+    honing's messages below WARNING; ``shared_filesystem`` True says a local save folder is shared by every machine
+    (not probed), False that it is not (refused across machines), None probes it (``honing.train.shared_folder``).
+    """
     global _timeout, _shared_filesystem
     _shared_filesystem = shared_filesystem
-    if launched_by_torchrun() and not is_distributed() and int(os.environ["WORLD_SIZE"]) > 1:
+    launched = launched_by_torchrun() and not is_distributed() and int(os.environ["WORLD_SIZE"]) > 1
+    if launched and backend is None:
+        log.warning(
+            "prepare_training_environment(backend=None): no process group, so each of the %s processes "
+            "torchrun started trains alone",
+            os.environ["WORLD_SIZE"],
+        )
+    elif launched:
         _timeout = timeout
-        if backend is None:
-            backend = "cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo"
+        backend = pick_backend() if backend == AUTO_BACKEND else backend
         if torch.cuda.is_available():
             torch.cuda.set_device(get_local_rank())
         dist.init_process_group(backend=backend, timeout=timeout)

@@ -1,10 +1,13 @@
 """OLMo-core's Python names for building a trainer, at honing's edge: a script written for ``olmo_core.train``,
 
-    TrainerConfig(save_folder=..., max_duration=..., checkpointer=CheckpointerConfig(...))
+    TrainerConfig(save_folder=..., work_dir=..., max_duration=..., checkpointer=CheckpointerConfig(...))
         .with_callback(name, callback).build(train_module, data_loader).fit()
 
-runs on honing. ``build`` turns the dataclass into honing's ``TrainerSection`` and ``StorageSection`` and makes the
-same ``Trainer`` a recipe makes, with callbacks written under OLMo-core's event names adapted to honing's.
+runs on honing. ``build`` turns the dataclass into honing's ``TrainerSection`` and makes the same ``Trainer`` a
+recipe makes, with callbacks written under OLMo-core's event names adapted to honing's and, as OLMo-core's
+trainer does, a console, checkpointer, speed monitor and garbage collector unless the config has its own
+(``olmo_core_defaults.py``). Fields and defaults follow OLMo-core's document; where honing's differ,
+docs/coming-from.md says why.
 """
 
 from __future__ import annotations
@@ -12,9 +15,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+import torch
+import torch.distributed as dist
+
 from honing.config.schema import StorageSection, TrainerSection
 from honing.errors import ConfigError
 from honing.interop.callback_names import with_honing_event_names
+from honing.interop.olmo_core_defaults import with_default_callbacks
 from honing.train.callbacks.base import Callback
 from honing.train.checkpoint import Checkpointer
 from honing.train.common import LoadStrategy, StepSkipRange
@@ -33,10 +40,15 @@ class OLMoCoreTrainerSection(TrainerSection):
 
 @dataclass
 class CheckpointerConfig:
-    """How checkpoints are written (OLMo-core's ``CheckpointerConfig``): ``work_dir`` is where a remote save
-    folder's checkpoints are written before upload, ``save_overwrite`` None takes the trainer's. OLMo-core's
-    thread-count, pre-download and throttling knobs have no meaning here (DCP writes with one thread per rank,
-    uploads run in the background) and are refused when set."""
+    """How checkpoints are written and read (OLMo-core's ``CheckpointerConfig``).
+
+    ``work_dir``: where a remote save folder's checkpoints are written before upload and remote checkpoints are
+    fetched to (None: the trainer's ``work_dir``, else the cache); ``save_overwrite`` None takes the trainer's;
+    ``pre_download``: a remote checkpoint is copied to a local folder before it is read; ``save_thread_count``:
+    the threads DCP writes each rank's files with; ``load_thread_count``: the threads that fetch a remote
+    checkpoint's files (setting it fetches them first, as ``pre_download``; DCP reads local files with one
+    thread per rank); ``throttle_uploads``: honing's uploads are always one file at a time from rank 0's
+    background thread, so either value gets that."""
 
     work_dir: str | None = None
     save_overwrite: bool | None = None
@@ -45,42 +57,55 @@ class CheckpointerConfig:
     load_thread_count: int | None = None
     throttle_uploads: bool = False
 
-    def build(self, *, save_overwrite: bool = False, work_dir: str | None = None) -> Checkpointer:
+    def build(
+        self,
+        *,
+        process_group: dist.ProcessGroup | None = None,
+        save_overwrite: bool = False,
+        work_dir: str | None = None,
+    ) -> Checkpointer:
         """The Checkpointer these settings describe (the trainer's ``save_overwrite`` / ``work_dir`` fill gaps)."""
-        for name in ("pre_download", "save_thread_count", "load_thread_count", "throttle_uploads"):
-            if getattr(self, name) not in (None, False):
-                raise ConfigError(
-                    f"CheckpointerConfig.{name}: not supported by honing (checkpoints are written by DCP, one "
-                    "writer per rank, and uploaded in the background); remove it"
-                )
         storage = StorageSection(work_folder=self.work_dir or work_dir)
         return Checkpointer(
+            process_group=process_group,
             save_overwrite=save_overwrite if self.save_overwrite is None else self.save_overwrite,
             uploader=Uploader(storage),
             storage=storage,
+            pre_download=self.pre_download,
+            save_thread_count=self.save_thread_count,
+            load_thread_count=self.load_thread_count,
+            throttle_uploads=self.throttle_uploads,
         )
 
 
 @dataclass
 class TrainerConfig:
-    """Everything the loop needs that is not the model, the loss or the data (OLMo-core's ``TrainerConfig``)."""
+    """Everything the loop needs that is not the model, the loss or the data (OLMo-core's ``TrainerConfig``, its
+    fields in its order). ``work_dir``: the local folder for working files, persisted to the save folder (None:
+    the save folder, or a remote one's work folder); ``device`` (None: the train module's); ``async_bookkeeping``
+    (None: True, honing always has a gloo group for it); ``cancel_check_interval`` is 1, not OLMo-core's 25
+    (honing's check is an asynchronous all-reduce waited on a step later: checking every step costs the loop
+    nothing and a SIGTERM stops the run within a step or two)."""
 
     save_folder: str
-    max_duration: Duration | str
-    work_dir: str | None = None  # where a remote save folder is written before upload (None: the cache)
+    work_dir: str | None = None
     load_path: str | None = None
     load_strategy: LoadStrategy | str = LoadStrategy.if_available
-    load_trainer_state: bool | None = None
     load_optim_state: bool | None = None
-    hard_stop: Duration | str | None = None
-    metrics_collect_interval: int = 10
-    cancel_check_interval: int = 1
-    steps_to_skip: list[StepSkipRange] = field(default_factory=list)
+    load_trainer_state: bool | None = None
+    checkpointer: CheckpointerConfig = field(default_factory=CheckpointerConfig)
+    device: str | torch.device | None = None
     save_overwrite: bool = False
+    max_duration: Duration | str = field(default_factory=lambda: Duration.epochs(1))
+    cancel_check_interval: int = 1
+    hard_stop: Duration | str | None = None
+    metrics_collect_interval: int = 5
     callbacks: dict[str, Callback] = field(default_factory=dict)
+    async_bookkeeping: bool | None = None
+    bookkeeping_soft_timeout: int = 30
     no_checkpoints: bool = False  # benchmarking: load and save no checkpoints
     no_evals: bool = False  # benchmarking: run no evaluator callbacks
-    checkpointer: CheckpointerConfig = field(default_factory=CheckpointerConfig)
+    steps_to_skip: list[StepSkipRange] | None = None
 
     def add_callback(self, name: str, callback: Callback) -> None:
         """Add a callback under ``name`` (unique), in place."""
@@ -108,25 +133,41 @@ class TrainerConfig:
         values: dict[str, Any] = {
             item.name: getattr(self, item.name)
             for item in fields(self)
-            if item.name in OLMoCoreTrainerSection.model_fields
+            if item.name in OLMoCoreTrainerSection.model_fields and item.name != "device"
         }
         for name in ("max_duration", "hard_stop"):
             if isinstance(values[name], Duration):
                 values[name] = str(values[name])
         values["load_strategy"] = LoadStrategy(values["load_strategy"]).value
-        values["steps_to_skip"] = [{"start": skip.start, "stop": skip.stop} for skip in values["steps_to_skip"]]
+        values["steps_to_skip"] = [{"start": skip.start, "stop": skip.stop} for skip in values["steps_to_skip"] or []]
         return OLMoCoreTrainerSection(**values)
 
-    def build(self, train_module: TrainModule, data_loader: Any) -> Trainer:
-        """Create the Trainer for this train module and data loader."""
+    def build(
+        self,
+        train_module: TrainModule,
+        data_loader: Any,
+        *,
+        dp_process_group: dist.ProcessGroup | None = None,
+        checkpointer_pg: dist.ProcessGroup | None = None,
+    ) -> Trainer:
+        """Create the Trainer for this train module and data loader: ``checkpointer_pg`` is the group checkpoints
+        are written and read with (None: a gloo group of every rank for asynchronous saves, else the default
+        group); ``dp_process_group`` None is every rank (a smaller group is refused)."""
         section = self.section()
         trainer = Trainer(
             section,
             train_module=train_module,
             data_loader=data_loader,
-            callbacks=dict(self.callbacks),
-            checkpointer=self.checkpointer.build(save_overwrite=section.save_overwrite, work_dir=self.work_dir),
+            callbacks=with_default_callbacks(self.callbacks, train_module),
+            checkpointer=self.checkpointer.build(
+                process_group=checkpointer_pg, save_overwrite=section.save_overwrite, work_dir=self.work_dir
+            ),
             callback_adapter=with_honing_event_names,
+            work_dir=self.work_dir,
+            device=self.device,
+            dp_process_group=dp_process_group,
+            async_bookkeeping=self.async_bookkeeping,
+            bookkeeping_soft_timeout=self.bookkeeping_soft_timeout,
         )
         trainer.no_checkpoints, trainer.no_evals = self.no_checkpoints, self.no_evals
         return trainer

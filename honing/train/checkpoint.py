@@ -13,7 +13,6 @@ import json
 import logging
 import os
 import re
-import time
 import warnings
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -25,35 +24,48 @@ from torch.distributed.checkpoint.api import CheckpointException
 from honing import storage
 from honing.config.schema import StorageSection
 from honing.distributed import get_rank, get_world_size, is_distributed, ranks_where
-from honing.errors import CheckpointError
+from honing.errors import CheckpointError, ConfigError
+from honing.train.checkpoint_download import downloaded
 from honing.train.checkpoint_io import (
+    MARKER,
     MODEL_AND_OPTIM_DIR,
+    STEP_DIR,
     TRAIN_DIR,
     copy_to_cpu,
     describe_error,
+    has_optimizer_state,
+    is_ephemeral,
     quiet_metadata_fallback,
     read_trainer_state,
+    remove_checkpoint,
     serialize_trainer_state,
     storage_reader,
     storage_writer,
 )
-from honing.train.remote import Uploader, work_folder_for
+from honing.train.checkpoint_remote import CheckpointerRemote
+from honing.train.remote import Uploader
 from honing.train.train_module import ModelState
 
 log = logging.getLogger(__name__)
 
-MARKER = ".complete"
 TEMP_SUFFIX = ".tmp"
 CORRUPT_SUFFIX = ".corrupt"  # an unloadable checkpoint moved aside: never loaded, never in the way of a save
 RESERVED_NAMES = (MODEL_AND_OPTIM_DIR, TRAIN_DIR, MARKER)
-_STEP_DIR = re.compile(r"^step(\d+)$")
 _TEMP_STEP_DIR = re.compile(r"^step(\d+)" + re.escape(TEMP_SUFFIX) + "$")
+
+
+class _Unset:
+    """The type of ``UNSET``: a keyword left out, told apart from an explicit None."""
+
+
+UNSET = _Unset()
+
 
 # A single process saving and loading without a process group is the intended mode, not a mistake.
 warnings.filterwarnings("ignore", message="torch.distributed is disabled, unavailable or uninitialized")
 
 
-class Checkpointer:
+class Checkpointer(CheckpointerRemote):
     """Writes and reads checkpoint directories; at most one asynchronous save is in flight at a time."""
 
     def __init__(
@@ -63,7 +75,15 @@ class Checkpointer:
         save_overwrite: bool = False,
         uploader: Uploader | None = None,
         storage: StorageSection | None = None,
+        work_dir: str | None = None,
+        pre_download: bool = False,
+        save_thread_count: int | None = None,
+        load_thread_count: int | None = None,
+        throttle_uploads: bool = False,
     ):
+        for name, count in (("save_thread_count", save_thread_count), ("load_thread_count", load_thread_count)):
+            if count is not None and count < 1:
+                raise ConfigError(f"Checkpointer {name}: expected at least 1 thread, got {count}")
         self.process_group = process_group
         self.save_overwrite = save_overwrite
         # With an uploader, remote checkpoints are written to work folders under the storage section's
@@ -71,8 +91,16 @@ class Checkpointer:
         # directly, on the saving thread. The end of training waits upload_wait_seconds for the uploads.
         storage = storage or StorageSection()
         self.uploader = uploader
-        self.work_root = storage.work_folder
+        self.work_root = work_dir or storage.work_folder
         self.upload_wait_seconds = storage.upload_wait_seconds
+        # OLMo-core's knobs: threads DCP writes each rank's files with; a remote checkpoint fetched to a local
+        # copy (with load_thread_count threads) before it is read
+        self.save_thread_count = save_thread_count or 1
+        self.pre_download = pre_download
+        self.load_thread_count = load_thread_count
+        # honing's uploads are always throttled (rank 0's one uploader thread, a file at a time): either value
+        # of OLMo-core's throttle_uploads gets that
+        self.throttle_uploads = throttle_uploads
         self._executor: ThreadPoolExecutor | None = None
         self._pending: Future | None = None
         self._background_group: dist.ProcessGroup | None = None
@@ -124,93 +152,6 @@ class Checkpointer:
         pending, self._pending = self._pending, None
         if pending is not None:
             pending.result()
-
-    # --- remote folders ---------------------------------------------------------------------
-    def uploads_in_background(self, path: str) -> bool:
-        """True when checkpoints under ``path`` are written locally first and uploaded in the background."""
-        return self.uploader is not None and storage.is_url(path)
-
-    def work_folder(self, path: str) -> str:
-        """Where files bound for the folder ``path`` are written: ``path`` itself, unless it is remote and
-        uploaded in the background. Then a checkpoint ``.../stepN`` is written to ``stepN`` in its save
-        folder's work folder, and any other folder to a work folder of its own under ``work_root``."""
-        if not self.uploads_in_background(path):
-            return path
-        parent, name = str(path).rstrip("/").rsplit("/", 1)
-        if _STEP_DIR.match(name) and "://" in parent:
-            return os.path.join(self.work_folder(parent), name)
-        return work_folder_for(path, self.work_root)
-
-    def add_uploader(self, uploader: Uploader) -> None:
-        """Register another uploader reading local checkpoints: no local copy it still reads is deleted,
-        and ``wait_for_uploads`` waits for it too."""
-        self._other_uploaders.append(uploader)
-
-    def confirmed_checkpoints(self, folder: str) -> list[tuple[int, str]]:
-        """The complete checkpoints in ``folder`` as ``(step, path)``, oldest first; for a folder uploaded
-        in the background, those whose upload is confirmed (the storage is listed once, then not asked)."""
-        if not self.uploads_in_background(folder):
-            return self.find_checkpoints(folder)
-        self._list_once(folder)
-        prefix = str(folder).rstrip("/") + "/"
-        found = []
-        for path in self.uploader.confirmed():
-            match = _STEP_DIR.match(path[len(prefix) :]) if path.startswith(prefix) else None
-            if match:
-                found.append((int(match.group(1)), path))
-        return sorted(found)
-
-    def wait_for_uploads(self, timeout: float | None = None) -> bool:
-        """Wait (at most ``timeout``, default ``upload_wait_seconds``) for every pending upload; True when
-        all arrived. What has not arrived stays in the local work folders, as the warning says."""
-        uploaders = [u for u in (self.uploader, *self._other_uploaders) if u is not None]
-        pending = [target for uploader in uploaders for target in uploader.pending]
-        done = True
-        if pending:
-            timeout = self.upload_wait_seconds if timeout is None else timeout
-            log.info("waiting up to %g s for %d upload(s) to finish: %s", timeout, len(pending), ", ".join(pending))
-            for uploader in uploaders:
-                uploader.retry_now()  # not the rest of a long backoff: the storage may be back already
-            deadline = time.monotonic() + timeout
-            done = all([uploader.wait(max(0.0, deadline - time.monotonic())) for uploader in uploaders])
-            if not done:
-                left = [target for uploader in uploaders for target in uploader.pending]
-                sources = sorted({source for uploader in uploaders for source in uploader.pending_sources})
-                log.warning(
-                    "%d upload(s) did not finish within %g s and are abandoned: %s; the local copies are kept: %s",
-                    len(left),
-                    timeout,
-                    ", ".join(left),
-                    ", ".join(sources),
-                )
-        self._delete_deferred()
-        return done
-
-    def _list_once(self, folder: str) -> None:
-        # Checkpoints already in the folder (an earlier run's) count as confirmed: keep_last may prune them,
-        # and saving over one needs save_overwrite, as for a local folder.
-        if folder in self._listed:
-            return
-        self._listed.add(folder)
-        try:
-            for _, path in self.find_checkpoints(folder):
-                self.uploader.mark_confirmed(path)
-        except Exception as error:
-            log.warning(
-                "cannot list %s (%s): checkpoints already there are neither pruned nor protected from "
-                "being overwritten",
-                folder,
-                storage.redact_secrets(describe_error(error)),
-            )
-
-    def _delete_deferred(self) -> None:
-        for path in list(self._deferred_deletes):
-            if not self._read_by_uploads(path):
-                self._deferred_deletes.remove(path)
-                _remove_checkpoint(path)
-
-    def _read_by_uploads(self, path: str) -> bool:
-        return any(u.reads_from(path) for u in (self.uploader, *self._other_uploaders) if u is not None)
 
     def _check_save(self, dir: str, extra_files: dict[str, str | bytes] | None) -> dict[str, str | bytes]:
         # Checked on the caller's thread on every rank (the folder is shared), so all ranks agree and
@@ -269,7 +210,7 @@ class Checkpointer:
             dcp.save(
                 state,
                 checkpoint_id=model_dir,
-                storage_writer=storage_writer(model_dir),
+                storage_writer=storage_writer(model_dir, self.save_thread_count),
                 process_group=group,
                 no_dist=not distributed,
             )
@@ -282,7 +223,7 @@ class Checkpointer:
                 if atomic_rename:
                     storage.write_bytes(storage.join(temp, MARKER), marker)
                 if storage.exists(local):  # an older checkpoint being overwritten, or a crashed save's leftovers
-                    _remove_checkpoint(local)
+                    remove_checkpoint(local)
                 storage.rename(temp, local)
                 if not atomic_rename:
                     storage.write_bytes(storage.join(local, MARKER), marker)
@@ -305,18 +246,41 @@ class Checkpointer:
         dir: str,
         train_module: ModelState,
         *,
-        load_optimizer_state: bool = True,
-        load_trainer_state: bool = True,
+        load_optimizer_state: bool | None = True,
+        load_trainer_state: bool | None = True,
         this_process_only: bool = False,
+        load_optim_state: bool | None | _Unset = UNSET,
     ) -> dict[str, Any] | None:
         """Load model (and optimizer) state from ``dir`` into ``train_module`` in place; return this rank's
-        trainer state, or None when ``load_trainer_state`` is False. Without ``load_optimizer_state`` only the
-        weights are read: the optimizer and the module's extra state (e.g. its LR scheduler) stay as they are.
-        ``this_process_only`` reads without collectives, for one rank loading a whole model on its own (e.g.
-        rank 0 exporting the best model)."""
+        trainer state, or None when ``load_trainer_state`` is False. Without ``load_optimizer_state`` (OLMo-core's
+        ``load_optim_state``) only the weights are read: the optimizer and the module's extra state (e.g. its LR
+        scheduler) stay as they are. None for either (OLMo-core's default) loads that state when the checkpoint has
+        it. ``this_process_only`` reads without collectives, for one rank loading a whole model on its own (e.g.
+        rank 0 exporting the best model). A remote ``dir`` is first copied to a local folder when ``pre_download``
+        or ``load_thread_count`` is set."""
+        if not isinstance(load_optim_state, _Unset):
+            load_optimizer_state = load_optim_state
         self.wait()
         if not self.dir_is_checkpoint(dir):
             raise CheckpointError(f"{dir}: not a complete checkpoint (no {MARKER} marker)")
+        if storage.is_url(dir) and (self.pre_download or self.load_thread_count):
+            with downloaded(dir, self.work_root, self.load_thread_count, self.process_group, this_process_only) as copy:
+                return self._load(copy, train_module, load_optimizer_state, load_trainer_state, this_process_only)
+        return self._load(dir, train_module, load_optimizer_state, load_trainer_state, this_process_only)
+
+    def _load(
+        self,
+        dir: str,
+        train_module: ModelState,
+        load_optimizer_state: bool | None,
+        load_trainer_state: bool | None,
+        this_process_only: bool,
+    ) -> dict[str, Any] | None:
+        model_dir = storage.join(dir, MODEL_AND_OPTIM_DIR)
+        if load_trainer_state is None:
+            load_trainer_state = storage.exists(storage.join(dir, TRAIN_DIR, "rank0.pt"))
+        if load_optimizer_state is None:
+            load_optimizer_state = has_optimizer_state(model_dir)
         # Read the small trainer state first so a corrupt file is found before the model is touched.
         trainer_state, unreadable = None, None
         if load_trainer_state:
@@ -335,7 +299,6 @@ class Checkpointer:
         state = train_module.state_dict_to_load(load_optimizer_state=load_optimizer_state)
         # the extra state left out of the read keeps its current values when loaded back below
         to_read = state if load_optimizer_state else {key: value for key, value in state.items() if key == "model"}
-        model_dir = storage.join(dir, MODEL_AND_OPTIM_DIR)
         # DCP wraps every rank's failure (missing, truncated or mismatched data) in a CheckpointException,
         # which is a BaseException; either way the checkpoint cannot be loaded into this module.
         try:
@@ -352,6 +315,26 @@ class Checkpointer:
         train_module.load_state_dict(state)
         return trainer_state
 
+    # --- other files ----------------------------------------------------------------------
+    def write_file(self, dir: str, fname: str, contents: str | bytes) -> str:
+        """Write ``contents`` to ``dir/fname`` (a local folder or a URL) and return its path, as OLMo-core's; a
+        remote ``dir`` gets it from a local copy in its work folder, uploaded in the background when this
+        checkpointer has an uploader. An existing file is replaced. Call it on one rank."""
+        target = storage.join(dir, fname)
+        data = contents.encode() if isinstance(contents, str) else contents
+        local_dir = self.work_folder(dir)
+        if storage.is_url(local_dir):  # no uploader: written to the URL directly
+            storage.write_bytes(target, data)
+            return target
+        local = os.path.join(local_dir, fname)
+        os.makedirs(os.path.dirname(local) or ".", exist_ok=True)
+        with open(f"{local}.tmp", "wb") as handle:
+            handle.write(data)
+        os.replace(f"{local}.tmp", local)  # a reader never sees half a file
+        if local != target:
+            self.uploader.upload_file(local, target)
+        return target
+
     # --- finding and removing -----------------------------------------------------------
     @staticmethod
     def dir_is_checkpoint(dir: str) -> bool:
@@ -359,13 +342,15 @@ class Checkpointer:
         return storage.exists(storage.join(dir, MARKER))
 
     @classmethod
-    def find_checkpoints(cls, folder: str) -> list[tuple[int, str]]:
-        """The complete ``stepN`` checkpoints in ``folder`` as ``(step, path)``, oldest first."""
+    def find_checkpoints(cls, folder: str, ephemeral: bool | None = None) -> list[tuple[int, str]]:
+        """The complete ``stepN`` checkpoints in ``folder`` as ``(step, path)``, oldest first; ``ephemeral`` True
+        or False keeps only those whose marker says they are (or are not) ephemeral (OLMo-core's filter)."""
         found = []
         for name in storage.listdir(folder):
-            match = _STEP_DIR.match(name)
-            if match and cls.dir_is_checkpoint(storage.join(folder, name)):
-                found.append((int(match.group(1)), storage.join(folder, name)))
+            match = STEP_DIR.match(name)
+            path = storage.join(folder, name)
+            if match and cls.dir_is_checkpoint(path) and (ephemeral is None or is_ephemeral(path) == ephemeral):
+                found.append((int(match.group(1)), path))
         return sorted(found)
 
     @classmethod
@@ -392,7 +377,7 @@ class Checkpointer:
         names = storage.listdir(folder)
         for name in names:
             path = storage.join(folder, name)
-            if _STEP_DIR.match(name) and storage.isdir(path) and not cls.dir_is_checkpoint(path):
+            if STEP_DIR.match(name) and storage.isdir(path) and not cls.dir_is_checkpoint(path):
                 storage.rm(path)
                 removed.append(path)
         for name in names:
@@ -420,17 +405,12 @@ class Checkpointer:
         if self._read_by_uploads(local):
             self._deferred_deletes.append(local)
         else:
-            _remove_checkpoint(local)
+            remove_checkpoint(local)
         self._delete_deferred()
 
 
 def _temp_dir(dir: str) -> str:
     return str(dir).rstrip("/") + TEMP_SUFFIX
-
-
-def _remove_checkpoint(dir: str) -> None:
-    storage.rm(storage.join(dir, MARKER))
-    storage.rm(dir)
 
 
 def _barrier(group: dist.ProcessGroup | None) -> None:

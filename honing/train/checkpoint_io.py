@@ -8,13 +8,16 @@ from __future__ import annotations
 import contextlib
 import copy
 import io
+import json
 import logging
 import os
+import re
 from collections.abc import Iterator
 from typing import Any
 
 import torch
 import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint._fsspec_filesystem import FsspecReader, FsspecWriter
 from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.filesystem import FileSystem
 
@@ -23,6 +26,22 @@ from honing.errors import CheckpointError
 
 MODEL_AND_OPTIM_DIR = "model_and_optim"
 TRAIN_DIR = "train"
+MARKER = ".complete"  # written last: a folder holding it is a complete checkpoint
+STEP_DIR = re.compile(r"^step(\d+)$")
+
+
+def is_ephemeral(dir: str) -> bool:
+    """Whether the complete checkpoint ``dir`` was saved as ephemeral (its marker says so)."""
+    try:
+        return bool(json.loads(storage.read_bytes(storage.join(dir, MARKER)) or b"{}").get("ephemeral", False))
+    except (OSError, ValueError):
+        return False  # a marker of an older honing, or unreadable: not marked ephemeral
+
+
+def remove_checkpoint(dir: str) -> None:
+    """Remove the checkpoint ``dir``, its marker first so that a half-deleted folder is never loaded."""
+    storage.rm(storage.join(dir, MARKER))
+    storage.rm(dir)
 
 
 def read_trainer_state(dir: str, rank: int) -> dict[str, Any]:
@@ -77,12 +96,13 @@ class _HookedFileSystem(FileSystem):
             yield storage.HookedStream(stream, str(path)) if "w" in mode else stream
 
 
-def storage_writer(path: str) -> dcp.StorageWriter | None:
+def storage_writer(path: str, thread_count: int = 1) -> dcp.StorageWriter | None:
+    """DCP's writer for ``path``, writing each rank's files with ``thread_count`` threads."""
     # Local folders get DCP's file-system writer explicitly: inferring it from the path requires a
-    # writable existing parent. For URLs, DCP picks its fsspec writer from checkpoint_id.
+    # writable existing parent. For URLs, DCP picks its fsspec writer from checkpoint_id unless threads are asked.
     if storage.is_url(path):
-        return None
-    writer = dcp.FileSystemWriter(path)
+        return None if thread_count == 1 else FsspecWriter(path, thread_count=thread_count)
+    writer = dcp.FileSystemWriter(path, thread_count=thread_count)
     writer.fs = _HookedFileSystem()  # so a test's injected disk-full or kill can land inside the DCP write
     return writer
 
@@ -90,6 +110,17 @@ def storage_writer(path: str) -> dcp.StorageWriter | None:
 def storage_reader(path: str) -> dcp.StorageReader | None:
     # Explicit for the same reason: inference would refuse a checkpoint in a read-only folder.
     return None if storage.is_url(path) else dcp.FileSystemReader(path)
+
+
+def has_optimizer_state(model_dir: str) -> bool:
+    """True when the DCP checkpoint in ``model_dir`` holds optimizer state (its metadata names ``optim`` keys);
+    True as well when the metadata cannot be read, so that the load itself reports what is wrong."""
+    try:
+        reader = storage_reader(model_dir) or FsspecReader(model_dir)
+        keys = reader.read_metadata().state_dict_metadata
+    except Exception:
+        return True
+    return any(key == "optim" or key.startswith("optim.") for key in keys)
 
 
 def copy_to_cpu(value: Any) -> Any:

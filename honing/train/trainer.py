@@ -3,33 +3,33 @@
 from __future__ import annotations
 
 import logging
-import math
-import os
-import shutil
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import Any
 
 import torch
+import torch.distributed as dist
 
-from honing import storage
 from honing.config.schema import StorageSection, TrainerSection
-from honing.distributed import get_world_size, is_distributed, is_rank0, new_background_group
+from honing.distributed import default_device, get_world_size, is_distributed, new_background_group
 from honing.errors import ConfigError
 from honing.train.callbacks.base import Callback
 from honing.train.callbacks.checkpointer import CheckpointerCallback
 from honing.train.callbacks.evaluator import EvaluatorCallback
 from honing.train.callbacks.generation_eval import GenerationEvalCallback
-from honing.train.checkpoint import MARKER, Checkpointer
+from honing.train.checkpoint import Checkpointer
 from honing.train.common import StepSkipRange
-from honing.train.duration import Duration, DurationUnit
+from honing.train.duration import Duration
 from honing.train.metrics import MetricsBuffer
 from honing.train.remote import Uploader
 from honing.train.signals import GracefulStop
 from honing.train.train_module import TrainModule
+from honing.train.trainer_bookkeeping import TrainerBookkeeping
 from honing.train.trainer_cancel import TrainerCancel
 from honing.train.trainer_checkpoints import TrainerCheckpoints
+from honing.train.trainer_files import TrainerFiles
 from honing.train.trainer_metrics import TrainerMetrics
+from honing.train.trainer_progress import TrainerProgress
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +45,35 @@ def _implements(callback: Callback, event: str) -> bool:
     return getattr(method, "__func__", method) is not getattr(Callback, event)
 
 
+def module_device(train_module: Any) -> torch.device | None:
+    """The device ``train_module`` trains on: its ``device``, else its model's first parameter's (None: unknown)."""
+    device = getattr(train_module, "device", None)
+    if device is not None:
+        return torch.device(device)
+    model = getattr(train_module, "model", None)
+    if isinstance(model, torch.nn.Module):
+        for parameter in model.parameters():
+            return parameter.device
+    return None
+
+
+class TrainerSetting:
+    """A setting of the trainer section as an attribute of the Trainer (OLMo-core's Trainer fields): read from
+    ``trainer.config``, and set by replacing the config with a copy holding the new value."""
+
+    def __init__(self, doc: str):
+        self.__doc__ = doc
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, trainer: Any, owner: type | None = None) -> Any:
+        return self if trainer is None else getattr(trainer.config, self.name)
+
+    def __set__(self, trainer: Any, value: Any) -> None:
+        trainer.config = trainer.config.model_copy(update={self.name: value})
+
+
 def check_warm_start(config: TrainerSection) -> None:
     """``load_trainer_state`` / ``load_optim_state`` say what ``load_path``'s checkpoint restores: set without it
     they would change nothing, so they are refused (one line naming the key)."""
@@ -56,14 +85,24 @@ def check_warm_start(config: TrainerSection) -> None:
             )
 
 
-class Trainer(TrainerCancel, TrainerCheckpoints, TrainerMetrics):
+class Trainer(TrainerCancel, TrainerCheckpoints, TrainerMetrics, TrainerBookkeeping, TrainerFiles, TrainerProgress):
     """Runs ``fit()``: load a checkpoint, then step until the duration, a hard stop or a cancel.
 
     It takes its settings as the config's ``trainer`` section (``storage`` says how a remote save folder is
     written and uploaded); the rest are the run's parts: the train module, the data loader, the callbacks, the
     files every checkpoint holds (``extra_checkpoint_files``) and ``model_params`` for "chinchilla" durations.
     ``callback_adapter`` sees every callback as it is registered (the recipe's adapts other systems' event
-    names, ``honing.interop.callback_names``); the trainer itself calls honing's event names only."""
+    names, ``honing.interop.callback_names``); the trainer itself calls honing's event names only.
+
+    OLMo-core's Trainer fields that are not settings of the section: ``work_dir`` (the local folder for working
+    files; default: the save folder, or a remote one's work folder), ``device`` (default: the train module's),
+    ``dp_process_group`` (None: every rank; a smaller group is refused), ``async_bookkeeping`` (None: True) and
+    ``bookkeeping_soft_timeout`` (seconds a bookkeeping op may take before a warning)."""
+
+    metrics_collect_interval = TrainerSetting("How often (in steps) metrics are collected, reduced and logged.")
+    load_path = TrainerSetting("A checkpoint, or a folder of them, to start from when the save folder has none.")
+    load_trainer_state = TrainerSetting("Whether ``load_path``'s trainer state is loaded (None: when it has one).")
+    load_optim_state = TrainerSetting("Whether ``load_path``'s optimizer state is loaded (None: when it has one).")
 
     def __init__(
         self,
@@ -77,8 +116,14 @@ class Trainer(TrainerCancel, TrainerCheckpoints, TrainerMetrics):
         storage: StorageSection | None = None,
         checkpointer: Checkpointer | None = None,
         callback_adapter: Callable[[Callback], Callback] | None = None,
+        work_dir: str | None = None,
+        device: torch.device | str | None = None,
+        dp_process_group: dist.ProcessGroup | None = None,
+        async_bookkeeping: bool | None = None,
+        bookkeeping_soft_timeout: float = 30,
     ):
         self.config = config
+        self.model_params = model_params
         self.train_module = train_module
         self.data_loader = data_loader
         # the settings as the loop reads them: typed once here
@@ -93,19 +138,26 @@ class Trainer(TrainerCancel, TrainerCheckpoints, TrainerMetrics):
         self.checkpointer = checkpointer or Checkpointer(
             save_overwrite=config.save_overwrite, uploader=Uploader(storage), storage=storage
         )
+        self._work_dir = str(work_dir) if work_dir is not None else None
+        self.device = self._check_device(train_module, device)
+        self.dp_process_group = self._check_dp_group(dp_process_group)
 
         self.global_step = 0
         self.global_train_tokens_seen = 0
+        # counted when the train module knows its FLOPs per token and the data its sequence length
+        self.global_train_petaflops = 0.0
+        self._flops_per_token: float | None = None
         self.epoch = 1
+        self.step_skipped = False  # whether the current step is one of steps_to_skip (not trained on)
         self.current_batch: Any = None  # the batch of the step being trained (OLMo-core's pre_step gets it)
         self.canceled = False
         self.cancel_reason: str | None = None
         self._cancel_requested: str | None = None
         self._metrics = MetricsBuffer()
         self._ce_losses: set[str] = set()
-        self._bookkeeping = ThreadPoolExecutor(max_workers=1, thread_name_prefix="honing-bookkeeping")
-        self._bookkeeping_futures: list[Future] = []
+        self._init_bookkeeping(async_bookkeeping, bookkeeping_soft_timeout)
         self._last_checkpoint_step: int | None = None
+        self._checkpoint_loaded = False
         self._pending_saved: list[str] = []  # async saves finished, not yet announced to callbacks
         # Metrics are reduced across ranks in the bookkeeping thread, on a gloo group of their own so
         # those collectives never interleave with training's; created here, where every rank reaches it.
@@ -207,140 +259,44 @@ class Trainer(TrainerCancel, TrainerCheckpoints, TrainerMetrics):
             ]
         return found
 
-    # --- progress -------------------------------------------------------------------
+    # --- OLMo-core's fields ------------------------------------------------------------
     @property
-    def tokens_per_batch(self) -> int | None:
-        """Global tokens per step when the data loader knows it ahead of time."""
-        return getattr(self.data_loader, "tokens_per_batch", None)
+    def save_overwrite(self) -> bool:
+        """Whether a checkpoint already in the save folder at the same step is replaced instead of refused."""
+        return self.config.save_overwrite
 
-    def steps_for(self, duration: Duration) -> int | None:
-        """The step at which ``duration`` is reached, when it can be known in advance."""
-        if duration.unit == DurationUnit.steps:
-            return duration.value
-        if duration.unit == DurationUnit.epochs:
-            return duration.value * self.data_loader.batches_per_epoch
-        if self.tokens_per_batch:
-            return math.ceil(duration.value / self.tokens_per_batch)
-        return None
+    @save_overwrite.setter
+    def save_overwrite(self, value: bool) -> None:
+        self.config = self.config.model_copy(update={"save_overwrite": bool(value)})
+        self.checkpointer.save_overwrite = bool(value)
 
-    @property
-    def max_steps(self) -> int | None:
-        """The total number of steps of this run's schedule (``max_duration``, not ``hard_stop``)."""
-        return self.steps_for(self.max_duration)
+    def _check_device(self, train_module: Any, device: torch.device | str | None) -> torch.device:
+        trains_on = module_device(train_module)
+        if device is None:
+            return trains_on or default_device()
+        device = torch.device(device)
+        if trains_on is not None and trains_on.type != device.type:
+            raise ConfigError(
+                f"device: {device} was given, but the train module's model is on {trains_on}; move the model "
+                "there first, or leave device unset"
+            )
+        return device
 
-    @property
-    def global_batch_size(self) -> int | None:
-        """The global batch size in tokens, as OLMo-core's (the data loader's ``global_batch_size`` counts
-        rows): known when every batch holds the same number of tokens, else None (e.g. padded rows)."""
-        return self.tokens_per_batch
-
-    @property
-    def rank_batch_size(self) -> int | None:
-        """This rank's share of ``global_batch_size``, in tokens (None when that is unknown)."""
-        tokens = self.global_batch_size
-        world = getattr(self.data_loader, "world_size", None) or get_world_size()
-        return None if tokens is None else tokens // world
-
-    @property
-    def steps_per_epoch(self) -> int | None:
-        """Training steps in one epoch, when the data loader knows it."""
-        return getattr(self.data_loader, "batches_per_epoch", None)
-
-    @property
-    def tokens_per_epoch(self) -> int | None:
-        """Tokens in one epoch (left-over rows not counted), when batches have a fixed token count."""
-        steps, tokens = self.steps_per_epoch, self.tokens_per_batch
-        return None if steps is None or tokens is None else steps * tokens
-
-    @property
-    def max_tokens(self) -> int | None:
-        """The tokens this run's ``max_duration`` trains on: the tokens seen so far plus the remaining
-        steps' tokens; None when that cannot be known ahead (an epoch or step duration over batches whose
-        token count varies)."""
-        if self.max_duration.unit == DurationUnit.tokens:
-            return self.max_duration.value
-        max_steps, tokens = self.max_steps, self.tokens_per_batch
-        if max_steps is None or tokens is None:
-            return None
-        return self.global_train_tokens_seen + max(max_steps - self.global_step, 0) * tokens
-
-    @property
-    def stop_step(self) -> int | None:
-        """The step training will actually stop at (the earlier of duration and hard stop)."""
-        steps = [s for s in (self.max_steps, self.steps_for(self.hard_stop) if self.hard_stop else None) if s]
-        return min(steps) if steps else None
-
-    def _due(self, duration: Duration | None) -> bool:
-        return duration is not None and duration.due(
-            step=self.global_step, tokens=self.global_train_tokens_seen, epoch=self.data_loader.epoch
-        )
-
-    @property
-    def is_last_step(self) -> bool:
-        """True during the run's final step (duration or hard stop reached), before its metrics are logged."""
-        return self.training_complete or self.global_step == self.stop_step
-
-    @property
-    def training_complete(self) -> bool:
-        """True once the duration or hard stop is reached, or the run was canceled."""
-        return self.canceled or self._due(self.max_duration) or self._due(self.hard_stop)
-
-    # --- bookkeeping off the hot path ----------------------------------------------
-    def run_bookkeeping_op(self, op: Callable[..., Any], *args: Any, **kwargs: Any) -> Future:
-        """Run ``op`` in the bookkeeping thread, so I/O does not block training."""
-        future = self._bookkeeping.submit(op, *args, **kwargs)
-        self._bookkeeping_futures = [f for f in self._bookkeeping_futures if not f.done()] + [future]
-        return future
-
-    def wait_for_bookkeeping(self) -> None:
-        """Block until every bookkeeping op has finished, re-raising the first error."""
-        for future in self._bookkeeping_futures:
-            future.result()
-        self._bookkeeping_futures.clear()
-
-    @property
-    def work_folder(self) -> str:
-        """The local folder for the run's files: the save folder, or for a remote one its local work folder."""
-        return self.checkpointer.work_folder(self.save_folder)
-
-    def write_file(self, name: str, contents: str | bytes) -> str:
-        """Write ``contents`` to ``SAVE_FOLDER/name`` (rank 0; a remote save folder gets it uploaded in the
-        background from the work folder) and return the path."""
-        path = storage.join(self.save_folder, name)
-        if is_rank0():
-            local = os.path.join(self.work_folder, name)
-            os.makedirs(os.path.dirname(local) or ".", exist_ok=True)
-            tmp = f"{local}.tmp"
-            with open(tmp, "wb") as handle:
-                handle.write(contents.encode() if isinstance(contents, str) else contents)
-            os.replace(tmp, local)
-            if local != path:
-                self.checkpointer.uploader.upload_file(local, path)
-        return path
-
-    def persist_working_file(self, path: str) -> str:
-        """Copy a local working file (or folder) into the save folder under the same name (rank 0); to a
-        remote save folder it is uploaded in the background, a folder with a ``.complete`` marker last."""
-        target = storage.join(self.save_folder, os.path.basename(path.rstrip(os.sep)))
-        if not is_rank0():
-            return target
-        if storage.is_url(target):
-            if os.path.isdir(path):
-                self.checkpointer.uploader.upload_folder(path, target, marker=MARKER)
-            else:
-                self.checkpointer.uploader.upload_file(path, target)
-        elif os.path.abspath(path) != os.path.abspath(target):
-            os.makedirs(self.save_folder, exist_ok=True)
-            if os.path.isdir(path):
-                shutil.copytree(path, target, dirs_exist_ok=True)
-            else:
-                shutil.copyfile(path, target)
-        return target
+    @staticmethod
+    def _check_dp_group(group: dist.ProcessGroup | None) -> dist.ProcessGroup | None:
+        if group is not None and is_distributed() and dist.get_world_size(group) != get_world_size():
+            raise ConfigError(
+                f"dp_process_group: a group of {dist.get_world_size(group)} of the {get_world_size()} ranks is not "
+                "supported (the Trainer reduces metrics and exchanges cancels over every rank; a train module's "
+                "data-parallel ranks come from its ParallelDims); leave it unset"
+            )
+        return group
 
     # --- the loop -------------------------------------------------------------------
     def fit(self) -> None:
         """Train until the duration, a hard stop or a cancel; then run the end-of-training callbacks."""
         self._load_at_start()
+        self._flops_per_token = self._model_flops_per_token()
         try:
             with GracefulStop(self.cancel_run):
                 self._emit("on_train_begin")
@@ -358,10 +314,10 @@ class Trainer(TrainerCancel, TrainerCheckpoints, TrainerMetrics):
             self._finish_staged_checkpoint()
             # A failed rank must exit promptly: its bookkeeping may wait in a collective for a peer that
             # never joins, and other ranks learn of the failure only when this process is gone.
-            self._bookkeeping.shutdown(wait=not is_distributed(), cancel_futures=True)
+            self._shutdown_bookkeeping(wait=not is_distributed(), cancel_futures=True)
             raise
         else:
-            self._bookkeeping.shutdown(wait=True)
+            self._shutdown_bookkeeping(wait=True)
 
     def _emit_train_end(self) -> None:
         # What a callback records at train end (a canceled run's evaluation) is logged before the next
@@ -390,8 +346,9 @@ class Trainer(TrainerCancel, TrainerCheckpoints, TrainerMetrics):
     def _train_step(self, batch: Any) -> None:
         self.global_step += 1
         self.current_batch = batch
+        self.step_skipped = bool(self.steps_to_skip) and any(self.global_step in skip for skip in self.steps_to_skip)
         self._emit("on_step_begin")
-        if self.steps_to_skip and any(self.global_step in skip for skip in self.steps_to_skip):
+        if self.step_skipped:
             log.info("step %d is in steps_to_skip: its batch is consumed but not trained on", self.global_step)
         else:
             self.train_module.zero_grads()
@@ -399,7 +356,10 @@ class Trainer(TrainerCancel, TrainerCheckpoints, TrainerMetrics):
             self._emit("pre_optim_step")
             self.train_module.optim_step()
         # asked of the train module after its step: a method that generates counts what it generated
-        self.global_train_tokens_seen += self.train_module.num_tokens(batch)
+        tokens = self.train_module.num_tokens(batch)
+        self.global_train_tokens_seen += tokens
+        if self._flops_per_token and not self.step_skipped:
+            self.global_train_petaflops += tokens * self._flops_per_token / 1e15
         self._emit("post_train_batch")
         self._emit("on_step_end")
         # the bookkeeping below is a few attribute reads unless something is pending
@@ -414,3 +374,11 @@ class Trainer(TrainerCancel, TrainerCheckpoints, TrainerMetrics):
             self.check_if_canceled()
         if self.global_step % self.config.metrics_collect_interval == 0 or self.training_complete:
             self._log_metrics()
+
+    def _model_flops_per_token(self) -> float | None:
+        """The train module's FLOPs per token at the data's sequence length (the loader's ``seq_len``, else its
+        rows' ``tokens_per_row``), when both are known."""
+        rows = getattr(self.data_loader, "dataset", None)
+        seq_len = getattr(self.data_loader, "seq_len", None) or getattr(rows, "tokens_per_row", None)
+        flops = getattr(self.train_module, "num_flops_per_token", None)
+        return flops(seq_len) if seq_len and flops is not None else None

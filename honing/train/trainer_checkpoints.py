@@ -40,6 +40,7 @@ class TrainerCheckpoints:
         return {
             "global_step": self.global_step,
             "global_train_tokens_seen": self.global_train_tokens_seen,
+            "global_train_petaflops": self.global_train_petaflops,
             "epoch": self.epoch,
             "world_size": get_world_size(),
             "data_loader": self.data_loader.state_dict(),
@@ -51,6 +52,7 @@ class TrainerCheckpoints:
         """Restore what ``state_dict`` returned (RNG only when the world size is unchanged)."""
         self.global_step = int(state["global_step"])
         self.global_train_tokens_seen = int(state["global_train_tokens_seen"])
+        self.global_train_petaflops = float(state.get("global_train_petaflops", 0.0))  # absent before issue 35
         self.epoch = int(state["epoch"])
         self.data_loader.load_state_dict(state["data_loader"])
         same_world = state.get("world_size", 1) == get_world_size() and not state.get("_world_size_changed")
@@ -125,14 +127,22 @@ class TrainerCheckpoints:
         """The step of the most recent checkpoint this run saved (or loaded)."""
         return self._last_checkpoint_step
 
+    @property
+    def checkpoint_loaded(self) -> bool:
+        """Whether a checkpoint was loaded (by ``fit``, or by a call before it, which ``fit`` then keeps)."""
+        return self._checkpoint_loaded
+
     def load_checkpoint(
         self, path: str, *, load_trainer_state: bool | None = None, load_optim_state: bool | None = None
     ) -> None:
-        """Load the model weights from a checkpoint directory, the trainer state (step, tokens, data position,
-        RNG, callbacks) unless ``load_trainer_state`` is False, and the optimizer (with the train module's
-        extra state, e.g. its LR scheduler) when ``load_optim_state`` is True. None takes the trainer's own
-        setting; a ``load_trainer_state`` that is None there too loads the trainer state when the checkpoint has
-        one (OLMo-core's meaning), and a ``load_optim_state`` that is None follows ``load_trainer_state``."""
+        """Load a checkpoint directory, or the newest checkpoint of a folder of them (a save folder; OLMo-core's
+        form): the model weights, the trainer state (step, tokens, data position, RNG, callbacks) unless
+        ``load_trainer_state`` is False, and the optimizer (with the train module's extra state, e.g. its LR
+        scheduler) when ``load_optim_state`` is True. None takes the trainer's own setting; a ``load_trainer_state``
+        that is None there too loads the trainer state when the checkpoint has one (OLMo-core's meaning), and a
+        ``load_optim_state`` that is None follows ``load_trainer_state``."""
+        if not Checkpointer.dir_is_checkpoint(path):
+            path = self.checkpointer.latest_checkpoint(path)  # FileNotFoundError when the folder holds none
         load_trainer_state = self.config.load_trainer_state if load_trainer_state is None else load_trainer_state
         if load_trainer_state is None:
             load_trainer_state = storage.exists(storage.join(path, TRAIN_DIR, "rank0.pt"))
@@ -153,6 +163,7 @@ class TrainerCheckpoints:
                 path,
                 self.global_step,
             )
+        self._checkpoint_loaded = True
         self._emit("post_checkpoint_loaded", path)
 
     def maybe_load_checkpoint(
@@ -217,7 +228,8 @@ class TrainerCheckpoints:
         barrier()
 
     def _load_at_start(self) -> None:
-        if self.load_strategy == LoadStrategy.never or self.no_checkpoints:
+        # a checkpoint loaded before fit (OLMo-core's scripts: trainer.load_checkpoint(...); trainer.fit()) is kept
+        if self.load_strategy == LoadStrategy.never or self.no_checkpoints or self.checkpoint_loaded:
             return
         # The save folder holds this run's own checkpoints: resuming from them restores everything, as in
         # OLMo-core. load_trainer_state / load_optim_state apply to load_path (a warm start from another run).

@@ -44,7 +44,7 @@ class TrainerMetrics:
         ``reduce_type`` None means no reduction across ranks (rank 0 logs its own value), and a second value
         in the same step is merged by ``merge_strategy`` (``warn``: the first is kept, with a warning)."""
         if namespace:
-            name = f"{namespace.rstrip('/')}/{name}"
+            name = f"{namespace.rstrip('/')}/{name.lstrip('/')}"
         self._metrics.record(self.global_step, name, value, reduce_type, merge_strategy)
 
     def record_ce_loss(self, value: MetricValue, reduce_type: ReduceType | str | None = None) -> None:
@@ -58,8 +58,16 @@ class TrainerMetrics:
         """Hand generated text (rows of the same keys) to the callbacks, e.g. as a W&B table."""
         self._emit("on_log_samples", self.global_step, name, rows)
 
-    def get_metric(self, name: str, step: int | None = None) -> torch.Tensor | None:
-        """A metric recorded this step (or at ``step``) that has not been collected yet."""
+    def get_metric(
+        self, name: str, namespace: str | int | None = None, *, step: int | None = None
+    ) -> torch.Tensor | None:
+        """A metric recorded this step (or at ``step``) that has not been collected yet; ``namespace`` prefixes
+        ``name`` as in ``record_metric`` (OLMo-core's signature). An int in its place is the step (honing's
+        earlier ``get_metric(name, step)``)."""
+        if isinstance(namespace, int) and not isinstance(namespace, bool):
+            namespace, step = None, namespace
+        if namespace:
+            name = f"{namespace.rstrip('/')}/{name.lstrip('/')}"
         return self._metrics.get(self.global_step if step is None else step, name)
 
     def _log_metrics(self, *, wait: bool = False) -> None:

@@ -57,7 +57,7 @@ WORKER = textwrap.dedent("""
     prepare_training_environment(seed=0)
     logs = Logs()
     trainer = TrainerConfig(save_folder=sys.argv[1], max_duration="4steps", metrics_collect_interval=2,
-                            callbacks={"logs": logs}).build(Module(), Loader())
+                            callbacks={"logs": logs}, no_checkpoints=True).build(Module(), Loader())
     trainer.fit()
     with open(sys.argv[1] + f"/rank{get_rank()}.json", "w") as handle:
         json.dump({"reduce_threads": reduce_threads, "logs": logs.seen}, handle)
@@ -95,4 +95,6 @@ def test_metrics_are_reduced_in_the_background_and_logged_on_the_training_thread
         for step, metrics, thread in out["logs"]:
             assert thread == "MainThread"
             # mean of step + rank over ranks 0, 1; sum of 10, 20; max of step - rank; l2 norm of 3, 4
-            assert metrics == pytest.approx({"mean": step + 0.5, "sum": 30.0, "max": float(step), "norm": 5.0})
+            # (beside the throughput and memory of the speed monitor TrainerConfig adds, as OLMo-core's does)
+            recorded = {name: metrics[name] for name in ("mean", "sum", "max", "norm")}
+            assert recorded == pytest.approx({"mean": step + 0.5, "sum": 30.0, "max": float(step), "norm": 5.0})

@@ -18,7 +18,7 @@ class CheckpointerCallback(Callback):
     With ``save_at_epoch_end`` the last step of every epoch is saved as well. Ephemeral checkpoints (every
     ``ephemeral_save_interval`` steps, and any saved with ``trainer.save_checkpoint(ephemeral=True)``) are deleted
     once a later checkpoint is complete; ``keep_last`` permanent ones are kept. Under ``trainer.no_checkpoints`` it
-    saves nothing.
+    saves nothing. ``save_interval`` defaults to OLMo-core's 250 (a config's ``callbacks.checkpointer`` sets its own).
     """
 
     priority = PRIORITY["checkpointer"]
@@ -26,7 +26,7 @@ class CheckpointerCallback(Callback):
     def __init__(
         self,
         *,
-        save_interval: int,
+        save_interval: int = 250,
         ephemeral_save_interval: int | None = None,
         keep_last: int | None = None,
         async_save: bool = True,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
 
 import torch
 
@@ -38,6 +37,10 @@ class SpeedMonitorCallback(Callback):
     TrainModule's ``num_flops_per_token(seq_len)``; it is not recorded when either is unknown, nor for
     bf16 on a CPU that only emulates it (the probed bf16 rate there is no honest peak: part of the step
     runs in fp32), and it stops being recorded, with a warning, if it ever comes out above 1.
+
+    A step in the trainer's ``steps_to_skip`` consumes its batch without training on it: it records 0 tokens/s and
+    0 MFU (no token was trained on; its batch's tokens still count in ``throughput/total_tokens``), stays out of
+    the running average, and the next step is timed from its end.
 
     Memory is in MiB: ``system/peak_rss_mib`` (the process's peak resident set, from ``getrusage``),
     ``system/rss_mib`` (the resident set at the step's end), ``system/anon_rss_mib`` (its anonymous part: what no file
@@ -75,7 +78,7 @@ class SpeedMonitorCallback(Callback):
         self._peak_anon_rss = 0
 
     def on_train_begin(self) -> None:
-        device = torch.device(self.device) if self.device is not None else self._train_device()
+        device = torch.device(self.device if self.device is not None else self.trainer.device)
         self._synchronous = device.type == "cpu"
         self.flops_per_token = self._model_flops_per_token()
         # only probe or look up a peak when MFU can be computed from it, and only an honest one
@@ -100,7 +103,11 @@ class SpeedMonitorCallback(Callback):
         total_tokens = self.trainer.global_train_tokens_seen
         tokens = total_tokens - self._tokens_at_last_end
         self._tokens_at_last_end = total_tokens
-        self._steps_timed += 1
+        skipped = self.trainer.step_skipped  # its batch was consumed, not trained on: no token to time
+        if skipped:
+            tokens = 0
+        else:
+            self._steps_timed += 1
 
         record = self.trainer.record_metric
         record("throughput/total_tokens", total_tokens, ReduceType.max)
@@ -111,7 +118,7 @@ class SpeedMonitorCallback(Callback):
         record("throughput/step_time_s", step_time, ReduceType.max)
         record("throughput/steps_per_s", 1.0 / step_time, ReduceType.mean)
         record("throughput/tokens_per_s", tokens_per_s, ReduceType.mean)
-        if self._steps_timed > self.warmup_steps:
+        if self._steps_timed > self.warmup_steps and not skipped:
             self._avg_tokens += tokens
             self._avg_seconds += step_time
             record("throughput/avg_tokens_per_s", self._avg_tokens / self._avg_seconds, ReduceType.mean)
@@ -150,14 +157,3 @@ class SpeedMonitorCallback(Callback):
         if not seq_len or flops_fn is None:
             return None
         return flops_fn(seq_len)
-
-    def _train_device(self) -> torch.device:
-        train_module: Any = self.trainer.train_module
-        device = getattr(train_module, "device", None)
-        if device is not None:
-            return torch.device(device)
-        model = getattr(train_module, "model", None)
-        if isinstance(model, torch.nn.Module):
-            for parameter in model.parameters():
-                return parameter.device
-        return torch.device("cpu")

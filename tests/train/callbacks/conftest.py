@@ -5,6 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
+import torch
 
 from honing.train.metrics import MetricsBuffer
 
@@ -17,6 +18,8 @@ class FakeTrainer:
     ):
         self.global_step = 0
         self.global_train_tokens_seen = 0
+        self.step_skipped = False
+        self.device = torch.device("cpu")
         self.stop_step = stop_step
         self.max_steps = stop_step
         self.config = SimpleNamespace(metrics_collect_interval=metrics_collect_interval)
