@@ -22,21 +22,28 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from honing.cli_arguments import (
+    OneLineErrorParser,
     config_arguments,
     convert_arguments,
     data_arguments,
     export_arguments,
     merge_arguments,
+    one_line,
     plan_arguments,
     plot_arguments,
     prepare_arguments,
     train_arguments,
+    usage_error,
 )
+from honing.cli_checks import check_at_least, check_checkpoint, check_out_dir, check_output_folder, check_positive
 from honing.config import ConfigError, HoningError, RunConfig, to_yaml
 from honing.infer.arguments import chat_arguments, eval_arguments, generate_arguments, push_arguments
 from honing.interop.configs import convert_file, load_any_config
 
-QUICKSTART = Path(__file__).resolve().parent.parent / "configs" / "quickstart.yaml"
+# An installed wheel carries the example configs as honing/_configs (setup.py); a source tree has them in its configs/.
+PACKAGED_CONFIGS = Path(__file__).resolve().parent / "_configs"
+EXAMPLE_CONFIGS = PACKAGED_CONFIGS if PACKAGED_CONFIGS.is_dir() else PACKAGED_CONFIGS.parent.parent / "configs"
+QUICKSTART = EXAMPLE_CONFIGS / "quickstart.yaml"
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -77,6 +84,8 @@ def run_export(args: argparse.Namespace) -> int:
     """``honing export``: a checkpoint as a Hugging Face folder."""
     from honing.run.checkpoint_model import export_checkpoint
 
+    check_checkpoint(args.checkpoint)
+    check_out_dir(args.out_dir, "export")
     print(f"exported {args.checkpoint} to {export_checkpoint(args.checkpoint, args.out_dir)}")
     return 0
 
@@ -85,6 +94,8 @@ def run_merge(args: argparse.Namespace) -> int:
     """``honing merge``: a LoRA checkpoint merged into a full Hugging Face model."""
     from honing.run.checkpoint_model import merge_checkpoint
 
+    check_checkpoint(args.checkpoint)
+    check_out_dir(args.out_dir, "merge")
     print(f"merged {args.checkpoint} into {merge_checkpoint(args.checkpoint, args.out_dir)}")
     return 0
 
@@ -102,10 +113,12 @@ def run_plan(args: argparse.Namespace) -> int:
     from honing.plan.estimate import parse_bytes
     from honing.plan.from_config import plan_config
 
+    check_at_least("--nproc", args.nproc, 1)
     try:
         budget = parse_bytes(args.budget) if args.budget else None
     except ValueError as error:
         raise ConfigError(f"--budget: {error}") from None
+    check_positive("--budget", budget)
     print(plan_config(load_any_config(args.config, args.overrides), budget=budget, nproc=args.nproc)[0])
     return 0
 
@@ -128,6 +141,8 @@ def run_data(args: argparse.Namespace) -> int:
 
 def run_prepare(args: argparse.Namespace) -> int:
     """``honing prepare``: token shards for pretraining, prepared rows for the fine-tuning methods."""
+    check_output_folder("--out", args.out)
+    check_positive("--shard-mb", args.shard_mb)
     config = load_any_config(args.config, args.overrides)
     if config.method != "pretrain":
         return prepare_rows(config, args)
@@ -267,7 +282,7 @@ VERBS_BY_NAME = {verb.name: verb for verb in VERBS}
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for every verb of ``VERBS``."""
-    parser = argparse.ArgumentParser(prog="honing", description="Train language models: pretraining, SFT, DPO, GRPO.")
+    parser = OneLineErrorParser(prog="honing", description="Train language models: pretraining, SFT, DPO, GRPO.")
     parser.add_argument("--version", action="version", version=f"honing {installed_version()}")
     subparsers = parser.add_subparsers(dest="verb", required=True)
     for verb in VERBS:
@@ -320,7 +335,7 @@ def launch_torchrun(nproc: int, config: str, overrides: list[str]) -> int:
         if code != 0 and os.path.exists(error_file):
             # a user error (config, layout, data) found by the ranks: one line and exit 2, as in one process
             with open(error_file, encoding="utf-8") as handle:
-                print(f"honing: error: {handle.read()}", file=sys.stderr)
+                print(f"honing: error: {error_line(handle.read())}", file=sys.stderr)
             return 2
     if code != 0:
         print(
@@ -328,6 +343,11 @@ def launch_torchrun(nproc: int, config: str, overrides: list[str]) -> int:
             file=sys.stderr,
         )
     return code
+
+
+def error_line(error: BaseException | str) -> str:
+    """A user error's message on one line (the CLI's promise), or its type when it has none."""
+    return one_line(str(error)) or (type(error).__name__ if isinstance(error, BaseException) else "(no message)")
 
 
 def distributed_rank() -> int | None:
@@ -363,7 +383,8 @@ def main(argv: list[str] | None = None) -> int:
     args, unknown = parser.parse_known_args(argv)
     overrides_only = all("=" in item and not item.startswith("-") for item in unknown)
     if unknown and (not VERBS_BY_NAME[args.verb].overrides_after_options or not overrides_only):
-        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+        hint = "; key=value overrides go right after CONFIG, before the options" if overrides_only else ""
+        usage_error(f"honing {args.verb}", f"unrecognized arguments: {' '.join(unknown)}{hint}")
     if unknown:  # overrides after --nproc N / --out DIR: argparse has already closed the positionals
         args.overrides = [*args.overrides, *unknown]
     setup_logging()
@@ -377,7 +398,7 @@ def main(argv: list[str] | None = None) -> int:
             return code
     except HoningError as error:
         if rank is None:
-            print(f"honing: error: {error}", file=sys.stderr)
+            print(f"honing: error: {error_line(error)}", file=sys.stderr)
             return 2
         report_failed_rank(rank, error)
         code = 2

@@ -4,8 +4,33 @@ verb, named in ``honing.cli.VERBS``; the verbs that use a trained model have the
 from __future__ import annotations
 
 import argparse
+import sys
+from typing import NoReturn
 
 from honing.config import METHODS
+
+
+def one_line(text: str) -> str:
+    """``text`` as one printable line: its lines joined by spaces, other control characters written as escapes (a
+    message may quote another library's, which spans lines, or a typed argument holding anything)."""
+    lines = (line.strip(" \t") for line in text.replace("\r", "\n").split("\n"))
+    joined = " ".join(line for line in lines if line)
+    return "".join(char if char.isprintable() else char.encode("unicode_escape").decode("ascii") for char in joined)
+
+
+def usage_error(prog: str, message: str) -> NoReturn:
+    """Print a command-line mistake as one line naming the argument and where the usage is, and exit 2."""
+    sys.stderr.write(f"{prog}: error: {one_line(message)}; see `{prog} --help`\n")
+    raise SystemExit(2)
+
+
+class OneLineErrorParser(argparse.ArgumentParser):
+    """argparse's parser, whose mistakes (a bad flag, a missing argument, a value of the wrong type) are one line
+    instead of the usage block and the message; its subcommands' parsers are of the same class."""
+
+    def error(self, message: str) -> NoReturn:
+        """Print ``message`` on one line and exit 2."""
+        usage_error(self.prog, message)
 
 
 def add_config_and_overrides(parser: argparse.ArgumentParser, config_help: str = "YAML config") -> None:
@@ -102,7 +127,7 @@ def convert_arguments(parser: argparse.ArgumentParser) -> None:
 
 def config_arguments(parser: argparse.ArgumentParser) -> None:
     """``honing config show CONFIG [key=value ...]``, ``honing config schema``, ``honing config keys [PREFIX]``."""
-    config_verbs = parser.add_subparsers(dest="config_verb", required=True)
+    config_verbs = parser.add_subparsers(dest="config_verb", required=True, metavar="{show,schema,keys}")
     show = config_verbs.add_parser("show", help="print the resolved config (secrets redacted)")
     show.add_argument("config")
     show.add_argument("overrides", nargs="*")

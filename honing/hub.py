@@ -45,3 +45,47 @@ def missing_export_hint(path: str) -> str:
     if os.path.basename(save_folder) == "quickstart":
         return "; the quickstart writes it: run `make train` (the quickstart) first"
     return f"; a run with trainer.save_folder={save_folder} writes it: train that run first"
+
+
+def hub_load_error(key: str, name_or_path: str, error: BaseException) -> ConfigError:
+    """The one-line ConfigError, naming ``key``, for a model, config or tokenizer that transformers could not load
+    from ``name_or_path`` (its OSError): the hub cannot be reached, no such repository, a gated one, or its reason."""
+    from huggingface_hub.errors import GatedRepoError, LocalEntryNotFoundError, RepositoryNotFoundError
+
+    causes = error_chain(error)
+    if is_hub_id(name_or_path) and not os.path.isdir(name_or_path):
+        if any(isinstance(cause, LocalEntryNotFoundError) for cause in causes):
+            offline = " (HF_HUB_OFFLINE is set)" if hub_offline() else ""
+            return ConfigError(
+                f"{key}: {name_or_path!r} is a Hugging Face hub name, the hub cannot be reached from here{offline} "
+                f"and it is not in the local cache; download it where the hub is reachable (`hf download "
+                f"{name_or_path}`) and copy the cache or the folder here, or give a local folder"
+            )
+        if any(isinstance(cause, GatedRepoError) for cause in causes):
+            return ConfigError(
+                f"{key}: {name_or_path!r} is a gated model on the Hugging Face hub; accept its terms on its hub page "
+                "and log in (`hf auth login` or HF_TOKEN)"
+            )
+        if any(isinstance(cause, RepositoryNotFoundError) for cause in causes):
+            return ConfigError(
+                f"{key}: no model {name_or_path!r} on the Hugging Face hub (check the name; a private one needs "
+                "`hf auth login` or HF_TOKEN)"
+            )
+    return ConfigError(f"{key}: cannot load {name_or_path!r}: {' '.join(str(error).split())}")
+
+
+def error_chain(error: BaseException) -> list[BaseException]:
+    """``error`` and the exceptions it was raised from or while handling, outermost first."""
+    chain: list[BaseException] = []
+    current: BaseException | None = error
+    while current is not None and current not in chain:
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    return chain
+
+
+def hub_offline() -> bool:
+    """True when huggingface_hub is told not to use the network (``HF_HUB_OFFLINE``)."""
+    from huggingface_hub import constants
+
+    return bool(constants.HF_HUB_OFFLINE)

@@ -101,16 +101,28 @@ def read_yaml(path: str) -> dict[str, Any]:
     """Parse a YAML mapping from ``path``; a missing file or bad YAML is a ConfigError."""
     if not os.path.exists(path):
         raise ConfigError(f"{path}: config file not found")
+    if os.path.isdir(path):
+        raise ConfigError(f"{path}: is a folder; expected a YAML config file")
     try:
         with open(path, encoding="utf-8") as handle:
             data = yaml.safe_load(handle)
     except yaml.YAMLError as error:
-        raise ConfigError(f"{path}: invalid YAML: {error}") from None
+        raise ConfigError(f"{path}: invalid YAML: {yaml_problem(error)}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of config sections, got {type(data).__name__}")
     return data
+
+
+def yaml_problem(error: yaml.YAMLError) -> str:
+    """A YAML error on one line: where (line, column) and what, without the quoted source and its caret."""
+    problem = getattr(error, "problem", None)
+    mark = getattr(error, "problem_mark", None)
+    if problem is None or mark is None:
+        return " ".join(str(error).split())
+    context = getattr(error, "context", None)
+    return f"line {mark.line + 1}, column {mark.column + 1}: {problem}" + (f" ({context})" if context else "")
 
 
 def apply_override(raw: dict[str, Any], override: str) -> None:
@@ -124,7 +136,7 @@ def apply_override(raw: dict[str, Any], override: str) -> None:
     try:
         value = yaml.safe_load(text) if text.strip() else None
     except yaml.YAMLError as error:
-        raise ConfigError(f"override {override!r}: value is not valid YAML: {error}") from None
+        raise ConfigError(f"override {override!r}: value is not valid YAML: {yaml_problem(error)}") from None
     parts = parse_key_path(key.strip(), override)
     node: Any = raw
     for depth, part in enumerate(parts[:-1]):

@@ -36,6 +36,10 @@ class ModelSection(Section):
     config: dict[str, Any] | None = None
     """A transformers config mapping (``model_type: llama``, ...) for a new model with random weights; its vocabulary
     size and length follow from the tokenizer and ``data.seq_len``."""
+    shape: dict[str, Any] | None = None
+    """The ``name_or_path`` model's ``config.json`` numbers (``model_type``, ``hidden_size``, ...), so that ``honing
+    plan`` and the layout checks work where the hub cannot be reached; where the real config can be read, every
+    number given must match it. None: the real config is read."""
     attn_implementation: str | None = "auto"
     """Any transformers attention name (``sdpa``, ``eager``, ``flash_attention_2``, ...) or ``auto``: sdpa, or on CUDA
     with packed rows a varlen kernel (flash attention if installed, else flex_attention)."""
@@ -64,4 +68,8 @@ class ModelSection(Section):
     def _one_source(self) -> ModelSection:
         if (self.name_or_path is None) == (self.config is None):
             raise ValueError("give exactly one of model.name_or_path and model.config")
+        if self.shape is not None and self.name_or_path is None:
+            raise ValueError("model.shape describes the model.name_or_path model; model.config is its own shape")
+        if self.shape is not None and not isinstance(self.shape.get("model_type"), str):
+            raise ValueError("model.shape.model_type: required (the config.json's model_type, e.g. llama, qwen2)")
         return self

@@ -14,7 +14,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from honing.cache import atomic_write, content_hash
 from honing.errors import DataError
-from honing.hub import check_name_or_path
+from honing.hub import check_name_or_path, hub_load_error, is_hub_id
 
 if TYPE_CHECKING:  # transformers takes a second to import; the data loader should not pay for it
     from transformers import PreTrainedTokenizerFast
@@ -126,7 +126,9 @@ def load_pretrained_tokenizer(path: str | None, *, trust_remote_code: bool = Fal
     try:
         tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
     except (OSError, ValueError) as error:
-        raise DataError(f"could not load a tokenizer from {path!r}: {error}") from error
+        if is_hub_id(path) and not os.path.isdir(path):  # not reachable, not on the hub, gated: say which
+            raise hub_load_error("model.name_or_path / tokenizer.path", path, error) from None
+        raise DataError(f"could not load a tokenizer from {path!r}: {' '.join(str(error).split())}") from None
     if tokenizer.eos_token is None:
         raise DataError(
             f"the tokenizer at {path!r} has no eos token; pretraining needs one to separate "

@@ -18,6 +18,7 @@ import torch
 import yaml
 
 from honing.errors import ConfigError
+from honing.evaluate.task_checks import check_tasks
 from honing.models.generation import end_of_turn_ids
 
 EVAL_EXTRA = "pip install 'honing[eval]' (lm-eval and math-verify)"
@@ -108,6 +109,8 @@ def run_harness(model: torch.nn.Module, tokenizer: Any, settings: HarnessSetting
         template = bool(getattr(tokenizer, "chat_template", None))
     device = next(model.parameters()).device
     lm = HFLM(pretrained=model, tokenizer=tokenizer, batch_size=settings.batch_size, device=str(device))
+    length = settings.max_new_tokens
+    check_tasks(manager, names, max_new_tokens=length, max_length=lm.max_length, tasks_key=settings.key)
     was_training = model.training
     model.eval()
     restore_stops = _stop_at_end_of_turn(model, tokenizer)

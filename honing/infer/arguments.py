@@ -21,7 +21,12 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_sampling_arguments(parser: argparse.ArgumentParser) -> None:
     """The sampling options (shared by generate and chat)."""
-    parser.add_argument("--max-new-tokens", type=int, default=256, metavar="N", help="answer length limit (256)")
+    parser.add_argument(
+        "--max-new-tokens",
+        type=int,
+        metavar="N",
+        help="answer length limit (default: 256, or the model's context less one where that is shorter)",
+    )
     parser.add_argument("--temperature", type=float, default=0.0, help="0 (the default): greedy")
     parser.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling (1: off)")
     parser.add_argument("--top-k", type=int, default=0, help="top-k sampling (0: off)")

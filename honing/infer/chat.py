@@ -8,7 +8,7 @@ import sys
 from typing import TextIO
 
 from honing.errors import ConfigError
-from honing.infer.generate import TextGenerator, answer_with_images, vision_turn
+from honing.infer.generate import TextGenerator, answer_with_images, vision_turn, within_context
 from honing.infer.generate_command import load_images, sampling_from
 from honing.infer.model_source import load_model
 
@@ -21,6 +21,7 @@ def run_chat(args: argparse.Namespace, stdin: TextIO | None = None, out: TextIO 
     stdin, out = stdin or sys.stdin, out or sys.stdout
     sampling = sampling_from(args)
     loaded = load_model(args.model, device=args.device, dtype=args.dtype, trust_remote_code=args.trust_remote_code)
+    sampling = within_context(sampling, loaded, explicit=args.max_new_tokens is not None)
     if args.chat_template is False or not getattr(loaded.tokenizer, "chat_template", None):
         raise ConfigError(
             f"chat: {loaded.source.path} has no chat template to render a conversation with; "

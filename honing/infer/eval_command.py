@@ -24,8 +24,22 @@ from honing.infer.model_source import ModelSource, load_model
 
 
 def settings_from(args: argparse.Namespace) -> HarnessSettings:
-    """The harness settings of a parsed ``honing eval`` command line (``--tasks a,b --tasks c``)."""
+    """The harness settings of a parsed ``honing eval`` command line (``--tasks a,b --tasks c``), checked."""
     tasks = tuple(task for item in args.tasks for task in item.split(",") if task)
+    if not tasks:
+        raise ConfigError("--tasks: no task given; give lm-eval task names or task YAML files, comma-separated")
+    for option, value, least in (
+        ("--batch-size", args.batch_size, 1),
+        ("--num-fewshot", args.num_fewshot, 0),
+        ("--max-new-tokens", args.max_new_tokens, 1),
+    ):
+        if value is not None and value < least:
+            raise ConfigError(f"{option}: expected >= {least}, got {value}")
+    if args.limit is not None and not args.limit > 0:  # lm-eval takes a fraction below 1, a count from 1
+        raise ConfigError(f"--limit: expected a count of examples, or a fraction below 1, > 0; got {args.limit}")
+    for folder in args.include:
+        if not os.path.isdir(folder):
+            raise ConfigError(f"--include: {folder} is not a folder (expected a folder of lm-eval task YAML files)")
     return HarnessSettings(
         tasks=tasks,
         include=tuple(args.include),

@@ -4,7 +4,7 @@ image prompts for vision-language models. ``honing generate`` and ``honing chat`
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -18,11 +18,15 @@ from honing.models.generation import end_of_turn_ids, sample_completions
 Prompt = str | list[dict[str, Any]]
 
 
+#: the answer length when ``--max-new-tokens`` is not given (shorter where the model's context is)
+DEFAULT_MAX_NEW_TOKENS = 256
+
+
 @dataclass(frozen=True)
 class Sampling:
     """Sampling settings: greedy at temperature 0; ``seed`` makes sampled answers repeatable."""
 
-    max_new_tokens: int = 256
+    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
     temperature: float = 0.0
     top_p: float = 1.0
     top_k: int = 0
@@ -39,6 +43,20 @@ class Sampling:
         if self.top_k < 0:
             raise ConfigError(f"--top-k: expected >= 0 (0: no top-k), got {self.top_k}")
         return self
+
+
+def within_context(sampling: Sampling, loaded: LoadedModel, *, explicit: bool) -> Sampling:
+    """``sampling`` with an answer length that the model's context holds beside at least one prompt token: the
+    default is shortened to fit, an ``explicit`` ``--max-new-tokens`` past it is refused (as lm-eval refuses it)."""
+    context = loaded.context_length
+    if context is None or sampling.max_new_tokens < context:
+        return sampling
+    if explicit:
+        raise ConfigError(
+            f"--max-new-tokens: {sampling.max_new_tokens} new tokens do not fit the context of "
+            f"{loaded.source.path} ({context} positions, prompt included); give --max-new-tokens {context - 1} or less"
+        )
+    return replace(sampling, max_new_tokens=context - 1)
 
 
 def as_messages(prompt: Prompt) -> list[dict[str, Any]]:

@@ -10,14 +10,22 @@ import sys
 from typing import Any, TextIO
 
 from honing.errors import ConfigError, DataError
-from honing.infer.generate import Prompt, Sampling, TextGenerator, answer_with_images, vision_turn
+from honing.infer.generate import (
+    DEFAULT_MAX_NEW_TOKENS,
+    Prompt,
+    Sampling,
+    TextGenerator,
+    answer_with_images,
+    vision_turn,
+    within_context,
+)
 from honing.infer.model_source import LoadedModel, load_model
 
 
 def sampling_from(args: argparse.Namespace) -> Sampling:
     """The sampling options of a parsed command line."""
     return Sampling(
-        max_new_tokens=args.max_new_tokens,
+        max_new_tokens=DEFAULT_MAX_NEW_TOKENS if args.max_new_tokens is None else args.max_new_tokens,
         temperature=args.temperature,
         top_p=args.top_p,
         top_k=args.top_k,
@@ -74,6 +82,7 @@ def run_generate(args: argparse.Namespace, out: TextIO | None = None) -> int:
     sampling = sampling_from(args)
     rows = read_prompt_file(args.file) if args.file else [{"prompt": text} for text in args.prompt]
     loaded = load_model(args.model, device=args.device, dtype=args.dtype, trust_remote_code=args.trust_remote_code)
+    sampling = within_context(sampling, loaded, explicit=args.max_new_tokens is not None)
     if args.image and not loaded.is_vision:
         raise ConfigError(f"--image: {loaded.source.path} is a text model; images need a vision-language model")
     stream = len(rows) == 1 and not args.file and not args.output

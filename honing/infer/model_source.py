@@ -10,6 +10,7 @@ from typing import Any
 import torch
 
 from honing.errors import ConfigError
+from honing.hub import hub_load_error, is_hub_id, missing_export_hint
 from honing.models.export import merged_model
 from honing.models.loading import DTYPES, auto_model_class, load_pretrained_model
 from honing.run.checkpoint_model import load_model_from_checkpoint, load_processor
@@ -17,6 +18,8 @@ from honing.train.checkpoint import Checkpointer
 
 #: what a run folder holds that marks it as one (beside a model)
 RUN_MARKERS = ("config.yaml", "metrics.jsonl")
+#: transformers' ``model_max_length`` of a tokenizer that sets none (``VERY_LARGE_INTEGER``, 1e30)
+UNSET_MODEL_MAX_LENGTH = int(1e29)
 
 
 @dataclass
@@ -53,6 +56,20 @@ class LoadedModel:
         """The device the weights are on."""
         return next(self.model.parameters()).device
 
+    @property
+    def context_length(self) -> int | None:
+        """The positions the model was built for (None: its config does not say), read as lm-evaluation-harness
+        reads them: the text config's ``n_positions``, ``max_position_embeddings`` or ``n_ctx``, else the
+        tokenizer's ``model_max_length`` when it is set."""
+        config = getattr(self.model, "config", None)
+        config = getattr(config, "text_config", None) or config
+        for name in ("n_positions", "max_position_embeddings", "n_ctx"):
+            value = getattr(config, name, None)
+            if isinstance(value, int) and value > 0:
+                return value
+        length = getattr(self.tokenizer, "model_max_length", None)
+        return length if isinstance(length, int) and 0 < length < UNSET_MODEL_MAX_LENGTH else None
+
 
 def _is_run_folder(folder: str) -> bool:
     return any(os.path.exists(os.path.join(folder, name)) for name in RUN_MARKERS)
@@ -77,8 +94,6 @@ def resolve_model(name: str) -> ModelSource:
         )
     if os.path.exists(name):
         raise ConfigError(f"MODEL_OR_RUN: {name} is a file; expected a model folder, a run folder or a checkpoint")
-    from honing.hub import is_hub_id, missing_export_hint
-
     if is_hub_id(name):
         return ModelSource("hf", name, None)
     raise ConfigError(f"MODEL_OR_RUN: {name} does not exist{missing_export_hint(name)}")
@@ -90,7 +105,27 @@ def pick_device(device: str) -> torch.device:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise ConfigError(f"--device: {device!r} was asked for but no CUDA device is available")
-    return torch.device(device)
+    try:
+        target = torch.device(device)
+    except RuntimeError:  # torch's message lists every device type it was built to name
+        target = None
+    usable = usable_device_types()
+    if target is None or target.type not in usable:
+        choices = ", ".join(["auto", *usable, *(["cuda:N"] if "cuda" in usable else [])])
+        raise ConfigError(f"--device: expected one of {choices} (what this machine has), got {device!r}")
+    if target.type == "cuda" and target.index is not None and target.index >= torch.cuda.device_count():
+        raise ConfigError(f"--device: {device!r}, but this machine has {torch.cuda.device_count()} CUDA device(s)")
+    return target
+
+
+def usable_device_types() -> list[str]:
+    """The device types this machine can run a model on."""
+    usable = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    if torch.backends.mps.is_available():
+        usable.append("mps")
+    if hasattr(torch, "xpu") and torch.xpu.is_available():
+        usable.append("xpu")
+    return usable
 
 
 def load_model(
@@ -112,8 +147,7 @@ def load_model(
         try:
             config = AutoConfig.from_pretrained(source.path, trust_remote_code=trust_remote_code)
         except (OSError, ValueError) as error:
-            reason = " ".join(str(error).split())
-            raise ConfigError(f"MODEL_OR_RUN: cannot read {source.path}: {reason}") from None
+            raise hub_load_error("MODEL_OR_RUN", source.path, error) from None
         model = load_pretrained_model(
             source.path,
             dtype=DTYPES[dtype],

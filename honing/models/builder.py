@@ -63,6 +63,7 @@ class ModelBuilder:
             dtype=self.dtype(),
             trust_remote_code=cfg.trust_remote_code,
             auto_class=auto_class,
+            shape=cfg.shape,
             **quantizing_load_options(
                 cfg.quantize,
                 name_or_path=cfg.name_or_path,

@@ -11,6 +11,7 @@ from typing import Any
 import torch
 from torch.distributed.tensor import DTensor
 
+from honing.errors import CheckpointError
 from honing.models.quantize import dequantize_state_dict, dequantized_copy, is_quantized
 from honing.models.streamed_export import StreamedExport, full_tensor
 from honing.models.wrappers import is_lora, unwrap_model
@@ -102,6 +103,7 @@ def merged_state_dict(model: torch.nn.Module, state_dict: dict[str, torch.Tensor
 
 def swap_into_place(tmp: str, out_dir: str) -> str:
     """Replace ``out_dir`` (if any) with the finished folder ``tmp``; the old one goes only once the new is in."""
+    check_replaceable(out_dir)
     old = f"{out_dir.rstrip('/')}.old"
     if os.path.exists(out_dir):
         shutil.rmtree(old, ignore_errors=True)
@@ -109,3 +111,20 @@ def swap_into_place(tmp: str, out_dir: str) -> str:
     os.replace(tmp, out_dir)
     shutil.rmtree(old, ignore_errors=True)
     return out_dir
+
+
+#: what an earlier export holds: a model folder, or a peft adapter folder
+EXPORT_MARKERS = ("config.json", "adapter_config.json")
+
+
+def check_replaceable(out_dir: str) -> None:
+    """Refuse to replace ``out_dir`` unless it is absent, empty or an earlier export: the swap removes what it held."""
+    if not os.path.exists(out_dir):
+        return
+    if not os.path.isdir(out_dir):
+        raise CheckpointError(f"{out_dir}: is a file, not a folder to export into; nothing was replaced")
+    if os.listdir(out_dir) and not any(os.path.isfile(os.path.join(out_dir, name)) for name in EXPORT_MARKERS):
+        raise CheckpointError(
+            f"{out_dir}: holds other files and is not an earlier export (no config.json); an export replaces the "
+            "whole folder, so give a new or empty one"
+        )

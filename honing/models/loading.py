@@ -10,7 +10,8 @@ import torch
 from transformers import AutoConfig, AutoModelForCausalLM, PretrainedConfig
 
 from honing.errors import ConfigError
-from honing.hub import check_name_or_path
+from honing.hub import check_name_or_path, hub_load_error
+from honing.models.model_shape import pretrained_config
 
 log = logging.getLogger(__name__)
 
@@ -79,13 +80,17 @@ def load_pretrained_model(
     quantization_config: Any = None,
     device_map: Any = None,
     state_dict: Any = None,
+    shape: Mapping[str, Any] | None = None,
 ) -> torch.nn.Module:
     """A causal LM (or ``auto_class``'s model, e.g. ``AutoModelForImageTextToText``) from a local folder or a hub
     name; remote code only when the config allows it. ``quantization_config``, ``device_map`` and ``state_dict``
-    go to transformers as they are (``quantized_loading``: a base quantized as it is read)."""
+    go to transformers as they are (``quantized_loading``: a base quantized as it is read). ``shape`` (the config's
+    ``model.shape``) must match the model's config, checked before any weight is read."""
     from transformers.utils import logging as hf_logging
 
     check_name_or_path(name_or_path, "model.name_or_path")
+    if shape is not None:
+        pretrained_config(name_or_path, shape=shape, trust_remote_code=trust_remote_code, use_shape_offline=False)
     hf_logging.disable_progress_bar()  # a bar per shard of a small model is noise in the run's log
     placement = {"quantization_config": quantization_config, "device_map": device_map, "state_dict": state_dict}
     try:
@@ -96,9 +101,8 @@ def load_pretrained_model(
             trust_remote_code=trust_remote_code,
             **{key: value for key, value in placement.items() if value is not None},
         )
-    except OSError as error:
-        reason = " ".join(str(error).split())  # transformers' messages span lines; ours is one
-        raise ConfigError(f"model.name_or_path: cannot load {name_or_path!r}: {reason}") from None
+    except OSError as error:  # one line: a hub name out of reach, missing or gated says which, and the fix
+        raise hub_load_error("model.name_or_path", name_or_path, error) from None
 
 
 def count_parameters(model: torch.nn.Module, *, trainable_only: bool = False, non_embedding: bool = False) -> int:

@@ -17,6 +17,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from honing.hub import hub_load_error
 from honing.models.quantize import check_quantize_kind, quantized_linears
 
 
@@ -38,7 +39,10 @@ def quantizing_load_options(
 
     from honing.models.quantized_base_config import QuantizedBaseConfig
 
-    config = AutoConfig.from_pretrained(name_or_path, trust_remote_code=trust_remote_code)
+    try:
+        config = AutoConfig.from_pretrained(name_or_path, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError) as error:  # not reachable, no such repository, not a model folder: say which
+        raise hub_load_error("model.name_or_path", name_or_path, error) from None
     with torch.device("meta"):  # the module names only: no memory
         model = (auto_class or AutoModelForCausalLM).from_config(config, trust_remote_code=trust_remote_code)
     quantized = {id(module) for _, module in quantized_linears(model)}

@@ -19,6 +19,7 @@ INT8_STATE_MIN_NUMEL = 4096  # smaller tensors keep states in the parameter's dt
 EIGHT_BIT_EAGER_BYTES = 24  # per value: fp32 and int64 temporaries of torchao's update run eagerly (small tensors)
 EIGHT_BIT_COMPILE_MIN_NUMEL = 1 << 22  # honing.optim.low_bit.COMPILE_MIN_NUMEL: from here the update is fused
 CHUNK_BYTES = 128 * 2**20  # honing.chunked_ce: the fp32 logits of one chunk
+OPTIONAL_PARTS = ("reference model", "generation (rollouts)")  # printed only where the method has them
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,8 @@ class PlanInputs:
     hidden: int
     vocab: int
     activation_bytes_per_token_layer: float  # saved for backward by one block, per token, at the compute dtype
-    tokens: int  # per micro-batch on one rank (DPO: both completions)
+    tokens: int  # per micro-batch on one rank (DPO: both completions; GRPO: every completion of its prompts)
+    activation_bytes_per_layer: float = 0.0  # saved by one block whatever the tokens (autocast's bf16 weight copies)
     param_bytes: int = 4  # 4: fp32 weights (fp32, bf16-mixed); 2: bf16
     compute_bytes: int = 4  # activations: 2 under bf16 autocast or bf16 weights
     lora: bool = False
@@ -53,6 +55,12 @@ class PlanInputs:
     offload: str = "none"  # params: weights, gradients and states on the host (a GPU budget leaves them out)
     runtime_bytes: int = 0
     quantized_while_loading: bool = False  # a pretrained base: each weight quantized as it is read
+    reference_copy: bool = False  # a frozen copy of the weights beside them (DPO's reference: copy; GRPO's with KL)
+    # GRPO's rollouts: the rank's completions sampled at once, the KV cache of their prompts and completions
+    generation_rows: int = 0
+    prompt_tokens: int = 0  # per row
+    generated_tokens: int = 0  # per row
+    kv_bytes_per_token_layer: int = 0  # keys and values of one token in one block
 
 
 @dataclass(frozen=True)
@@ -68,22 +76,20 @@ class MemoryEstimate:
     runtime: int
     peak: int
     offloaded: int = 0  # what parallel.offload keeps on the host instead (not in ``peak``)
+    reference: int = 0  # the frozen reference model's weights
+    generation: int = 0  # GRPO's rollouts: KV cache, one block's prefill and the sampling logits
     # a quantized run's model as built: from model.config, all of it in the weights' dtype before its weights are
     # quantized (on CPU, where the host is the device, a QLoRA run needs this much before training starts); from a
     # checkpoint, the quantized weights and the one weight being read
     build: int = 0
 
     def parts(self) -> dict[str, int]:
-        """The named parts, in the order they are printed."""
-        return {
-            "weights": self.weights,
-            "gradients": self.gradients,
-            "optimizer state": self.optimizer,
-            "activations": self.activations,
-            "logits (loss head)": self.logits,
-            "transients": self.transients,
-            "runtime": self.runtime,
-        }
+        """The named parts, in the order they are printed (the reference and rollouts where the method has them)."""
+        parts = {"weights": self.weights, "reference model": self.reference, "gradients": self.gradients}
+        parts |= {"optimizer state": self.optimizer, "activations": self.activations}
+        parts |= {"logits (loss head)": self.logits, "generation (rollouts)": self.generation}
+        parts |= {"transients": self.transients, "runtime": self.runtime}
+        return {name: value for name, value in parts.items() if value or name not in OPTIONAL_PARTS}
 
 
 def estimate(plan: PlanInputs) -> MemoryEstimate:
@@ -94,12 +100,13 @@ def estimate(plan: PlanInputs) -> MemoryEstimate:
     trainable = adapters if frozen_base else (t.quantizable + t.other)
     # int8 weight-only: a byte a weight (its per-row scales are negligible)
     quantized_weight_bytes = {"nf4": NF4_BYTES_PER_WEIGHT, "int8": 1.0}.get(plan.quantize or "", plan.param_bytes)
-    weights = sum(t.quantizable) * quantized_weight_bytes + sum(t.other + adapters) * plan.param_bytes
+    base_weight_bytes = sum(t.quantizable) * quantized_weight_bytes + sum(t.other) * plan.param_bytes
+    weights = base_weight_bytes + sum(adapters) * plan.param_bytes
     gradients = sum(trainable) * plan.param_bytes
     optimizer = sum(state_bytes(numel, plan) for numel in trainable)
     weights, gradients, optimizer = (int(part / plan.shards) for part in (weights, gradients, optimizer))
 
-    per_layer = plan.activation_bytes_per_token_layer * plan.tokens
+    per_layer = plan.activation_bytes_per_token_layer * plan.tokens + plan.activation_bytes_per_layer
     block_inputs = plan.hidden * plan.compute_bytes * plan.tokens
     if plan.activation_checkpointing == "full":
         activations = plan.layers * block_inputs + per_layer  # the inputs, and one block recomputed in backward
@@ -122,6 +129,8 @@ def estimate(plan: PlanInputs) -> MemoryEstimate:
         update = EIGHT_BIT_EAGER_BYTES * int(largest_trainable / plan.shards)
     forward_backward = activations + logits + int(largest_trainable * plan.param_bytes / plan.shards) + dequantized
     optimizer_step = gradients + update
+    reference = int(base_weight_bytes / plan.shards) if plan.reference_copy else 0
+    generation = generation_bytes(plan)
     offloaded = 0
     if plan.offload == "params":  # FSDP2's CPUOffloadPolicy: shards, gradients and states on the host
         offloaded = weights + gradients + optimizer
@@ -130,7 +139,8 @@ def estimate(plan: PlanInputs) -> MemoryEstimate:
     elif plan.offload == "optimizer":  # HostOffloadAdamW: the moments, and a buffer for each weight and gradient
         offloaded = optimizer + weights + gradients
         optimizer = 0
-    peak = plan.runtime_bytes + weights + optimizer + max(forward_backward, optimizer_step)
+    # the rollouts come before the step's forward-backward: the previous step's gradients are gone by then
+    peak = plan.runtime_bytes + weights + reference + optimizer + max(forward_backward, optimizer_step, generation)
     build = plan.runtime_bytes + sum(t.quantizable + t.other + adapters) * plan.param_bytes
     if plan.quantized_while_loading and plan.quantize is not None:  # the quantized base, and one weight in flight
         in_flight = max(t.quantizable, default=0) * plan.param_bytes
@@ -146,7 +156,22 @@ def estimate(plan: PlanInputs) -> MemoryEstimate:
         peak=int(peak),
         offloaded=int(offloaded),
         build=int(build),
+        reference=reference,
+        generation=generation,
     )
+
+
+def generation_bytes(plan: PlanInputs) -> int:
+    """GRPO's rollouts on one rank: every row's keys and values at full length, the widest moment of the prompts'
+    prefill (one block's activations over all prompt tokens, as saved for backward: an upper bound), and the
+    sampling's fp32 logits and probabilities of one step."""
+    if not plan.generation_rows:
+        return 0
+    rows = plan.generation_rows
+    kv_cache = rows * (plan.prompt_tokens + plan.generated_tokens) * plan.layers * plan.kv_bytes_per_token_layer
+    prefill = plan.activation_bytes_per_token_layer * rows * plan.prompt_tokens + plan.activation_bytes_per_layer
+    sampling = rows * plan.vocab * 8
+    return int(kv_cache + prefill + sampling)
 
 
 def state_bytes(numel: int, plan: PlanInputs) -> float:

@@ -13,7 +13,7 @@ import contextlib
 import logging
 import os
 from collections.abc import Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -24,8 +24,10 @@ from transformers import AutoModel
 
 from honing.config import RunConfig
 from honing.models.loading import auto_model_class, build_model_config
+from honing.models.model_parallel import check_model_layout
+from honing.models.model_shape import pretrained_config
 from honing.models.offload import check_offload
-from honing.models.parallel import resolve_strategy
+from honing.models.parallel import mixed_precision_policy, resolve_strategy
 from honing.models.quantize import quantized_linears
 from honing.parallel_dims import parallel_dims_from
 from honing.plan.estimate import MemoryEstimate, PlanInputs, Tensors, estimate, format_bytes, largest_micro_batch
@@ -38,11 +40,9 @@ CUDA_RUNTIME_BYTES = 1 << 30  # CUDA context, kernels and the caching allocator'
 
 def model_config_of(config: RunConfig, vocab_size: int | None = None) -> Any:
     """The transformers config the run builds its model from."""
-    from transformers import AutoConfig
-
     cfg = config.model
-    if cfg.name_or_path:
-        return AutoConfig.from_pretrained(cfg.name_or_path, trust_remote_code=cfg.trust_remote_code)
+    if cfg.name_or_path:  # offline, a hub name's carried model.shape
+        return pretrained_config(cfg.name_or_path, shape=cfg.shape, trust_remote_code=cfg.trust_remote_code)
     if config.method == "vl_sft":  # the recipe's tiny vision-language configs (honing.models.tiny_vl)
         from honing.models.tiny_vl import tiny_vl_config
 
@@ -100,17 +100,31 @@ def targeted(name: str, target_modules: str | list[str]) -> bool:
     return any(name == target or name.endswith(f".{target}") for target in target_modules)
 
 
-def block_activation_bytes(model_config: Any, *, compute_dtype: torch.dtype, autocast: bool) -> float:
-    """Bytes one block saves for backward per token: a 2-block minus a 1-block model's saved tensors (distinct
-    storages, parameters left out) over ``MEASURE_TOKENS`` tokens, on fake tensors where the family allows."""
+@dataclass(frozen=True)
+class BlockActivations:
+    """What one block saves for backward: bytes per token, and bytes whatever the tokens (under autocast, the bf16
+    copies of fp32 weights that its matmuls keep)."""
+
+    per_token: float
+    per_layer: float
+
+
+def block_activation_bytes(
+    model_config: Any, *, compute_dtype: torch.dtype, autocast: bool, weights_dtype: torch.dtype | None = None
+) -> BlockActivations:
+    """What one block saves for backward: a 2-block minus a 1-block model's saved tensors (distinct storages,
+    parameters left out) at ``MEASURE_TOKENS`` and twice as many tokens (the difference is per token, the rest per
+    block), on fake tensors where the family allows. ``weights_dtype``: the weights' dtype in compute (FSDP2's bf16
+    parameters under autocast); None: fp32 under autocast, else ``compute_dtype``."""
+    options = dict(compute_dtype=compute_dtype, autocast=autocast, weights_dtype=weights_dtype)
     try:
         with quiet_fake_tensor_errors(), FakeTensorMode(allow_non_fake_inputs=True):
-            return measured_block_bytes(model_config, compute_dtype=compute_dtype, autocast=autocast)
+            return measured_block_bytes(model_config, **options)
     except Exception as error:  # noqa: BLE001
         # some forwards cannot run on fake tensors (a MoE's fp32 grouped matmul has a real CPU kernel and no fake
         # one; a forward may depend on values); the real run is the reference, and raises the model's own errors
         log.debug("plan: measuring the blocks on real tensors (fake tensors: %s)", error)
-    return measured_block_bytes(model_config, compute_dtype=compute_dtype, autocast=autocast)
+    return measured_block_bytes(model_config, **options)
 
 
 @contextlib.contextmanager
@@ -125,28 +139,40 @@ def quiet_fake_tensor_errors() -> Iterator[None]:
         logger.setLevel(level)
 
 
-def measured_block_bytes(model_config: Any, *, compute_dtype: torch.dtype, autocast: bool) -> float:
+def measured_block_bytes(
+    model_config: Any, *, compute_dtype: torch.dtype, autocast: bool, weights_dtype: torch.dtype | None = None
+) -> BlockActivations:
     """``block_activation_bytes`` on whatever tensors the ambient mode makes: real ones on the host, or fake."""
-    saved = []
-    for layers in (1, 2):
-        values = {**model_config.to_dict(), "num_hidden_layers": layers}
-        if isinstance(values.get("layer_types"), list):  # one entry per layer (Qwen2 and later families)
-            values["layer_types"] = values["layer_types"][:layers]
-        values.update(vocab_size=8, pad_token_id=None)  # the embeddings are not part of a block
-        small = model_config.__class__.from_dict(values)
-        torch.manual_seed(0)
-        # the decoder stack alone (AutoModel: also a vision-language model's text config), no head
-        model = AutoModel.from_config(small, dtype=compute_dtype if not autocast else torch.float32)
-        model.train()
-        storages: dict[StorageWeakRef, int] = {}
-        pack = storage_recorder({StorageWeakRef(p.untyped_storage()) for p in model.parameters()}, storages)
-        ids = torch.zeros(1, MEASURE_TOKENS, dtype=torch.long)
-        context = torch.autocast("cpu", dtype=torch.bfloat16) if autocast else contextlib.nullcontext()
-        with context, torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
-            hidden = model(input_ids=ids).last_hidden_state
-        saved.append(sum(storages.values()))
-        del hidden, model
-    return (saved[1] - saved[0]) / MEASURE_TOKENS
+    if weights_dtype is None:
+        weights_dtype = torch.float32 if autocast else compute_dtype
+    one_block = {}
+    for tokens in (MEASURE_TOKENS, 2 * MEASURE_TOKENS):
+        saved = [saved_bytes(model_config, layers, tokens, weights_dtype, autocast) for layers in (1, 2)]
+        one_block[tokens] = saved[1] - saved[0]
+    per_token = (one_block[2 * MEASURE_TOKENS] - one_block[MEASURE_TOKENS]) / MEASURE_TOKENS
+    return BlockActivations(per_token, max(one_block[MEASURE_TOKENS] - per_token * MEASURE_TOKENS, 0.0))
+
+
+def saved_bytes(model_config: Any, layers: int, tokens: int, weights_dtype: torch.dtype, autocast: bool) -> int:
+    """The bytes a ``layers``-block decoder stack of ``model_config``'s family saves for backward over ``tokens``."""
+    values = {**model_config.to_dict(), "num_hidden_layers": layers}
+    if isinstance(values.get("layer_types"), list):  # one entry per layer (Qwen2 and later families)
+        values["layer_types"] = values["layer_types"][:layers]
+    # the embeddings are not part of a block (and special tokens past 8 would only draw transformers' warnings)
+    values.update(vocab_size=8, pad_token_id=None, bos_token_id=None, eos_token_id=None)
+    small = model_config.__class__.from_dict(values)
+    torch.manual_seed(0)
+    # the decoder stack alone (AutoModel: also a vision-language model's text config), no head
+    model = AutoModel.from_config(small, dtype=weights_dtype)
+    model.train()
+    storages: dict[StorageWeakRef, int] = {}
+    pack = storage_recorder({StorageWeakRef(p.untyped_storage()) for p in model.parameters()}, storages)
+    ids = torch.zeros(1, tokens, dtype=torch.long)
+    context = torch.autocast("cpu", dtype=torch.bfloat16) if autocast else contextlib.nullcontext()
+    with context, torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        hidden = model(input_ids=ids).last_hidden_state
+    del hidden, model
+    return sum(storages.values())
 
 
 def storage_recorder(params: set[StorageWeakRef], storages: dict[StorageWeakRef, int]) -> Any:
@@ -184,46 +210,105 @@ def plan_inputs(config: RunConfig, *, nproc: int = 1, vocab_size: int | None = N
     local_rows = config.data.global_batch_size // dims.dp_size
     micro = min(config.data.micro_batch_size or local_rows, local_rows)
     text_config = getattr(model_config, "text_config", model_config)
-    device = config.trainer.device
-    device_type = "cuda" if device == "cuda" or (device == "auto" and torch.cuda.is_available()) else "cpu"
-    # the refusals the run itself would give (offload on CPU, params without FSDP2): no plan for a run that won't start
+    device_type = planned_device_type(config)
+    strategy = resolve_strategy(config.parallel.strategy, nproc)
+    lora = lora_of(config)
+    # the refusals the run itself would give (offload on CPU, params without FSDP2, tp not dividing the heads):
+    # no plan for a run that won't start
     check_offload(
-        config.parallel.offload,
-        config.parallel.activation_offload,
-        device=torch.device(device_type),
-        strategy=resolve_strategy(config.parallel.strategy, nproc),
+        config.parallel.offload, config.parallel.activation_offload, device=torch.device(device_type), strategy=strategy
     )
+    check_model_layout(model, dims, lora=lora is not None, seq_len=config.data.seq_len)
+    block = block_activation_bytes(
+        text_config, compute_dtype=compute_dtype, autocast=autocast, weights_dtype=compute_weights_dtype(config, nproc)
+    )
+    compute_bytes = 2 if compute_dtype == torch.bfloat16 else 4
+    row_tokens = tokens_per_row(config, nproc)
     plan = PlanInputs(
         tensors=tensors_of(model, config),
         layers=text_config.num_hidden_layers,
         hidden=text_config.hidden_size,
         vocab=text_config.vocab_size,
-        activation_bytes_per_token_layer=block_activation_bytes(
-            text_config, compute_dtype=compute_dtype, autocast=autocast
-        ),
-        tokens=micro * config.data.seq_len * rows_per_example(config),
+        activation_bytes_per_token_layer=block.per_token,
+        activation_bytes_per_layer=block.per_layer,
+        tokens=micro * row_tokens * rows_per_example(config),
         param_bytes=param_bytes,
-        compute_bytes=2 if compute_dtype == torch.bfloat16 else 4,
-        lora=lora_of(config) is not None,
+        compute_bytes=compute_bytes,
+        lora=lora is not None,
         quantize=config.model.quantize,
         state_dtype=config.optim.state_dtype,
         activation_checkpointing=config.parallel.activation_checkpointing,
         checkpointing_every=config.parallel.activation_checkpointing_every,
         chunked_loss=config.model.chunked_loss,
-        shards=dims.fsdp_size if nproc > 1 else 1,
+        # FSDP2 shards every weight, gradient and state; tensor parallelism splits them again
+        shards=dims.fsdp_size * dims.tp if nproc > 1 else 1,
         offload=config.parallel.offload,
         runtime_bytes=runtime_bytes(device_type),
         quantized_while_loading=config.model.name_or_path is not None,
+        reference_copy=has_reference_copy(config, lora is not None),
+        **rollout_inputs(config, text_config, rows=local_rows, tp=dims.tp, compute_bytes=compute_bytes),
     )
     return plan, model_config
 
 
+def planned_device_type(config: RunConfig) -> str:
+    """``cuda`` or ``cpu``: the device the run will train on (``auto``: CUDA where this machine has it)."""
+    device = config.trainer.device
+    return "cuda" if device == "cuda" or (device == "auto" and torch.cuda.is_available()) else "cpu"
+
+
+def compute_weights_dtype(config: RunConfig, nproc: int) -> torch.dtype | None:
+    """The weights' dtype in the blocks' matmuls where it is bf16: bf16 weights (``model.dtype``, ``precision: bf16``)
+    or FSDP2's bf16 copies of fp32 ones (mixed precision), which autocast then need not copy; None: the weights'."""
+    precision = config.trainer.precision
+    if precision == "bf16" or config.model.dtype == "bfloat16":
+        return torch.bfloat16
+    if resolve_strategy(config.parallel.strategy, nproc) != "fsdp":
+        return None
+    device = torch.device(planned_device_type(config))
+    policy = mixed_precision_policy(config.parallel.mixed_precision, precision=precision, device=device)
+    return torch.bfloat16 if policy.param_dtype == torch.bfloat16 else None
+
+
+def tokens_per_row(config: RunConfig, nproc: int) -> int:
+    """One row's tokens on a rank: ``data.seq_len``, split over the context-parallel ranks."""
+    return config.data.seq_len // parallel_dims_from(config.parallel, nproc).cp
+
+
+def has_reference_copy(config: RunConfig, lora: bool) -> bool:
+    """Whether the run keeps a frozen copy of the model: DPO's ``reference: copy``; GRPO's KL term without LoRA
+    (LoRA's reference is the model with its adapters off)."""
+    if config.method == "dpo":
+        return (config.dpo.reference if config.dpo is not None else "copy") == "copy"
+    return config.method == "grpo" and config.grpo is not None and config.grpo.beta != 0.0 and not lora
+
+
+def rollout_inputs(config: RunConfig, text_config: Any, *, rows: int, tp: int, compute_bytes: int) -> dict[str, int]:
+    """GRPO's rollout sizes on one rank (``rows`` prompts, each sampled ``num_generations`` times); none for other
+    methods."""
+    if config.method != "grpo" or config.grpo is None:
+        return {}
+    grpo = config.grpo
+    heads = text_config.num_attention_heads
+    kv_heads = getattr(text_config, "num_key_value_heads", None) or heads
+    head_dim = getattr(text_config, "head_dim", None) or text_config.hidden_size // heads
+    return {
+        "generation_rows": rows * grpo.num_generations,
+        "prompt_tokens": max(config.data.seq_len - grpo.max_completion_length, 0),  # the longest prompt kept
+        "generated_tokens": grpo.max_completion_length,
+        "kv_bytes_per_token_layer": 2 * max(kv_heads // tp, 1) * head_dim * compute_bytes,
+    }
+
+
 def rows_per_example(config: RunConfig) -> int:
-    """Sequences per row of the micro-batch: DPO runs the chosen and the rejected completion."""
+    """Sequences per row of the micro-batch: DPO runs the chosen and the rejected completion, GRPO every one of a
+    prompt's ``num_generations`` completions."""
+    if config.method == "grpo":
+        return config.grpo.num_generations if config.grpo is not None else 8
     return 2 if config.method == "dpo" else 1
 
 
-def describe(config: RunConfig, plan: PlanInputs, result: MemoryEstimate, budget: int | None) -> str:
+def describe(config: RunConfig, plan: PlanInputs, result: MemoryEstimate, budget: int | None, *, nproc: int = 1) -> str:
     """The plan as printed by ``honing plan``: the parts, the peak and the largest micro-batch for ``budget``."""
     total = sum(plan.tensors.quantizable + plan.tensors.other)
     trainable = sum(plan.tensors.lora + plan.tensors.lora_copies) if plan.lora else total
@@ -242,13 +327,28 @@ def describe(config: RunConfig, plan: PlanInputs, result: MemoryEstimate, budget
         how = "each weight quantized as it is read" if plan.quantized_while_loading else "before it is quantized"
         lines.append(f"  {'model build':<20} {format_bytes(result.build):>11}  ({how})")
     if budget is not None:
+        row_tokens = tokens_per_row(config, nproc)
         rows = largest_micro_batch(
-            replace(plan, tokens=config.data.seq_len), budget, seq_len=config.data.seq_len,
-            rows_per_example=rows_per_example(config),
-        )  # fmt: skip
-        fits = f"{rows} row(s) of {config.data.seq_len} tokens" if rows else "none: even one row does not fit"
-        lines.append(f"largest micro-batch within {format_bytes(budget)}: {fits}")
+            replace(plan, tokens=row_tokens), budget, seq_len=row_tokens, rows_per_example=rows_per_example(config)
+        )
+        lines.append(f"largest micro-batch within {format_bytes(budget)}: {fitting_rows(config, plan, rows, budget)}")
     return "\n".join(lines)
+
+
+def fitting_rows(config: RunConfig, plan: PlanInputs, rows: int, budget: int) -> str:
+    """``describe``'s words for the largest micro-batch: rows (GRPO: prompts, each with its completions), or why none
+    fits."""
+    if config.method == "grpo":
+        completions = rows_per_example(config)
+        if rows:
+            return f"{rows} prompt(s) of {completions} completions of at most {config.data.seq_len} tokens"
+        rollouts = estimate(replace(plan, tokens=0))
+        if rollouts.peak > budget:  # the rollouts alone do not fit, whatever the micro-batch
+            return (
+                f"none: the rollouts ({plan.generation_rows} completions sampled at once on a rank) need "
+                f"{format_bytes(rollouts.peak)}; lower data.global_batch_size or grpo.max_completion_length"
+            )
+    return f"{rows} row(s) of {config.data.seq_len} tokens" if rows else "none: even one row does not fit"
 
 
 def count(value: int) -> str:
@@ -269,4 +369,4 @@ def plan_config(config: RunConfig, *, budget: int | None = None, nproc: int = 1)
         vocab_size = len(recipe.tokenizer)
     plan, _ = plan_inputs(config, nproc=nproc, vocab_size=vocab_size)
     result = estimate(plan)
-    return describe(config, plan, result, budget), result
+    return describe(config, plan, result, budget, nproc=nproc), result

@@ -24,6 +24,7 @@ from honing.data.formats import Conversation
 from honing.data.vision.vision_rows import VisionRows
 from honing.distributed import is_rank0, print0
 from honing.errors import ConfigError
+from honing.hub import hub_load_error
 from honing.models.parallel import fsdp_shards
 from honing.models.param_names import matches, named_parameters
 from honing.models.quantize import check_has_lora
@@ -198,7 +199,10 @@ def vl_model_type(model: Any) -> str:
         return model_type
     from transformers import AutoConfig
 
-    return AutoConfig.from_pretrained(model.name_or_path, trust_remote_code=model.trust_remote_code).model_type
+    try:
+        return AutoConfig.from_pretrained(model.name_or_path, trust_remote_code=model.trust_remote_code).model_type
+    except (OSError, ValueError) as error:  # not reachable, no such repository, not a model folder: say which
+        raise hub_load_error("model.name_or_path", model.name_or_path, error) from None
 
 
 def require_vision_extra() -> None:

@@ -37,5 +37,8 @@ def test_merge_writes_the_merged_model_and_the_adapter(tmp_path):
 def test_merge_of_a_folder_that_is_not_a_checkpoint_exits_2_with_one_line(tmp_path):
     result = honing("merge", str(tmp_path), str(tmp_path / "merged"))
     assert result.returncode == 2
-    assert result.stderr == (f"honing: error: {tmp_path}: not a complete honing checkpoint (no .complete marker)\n")
+    assert result.stderr == (
+        f"honing: error: CHECKPOINT: {tmp_path} is not a complete honing checkpoint (no .complete marker); give a "
+        "SAVE_FOLDER/stepN folder that a run finished saving\n"
+    )
     assert not (tmp_path / "merged").exists()

@@ -1,13 +1,15 @@
 """``kill -9`` a tiny training run at a chosen moment, resume it, and compare with a run that never stopped.
 
 A moment is a time after the start, or a byte offset inside a synchronous or asynchronous checkpoint write
-(the storage layer's write hook sends SIGKILL from the writing thread). The run is a forked copy of this
-process, so no interpreter or torch import is paid per moment; the resume runs here. Used by
+(the storage layer's write hook sends SIGKILL from the writing thread). The run is forked from a server process
+that imported torch and this module once, so no interpreter or torch import is paid per moment; the resume runs
+here. Used by
 ``tests/faults/test_kill.py`` (a few moments) and ``benchmarks/fault_kill.py`` (20).
 """
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import random
 import signal
@@ -71,29 +73,42 @@ def _kill_inside_write(moment: Moment) -> None:
     storage.set_write_hook(hook)
 
 
+def _run_to_be_killed(save_folder: Path, moment: Moment) -> None:
+    """The child: train, then leave without running any cleanup."""
+    code = 0
+    try:
+        if moment.seconds is None:
+            _kill_inside_write(moment)
+        train(save_folder, async_save=moment.async_save)
+    except BaseException:
+        code = 1
+    os._exit(code)
+
+
+def _processes() -> multiprocessing.context.BaseContext:
+    """Children forked from a server process that imported this module once and never ran a backward pass: a
+    fork of a process whose autograd engine has started its device threads (a planner's backward on fake CUDA
+    tensors, in the same test worker) cannot run autograd."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload([__name__])
+    return context
+
+
 def run_killed(save_folder: Path, moment: Moment) -> bool:
-    """Run the training in a forked process and SIGKILL it at ``moment``; True when it was killed before
+    """Run the training in another process and SIGKILL it at ``moment``; True when it was killed before
     it finished (a run that finished first proves nothing)."""
-    pid = os.fork()
-    if pid == 0:  # the child: train, then leave without running the parent's cleanup (pytest's included)
-        code = 0
-        try:
-            if moment.seconds is None:
-                _kill_inside_write(moment)
-            train(save_folder, async_save=moment.async_save)
-        except BaseException:
-            code = 1
-        os._exit(code)
+    process = _processes().Process(target=_run_to_be_killed, args=(save_folder, moment))
+    process.start()
     if moment.seconds is not None:
         deadline = time.monotonic() + moment.seconds
         while time.monotonic() < deadline:
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if done:  # it ended before the kill
+            if not process.is_alive():  # it ended before the kill
+                process.join()
                 return False
             time.sleep(0.005)
-        os.kill(pid, signal.SIGKILL)
-    _, status = os.waitpid(pid, 0)
-    return os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+        os.kill(process.pid, signal.SIGKILL)
+    process.join()
+    return process.exitcode == -signal.SIGKILL
 
 
 def check_moment(save_folder: Path, moment: Moment, reference: torch.Tensor) -> str | None:

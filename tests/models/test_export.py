@@ -46,6 +46,7 @@ def test_save_adapter_writes_a_peft_folder_that_peft_loads(tmp_path):
     model = trained_lora_model()
     out = str(tmp_path / "adapter")
     os.makedirs(out)
+    (tmp_path / "adapter" / "adapter_config.json").write_text("{}")  # an earlier save, replaced whole
     (tmp_path / "adapter" / "stale.txt").write_text("from an older save")
     assert save_adapter(model, out) == out
     assert {"adapter_config.json", "adapter_model.safetensors"} <= set(os.listdir(out))
@@ -75,3 +76,21 @@ def test_merged_state_dict_folds_a_gathered_state_dict_like_peft_does():
         merged["model.layers.0.self_attn.q_proj.weight"],
         model.get_base_model().model.layers[0].self_attn.q_proj.base_layer.weight,
     )
+
+
+def test_an_export_never_replaces_a_folder_that_is_not_an_earlier_export(tmp_path):
+    from honing.errors import CheckpointError
+
+    model = trained_lora_model()
+    keep = tmp_path / "documents"
+    keep.mkdir()
+    (keep / "thesis.txt").write_text("years of work")
+    with pytest.raises(CheckpointError, match="not an earlier export"):
+        export_hf(model, None, str(keep))
+    assert (keep / "thesis.txt").read_text() == "years of work"
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(CheckpointError, match="is a file"):
+        save_adapter(model, str(tmp_path / "file"))
+    export_hf(model, None, str(tmp_path / "hf"))
+    export_hf(model, None, str(tmp_path / "hf"))  # an earlier export is replaced
+    assert (tmp_path / "hf" / "config.json").exists() and not (tmp_path / "hf.old").exists()

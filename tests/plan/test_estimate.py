@@ -80,6 +80,32 @@ def test_checkpointing_fsdp_and_offload():
     assert host_optimizer.peak == sharded.peak - sharded.optimizer
 
 
+def test_a_per_layer_part_of_the_activations_does_not_grow_with_the_tokens():
+    # under autocast each block keeps a bf16 copy of its fp32 weights, whatever the tokens
+    plain, with_copies = estimate(inputs()), estimate(inputs(activation_bytes_per_layer=5000.0))
+    assert with_copies.activations - plain.activations == 2 * 5000
+    doubled = estimate(inputs(activation_bytes_per_layer=5000.0, tokens=2048))
+    assert doubled.activations == 2 * (1000 * 2048 + 5000)
+
+
+def test_a_frozen_reference_copy_holds_the_base_weights_again():
+    result = estimate(inputs(reference_copy=True, shards=2))
+    assert result.reference == 8 * MIB * 4 // 2  # every weight but adapters, sharded like the policy
+    assert result.peak == estimate(inputs(shards=2)).peak + result.reference
+    assert "reference model" in result.parts() and "reference model" not in estimate(inputs()).parts()
+
+
+def test_grpo_rollouts_hold_the_cache_of_every_completion_sampled_at_once():
+    rollouts = dict(generation_rows=16, prompt_tokens=96, generated_tokens=32, kv_bytes_per_token_layer=512)
+    result = estimate(inputs(**rollouts))
+    kv_cache = 16 * (96 + 32) * 2 * 512  # rows x tokens x layers x bytes
+    prefill = 1000 * 16 * 96  # one block over every prompt token
+    assert result.generation == kv_cache + prefill + 16 * 2048 * 8  # and one step's fp32 logits and probabilities
+    # a moment of its own: before forward-backward, after the last step's gradients are gone
+    parts = result.weights + result.optimizer + result.runtime
+    assert result.peak == parts + max(result.generation, estimate(inputs()).peak - parts)
+
+
 def test_largest_micro_batch_is_the_boundary():
     plan = inputs(lora=True, tokens=128)
     budget = estimate(inputs(lora=True, tokens=128 * 37)).peak
@@ -181,7 +207,9 @@ def test_blocks_measured_on_fake_tensors_save_what_real_ones_do(model_type, extr
 
     config = tiny_config(model_type, **extra)
     real = measured_block_bytes(config, compute_dtype=torch.float32, autocast=autocast)
-    assert real > 0
+    assert real.per_token > 0
+    # autocast keeps a bf16 copy of each fp32 weight it multiplies by, whatever the tokens
+    assert (real.per_layer > 1000) == autocast  # (a MoE keeps a few bytes of routing counts per block)
     assert block_activation_bytes(config, compute_dtype=torch.float32, autocast=autocast) == real
 
 
@@ -205,7 +233,8 @@ def test_a_70b_block_is_planned_without_its_memory():
     with open("/proc/self/clear_refs", "w") as handle:
         handle.write("5")  # the peak resident set starts again from the present one
     before = peak_resident_bytes()
-    per_token = block_activation_bytes(config, compute_dtype=torch.bfloat16, autocast=False)
+    block = block_activation_bytes(config, compute_dtype=torch.bfloat16, autocast=False)
     assert peak_resident_bytes() - before < 256 * MIB
     # at least the block's input, the attention's output and the MLP's three 28,672-wide activations, in bf16
-    assert per_token > 2 * (2 * 8192 + 3 * 28672)
+    assert block.per_token > 2 * (2 * 8192 + 3 * 28672)
+    assert block.per_layer == 0  # bf16 weights: nothing is saved whatever the tokens
