@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from honing.config.custom_recipe import declared_sections, with_sections
 from honing.config.errors import ConfigError
 from honing.config.optimizers import OPTIONAL_KEYS, resolve_optimizer
 from honing.config.schema import RunConfig
@@ -19,13 +20,20 @@ from honing.config.schema import RunConfig
 log = logging.getLogger(__name__)
 
 
-def load_config(path: str | None, overrides: Iterable[str] = (), *, schema: type[BaseModel] = RunConfig) -> Any:
-    """Read honing's YAML config at ``path``, apply ``key.path=value`` overrides, validate against ``schema``.
+def load_config(
+    path: str | None,
+    overrides: Iterable[str] = (),
+    *,
+    schema: type[BaseModel] = RunConfig,
+    sections: Mapping[str, type] | None = None,
+) -> Any:
+    """Read honing's YAML config at ``path``, apply ``key.path=value`` overrides, validate against ``schema``
+    (``sections``: config sections of the caller's own, as ``validate`` takes them).
 
     Another system's config file (Oumi, olmOCR) is read by ``honing.interop.configs.load_any_config``."""
     raw = read_yaml(path) if path else {}
     apply_overrides(raw, overrides)
-    return validate(raw, schema=schema, source=path or "<overrides>")
+    return validate(raw, schema=schema, source=path or "<overrides>", sections=sections)
 
 
 def apply_overrides(raw: dict[str, Any], overrides: Iterable[str]) -> None:
@@ -220,8 +228,23 @@ def format_key_path(parts: list[Any]) -> str:
     return out
 
 
-def validate(raw: Mapping[str, Any], *, schema: type[BaseModel] = RunConfig, source: str = "config") -> Any:
-    """Validate a mapping; the first errors are reported with key paths and close-match hints."""
+def validate(
+    raw: Mapping[str, Any],
+    *,
+    schema: type[BaseModel] = RunConfig,
+    source: str = "config",
+    sections: Mapping[str, type] | None = None,
+) -> Any:
+    """Validate a mapping; the first errors are reported with key paths and close-match hints.
+
+    A run config also accepts the config sections its recipe class declares (``config_sections``) and
+    ``sections`` (name → pydantic model or dataclass), each validated like honing's own
+    (``honing.config.custom_recipe``)."""
+    if isinstance(schema, type) and issubclass(schema, RunConfig):
+        try:
+            schema = with_sections(schema, {**declared_sections(raw), **(sections or {})})
+        except ValueError as error:
+            raise ConfigError(f"{source}: {error}") from None
     try:
         return schema.model_validate(raw)
     except ValidationError as error:

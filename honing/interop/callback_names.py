@@ -29,11 +29,23 @@ OLMO_CORE_NAMES: dict[str, str] = {
     "on_checkpoint_saved": "post_checkpoint_saved",
 }
 
+
+def micro_batches_of(trainer: Any) -> list[dict[str, Any]]:
+    """The step's batch as the list of micro-batches its train module trains on, before they go to the device (as
+    VeOmni's data loader yields them); a train module that does not cut micro-batches trains on one. Cut here for a
+    callback, they are cut again by the train module (a VL collator's processor runs twice)."""
+    module, batch = trainer.train_module, trainer.current_batch
+    collator, size = getattr(module, "collator", None), getattr(module, "micro_batch_size", None)
+    if collator is None or size is None or not isinstance(batch, dict):
+        return [batch]
+    return collator.split(batch, size)
+
+
 #: VeOmni's events and the keyword arguments each passes after ``state``, read from the trainer when it is called
 VEOMNI_KEYWORDS: dict[str, Callable[[Any], dict[str, Any]]] = {
     "on_train_begin": lambda trainer: {},
     "on_epoch_begin": lambda trainer: {},
-    "on_step_begin": lambda trainer: {"micro_batches": trainer.current_batch},
+    "on_step_begin": lambda trainer: {"micro_batches": micro_batches_of(trainer)},
     # still tensors on the device: nothing syncs unless the callback reads them
     "on_step_end": lambda trainer: {
         "loss": trainer.get_metric("train/loss"),
@@ -61,10 +73,20 @@ HONING_EVENTS = (
 )
 
 
+def no_op_event(method: Callable[..., None]) -> Callable[..., None]:
+    """Mark a base class's event method as doing nothing (VeOmni's ``Callback``), so that a callback inheriting it
+    is not called for that event."""
+    method.is_no_op_event = True  # type: ignore[attr-defined]
+    return method
+
+
 def _overrides(callback: Any, name: str) -> bool:
-    """True when ``callback`` implements ``name`` itself rather than inheriting honing's no-op."""
+    """True when ``callback`` implements ``name`` itself rather than inheriting honing's (or VeOmni's) no-op."""
     method = getattr(callback, name, None)
-    return method is not None and getattr(method, "__func__", method) is not getattr(Callback, name, None)
+    function = getattr(method, "__func__", method)
+    return (
+        method is not None and function is not getattr(Callback, name, None) and not hasattr(function, "is_no_op_event")
+    )
 
 
 def _veomni_form(method: Callable[..., Any]) -> bool:

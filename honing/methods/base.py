@@ -171,9 +171,10 @@ class BaseTrainModule(TrainModule):
         """This rank's real tokens times the number of batches a step reads."""
         return self.collator.num_tokens(batch) * self.data_parallel_size
 
-    def current_lr_factor(self) -> float:
-        """The schedule's multiplier for the step being taken."""
-        step = self.trainer.global_step if self.trainer is not None else 1
+    def current_lr_factor(self, step: int | None = None) -> float:
+        """The schedule's multiplier for the step being taken (or for ``step``)."""
+        if step is None:
+            step = self.trainer.global_step if self.trainer is not None else 1
         max_steps = self.trainer.max_steps if self.trainer is not None else None
         if max_steps is None and (
             self.scheduler.get("name", "constant") != "constant" or self.scheduler.get("warmup_ratio") is not None
@@ -197,21 +198,26 @@ class BaseTrainModule(TrainModule):
             torch.distributed.all_reduce(finite, op=torch.distributed.ReduceOp.MIN)
         return bool(finite.item())
 
+    def clip_grad_norm(self, max_norm: float | None) -> torch.Tensor:
+        """The total norm of the optimizer's gradients, of the whole model however its weights are split over
+        ranks; the gradients are then clipped to ``max_norm`` (None: left as they are)."""
+        if self._params is None:  # listing parameters every step costs more than clipping a small model
+            self._params = [p for group in self.optimizer.param_groups for p in group["params"]]
+        groups = grads_by_mesh(self._params)
+        grad_norm = total_grad_norm(self._params, groups)
+        if max_norm is not None:
+            clip_grads(self._params, max_norm, grad_norm, groups)
+        return grad_norm
+
     def optim_step(self) -> None:
         """Clip (and log) the gradient norm, set this step's LR, and step the optimizer; under the ``skip``
         policy a step whose loss is not finite leaves the weights and the optimizer state untouched."""
-        if self._params is None:  # listing parameters every step costs more than clipping a small model
-            self._params = [p for group in self.optimizer.param_groups for p in group["params"]]
         if self.nonfinite_loss == "skip" and not self._loss_is_finite():
             self.optimizer.zero_grad(set_to_none=True)
             if self.trainer is not None:
                 self.trainer.record_metric("optim/skipped_steps", 1, ReduceType.max)
             return
-        params = self._params
-        groups = grads_by_mesh(params)
-        grad_norm = total_grad_norm(params, groups)  # of the whole model, however its weights are split over ranks
-        if self.grad_clip is not None:
-            clip_grads(params, self.grad_clip, grad_norm, groups)
+        grad_norm = self.clip_grad_norm(self.grad_clip)
         factor = self.current_lr_factor()
         for group in self.optimizer.param_groups:
             group["lr"] = group["initial_lr"] * factor

@@ -39,6 +39,7 @@ from honing.distributed import (
 from honing.errors import ConfigError
 from honing.export.model_card import DATA_FILE
 from honing.interop.callback_names import with_honing_event_names
+from honing.interop.veomni_collate import collator_from_info
 from honing.interop.veomni_recipe import adapt_recipe_steps
 from honing.models import count_parameters, freeze_layers, is_lora, unwrap_model
 from honing.models.builder import ModelBuilder
@@ -138,13 +139,11 @@ class Recipe:
             for batches in (self.train_loader, *parts.values()):
                 if hasattr(batches, "dataset"):  # the loader and the validation batches read items from it
                     batches.dataset = TransformedDataset(batches.dataset, transform)
-        self.collator = self.build_data_collate_info()
-        if isinstance(self.collator, dict):  # VeOmni's per-key (pack dim, pad, ...) settings
-            raise ConfigError(
-                f"{type(self).__name__}.build_data_collate_info: returned a dict of per-key collate settings "
-                "(VeOmni's form); honing's step returns the Collator itself (honing.data.collate): subclass the one "
-                "super().build_data_collate_info() returns"
-            )
+        collate_info = self.build_data_collate_info()
+        if isinstance(collate_info, dict):  # VeOmni's per-key (pack_dim, sp_slice, sp_pad_value, sp_pad_scale)
+            owner = f"{type(self).__name__}.build_data_collate_info"
+            collate_info = collator_from_info(collate_info, data.collator, owner=owner, sp_size=self.parallel_dims.cp)
+        self.collator = collate_info
         self.train_module = self.build_train_module()
         self.outputs = self.outputs_class(
             config=self.saved_config,
@@ -246,7 +245,8 @@ class Recipe:
 
     def build_data_collate_info(self) -> Any:
         """The collator that splits a batch into micro-batches and names the model's inputs (VeOmni's step;
-        by default the one the data step chose)."""
+        by default the one the data step chose), or VeOmni's dict of per-key settings over it
+        (``honing.interop.veomni_collate``)."""
         return self.collator
 
     def build_param_groups(self) -> list[dict[str, Any]]:

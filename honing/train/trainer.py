@@ -150,6 +150,9 @@ class Trainer(TrainerCancel, TrainerCheckpoints, TrainerMetrics, TrainerBookkeep
         self.epoch = 1
         self.step_skipped = False  # whether the current step is one of steps_to_skip (not trained on)
         self.current_batch: Any = None  # the batch of the step being trained (OLMo-core's pre_step gets it)
+        # None: a trained step is the train module's zero_grads, train_batch and optim_step. Else it is
+        # ``step_runner(batch, emit)``, a recipe's own step (``honing.interop``) that emits pre_optim_step itself.
+        self.step_runner: Callable[[Any, Callable[..., None]], None] | None = None
         self.canceled = False
         self.cancel_reason: str | None = None
         self._cancel_requested: str | None = None
@@ -350,11 +353,13 @@ class Trainer(TrainerCancel, TrainerCheckpoints, TrainerMetrics, TrainerBookkeep
         self._emit("on_step_begin")
         if self.step_skipped:
             log.info("step %d is in steps_to_skip: its batch is consumed but not trained on", self.global_step)
-        else:
+        elif self.step_runner is None:
             self.train_module.zero_grads()
             self.train_module.train_batch(batch)
             self._emit("pre_optim_step")
             self.train_module.optim_step()
+        else:
+            self.step_runner(batch, self._emit)
         # asked of the train module after its step: a method that generates counts what it generated
         tokens = self.train_module.num_tokens(batch)
         self.global_train_tokens_seen += tokens

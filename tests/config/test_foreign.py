@@ -58,16 +58,17 @@ def test_an_oumi_config_becomes_honing_keys():
     ]
     assert config["data"]["seq_len"] == 128 and config["data"]["chat_template"] == "chatml"
     assert config["data"]["global_batch_size"] == 8 and config["data"]["micro_batch_size"] == 4
-    assert config["trainer"] == {"max_duration": "30steps", "seed": 42, "save_folder": "runs/oumi", "precision": "fp32"}
+    assert config["trainer"] == {
+        "max_duration": "30steps", "seed": 42, "save_folder": "runs/oumi", "precision": "fp32",
+        "load_strategy": "never",  # Oumi's: start afresh (an earlier run's checkpoints are kept: honing's rule)
+    }  # fmt: skip
     assert config["optim"]["lr"] == 2.0e-4 and config["optim"]["betas"] == [0.9, 0.999]
     assert config["scheduler"] == {"name": "cosine", "min_lr_ratio": 0.0, "warmup_ratio": 0.1}
     assert config["callbacks"]["checkpointer"]["save_interval"] == 10
     assert config["callbacks"]["evaluator"]["interval"] == 5 and config["callbacks"]["console"]["log_interval"] == 2
     assert config["parallel"]["activation_checkpointing"] == "full"
-    assert config["model"]["lora"] == {
-        "rank": 16, "alpha": 32.0, "dropout": 0.0, "bias": "none", "task_type": "CAUSAL_LM",
-        "target_modules": ["q_proj", "v_proj"],
-    }  # fmt: skip
+    # dropout 0, bias none and task type CAUSAL_LM are Oumi's defaults and honing's alike: not written
+    assert config["model"]["lora"] == {"rank": 16, "alpha": 32.0, "target_modules": ["q_proj", "v_proj"]}
     assert config["model"]["freeze_layers"] == ["model.layers.0"]
 
 
@@ -85,7 +86,7 @@ def test_every_key_that_cannot_be_honoured_is_refused_by_name_in_one_line(tmp_pa
     assert "\n" not in message and message.startswith(f"{path}: read as an Oumi config; cannot honour: ")
     for key in (
         "model.chat_template: 'zephyr' is not available",
-        "data.train.datasets[0].mixture_proportion: not available",
+        "data.train.datasets[0].mixture_proportion: given for some datasets only",
         "training.grpo: used by GRPO trainers only",
         "training.made_up: not translated",
     ):

@@ -47,9 +47,10 @@ def test_the_recipe_key_and_its_refusals(tmp_path):
         recipe_for(validate({**raw, "method": "sft", "recipe": RECIPE}))
 
 
-def test_a_veomni_collate_info_dict_is_refused_in_one_line(tmp_path):
+def test_a_veomni_collate_info_dict_is_read_as_veomni_defines_it(tmp_path):
     import yaml
 
+    from honing.interop.veomni_collate import CollateInfoCollator, DataCollateInfo
     from honing.recipes.pretrain import PretrainRecipe
 
     class DictCollateInfo(PretrainRecipe):
@@ -57,5 +58,9 @@ def test_a_veomni_collate_info_dict_is_refused_in_one_line(tmp_path):
             return {"input_features": (0, True, 0, 1)}  # VeOmni's document's example
 
     raw = yaml.safe_load(CONFIG.format(save_folder=tmp_path / "run", steps=2, save_interval=100, custom="[]"))
-    with pytest.raises(ConfigError, match=r"DictCollateInfo\.build_data_collate_info: returned a dict"):
-        DictCollateInfo(validate(raw)).build()
+    recipe = DictCollateInfo(validate(raw))
+    recipe.build()
+    assert isinstance(
+        recipe.collator, CollateInfoCollator
+    )  # over the method's collator (tests/interop/test_veomni_collate.py)
+    assert recipe.collator.infos == {"input_features": DataCollateInfo(0, True, 0, 1)}

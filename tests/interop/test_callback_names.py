@@ -13,13 +13,13 @@ class VeOmniSteps(Callback):
     """VeOmni's form: events receive ``state`` (the trainer) and keyword arguments."""
 
     def __init__(self):
-        self.rows: list[int] = []
+        self.rows: list[list[int]] = []
         self.ended: list[tuple[int, list[str]]] = []
         self.losses: list[float] = []
         self.finished_at: int | None = None
 
     def on_step_begin(self, state, micro_batches=None):  # only the keyword it names
-        self.rows.append(len(micro_batches["input_ids"]))
+        self.rows.append([len(micro["input_ids"]) for micro in micro_batches])
 
     def on_step_end(self, state, **kwargs):
         self.ended.append((state.global_step, sorted(kwargs)))
@@ -80,7 +80,7 @@ def test_veomni_events_get_the_trainer_as_state_and_their_keywords(tmp_path):
     )
     trainer.add_callback("tracker", Tracker())
     trainer.fit()
-    assert steps.rows == [8] * 4  # micro_batches: the step's batch
+    assert steps.rows == [[4, 4]] * 4  # micro_batches: the step's batch of 8 rows as its micro-batches of 4
     assert steps.ended == [(step, ["grad_norm", "loss"]) for step in (1, 2, 3, 4)]
     assert len(steps.losses) == 4 and steps.finished_at == 4
     # registered as the user's callback: its class, attributes and state

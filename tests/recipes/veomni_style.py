@@ -33,7 +33,7 @@ class StepLogger(Callback):
         self.losses: list[float] = []
 
     def on_step_begin(self, state, micro_batches=None):
-        self.masked.append(bool((micro_batches["labels"][:, :MASKED] == -100).all()))
+        self.masked.append(all(bool((micro["labels"][:, :MASKED] == -100).all()) for micro in micro_batches))
 
     def on_step_end(self, state, **kwargs):
         if state.global_step % 2 == 0:

@@ -1,8 +1,10 @@
-"""``honing convert FILE [-o OUT]``: a translated config as honing's YAML text, notes as comments, secrets left out
-(the environment gives them: ``AWS_SECRET_ACCESS_KEY``, ``WANDB_API_KEY``, ...)."""
+"""``honing convert FILE [-o OUT]``: a translated config as honing's YAML text, headed by comments (the defaults
+filled in where the file says nothing, the notes), secrets left out (the environment gives them:
+``AWS_SECRET_ACCESS_KEY``, ``WANDB_API_KEY``, ...)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import yaml
@@ -29,9 +31,16 @@ def without_secrets(value: Any, path: str = "") -> tuple[Any, list[str]]:
 
 
 def translation_yaml(translation: Translation, source: str) -> str:
-    """The translated config as YAML text, headed by comments: where it came from, the notes, secrets left out."""
+    """The translated config as YAML text, headed by comments: where it came from, every default filled in (with
+    whose default it is), the notes, secrets left out."""
     config, dropped = without_secrets(translation.config)
     lines = [f"# honing config translated from the {translation.dialect} config {source}"]
+    if translation.defaults:
+        lines.append(f"# defaults filled in where the file says nothing (what the {translation.dialect} run gets):")
+        lines += [
+            f"#   {path}: {json.dumps(translation.get(path))}  ({whose})"
+            for path, whose in translation.defaults.items()
+        ]
     lines += [f"# {note}" for note in translation.notes]
     lines += [f"# {path}: a secret, not written (set it in the environment or add it here)" for path in dropped]
     return "\n".join(lines) + "\n" + yaml.safe_dump(config, sort_keys=False)

@@ -36,7 +36,10 @@ def translate(raw: dict[str, Any]) -> Translation | None:
 
 def translate_or_refuse(raw: dict[str, Any], source: str) -> Translation | None:
     """``translate``, raising one ConfigError line that lists every refused key when any is refused."""
-    translation = translate(raw)
+    try:
+        translation = translate(raw)
+    except RecursionError:  # a YAML anchor that contains itself (&a [*a]): no config means that
+        raise ConfigError(f"{source}: a YAML anchor refers to itself; expected a config of plain values") from None
     if translation is not None and translation.refused:
         raise ConfigError(
             f"{source}: read as an {translation.dialect} config; cannot honour: " + "; ".join(translation.refused)

@@ -19,7 +19,7 @@ from honing.interop.configs.hf_args import (
     set_schedule,
     set_warmup,
 )
-from honing.interop.configs.translation import Keys, Translation, schema_has
+from honing.interop.configs.translation import Keys, Translation, read_number, schema_has
 
 OLMOCR_SECTIONS = ("hparams", "train_data", "valid_data", "save", "aws", "generate")
 # olmOCR's HyperparamConfig / DataConfig / SaveConfig defaults
@@ -86,14 +86,22 @@ def translate_lora(t: Translation, top: Keys) -> None:
         return
     lora = t.section(top.take("lora"), "lora")
     # olmOCR's LoraConfig defaults: rank 16, alpha 16, dropout 0.05
-    t.set("model.lora.rank", int(lora.take("rank", 16)))
-    t.set("model.lora.alpha", float(lora.take("alpha", 16)))
-    t.set("model.lora.dropout", float(lora.take("dropout", 0.05)))
+    t.set("model.lora.rank", lora.number("rank", int, 16))
+    t.set("model.lora.alpha", lora.number("alpha", float, 16.0))
+    t.set("model.lora.dropout", lora.number("dropout", float, 0.05))
     lora.copy("bias", "model.lora.bias", str)
     if lora.has("task_type"):
         t.set("model.lora.task_type", str(lora.take("task_type")).upper())
     lora.take("task_type")
-    targets = lora.take("target_modules", ["k_proj", "q_proj", "v_proj", "o_proj", "gate_proj", "down_proj", "up_proj"])
+    targets = lora.names("target_modules") or [
+        "k_proj",
+        "q_proj",
+        "v_proj",
+        "o_proj",
+        "gate_proj",
+        "down_proj",
+        "up_proj",
+    ]
     t.set("model.lora.target_modules", lora_targets(t, targets))
     lora.done()
 
@@ -112,8 +120,8 @@ def lora_targets(t: Translation, targets: list[str]) -> str | list[str]:
 
 def translate_hparams(t: Translation, hparams: Keys) -> None:
     """``hparams.*``: batch, optimizer, schedule, duration, evaluation and logging intervals."""
-    batch = int(hparams.take("batch_size", 8))
-    accumulation = int(hparams.take("gradient_accumulation_steps", 1))
+    batch = hparams.number("batch_size", int, 8)
+    accumulation = hparams.number("gradient_accumulation_steps", int, 1)
     t.set("data.micro_batch_size", batch)
     t.set("data.global_batch_size", batch * accumulation)
     t.note(
@@ -123,8 +131,8 @@ def translate_hparams(t: Translation, hparams: Keys) -> None:
     )
     hparams.copy("eval_batch_size", "callbacks.evaluator.batch_size", int)
     hparams.copy("learning_rate", "optim.lr", float)
-    steps = hparams.take("max_steps", -1)
-    if int(steps) <= 0:
+    steps = hparams.number("max_steps", int) if hparams.has("max_steps") else -1
+    if steps is not None and steps <= 0:
         t.refuse(
             "hparams.max_steps",
             f"{steps!r}: olmOCR then trains 3 epochs of a data set it samples; give a number of steps",
@@ -134,7 +142,7 @@ def translate_hparams(t: Translation, hparams: Keys) -> None:
         t.note("hparams.pad_multiple_of", "honing pads each batch to its longest row (the same losses)")
     hparams.take("pad_multiple_of")
     hparams.copy("log_every_steps", "callbacks.console.log_interval", int)
-    t.set("callbacks.evaluator.interval", int(hparams.take("eval_every_steps", 100)))
+    t.set("callbacks.evaluator.interval", hparams.number("eval_every_steps", int, 100))
     hparams.copy("weight_decay", "optim.weight_decay", float)
     set_warmup(
         t, "hparams.warmup_steps", hparams.take("warmup_steps"), "hparams.warmup_ratio", hparams.take("warmup_ratio")
@@ -142,10 +150,10 @@ def translate_hparams(t: Translation, hparams: Keys) -> None:
     set_schedule(t, "hparams.lr_scheduler", str(hparams.take("lr_scheduler", "linear")))
     if hparams.take("gradient_checkpointing"):
         t.set("parallel.activation_checkpointing", "full")
-    t.set("trainer.seed", int(hparams.take("seed", DEFAULT_SEED)))
+    t.set("trainer.seed", hparams.number("seed", int, DEFAULT_SEED))
     hparams.allow("reduce_loss", ("mean",), "is not available: honing averages the loss over the batch's tokens")
-    clip = hparams.take("clip_grad_norm", 0.0)
-    t.set("optim.grad_clip", float(clip) if clip else None)
+    clip = hparams.number("clip_grad_norm", float, 0.0)
+    t.set("optim.grad_clip", clip if clip else None)
     set_optimizer(t, "hparams.optim", str(hparams.take("optim", "adamw_torch")))
     if hparams.has("find_unused_parameters"):
         t.note("hparams.find_unused_parameters", "honing's DDP / FSDP2 needs no such flag")
@@ -156,7 +164,11 @@ def translate_hparams(t: Translation, hparams: Keys) -> None:
 def translate_data(t: Translation, data: Keys, split: str, *, hparams_seed: Any) -> None:
     """``train_data`` / ``valid_data``: sources, rendering size, cache, seed and the best-model metric."""
     sources = []
-    for index, item in enumerate(data.take("sources", [])):
+    items = data.take("sources", [])
+    if not isinstance(items, list):
+        t.refuse(data.key("sources"), f"{items!r}: expected a list of sources")
+        items = []
+    for index, item in enumerate(items):
         keys = t.section(item, f"{data.key('sources')}[{index}]")
         source: dict[str, Any] = {"path": keys.take("response_glob_path")}
         name = keys.take("name")
@@ -166,8 +178,12 @@ def translate_data(t: Translation, data: Keys, split: str, *, hparams_seed: Any)
             t.note(keys.key("name"), "a name for messages only")
         dims = keys.take("target_longest_image_dim")
         if dims is not None:
-            dims = [dims] if isinstance(dims, int) else list(dims)
-            if len(set(dims)) > 1:
+            dims = [dims] if not isinstance(dims, list) else dims
+            if not dims or not all(isinstance(dim, int) and not isinstance(dim, bool) and dim > 0 for dim in dims):
+                t.refuse(
+                    keys.key("target_longest_image_dim"), f"{dims!r}: expected a size in pixels, or a list of them"
+                )
+            elif len(set(dims)) > 1:
                 keys.translation.refuse(
                     keys.key("target_longest_image_dim"),
                     f"{dims}: olmOCR picks one size per "
@@ -190,9 +206,9 @@ def translate_data(t: Translation, data: Keys, split: str, *, hparams_seed: Any)
     if data.has("cache_location"):
         t.set("data.cache_dir", data.take("cache_location"))
     data.take("cache_location")
-    seed = data.take("seed")
+    seed = data.number("seed", int)
     if seed is not None and hparams_seed is None:
-        t.set("trainer.seed", int(seed))
+        t.set("trainer.seed", seed)
     elif seed is not None and seed != hparams_seed:
         t.refuse(data.key("seed"), f"{seed!r} differs from hparams.seed ({hparams_seed!r}): honing has one seed")
     metric = data.take("metric_for_best_model")
@@ -226,7 +242,9 @@ def translate_save(t: Translation, save: Keys, *, eval_every: Any) -> None:
     interval = save.take("save_every_steps", eval_every)
     if isinstance(interval, str) and "eval_every_steps" in interval:
         interval = eval_every  # olmOCR's default is the interpolation "${hparams.eval_every_steps}"
-    t.set("callbacks.checkpointer.save_interval", int(interval))
+    interval = read_number(t, save.key("save_every_steps"), interval, int)
+    if interval is not None:
+        t.set("callbacks.checkpointer.save_interval", interval)
     save.copy("limit", "callbacks.checkpointer.keep_last", int)
     save.done()
 

@@ -1,20 +1,36 @@
-"""Oumi's ``training`` and ``peft`` sections as honing's trainer, optimizer, schedule, callbacks, LoRA and GRPO keys;
-``VERL_GRPO``'s ``verl_config_overrides`` through the table in ``honing.interop.configs.verl``."""
+"""Oumi's ``training`` section as honing's trainer, optimizer, schedule, callbacks and GRPO keys; ``VERL_GRPO``'s
+``verl_config_overrides`` through the table in ``honing.interop.configs.verl``. Where a key is absent the Oumi
+run's default stays (``oumi_defaults``); keys that only tune another engine get one note each."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from honing.interop.configs.hf_args import duration, set_optimizer, set_schedule, set_warmup
-from honing.interop.configs.translation import Keys, Translation
+from honing.interop.configs.hf_args import duration, optimizer_family, set_optimizer, set_schedule, set_warmup
+from honing.interop.configs.translation import Keys, Translation, read_number
 from honing.interop.configs.verl import translate_verl_overrides
 
 # TRL's GRPOConfig default: completions per prompt
 TRL_NUM_GENERATIONS = 8
 # verl's default data.train_batch_size (prompts per step), used by VERL_GRPO when the overrides do not set it
 VERL_TRAIN_BATCH_SIZE = 1024
-# peft's default LoRA targets for Llama / Qwen / Mistral models (Oumi passes lora_target_modules: null to peft)
-PEFT_DEFAULT_TARGETS = ["q_proj", "v_proj"]
+# Oumi's TrainingParams defaults that decide honing keys below
+OUMI_PER_DEVICE_BATCH = 8
+OUMI_EVAL_STEPS = 500
+# training.* keys honing's own engine makes moot -> why (one note each when set)
+MOOT_TRAINING = {
+    "empty_device_cache_steps": "unused: it only hands cached device memory back every N steps; training is the same",
+    "dataloader_main_process_only": "not needed: each honing rank reads its own slice of every batch",
+    "dataloader_persistent_workers": "unused: it only keeps loader processes between epochs; the batches are the same",
+    "dataloader_prefetch_factor": "unused: honing's loader processes (data.num_workers) read 2 batches ahead each",
+    "log_model_summary": "not needed: honing logs the model's parameter counts at the start",
+    "ddp_find_unused_parameters": "not needed: FSDP2 (honing's default for several processes) needs no such flag",
+    "log_level": "not needed: honing logs at INFO on rank 0 (Python's logging)",
+    "dep_log_level": "not needed: honing logs at INFO on rank 0 (Python's logging)",
+    "logging_dir": "honing writes TensorBoard events under the save folder (SAVE_FOLDER/tensorboard)",
+    "log_examples": "not needed: `honing data CONFIG` reports the rows as training sees them",
+    "full_determinism": "honing's runs repeat for a seed (the same losses); deterministic kernels are not forced",
+    "include_alternative_mfu_metrics": "honing always logs throughput and MFU (callbacks.speed_monitor)",
+    "include_performance_metrics": "honing always logs throughput and MFU (callbacks.speed_monitor)",
+}
 
 
 def translate_training(t: Translation, training: Keys, *, method: str, verl: bool) -> None:
@@ -28,30 +44,96 @@ def translate_training(t: Translation, training: Keys, *, method: str, verl: boo
         "training.num_train_epochs",
         training.take("num_train_epochs"),
     )
-    per_device = int(training.take("per_device_train_batch_size", 8))
-    accumulation = int(training.take("gradient_accumulation_steps", 1))
+    translate_batch(t, training, method, verl)
+    translate_optimizer(t, training)
+    training.copy("seed", "trainer.seed", int)
+    if training.has("data_seed") and training.peek("data_seed") != t.get("trainer.seed"):
+        training.refuse(
+            "data_seed", "not available: honing's data order and initialisation follow one seed (training.seed)"
+        )
+    training.take("data_seed")
+    translate_checkpoints(t, training)
+    translate_eval_and_logging(t, training, method)
+    translate_grpo(t, t.section(training.take("grpo"), "training.grpo"), method=method, verl=verl)
+    rewards = training.take("reward_functions")
+    if rewards:
+        if method != "grpo":
+            t.refuse("training.reward_functions", f"used by GRPO trainers only, not {method!r}")
+        else:
+            names = [rewards] if isinstance(rewards, str) else rewards if isinstance(rewards, list) else [rewards]
+            # verl's reward signature (data_source, solution_str, ground_truth, extra_info): honing.rl.verl
+            t.set("grpo.rewards", [{"name": f"verl:{name}" if verl else name} for name in names])
+    if verl:
+        translate_verl_overrides(t, t.section(training.take("verl_config_overrides"), "training.verl_config_overrides"))
+    else:
+        training.refuse("verl_config_overrides", "used by trainer_type VERL_GRPO only")
+    training.take("use_peft")  # read with the peft section
+    translate_trainer_kwargs(t, t.section(training.take("trainer_kwargs"), "training.trainer_kwargs"), method)
+    if training.peek("dataloader_num_workers") == "auto":  # Oumi: as many as the machine suits; honing's default
+        training.take("dataloader_num_workers")
+        t.note(
+            "training.dataloader_num_workers",
+            "'auto' → data.num_workers left at honing's default (rows read in the training process; set it to read "
+            "them in worker processes)",
+        )
+    else:
+        training.copy("dataloader_num_workers", "data.num_workers", int)
+    minutes = training.number("nccl_default_timeout_minutes", float)
+    if minutes is not None:
+        t.set("parallel.timeout_seconds", minutes * 60)
+    translate_engine(t, training)
+    training.allow("enable_mlflow", (False,), "is not available: honing logs to W&B, TensorBoard and metrics.jsonl")
+    training.done()
+
+
+def translate_batch(t: Translation, training: Keys, method: str, verl: bool) -> None:
+    """``per_device_train_batch_size`` x ``gradient_accumulation_steps``: rows per micro-batch and per step."""
+    given = training.has("per_device_train_batch_size")
+    per_device = training.number("per_device_train_batch_size", int, OUMI_PER_DEVICE_BATCH)
+    accumulation = training.number("gradient_accumulation_steps", int, 1)
     if method == "grpo":
         grpo_batch(t, training, per_device * accumulation, verl)
-    else:
+        return
+    if given:
         t.set("data.micro_batch_size", per_device)
         t.set("data.global_batch_size", per_device * accumulation)
-        t.note(
-            "training.per_device_train_batch_size",
-            "times gradient_accumulation_steps is data.global_batch_size, "
-            "in honing the batch of all processes together (under torchrun, multiply it by their number)",
-        )
-    training.copy("per_device_eval_batch_size", "callbacks.evaluator.batch_size", int)
+    else:
+        whose = "Oumi's training.per_device_train_batch_size"
+        t.default("data.micro_batch_size", per_device, whose)
+        t.default("data.global_batch_size", per_device * accumulation, f"{whose} x gradient_accumulation_steps")
+    t.note(
+        "training.per_device_train_batch_size",
+        "times gradient_accumulation_steps is data.global_batch_size, "
+        "in honing the batch of all processes together (under torchrun, multiply it by their number)",
+    )
+
+
+def translate_optimizer(t: Translation, training: Keys) -> None:
+    """The optimizer, its settings and the learning-rate schedule with its warmup."""
+    if training.has("optimizer"):
+        set_optimizer(t, training.key("optimizer"), str(training.peek("optimizer")))
+    family = optimizer_family(str(training.take("optimizer", "adamw_torch")))
     training.copy("learning_rate", "optim.lr", float)
     training.copy("weight_decay", "optim.weight_decay", float)
-    betas = [float(training.take("adam_beta1", 0.9)), float(training.take("adam_beta2", 0.999))]
-    t.set("optim.betas", betas)
-    training.copy("adam_epsilon", "optim.eps", float)
+    if family in ("adamw", "muon"):
+        if training.has("adam_beta1") or training.has("adam_beta2"):
+            betas = [training.number("adam_beta1", float, 0.9), training.number("adam_beta2", float, 0.999)]
+            t.set("optim.betas", betas)
+        training.copy("adam_epsilon", "optim.eps", float)
+    else:  # Oumi passes AdamW's settings to every optimizer; the others ignore them, and honing refuses them
+        t.unset("optim.betas")
+        t.unset("optim.eps")
+        for name in ("adam_beta1", "adam_beta2", "adam_epsilon"):
+            training.note(name, f"unused by the {family} optimizer (as in Oumi)")
+    if family == "sgd":
+        if training.has("sgd_momentum"):
+            training.copy("sgd_momentum", "optim.momentum", float)
+        else:
+            t.default("optim.momentum", 0.0, "Oumi's training.sgd_momentum")
+    training.take("sgd_momentum")
     if "max_grad_norm" in training.values:
-        norm = training.take("max_grad_norm")
-        t.set("optim.grad_clip", float(norm) if norm else None)
-    if training.has("optimizer"):
-        set_optimizer(t, training.key("optimizer"), str(training.take("optimizer")))
-    training.take("optimizer")
+        norm = training.number("max_grad_norm", float)
+        t.set("optim.grad_clip", norm if norm else None)
     if training.has("lr_scheduler_type"):
         set_schedule(
             t,
@@ -69,63 +151,48 @@ def translate_training(t: Translation, training: Keys, *, method: str, verl: boo
         "training.warmup_ratio",
         training.take("warmup_ratio"),
     )
-    training.copy("seed", "trainer.seed", int)
-    if training.has("data_seed") and training.peek("data_seed") != t.get("trainer.seed"):
-        training.refuse(
-            "data_seed", "not available: honing's data order and initialisation follow one seed (training.seed)"
+
+
+def translate_trainer_kwargs(t: Translation, kwargs: Keys, method: str) -> None:
+    """``trainer_kwargs``: extra arguments of TRL's config that honing has a key for (``max_length``, DPO's
+    ``beta``); every other one refused by name."""
+    if method in ("sft", "vl_sft", "dpo", "pretrain"):
+        kwargs.copy("max_length", "data.seq_len", int)
+    if method == "dpo":
+        kwargs.copy("beta", "dpo.beta", float)
+        kwargs.refuse(
+            "max_prompt_length",
+            "not available: honing cuts a pair's prompt from its start so the pair fits data.seq_len",
         )
-    training.take("data_seed")
-    translate_checkpoints(t, training)
-    translate_eval_and_logging(t, training, method)
-    translate_grpo(t, t.section(training.take("grpo"), "training.grpo"), method=method, verl=verl)
-    rewards = training.take("reward_functions")
-    if rewards is not None:
-        if method != "grpo":
-            t.refuse("training.reward_functions", f"used by GRPO trainers only, not {method!r}")
-        else:
-            names = [rewards] if isinstance(rewards, str) else list(rewards)
-            # verl's reward signature (data_source, solution_str, ground_truth, extra_info): honing.rl.verl
-            t.set("grpo.rewards", [{"name": f"verl:{name}" if verl else name} for name in names])
-    if verl:
-        translate_verl_overrides(t, t.section(training.take("verl_config_overrides"), "training.verl_config_overrides"))
-    else:
-        training.refuse("verl_config_overrides", "used by trainer_type VERL_GRPO only")
-    training.take("use_peft")  # read with the peft section
-    if training.peek("trainer_kwargs"):
-        training.refuse("trainer_kwargs", "not translated: give honing's own keys")
-    training.take("trainer_kwargs")
-    if training.peek("dataloader_num_workers") == "auto":  # Oumi: as many as the machine suits; honing's default
-        training.take("dataloader_num_workers")
-        t.note(
-            "training.dataloader_num_workers",
-            "'auto' → data.num_workers left at honing's default (rows read in the training process; set it to read "
-            "them in worker processes)",
-        )
-    else:
-        training.copy("dataloader_num_workers", "data.num_workers", int)
-    minutes = training.take("nccl_default_timeout_minutes")
-    if minutes is not None:
-        t.set("parallel.timeout_seconds", float(minutes) * 60)
+    kwargs.note("remove_unused_columns", "not needed: honing's rows keep the columns their method reads")
+    kwargs.done("not an argument honing has a key for; give honing's own keys")
+
+
+def translate_engine(t: Translation, training: Keys) -> None:
+    """Compilation, activation checkpointing, mixed precision, and the keys honing's engine makes moot."""
     training.copy("compile", "parallel.compile", bool)
-    if training.take("enable_gradient_checkpointing"):
+    checkpointing = bool(training.take("enable_gradient_checkpointing"))
+    if training.take("use_deterministic"):
+        t.note(
+            "training.use_deterministic",
+            "honing's runs repeat for a seed (the same losses); like Oumi, activation checkpointing is then off",
+        )
+        checkpointing = False
+    if checkpointing:
         t.set("parallel.activation_checkpointing", "full")
-    if training.peek("gradient_checkpointing_kwargs"):
-        training.refuse("gradient_checkpointing_kwargs", "not translated: honing checkpoints whole blocks")
-    training.take("gradient_checkpointing_kwargs")
+    kwargs = t.section(training.take("gradient_checkpointing_kwargs"), "training.gradient_checkpointing_kwargs")
+    kwargs.note("use_reentrant", "not needed: honing's activation checkpointing is always non-reentrant")
+    kwargs.done("honing checkpoints whole blocks, non-reentrant")
     mixed = str(training.take("mixed_precision_dtype", "NONE")).upper()
     if mixed == "BF16":
         t.set("trainer.precision", "bf16-mixed")
     elif mixed not in ("NONE", "FP32"):
         t.refuse("training.mixed_precision_dtype", f"{mixed!r} is not available; honing mixes in bf16 only")
-    for name in ("include_performance_metrics", "include_alternative_mfu_metrics"):
-        if training.take(name):
-            t.note(f"training.{name}", "honing always logs throughput and MFU (callbacks.speed_monitor)")
-    for name in ("log_model_summary", "ddp_find_unused_parameters", "dataloader_prefetch_factor", "log_level"):
-        if training.has(name):
-            t.note(f"training.{name}", "not needed: honing has no such setting (the run is the same)")
+    for name, why in MOOT_TRAINING.items():
+        if training.peek(name) not in (None, False):
+            t.note(f"training.{name}", why)
         training.take(name)
-    training.allow("enable_mlflow", (False,), "is not available: honing logs to W&B, TensorBoard and metrics.jsonl")
-    training.done()
+    training.note("label_ignore_index", "not needed: honing marks unlabelled positions itself (-100)")
 
 
 def grpo_batch(t: Translation, training: Keys, completions: int, verl: bool) -> None:
@@ -136,7 +203,11 @@ def grpo_batch(t: Translation, training: Keys, completions: int, verl: bool) -> 
             if training.has(name):
                 t.note(f"training.{name}", "not read by verl (its data.train_batch_size counts prompts)")
         return
-    generations = int((training.peek("grpo") or {}).get("num_generations") or TRL_NUM_GENERATIONS)
+    grpo = training.peek("grpo")
+    generations = grpo.get("num_generations") if isinstance(grpo, dict) else None
+    generations = read_number(t, "training.grpo.num_generations", generations or TRL_NUM_GENERATIONS, int)
+    if not generations or generations < 1:
+        return
     if completions % generations:
         t.refuse(
             "training.per_device_train_batch_size",
@@ -149,11 +220,14 @@ def grpo_batch(t: Translation, training: Keys, completions: int, verl: bool) -> 
 
 def translate_checkpoints(t: Translation, training: Keys) -> None:
     """``save_steps`` / ``save_epoch`` / ``save_final_model`` / resuming."""
-    save_steps = training.take("save_steps", 500)
-    t.set("callbacks.checkpointer.save_interval", int(save_steps) if int(save_steps) > 0 else 10**9)
+    save_steps = training.number("save_steps", int)
+    if save_steps is not None:
+        # 0: no checkpoints on the way (honing still saves one at the end, as Oumi's final model)
+        t.set("callbacks.checkpointer.save_interval", save_steps if save_steps > 0 else 10**9)
     if training.take("save_epoch", False):
         t.set("callbacks.checkpointer.save_at_epoch_end", True)
-    training.allow("save_final_model", (True,), "is not available: honing always exports the final model (hf/)")
+    if training.take("save_final_model") is False:
+        t.note("training.save_final_model", "false: honing still exports the final model (hf/); delete it if unwanted")
     training.allow(
         "save_only_model", (False,), "is not available: honing's checkpoints hold the optimizer too, for exact resume"
     )
@@ -169,7 +243,7 @@ def translate_checkpoints(t: Translation, training: Keys) -> None:
 def translate_eval_and_logging(t: Translation, training: Keys, method: str) -> None:
     """``eval_strategy`` / ``eval_steps``, ``logging_*``, trackers."""
     strategy = str(training.take("eval_strategy", "no")).lower()
-    eval_steps = training.take("eval_steps")
+    eval_steps = training.number("eval_steps", int)
     if method == "grpo":
         if strategy != "no":
             t.refuse(
@@ -178,13 +252,24 @@ def translate_eval_and_logging(t: Translation, training: Keys, method: str) -> N
                 "every step and has no validation pass",
             )
     elif strategy == "no":
-        t.set("callbacks.evaluator.enabled", False)
+        if training.has("eval_strategy"):
+            t.set("callbacks.evaluator.enabled", False)
+        elif t.get("data.validation") is not None:
+            t.default("callbacks.evaluator.enabled", False, "Oumi's training.eval_strategy: no")
         if eval_steps is not None:
             t.note("training.eval_steps", "unused: training.eval_strategy is 'no' (as in transformers)")
     elif strategy == "steps":
-        t.set("callbacks.evaluator.interval", int(eval_steps or training.peek("logging_steps", 500)))
+        if eval_steps is not None:
+            t.set("callbacks.evaluator.interval", eval_steps)
+        else:
+            t.default("callbacks.evaluator.interval", OUMI_EVAL_STEPS, "Oumi's training.eval_steps")
+        if not training.has("per_device_eval_batch_size"):
+            t.default("callbacks.evaluator.batch_size", OUMI_PER_DEVICE_BATCH, "Oumi's per_device_eval_batch_size")
     else:
         t.refuse("training.eval_strategy", f"{strategy!r} is not available: honing evaluates every N steps ('steps')")
+    if method == "grpo":
+        training.note("per_device_eval_batch_size", "unused: honing's GRPO has no validation loss")
+    training.copy("per_device_eval_batch_size", "callbacks.evaluator.batch_size", int)
     logging = str(training.take("logging_strategy", "steps")).lower()
     if logging != "steps":
         t.refuse("training.logging_strategy", f"{logging!r} is not available: honing logs every N steps ('steps')")
@@ -205,10 +290,10 @@ def translate_grpo(t: Translation, grpo: Keys, *, method: str, verl: bool) -> No
     grpo.copy("num_generations", "grpo.num_generations", int)
     grpo.copy("temperature", "grpo.temperature", float)
     grpo.copy("epsilon", "grpo.epsilon", float)
-    prompt_length = grpo.take("max_prompt_length")
+    prompt_length = grpo.number("max_prompt_length", int)
     if prompt_length is not None:
         # honing drops a prompt that leaves less than max_completion_length tokens of data.seq_len
-        t.set("data.seq_len", int(prompt_length) + int(t.get("grpo.max_completion_length", 256)))
+        t.set("data.seq_len", prompt_length + int(t.get("grpo.max_completion_length", 256)))
     if grpo.take("use_vllm"):
         t.refuse(
             "training.grpo.use_vllm",
@@ -230,46 +315,3 @@ def translate_grpo(t: Translation, grpo: Keys, *, method: str, verl: bool) -> No
     grpo.refuse("repetition_penalty", "not available: honing samples with temperature, top_p and top_k")
     grpo.refuse("model_init_kwargs", "not translated: give honing's model.* keys")
     grpo.done()
-
-
-def translate_peft(t: Translation, peft: Keys, *, use_peft: bool, method: str) -> None:
-    """``peft.*`` as ``model.lora`` when ``training.use_peft``; without it, full fine-tuning."""
-    if not use_peft:
-        if peft.values:
-            t.refuse("peft", "set, but training.use_peft is not true: set it, or remove the peft section")
-        if method == "vl_sft":
-            t.set("model.lora", None)  # honing's vl_sft default is LoRA; Oumi's is full fine-tuning
-        return
-    lora: dict[str, Any] = {
-        "rank": int(peft.take("lora_r", 8)),
-        "alpha": float(peft.take("lora_alpha", 8)),
-        "dropout": float(peft.take("lora_dropout", 0.0)),
-        "bias": str(peft.take("lora_bias", "none")),
-        "task_type": str(peft.take("lora_task_type", "CAUSAL_LM")).upper(),
-    }
-    targets = peft.take("lora_target_modules")
-    if targets is None and method != "vl_sft":
-        targets = PEFT_DEFAULT_TARGETS
-        t.note("peft.lora_target_modules", f"unset: peft's default for Llama / Qwen / Mistral, {targets}")
-    if targets is not None:
-        lora["target_modules"] = targets
-    modules_to_save = peft.take("lora_modules_to_save")
-    if modules_to_save:
-        lora["modules_to_save"] = list(modules_to_save)
-    t.set("model.lora", lora)
-    if peft.take("q_lora", False):  # QLoRA: the base's weights quantized (torchao here, bitsandbytes in Oumi)
-        bits = peft.allow("q_lora_bits", (4, 8), "is not available: honing quantizes to 4 (nf4) or 8 bits (int8)")
-        if bits == 8:
-            t.set("model.quantize", "int8")
-        else:
-            peft.allow("bnb_4bit_quant_type", ("nf4",), "is not available: honing's 4-bit weights are NF4 (torchao)")
-            t.set("model.quantize", "nf4")
-    peft.allow(
-        "peft_save_mode",
-        ("adapter_only", "ADAPTER_ONLY"),
-        "is not available: honing saves the adapter (adapter/) and the merged model (hf/)",
-    )
-    peft.allow(
-        "lora_init_weights", ("DEFAULT", "default", True), "is not available: honing uses peft's default initialisation"
-    )
-    peft.done()

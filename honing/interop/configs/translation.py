@@ -1,5 +1,6 @@
 """What a translation from another system's config builds: honing's config as a plain dict, one refusal line per
-key it cannot honour, and one note per key honoured in honing's own way."""
+key it cannot honour, one note per key honoured in honing's own way, and the defaults it filled in: the values the
+other system's run has where its file says nothing, written where honing's own default differs."""
 
 from __future__ import annotations
 
@@ -18,13 +19,42 @@ class Translation:
         self.config: dict[str, Any] = {}
         self.refused: list[str] = []
         self.notes: list[str] = []
+        self.defaults: dict[str, str] = {}  # honing key -> whose default it is, for keys the file did not set
+        self.explicit: set[str] = set()
 
     def set(self, path: str, value: Any) -> None:
-        """Set a dotted key of honing's config (sections are created as needed)."""
+        """Set a dotted key of honing's config from the file (sections are created as needed); a default filled in
+        at ``path`` or under it is no longer one."""
+        self.explicit.add(path)
+        for filled in [key for key in self.defaults if key == path or key.startswith(path + ".")]:
+            del self.defaults[filled]
+        self._write(path, value)
+
+    def default(self, path: str, value: Any, whose: str) -> None:
+        """Fill ``path`` with the other system's default ``value`` (``whose``: where it comes from, e.g. "TRL's
+        SFTConfig.packing"), unless the file set it; ``convert`` lists every default filled in."""
+        if path in self.explicit:
+            return
+        self.defaults[path] = whose
+        self._write(path, value)
+
+    def unset(self, path: str) -> None:
+        """Remove a dotted key (and a default filled in there), so honing's own default applies."""
+        *parents, last = path.split(".")
+        node: Any = self.config
+        for part in parents:
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, dict):
+            node.pop(last, None)
+        self.defaults.pop(path, None)
+
+    def _write(self, path: str, value: Any) -> None:
         *parents, last = path.split(".")
         node = self.config
         for part in parents:
-            node = node.setdefault(part, {})
+            if not isinstance(node.get(part), dict):  # a section written as null (model.lora: None) gets keys
+                node[part] = {}
+            node = node[part]
         node[last] = value
 
     def get(self, path: str, default: Any = None) -> Any:
@@ -59,7 +89,7 @@ class Keys:
 
     def __init__(self, translation: Translation, values: Mapping[str, Any], prefix: str):
         self.translation = translation
-        self.values = dict(values)
+        self.values = {str(name): value for name, value in values.items()}  # YAML allows keys such as 1 or true
         self.prefix = prefix
         self.taken: set[str] = set()
 
@@ -90,10 +120,38 @@ class Keys:
             return
         value = self.take(name)
         try:
+            if convert in (int, float) and (isinstance(value, bool) or not isinstance(value, (int, float, str))):
+                raise TypeError(value)  # int(True), float of a list: not a number the file meant
             self.translation.set(path, convert(value) if convert else value)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             kind = getattr(convert, "__name__", "value")
             self.translation.refuse(self.key(name), f"{value!r} cannot be read as {kind} (for honing's {path})")
+
+    def note(self, name: str, what: str) -> None:
+        """Take ``name`` and, when set, note how it is honoured (or why it is moot) in one line."""
+        if self.has(name):
+            self.translation.note(self.key(name), what)
+        self.taken.add(name)
+
+    def number(self, name: str, kind: type, default: Any = None) -> Any:
+        """The value of ``name`` read as ``kind`` (int or float; ``default`` when absent or null), marked as handled;
+        a value that is not a number is refused in one line and ``default`` returned."""
+        self.taken.add(name)
+        value = self.values.get(name)
+        return default if value is None else read_number(self.translation, self.key(name), value, kind, default)
+
+    def names(self, name: str) -> list[str] | None:
+        """The value of ``name`` as a list of strings (a single string is a list of one), marked as handled; any
+        other value is refused in one line (None returned)."""
+        self.taken.add(name)
+        value = self.values.get(name)
+        if value is None:
+            return None
+        values = [value] if isinstance(value, str) else value
+        if not isinstance(values, list) or not all(isinstance(item, (str, int, float)) for item in values):
+            self.translation.refuse(self.key(name), f"{value!r}: expected a list of names")
+            return None
+        return [str(item) for item in values]
 
     def refuse(self, name: str, why: str) -> None:
         """Take ``name`` and refuse it when set."""
@@ -113,6 +171,18 @@ class Keys:
         for name in self.values:
             if name not in self.taken:
                 self.translation.refuse(self.key(name), f"not translated: {why}")
+
+
+def read_number(t: Translation, key: str, value: Any, kind: type, default: Any = None) -> Any:
+    """``value`` as ``kind`` (int or float), or ``default`` with one refusal line naming ``key`` when it is not a
+    number (a bool, a mapping, ``"auto"``, ...)."""
+    try:
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            raise TypeError(value)
+        return kind(value)
+    except (TypeError, ValueError, OverflowError):
+        t.refuse(key, f"{value!r} cannot be read as {kind.__name__}")
+        return default
 
 
 def schema_has(path: str) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from honing.interop.configs.translation import Keys, Translation
+from honing.interop.configs.translation import Keys, Translation, read_number
 
 # verl key -> (honing key, conversion)
 VERL_KEYS: dict[str, tuple[str, Any]] = {
@@ -54,7 +54,10 @@ def translate_verl_overrides(t: Translation, overrides: Keys) -> None:
         full = f"{overrides.prefix}.{key}"
         if key in VERL_KEYS:
             path, convert = VERL_KEYS[key]
-            t.set(path, convert(value))
+            try:
+                t.set(path, convert(value))
+            except (TypeError, ValueError, OverflowError):
+                t.refuse(full, f"{value!r} cannot be read (for honing's {path})")
         elif key == "actor_rollout_ref.actor.loss_agg_mode" and value in LOSS_AGG_MODES:
             t.set("grpo.loss_type", LOSS_AGG_MODES[value])
         elif key == "algorithm.adv_estimator" and value == "grpo":
@@ -67,13 +70,14 @@ def translate_verl_overrides(t: Translation, overrides: Keys) -> None:
             if value:
                 t.set("parallel.activation_checkpointing", "full")
         elif key == "trainer.logger":
-            loggers = [value] if isinstance(value, str) else list(value or [])
+            loggers = [value] if isinstance(value, str) else value if isinstance(value, list) else []
             t.set("callbacks.wandb.enabled", "wandb" in loggers)
             t.set("callbacks.tensorboard.enabled", "tensorboard" in loggers)
         else:
             t.refuse(full, f"{value!r}: not translated (honing's GRPO has no such setting)")
     if use_kl is False:
         t.set("grpo.beta", 0.0)
+    max_prompt = read_number(t, f"{overrides.prefix}.data.max_prompt_length", max_prompt, int) if max_prompt else None
     if max_prompt is not None:
         # honing keeps a prompt when it leaves max_completion_length tokens of data.seq_len
-        t.set("data.seq_len", int(max_prompt) + int(t.get("grpo.max_completion_length", 256)))
+        t.set("data.seq_len", max_prompt + int(t.get("grpo.max_completion_length", 256)))

@@ -1,0 +1,321 @@
+"""Oumi's ``data`` section as honing's: each dataset a source, the collator and its kwargs as packing and label
+masking, the datasets' own options (hub split slices, ``limit``, processor bounds, packing length) as data keys.
+
+Oumi's options that only steer its own loading machinery (torchdata, transform workers, returning tensors or
+conversations, a shuffle before the trainer's own shuffle) get one note each; an option honing cannot honour is
+refused by name.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+from honing.interop.configs.translation import Keys, Translation
+
+# Oumi dataset names that are file formats, read from dataset_path: name -> honing's source format
+FORMAT_DATASETS = {
+    "text_sft": "conversation",
+    "text_sft_jsonl": "conversation",
+    "vl_sft": "conversation",
+    "vl_sft_jsonl": "conversation",
+    "vision_language_jsonl": "conversation",
+    "preference_pairs_jsonl": "preference",
+    "text": "auto",
+}
+# Oumi's registered pretraining datasets (documents packed into rows, whatever the trainer)
+PRETRAINING_DATASETS = frozenset(
+    {"text", "HuggingFaceFW/fineweb-edu", "allenai/c4", "allenai/dolma", "EleutherAI/pile", "roneneldan/TinyStories",
+     "Salesforce/wikitext", "wikimedia/wikipedia", "togethercomputer/RedPajama-Data-1T",
+     "togethercomputer/RedPajama-Data-V2", "cerebras/SlimPajama-627B", "gmongaras/SlimPajama-627B_Reupload",
+     "bigcode/starcoderdata", "bigcode/the-stack", "PleIAs/YouTube-Commons", "nampdn-ai/tiny-textbooks",
+     "tiiuae/falcon-refinedweb"}
+)  # fmt: skip
+# Oumi's registered image datasets (the ones a split's collator or a dataset's processor_name does not reveal)
+VISION_DATASETS = frozenset(
+    {"vl_sft", "vl_sft_jsonl", "vision_language_jsonl", "vision_dpo_jsonl", "hf_vision", "coco_captions",
+     "mnist_sft", "merve/vqav2-small", "HuggingFaceM4/the_cauldron", "HuggingFaceM4/Docmatix",
+     "HuggingFaceM4/llava-instruct-mix-vsft", "allenai/pixmo-cap", "allenai/pixmo-cap-qa",
+     "allenai/pixmo-ask-model-anything", "nlphuji/flickr30k", "openbmb/RLAIF-V-Dataset", "hiyouga/geometry3k",
+     "lmms-lab/multimodal-open-r1-8k-verified"}
+)  # fmt: skip
+
+STREAMING_NOTE = (
+    "honing reads sources whole (the same rows); for a corpus larger than memory, `honing prepare` streams it into "
+    "token shards first"
+)
+# collator_name -> the rows it trains on: every token, or the assistant's turns only
+COLLATORS = {
+    "text_with_padding": "all",
+    "text_completions_only_with_padding": "assistant",
+    "vision_language_with_padding": "all",
+    "vision_language_sft": "all",
+    "dpo_with_padding": None,
+}
+TEMPLATE_KWARGS_NOTE = "honing finds the assistant's turns from the chat template (data.train_on: assistant)"
+# an Oumi split "train[:1000]": datasets' slice syntax, which a streamed hub dataset does not take
+HEAD_SLICE = re.compile(r"^(?P<split>[\w.-]+)\[:(?P<rows>\d+)\]$")
+
+
+def train_datasets(raw_data: Any) -> list[dict[str, Any]]:
+    """The datasets of ``data.train`` in a raw Oumi config (mappings only)."""
+    train = raw_data.get("train") if isinstance(raw_data, dict) else None
+    items = train.get("datasets") if isinstance(train, dict) else None
+    return [item for item in items if isinstance(item, dict)] if isinstance(items, list) else []
+
+
+def reads_images(raw_data: Any) -> bool:
+    """True when Oumi's training data holds images: an image dataset, a vision collator or a processor named."""
+    train = raw_data.get("train") if isinstance(raw_data, dict) else None
+    collator = str(train.get("collator_name") or "") if isinstance(train, dict) else ""
+    for item in train_datasets(raw_data):
+        kwargs = item.get("dataset_kwargs")
+        if str(item.get("dataset_name")) in VISION_DATASETS or (
+            isinstance(kwargs, dict) and "processor_name" in kwargs
+        ):
+            return True
+    return collator.startswith("vision")
+
+
+def reads_documents(raw_data: Any, next_token_trainer: bool) -> bool:
+    """True when Oumi trains on documents packed into rows: a pretraining dataset, a packed split, or (for its own
+    and transformers' trainers) a streamed or plain-text one."""
+    train = raw_data.get("train") if isinstance(raw_data, dict) else None
+    train = train if isinstance(train, dict) else {}
+    datasets = train_datasets(raw_data)
+    if train.get("pack") or any(item.get("pack") for item in datasets):
+        return True
+    if any(str(item.get("dataset_name")) in PRETRAINING_DATASETS for item in datasets):
+        return True
+    return next_token_trainer and any(item.get("streaming") or item.get("stream") for item in [train, *datasets])
+
+
+def translate_data(t: Translation, data: Keys, method: str) -> None:
+    """``data.train`` / ``data.validation``: datasets as sources, collators as packing and label masking."""
+    if method == "grpo" and data.has("validation"):
+        data.refuse(
+            "validation",
+            "not available for GRPO: honing checks held-out prompts only by exact match with "
+            "an `answer` column (callbacks.generation_eval), not by the rewards as verl and TRL do; remove it",
+        )
+    for split in ("train",) if method == "grpo" else ("train", "validation"):
+        if data.has(split):
+            translate_split(t, t.section(data.take(split), data.key(split)), split, method)
+        data.take(split)
+    data.refuse("test", "not available: honing trains on train and evaluates on validation")
+    data.done()
+
+
+def translate_split(t: Translation, split_keys: Keys, split: str, method: str) -> None:
+    """One split's datasets, collator, packing, mixture and target column."""
+    items = split_keys.take("datasets", [])
+    if not isinstance(items, list):
+        t.refuse(split_keys.key("datasets"), f"{items!r}: expected a list of datasets")
+        items = []
+    sources = []
+    for index, item in enumerate(items):
+        source = translate_dataset(t, t.section(item, f"{split_keys.key('datasets')}[{index}]"), method)
+        if source is not None:
+            sources.append(source)
+    if not sources:
+        t.refuse(split_keys.key("datasets"), "expected at least one dataset")
+    t.set(f"data.{split}", {"sources": sources})
+    translate_mixture(t, split_keys, items)
+    translate_collator(t, split_keys, split, method)
+    pack = split_keys.take("pack")
+    if pack is not None:
+        set_pack(t, split_keys.key("pack"), bool(pack), method)
+    text_field = split_keys.take("target_col")
+    if text_field is not None:
+        for source in sources:
+            source["text_field"] = text_field
+    if split_keys.take("stream"):
+        t.note(split_keys.key("stream"), STREAMING_NOTE)
+        if split == "train" and not any(isinstance(item, dict) and item.get("shuffle") for item in items):
+            t.default("data.shuffle", False, "a streamed Oumi dataset reaches the trainer in file order")
+    split_keys.note("use_torchdata", "not needed: honing reads and prepares rows with its own loader")
+    split_keys.done()
+
+
+def translate_mixture(t: Translation, split_keys: Keys, items: list[Any]) -> None:
+    """``mixture_proportion`` / ``mixture_strategy`` / the split's ``seed``: Oumi interleaves datasets by
+    proportions only when every one has one; otherwise it concatenates them, as honing does (weight 1 each)."""
+    proportions = [item.get("mixture_proportion") if isinstance(item, dict) else None for item in items]
+    given = [index for index, value in enumerate(proportions) if value is not None]
+    mixed = len(given) > 1 and len(given) == len(proportions)
+    if given and len(given) < len(proportions):
+        for index in given:
+            t.refuse(
+                f"{split_keys.key('datasets')}[{index}].mixture_proportion",
+                "given for some datasets only; Oumi requires one on every dataset of the split",
+            )
+    elif mixed:
+        t.refuse(
+            f"{split_keys.key('datasets')}[].mixture_proportion",
+            "sampling a mixture by proportions is not available: honing's source weight repeats or subsamples a "
+            "source's own rows (0.5 = half of them), so proportions need the sources' sizes; give "
+            "data.train.sources[].weight",
+        )
+    moot = "unused: Oumi concatenates datasets unless each has a mixture_proportion (honing does the same)"
+    strategy = split_keys.take("mixture_strategy")
+    if strategy is not None and not mixed and strategy != "first_exhausted":
+        t.note(split_keys.key("mixture_strategy"), moot)
+    if not mixed:
+        split_keys.note("seed", moot)
+    split_keys.take("seed")
+
+
+def translate_collator(t: Translation, split_keys: Keys, split: str, method: str) -> None:
+    """``collator_name`` / ``collator_kwargs`` / ``train_target``: padding (no packing) and which tokens train."""
+    collator = split_keys.take("collator_name")
+    kwargs = t.section(split_keys.take("collator_kwargs"), split_keys.key("collator_kwargs"))
+    collator = collator if collator is None or isinstance(collator, str) else repr(collator)
+    if collator is not None and collator not in COLLATORS:
+        t.refuse(
+            split_keys.key("collator_name"), f"{collator!r} is not available; expected one of: {', '.join(COLLATORS)}"
+        )
+    elif collator == "dpo_with_padding" or (collator is not None and method == "dpo"):
+        t.note(
+            split_keys.key("collator_name"),
+            "pairs are batched by honing's DPO collate (packed, the same log-probs as padded rows)",
+        )
+    elif collator is not None and split == "train" and method in ("sft", "vl_sft"):
+        t.set("data.packing", False)  # a padding collator: one example per row
+        train_on = COLLATORS[collator]
+        if kwargs.take("train_on_completions_only"):
+            train_on = "assistant"
+        if train_on == "assistant":
+            t.set("data.train_on", "assistant")
+    target = split_keys.take("train_target")
+    if target is not None and str(target).lower() != "all_assistant_turns":
+        t.refuse(
+            split_keys.key("train_target"),
+            f"{target!r} is not available: honing trains on every assistant turn (data.train_on: assistant) "
+            "or on every token",
+        )
+    for name in ("response_template", "instruction_template", "end_of_turn_template"):
+        kwargs.note(name, TEMPLATE_KWARGS_NOTE)
+    kwargs.take("train_on_completions_only")
+    kwargs.note("process_individually", "not needed: honing processes each image conversation on its own")
+    kwargs.note("allow_multi_image_inputs", "not needed: honing's rows take any number of images")
+    kwargs.note("main_image_feature", "not needed: honing passes every image input the processor makes")
+    check_processor(t, kwargs)
+    kwargs.done("honing's collates take no extra arguments")
+
+
+def check_processor(t: Translation, kwargs: Keys) -> None:
+    """``processor_name``: honing processes images with the model's own processor; another one is refused."""
+    processor = kwargs.take("processor_name")
+    model = t.get("model.name_or_path")
+    if processor is not None and processor != model:
+        t.refuse(kwargs.key("processor_name"), f"{processor!r}: honing uses the model's own processor ({model!r})")
+
+
+def translate_dataset(t: Translation, item: Keys, method: str) -> dict[str, Any] | None:
+    """One Oumi dataset as a honing source: a format read from ``dataset_path``, or a hub name and split."""
+    name = item.take("dataset_name")
+    if not isinstance(name, str):
+        t.refuse(item.key("dataset_name"), "required key is missing" if name is None else f"{name!r}: expected a name")
+        return None
+    path, split = item.take("dataset_path"), str(item.take("split", "train"))
+    if path is not None and not isinstance(path, str):
+        t.refuse(item.key("dataset_path"), f"{path!r}: expected a path")
+        return None
+    rows = None
+    head = HEAD_SLICE.match(split)
+    if head:  # "train[:1000]": the first rows of the split
+        split, rows = head["split"], int(head["rows"])
+    elif "[" in split:
+        t.refuse(item.key("split"), f"{split!r}: honing reads a whole split or its first N rows ('train[:N]')")
+    if path is None:
+        if name in FORMAT_DATASETS:
+            t.refuse(item.key("dataset_path"), f"required for the file format {name!r}")
+            return None
+        source: dict[str, Any] = {"path": f"{name}:{split}"}
+    else:
+        # a folder saved by datasets holds splits; a file is one split already
+        source = {"path": f"{path}:{split}" if os.path.isdir(path) and item.has("split") else path}
+    fmt = FORMAT_DATASETS.get(name, "auto")
+    if fmt != "auto":
+        source["format"] = fmt
+    sample_count = item.number("sample_count", int)
+    if sample_count is not None:
+        rows = min(rows, sample_count) if rows else sample_count
+    item.refuse(
+        "subset",
+        "not available: honing reads a hub dataset's default configuration; save the subset with "
+        "datasets' save_to_disk and give its folder",
+    )
+    item.take("mixture_proportion")  # read with the split (translate_mixture)
+    translate_order(t, item)
+    item.note(
+        "trust_remote_code", "the tokenizer and processor are loaded with model.trust_remote_code, as the model is"
+    )
+    item.note("transform_num_workers", "not needed: honing prepares rows in its own worker processes")
+    kwargs = t.section(item.take("dataset_kwargs"), item.key("dataset_kwargs"))
+    rows = translate_dataset_kwargs(t, kwargs, rows, method)
+    if rows is not None:
+        source["max_samples"] = rows
+    # the pretraining example sets these per dataset
+    item.copy("max_length", "data.seq_len", int)
+    if item.has("pack"):
+        set_pack(t, item.key("pack"), bool(item.take("pack")), method)
+    for name_ in ("streaming", "stream"):
+        if item.take(name_):
+            t.note(item.key(name_), STREAMING_NOTE)
+    item.done()
+    return source
+
+
+def translate_order(t: Translation, item: Keys) -> None:
+    """A dataset's ``shuffle`` / ``seed`` / ``shuffle_buffer_size``: Oumi shuffles it once before sampling, and the
+    trainer's sampler shuffles the rows again each epoch (honing's loader: ``data.shuffle``, by ``trainer.seed``)."""
+    if item.peek("shuffle") and item.has("sample_count"):
+        item.refuse(
+            "shuffle",
+            "true with sample_count (a seeded random subset of the rows) is not available: honing's max_samples "
+            "takes the first rows; shuffle the file, or remove sample_count",
+        )
+    elif item.peek("shuffle"):
+        t.note(
+            item.key("shuffle"),
+            "the rows are shuffled each epoch by honing's loader (data.shuffle, seeded by trainer.seed), as by the "
+            "trainer's sampler after Oumi's own shuffle",
+        )
+    item.take("shuffle")
+    item.note("seed", "unused without sample_count: the training order follows trainer.seed (training.seed)")
+    item.take("shuffle_buffer_size")
+
+
+def translate_dataset_kwargs(t: Translation, kwargs: Keys, rows: int | None, method: str) -> int | None:
+    """A dataset's ``dataset_kwargs``: Oumi's dataset classes' arguments; returns the rows to read (``limit``)."""
+    limit = kwargs.number("limit", int)
+    if limit is not None:
+        rows = min(rows, limit) if rows else limit
+    kwargs.copy("seq_length", "data.seq_len", int)  # Oumi's pretraining datasets: the packed row length
+    if kwargs.take("assistant_only") and method in ("sft", "vl_sft"):
+        t.set("data.train_on", "assistant")
+    for name in ("response_template", "instruction_template"):
+        kwargs.note(name, TEMPLATE_KWARGS_NOTE)
+    for name in ("return_tensors", "return_conversations", "return_conversation"):
+        kwargs.note(name, "not needed: honing's rows go to its own collate, which makes the tensors")
+    check_processor(t, kwargs)
+    processor_kwargs = t.section(kwargs.take("processor_kwargs"), kwargs.key("processor_kwargs"))
+    for name in ("min_pixels", "max_pixels"):
+        if processor_kwargs.has(name) and method == "vl_sft":
+            processor_kwargs.copy(name, f"data.{name}", int)
+    processor_kwargs.done("honing passes no extra keyword arguments to the processor")
+    kwargs.done("not an argument honing's readers take")
+    return rows
+
+
+def set_pack(t: Translation, key: str, pack: bool, method: str) -> None:
+    """``pack``: documents cut from one stream into rows of ``data.seq_len`` (Oumi's packing is pretraining's)."""
+    if method == "pretrain":
+        if not pack:
+            t.refuse(key, "false is not available: pretraining rows are always cut from one stream of documents")
+    elif method in ("sft", "vl_sft"):
+        t.set("data.packing", pack)
+    elif pack:
+        t.refuse(key, f"true is not available for method {method!r}")

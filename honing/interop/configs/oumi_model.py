@@ -1,0 +1,150 @@
+"""Oumi's ``model`` section as honing's model, tokenizer, dtype, attention and chat-template keys."""
+
+from __future__ import annotations
+
+from honing.interop.configs.hf_args import set_precision
+from honing.interop.configs.translation import Keys, Translation
+
+# Oumi's chat template names -> honing's named templates
+CHAT_TEMPLATES = {"llama3-instruct": "llama3", "chat_ml": "chatml", "chatml": "chatml"}
+# Oumi's templates for one model family -> words of that family's model names: for a model of the family the
+# tokenizer carries the family's template as its own (Oumi ships no file for qwen2-instruct at all)
+FAMILY_TEMPLATES: dict[str, tuple[str, ...]] = {
+    "qwen2-instruct": ("qwen",),
+    "phi3-instruct": ("phi-3", "phi3"),
+    "gemma2-it": ("gemma",),
+    "llava": ("llava",),
+    "molmo": ("molmo",),
+    "internvl3": ("internvl",),
+    "qwen2-vl-instruct": ("qwen2-vl", "qwen2.5-vl"),
+    "qwen3-vl-instruct": ("qwen3-vl",),
+}
+
+PAD_TOKEN_NOTE = (
+    "honing masks padding by position, not by token id, so the pad token changes no loss and the end-of-sequence "
+    "token stays trained (the reason to set one); padding uses the tokenizer's pad token, or its eos"
+)
+LIGER_NOTE = (
+    "liger's fused linear cross-entropy: honing's chunked loss (model.chunked_loss, on by default) never holds the "
+    "full logits either; liger's fused norm / RoPE / SwiGLU kernels are not used (the same numbers up to rounding)"
+)
+# model_revision values that name a training method rather than a snapshot
+REVISION_METHODS = {
+    "prequantized": "Falcon-E's BitNet (ternary 1.58-bit) fine-tuning through onebitllms, which replaces every "
+    "linear layer; honing has no BitNet layers",
+}
+
+
+def translate_model(t: Translation, model: Keys, method: str) -> None:
+    """``model.*``: the model, its tokenizer, dtype, attention, template and frozen layers."""
+    model.copy("model_name", "model.name_or_path")
+    if model.has("tokenizer_name") and model.peek("tokenizer_name") != model.peek("model_name"):
+        t.set("tokenizer.kind", "pretrained")
+        model.copy("tokenizer_name", "tokenizer.path")
+    model.take("tokenizer_name")
+    model.copy("model_max_length", "data.seq_len", int)
+    model.copy("trust_remote_code", "model.trust_remote_code", bool)
+    dtype = model.take("torch_dtype_str")
+    if dtype is None or str(dtype).lower() == "auto":
+        t.note(
+            model.key("torch_dtype_str"),
+            f"{dtype or 'unset'}: Oumi holds the checkpoint's own dtype; honing holds trainer.precision's "
+            "(float32 here; set trainer.precision: bf16 for a bfloat16 checkpoint)",
+        )
+    else:
+        set_precision(t, model.key("torch_dtype_str"), dtype)
+    attention = model.take("attn_implementation")
+    if attention is not None:
+        t.set("model.attn_implementation", attention)
+    model.copy("compile", "parallel.compile", bool)
+    model.copy("freeze_layers", "model.freeze_layers", list)
+    translate_chat_template(t, model, method)
+    if model.peek("load_pretrained_weights") is False:
+        model.refuse(
+            "load_pretrained_weights",
+            "false (random weights in the shape of the named model) is not available: honing builds random weights "
+            "from model.config, a transformers config mapping (model_type and the shape's numbers); give that instead",
+        )
+    model.take("load_pretrained_weights")
+    if model.take("enable_liger_kernel"):
+        t.note(model.key("enable_liger_kernel"), LIGER_NOTE)
+    model.allow("device_map", ("auto",), "is not available: honing places the model itself (parallel.*)")
+    model.note("tokenizer_pad_token", PAD_TOKEN_NOTE)
+    translate_kwargs(t, model, method)
+    model.refuse("adapter_model", "not available: load a merged model (honing merge) or give model.lora")
+    revision = model.take("model_revision")
+    if revision is not None:
+        why = REVISION_METHODS.get(str(revision))
+        t.refuse(
+            model.key("model_revision"),
+            f"{revision!r}: {why}" if why else "not available: give a local folder of that revision",
+        )
+    if model.peek("chat_template_kwargs"):
+        model.refuse("chat_template_kwargs", "not translated: honing renders the template without extra arguments")
+    model.take("chat_template_kwargs")
+    model.note("shard_for_eval", "not needed: honing evaluates the model as it trains it (sharded alike)")
+    model.note("tool_call_parser", "not needed for training: it parses tool calls at inference")
+    model.done()
+
+
+def translate_chat_template(t: Translation, model: Keys, method: str) -> None:
+    """``model.chat_template``: honing's named template, the tokenizer's own (``auto``, or a family's template for
+    a model of that family), or for images the processor's own."""
+    key = model.key("chat_template")
+    template = model.take("chat_template")
+    if template is None or template == "auto":
+        return  # the tokenizer's own: honing's default
+    if not isinstance(template, str):
+        t.refuse(key, f"{template!r}: expected a template name")
+        return
+    name = str(model.peek("model_name", "")).lower()
+    if method == "pretrain":
+        t.note(key, f"{template!r}: unused, pretraining reads documents, not conversations")
+    elif method == "vl_sft":
+        # a named text template cannot place images: the processor renders image conversations
+        t.note(key, f"{template!r}: image conversations use the processor's own template")
+    elif template in CHAT_TEMPLATES:
+        t.set("data.chat_template", CHAT_TEMPLATES[template])
+    elif any(word in name for word in FAMILY_TEMPLATES.get(template, ())):
+        t.note(key, f"{template!r}: the tokenizer's own template (the {template} family's, which the model carries)")
+    else:
+        choices = ", ".join([*CHAT_TEMPLATES, "auto"])
+        t.refuse(
+            key,
+            f"{template!r} is not available for this model; expected one of: {choices}, a family template for a model "
+            "of that family, or the template's Jinja text as data.chat_template",
+        )
+
+
+def translate_kwargs(t: Translation, model: Keys, method: str) -> None:
+    """``tokenizer_kwargs`` / ``processor_kwargs`` / ``model_kwargs``: the ones honing has a key or a reason for."""
+    tokenizer_kwargs = t.section(model.take("tokenizer_kwargs"), model.key("tokenizer_kwargs"))
+    tokenizer_kwargs.note("pad_token", PAD_TOKEN_NOTE)
+    tokenizer_kwargs.done("honing passes no extra keyword arguments to the tokenizer")
+    processor_kwargs = t.section(model.take("processor_kwargs"), model.key("processor_kwargs"))
+    translate_pixels(t, processor_kwargs, method)
+    processor_kwargs.done("honing passes no extra keyword arguments to the processor")
+    model_kwargs = t.section(model.take("model_kwargs"), model.key("model_kwargs"))
+    quantization = model_kwargs.peek("quantization_config")
+    if isinstance(quantization, dict) and set(quantization) == {"quant_method"} and quantization["quant_method"]:
+        model_kwargs.note(
+            "quantization_config",
+            f"{quantization['quant_method']!r}: the checkpoint's own quantization, which its config.json names and "
+            "transformers applies on loading (de-quantized where its kernels cannot run)",
+        )
+    model_kwargs.refuse(
+        "disable_dropout",
+        "not available: honing keeps the model config's dropout (set its dropout keys to 0 in a local copy)",
+    )
+    model_kwargs.done("honing passes no extra keyword arguments to from_pretrained")
+
+
+def translate_pixels(t: Translation, kwargs: Keys, method: str) -> None:
+    """A processor's ``min_pixels`` / ``max_pixels`` (Qwen-VL's resize bounds) as ``data.*`` for images."""
+    for name in ("min_pixels", "max_pixels"):
+        if not kwargs.has(name):
+            continue
+        if method == "vl_sft":
+            kwargs.copy(name, f"data.{name}", int)
+        else:
+            kwargs.refuse(name, f"used by image models only, not method {method!r}")
