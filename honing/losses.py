@@ -231,3 +231,60 @@ def dpo_loss(
     if loss_type == "apo_zero":
         return (1 - torch.sigmoid(beta * chosen_ratio)) + torch.sigmoid(beta * rejected_ratio)
     raise ValueError(f"loss_type must be one of {DPO_LOSS_TYPES}, got {loss_type!r}")
+
+
+# --- reference-free preference losses: ORPO and CPO / SimPO, TRL's definitions (trl/experimental/orpo, cpo) ------
+
+CPO_LOSS_TYPES = ("sigmoid", "hinge", "ipo", "simpo")
+
+
+def log1mexp(x: torch.Tensor) -> torch.Tensor:
+    """log(1 − exp(x)) for x ≤ 0, without cancellation on either side of −ln 2 (TRL's ``log1mexp``)."""
+    return torch.where(x < -0.6931471805599453, torch.log1p(-torch.exp(x)), torch.log(-torch.expm1(x)))
+
+
+def orpo_log_odds(chosen_logps: torch.Tensor, rejected_logps: torch.Tensor) -> torch.Tensor:
+    """Each pair's log odds ratio, log odds(y+) − log odds(y−) with odds(y) = P(y) / (1 − P(y)), from token-mean
+    log-probs (ORPO's P(y) is the geometric mean of the token probabilities, eqs. 4 and 7 of the paper)."""
+    return (chosen_logps - rejected_logps) - (log1mexp(chosen_logps) - log1mexp(rejected_logps))
+
+
+def orpo_loss(
+    chosen_logps: torch.Tensor, rejected_logps: torch.Tensor, *, beta: float = 0.1
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(per-pair loss, log odds ratio)``: the odds-ratio term −β·log σ(log odds ratio) of ORPO, whose whole loss
+    adds the chosen sequences' NLL (β is the paper's λ; TRL's ``beta``)."""
+    log_odds = orpo_log_odds(chosen_logps, rejected_logps)
+    return -beta * F.logsigmoid(log_odds), log_odds
+
+
+def cpo_rewards(logps: torch.Tensor, alpha: float = 0.0) -> torch.Tensor:
+    """The implicit reward of a completion before β: its log-prob, or AlphaPO's (1 − P^−α) / α for α ≠ 0
+    (computed as −expm1(−α·logp) / α, which a sum of many log-probs cannot underflow)."""
+    return logps if alpha == 0.0 else -torch.expm1(-alpha * logps) / alpha
+
+
+def cpo_loss(
+    chosen_logps: torch.Tensor,
+    rejected_logps: torch.Tensor,
+    *,
+    beta: float = 0.1,
+    loss_type: str = "sigmoid",
+    label_smoothing: float = 0.0,
+    simpo_gamma: float = 0.5,
+    alpha: float = 0.0,
+) -> torch.Tensor:
+    """Each pair's loss (not reduced) from the policy's log-probs alone, no reference: with z = r(y+) − r(y−)
+    (``cpo_rewards``), ``sigmoid`` −(1−ε)·logσ(βz) − ε·logσ(−βz) (CPO; ε = ``label_smoothing``), ``hinge``
+    relu(1 − βz), ``ipo`` (z − 1/(2β))², and ``simpo`` the sigmoid loss of z − γ/β (SimPO's target margin γ =
+    ``simpo_gamma``). ``ipo`` and ``simpo`` take token-mean log-probs, the others summed ones (the caller's)."""
+    z = cpo_rewards(chosen_logps, alpha) - cpo_rewards(rejected_logps, alpha)
+    if loss_type == "simpo":
+        z = z - simpo_gamma / beta
+    if loss_type in ("sigmoid", "simpo"):
+        return -F.logsigmoid(beta * z) * (1 - label_smoothing) - F.logsigmoid(-beta * z) * label_smoothing
+    if loss_type == "hinge":
+        return torch.relu(1 - beta * z)
+    if loss_type == "ipo":
+        return (z - 1 / (2 * beta)) ** 2
+    raise ValueError(f"loss_type must be one of {CPO_LOSS_TYPES}, got {loss_type!r}")

@@ -30,7 +30,7 @@ method's recipe with every feature on and proves that each key is read by it or 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pydantic import BaseModel
@@ -91,6 +91,24 @@ NOT_USED_WHY = {"data.train.sources[].name": "a name labels a validation source'
 # Keys only the next-token methods (pretrain, sft, vl_sft) read: DPO's and GRPO's losses add no router loss.
 NEXT_TOKEN_ONLY = ("model.router_aux_loss_coef",)
 
+# Preference pairs: labels are the completions (no train_on), pairs are padded side by side (no packing); the
+# pair methods (dpo, orpo, cpo) read the same keys besides their own section.
+PREFERENCE_PAIRS = Method(
+    unused=(
+        "tokenizer.vocab_size",
+        "data.train_on",
+        "data.packing",
+        *VISION_ONLY,
+        *PRETRAIN_ONLY,
+        *NEXT_TOKEN_ONLY,
+        *TRAIN_SOURCE_NAME,
+    ),
+    values={
+        **source_formats("auto", "preference", "preference_prompt", "preference_sharegpt", "preference_transcript"),
+        "tokenizer.kind": ("auto", "byte", "pretrained"),
+    },
+)
+
 METHODS: dict[str, Method] = {
     "pretrain": Method(
         unused=FINETUNE_ONLY + VISION_ONLY + TRAIN_SOURCE_NAME + VALIDATION_SOURCE_NAME,
@@ -128,23 +146,10 @@ METHODS: dict[str, Method] = {
             "tokenizer.kind": ("auto", "byte", "pretrained"),
         },
     ),
-    # preference pairs: labels are the completions (no train_on), pairs are padded side by side (no packing)
-    "dpo": Method(
-        section="dpo",
-        unused=(
-            "tokenizer.vocab_size",
-            "data.train_on",
-            "data.packing",
-            *VISION_ONLY,
-            *PRETRAIN_ONLY,
-            *NEXT_TOKEN_ONLY,
-            *TRAIN_SOURCE_NAME,
-        ),
-        values={
-            **source_formats("auto", "preference", "preference_prompt", "preference_sharegpt", "preference_transcript"),
-            "tokenizer.kind": ("auto", "byte", "pretrained"),
-        },
-    ),
+    # preference pairs: DPO against a reference, ORPO and CPO / SimPO without one
+    "dpo": replace(PREFERENCE_PAIRS, section="dpo"),
+    "orpo": replace(PREFERENCE_PAIRS, section="orpo"),
+    "cpo": replace(PREFERENCE_PAIRS, section="cpo"),
     # image conversations through the model's own processor (its tokenizer, chat template and image processor):
     # nothing is trained on the rows, and a named text template cannot place images; lm-eval's text backend
     # (HFLM) does not load image-text-to-text models, so no harness evaluation during training

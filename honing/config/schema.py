@@ -22,7 +22,7 @@ from honing.config.callbacks_schema import CallbacksSection
 from honing.config.custom_recipe import resolve_recipe_keys
 from honing.config.data_schema import DataSection, SourceSection, SplitSection, TokenizerSection
 from honing.config.evaluation import HarnessEvalSection, ModelCardSection
-from honing.config.method_schema import DPOSection, GRPORewardSection, GRPOSection
+from honing.config.method_schema import CPOSection, DPOSection, GRPORewardSection, GRPOSection, ORPOSection
 from honing.config.methods import METHODS, methods_json, refusals
 from honing.config.model_schema import LoraSection, ModelSection
 from honing.config.optim_schema import OptimSection, ParamGroupSection, SchedulerSection
@@ -33,6 +33,7 @@ from honing.config.trainer_schema import DURATION_PATTERN, StepRange, StorageSec
 
 __all__ = [
     "DURATION_PATTERN",
+    "CPOSection",
     "CallbacksSection",
     "DPOSection",
     "DataSection",
@@ -42,6 +43,7 @@ __all__ = [
     "LoraSection",
     "ModelCardSection",
     "ModelSection",
+    "ORPOSection",
     "OptimSection",
     "ParallelSection",
     "ParamGroupSection",
@@ -66,8 +68,8 @@ class RunConfig(Section):
     model_config = ConfigDict(json_schema_extra={"x-honing-methods": methods_json()})
 
     method: MethodName = "pretrain"
-    """The training method: ``pretrain``, ``sft``, ``vl_sft``, ``dpo`` or ``grpo``; it picks the recipe and which
-    keys are used (``honing.config.methods``)."""
+    """The training method: ``pretrain``, ``sft``, ``vl_sft``, ``dpo``, ``orpo``, ``cpo`` (CPO and SimPO) or
+    ``grpo``; it picks the recipe and which keys are used (``honing.config.methods``)."""
     recipe: str | None = None
     """Your own recipe class, a subclass of the method's, as ``package.module:ClassName`` (``method: pkg:Class``
     too); None: the method's own recipe."""
@@ -95,6 +97,10 @@ class RunConfig(Section):
     """GRPO's settings (``method: grpo`` only)."""
     dpo: DPOSection | None = None
     """DPO's settings (``method: dpo`` only); None: the defaults."""
+    orpo: ORPOSection | None = None
+    """ORPO's settings (``method: orpo`` only); None: the defaults."""
+    cpo: CPOSection | None = None
+    """CPO's and SimPO's settings (``method: cpo`` only); None: the defaults."""
     model_card: ModelCardSection = Field(default_factory=ModelCardSection)
     """What the ``README.md`` model card of every export says."""
 

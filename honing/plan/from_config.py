@@ -305,7 +305,7 @@ def rows_per_example(config: RunConfig) -> int:
     prompt's ``num_generations`` completions."""
     if config.method == "grpo":
         return config.grpo.num_generations if config.grpo is not None else 8
-    return 2 if config.method == "dpo" else 1
+    return 2 if config.method in ("dpo", "orpo", "cpo") else 1
 
 
 def describe(config: RunConfig, plan: PlanInputs, result: MemoryEstimate, budget: int | None, *, nproc: int = 1) -> str:

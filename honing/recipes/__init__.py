@@ -12,6 +12,8 @@ RECIPES: dict[str, str] = {
     "sft": "honing.recipes.sft:SFTRecipe",
     "vl_sft": "honing.recipes.vl_sft:VLSFTRecipe",
     "dpo": "honing.recipes.dpo:DPORecipe",
+    "orpo": "honing.recipes.reference_free:ReferenceFreeRecipe",
+    "cpo": "honing.recipes.reference_free:ReferenceFreeRecipe",
     "grpo": "honing.recipes.grpo:GRPORecipe",
 }
 

@@ -13,17 +13,16 @@ import torch
 
 from honing.config.schema import DPOSection
 from honing.data.finetune_data import RunData, build_finetune_data
-from honing.data.preference.batches import PairCollator
 from honing.data.preference.preference_rows import PreferenceRows
-from honing.distributed import get_world_size, print0
+from honing.distributed import get_world_size
 from honing.errors import ConfigError
 from honing.methods.dpo import DPOTrainModule
 from honing.methods.dpo_reference import PrecomputedReference
 from honing.models import is_lora, unwrap_model
-from honing.models.attention_choice import is_flash
 from honing.models.parallel import parallelize_from, resolve_strategy
 from honing.models.quantize import frozen_copy
 from honing.recipes.base import Recipe, micro_batch_size, train_module_options, use_chat_tokenizer
+from honing.recipes.pair_parts import check_pair_attention, held_out_answers, packed_pairs, preference_rows
 
 
 class DPORecipe(Recipe):
@@ -33,10 +32,7 @@ class DPORecipe(Recipe):
     def __init__(self, config: Any):
         super().__init__(config)
         self.dpo = config.dpo or DPOSection()  # its defaults when absent
-        self.packed_pairs = self.dpo.packed_pairs
-        if self.packed_pairs and config.parallel.compile:  # its per-pair loop would recompile every step
-            print0("dpo.packed_pairs is off under parallel.compile: padded rows with a dense 4D mask")
-            self.packed_pairs = False
+        self.packed_pairs = packed_pairs(config, self.dpo)
 
     def build_model_assets(self) -> list[Any]:
         """A byte-level or pretrained tokenizer with the run's chat template."""
@@ -72,24 +68,11 @@ class DPORecipe(Recipe):
 
     def row_kind(self) -> PreferenceRows:
         """Preference pairs through the chat template, batched by the pair collator."""
-        collator = PairCollator(self.tokenizer.pad_token_id, additive_mask=self.models.attention_name() == "eager")
-        return PreferenceRows(
-            self.tokenizer,
-            self.chat_template,
-            self.config.data,
-            cache_dir=self.cache_dir,
-            collator=collator,
-            printer=print0,
-        )
+        return preference_rows(self)
 
     def build_data(self) -> RunData:
         """Pair batches; with ``dpo.reference: precompute``, each dataset scored by the initial model first."""
-        attention = self.models.attention_name()
-        if is_flash(attention):
-            raise ConfigError(
-                f"model.attn_implementation: {attention!r} cannot take the 4D attention mask through which a pair's "
-                "two replies share its prompt; use sdpa (or eager)"
-            )
+        attention = check_pair_attention(self)
         kind = self.row_kind()
         reference = None
         if self.dpo.reference == "precompute" and self.model is not None:  # `honing data` builds no model
@@ -127,16 +110,4 @@ class DPORecipe(Recipe):
 
     def held_out_answers(self) -> list[tuple[list[dict[str, Any]], str]]:
         """The validation prompts with their chosen reply's text (the answer the generation eval expects)."""
-        from honing.data.preference.pairs import load_pairs
-        from honing.data.text.corpus import split_documents
-
-        data, seed, kind = self.config.data, self.config.trainer.seed, self.row_kind()
-        if data.validation is not None:
-            pairs = load_pairs(kind.source_fields(data.validation.sources), seed=seed, bad_rows=data.bad_rows).pairs
-        elif data.validation_split > 0:
-            loaded = load_pairs(kind.source_fields(data.train.sources), seed=seed, bad_rows=data.bad_rows)
-            held_out = split_documents(list(zip(loaded.pairs, loaded.origins)), data.validation_split, seed=seed)[1]
-            pairs = [pair for pair, _ in held_out]
-        else:
-            pairs = []
-        return [(pair.prompt, pair.chosen[0]["content"]) for pair in pairs if len(pair.chosen) == 1]
+        return held_out_answers(self)

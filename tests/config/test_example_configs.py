@@ -21,3 +21,11 @@ def test_the_qlora_example_is_the_lora_example_on_nf4_weights():
     lora = load_config(str(CONFIGS / "sft-lora.yaml"), [])
     assert qlora.model.quantize == "nf4" and qlora.model.lora == lora.model.lora
     assert qlora.data == lora.data and qlora.optim == lora.optim
+
+
+def test_the_reference_free_examples_learn_the_dpo_examples_pairs_with_no_reference():
+    dpo = load_config(str(CONFIGS / "dpo.yaml"), [])
+    orpo, simpo = (load_config(str(CONFIGS / name), []) for name in ("orpo.yaml", "simpo.yaml"))
+    assert (orpo.method, simpo.method, simpo.cpo.loss_type) == ("orpo", "cpo", "simpo")
+    for config in (orpo, simpo):
+        assert config.data == dpo.data and config.model == dpo.model and config.dpo is None

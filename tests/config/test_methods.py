@@ -44,7 +44,8 @@ def test_defaults_never_count_as_given():
         (
             "callbacks",
             {"generation_eval": {"enabled": True}},
-            "config: callbacks.generation_eval: not used by method 'pretrain' (used by: sft, grpo, dpo, vl_sft)",
+            "config: callbacks.generation_eval: not used by method 'pretrain' (used by: sft, grpo, dpo, orpo, cpo, "
+            "vl_sft)",
         ),
         ("callbacks", {"generation_eval": {}}, "config: callbacks.generation_eval: not used by method 'pretrain'"),
         ("data", {"packing": True}, "config: data.packing: not used by method 'pretrain' (used by: sft, vl_sft)"),
@@ -95,8 +96,8 @@ def test_every_refused_key_is_listed_on_one_line():
     )
     assert message == (
         "config: data.packing: not used by method 'pretrain' (used by: sft, vl_sft); data.bad_rows: not used "
-        "by method 'pretrain' (used by: sft, dpo, vl_sft); callbacks.generation_eval: not used by method "
-        "'pretrain' (used by: sft, grpo, dpo, vl_sft)"
+        "by method 'pretrain' (used by: sft, dpo, orpo, cpo, vl_sft); callbacks.generation_eval: not used by method "
+        "'pretrain' (used by: sft, grpo, dpo, orpo, cpo, vl_sft)"
     )
 
 
@@ -119,7 +120,8 @@ def test_a_refusal_from_an_override_names_the_file(tmp_path):
         load_config(str(path), ["callbacks.generation_eval.enabled=true"])
     assert (
         str(info.value)
-        == f"{path}: callbacks.generation_eval: not used by method 'pretrain' (used by: sft, grpo, dpo, vl_sft)"
+        == f"{path}: callbacks.generation_eval: not used by method 'pretrain' (used by: sft, grpo, dpo, orpo, cpo, "
+        "vl_sft)"
     )
     assert load_config(str(path), ["method=sft", "callbacks.generation_eval.enabled=true"]).method == "sft"
 

@@ -326,6 +326,24 @@ def dpo(tmp_path: Path) -> Iterator[dict[str, Any]]:
     yield second
 
 
+def reference_free(method: str, first: dict[str, Any], second: dict[str, Any]) -> Callable[[Path], Iterator[dict]]:
+    """DPO's two runs with ``method`` and its section instead of DPO's (the same pairs, rows and callbacks)."""
+
+    def runs(tmp_path: Path) -> Iterator[dict[str, Any]]:
+        for raw, section in zip(dpo(tmp_path), (first, second)):
+            raw = {key: value for key, value in raw.items() if key != "dpo"}
+            yield {**raw, "method": method, method: section}
+
+    return runs
+
+
+ORPO_RUNS = ({"beta": 0.2, "packed_pairs": True}, {"packed_pairs": False})
+CPO_RUNS = (
+    {"loss_type": "simpo", "beta": 2.0, "label_smoothing": 0.1, "cpo_alpha": 0.0, "simpo_gamma": 0.5, "alpha": 0.2},
+    {"loss_type": "sigmoid", "packed_pairs": False},
+)
+
+
 #: method → its runs, each config built after the previous run (the second loads the first's export)
 def vl_sft(tmp_path: Path) -> Iterator[dict[str, Any]]:
     """A tiny Qwen2-VL on generated OCR images: LoRA, frozen tower and projector, packing, pixel limits,
@@ -377,6 +395,8 @@ SCENARIOS: dict[str, Callable[[Path], Iterator[dict[str, Any]]]] = {
     "vl_sft": vl_sft,
     "grpo": grpo,
     "dpo": dpo,
+    "orpo": reference_free("orpo", *ORPO_RUNS),
+    "cpo": reference_free("cpo", *CPO_RUNS),
 }
 
 

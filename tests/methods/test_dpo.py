@@ -58,9 +58,8 @@ def honing_module(policy, reference, *, micro_batch_size, **dpo):
         micro_batch_size=micro_batch_size,
         collator=PairCollator(0),
         grad_clip=None,
+        **dpo,
     )
-    for key, value in dpo.items():
-        setattr(module, key, value)
     module.trainer = Recorder()
     return module
 

@@ -151,7 +151,8 @@ class PairCollator(Collator):
         """Micro-batches of at most ``rows_per_micro_batch`` pairs, each cut to its own longest row."""
         micro_batches = super().split(batch, rows_per_micro_batch)
         for micro in micro_batches:
-            width = int(micro["num_real_tokens"].max())
+            # from the pairs' lengths, which a filler batch keeps (it counts no tokens, yet every rank runs its forward)
+            width = int(micro["segments"].sum(1).max())
             for key in ("input_ids", "targets"):
                 micro[key] = micro[key][:, :width]  # right padding: trimming it changes nothing
         return micro_batches
