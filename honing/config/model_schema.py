@@ -40,6 +40,9 @@ class ModelSection(Section):
     """The ``name_or_path`` model's ``config.json`` numbers (``model_type``, ``hidden_size``, ...), so that ``honing
     plan`` and the layout checks work where the hub cannot be reached; where the real config can be read, every
     number given must match it. None: the real config is read."""
+    pretrained_weights: bool = True
+    """False: the ``name_or_path`` model's architecture (its config read) with random weights, e.g. pretraining a
+    known architecture from scratch (Oumi's ``load_pretrained_weights: false``)."""
     attn_implementation: str | None = "auto"
     """Any transformers attention name (``sdpa``, ``eager``, ``flash_attention_2``, ...) or ``auto``: sdpa, or on CUDA
     with packed rows a varlen kernel (flash attention if installed, else flex_attention)."""
@@ -68,6 +71,11 @@ class ModelSection(Section):
     def _one_source(self) -> ModelSection:
         if (self.name_or_path is None) == (self.config is None):
             raise ValueError("give exactly one of model.name_or_path and model.config")
+        if not self.pretrained_weights and self.name_or_path is None:
+            raise ValueError(
+                "model.pretrained_weights: false names model.name_or_path's architecture; model.config "
+                "already builds random weights"
+            )
         if self.shape is not None and self.name_or_path is None:
             raise ValueError("model.shape describes the model.name_or_path model; model.config is its own shape")
         if self.shape is not None and not isinstance(self.shape.get("model_type"), str):

@@ -9,8 +9,9 @@ from typing import Any
 import torch
 
 from honing.models.attention_choice import AUTO, AttentionChoice, choose_attention
-from honing.models.loading import build_model_config, build_model_from_config, load_pretrained_model
+from honing.models.loading import auto_model_class, build_model_config, build_model_from_config, load_pretrained_model
 from honing.models.lora import apply_lora
+from honing.models.model_shape import pretrained_config
 from honing.models.quantize import check_has_lora, quantize_base
 from honing.models.quantized_loading import quantizing_load_options
 
@@ -57,6 +58,17 @@ class ModelBuilder:
         """``model.name_or_path`` in the run's dtype (``auto_class``: transformers' Auto class, None for a causal
         LM); under ``model.quantize`` the decoder's linears are quantized as they are read."""
         cfg = self.cfg
+        if not cfg.pretrained_weights:  # the architecture alone: its config read, its weights random
+            config = pretrained_config(
+                cfg.name_or_path, shape=cfg.shape, trust_remote_code=cfg.trust_remote_code, use_shape_offline=False
+            )
+            log.info("model.pretrained_weights: false: %s's architecture with random weights", cfg.name_or_path)
+            return (auto_class or auto_model_class(config)).from_config(
+                config,
+                attn_implementation=self.attention_to_build(),
+                dtype=self.dtype(),
+                trust_remote_code=cfg.trust_remote_code,
+            )
         return load_pretrained_model(
             cfg.name_or_path,
             attn_implementation=self.attention_to_build(),

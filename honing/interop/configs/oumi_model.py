@@ -59,13 +59,8 @@ def translate_model(t: Translation, model: Keys, method: str) -> None:
     model.copy("compile", "parallel.compile", bool)
     model.copy("freeze_layers", "model.freeze_layers", list)
     translate_chat_template(t, model, method)
-    if model.peek("load_pretrained_weights") is False:
-        model.refuse(
-            "load_pretrained_weights",
-            "false (random weights in the shape of the named model) is not available: honing builds random weights "
-            "from model.config, a transformers config mapping (model_type and the shape's numbers); give that instead",
-        )
-    model.take("load_pretrained_weights")
+    if model.take("load_pretrained_weights") is False:  # the named model's architecture with random weights
+        t.set("model.pretrained_weights", False)
     if model.take("enable_liger_kernel"):
         t.note(model.key("enable_liger_kernel"), LIGER_NOTE)
     model.allow("device_map", ("auto",), "is not available: honing places the model itself (parallel.*)")
