@@ -95,6 +95,10 @@ class ModelBuilder:
             # initialised by transformers (mean of the old embeddings) and trained
             log.info("resizing the model's embeddings from %d to %d tokens to fit the tokenizer", rows, len(tokenizer))
             model.resize_token_embeddings(len(tokenizer))
+        if self.cfg.disable_dropout:  # before LoRA, whose adapters keep model.lora.dropout
+            for module in model.modules():
+                if isinstance(module, torch.nn.Dropout):
+                    module.p = 0.0
         quantize_base(model, self.cfg.quantize, lora, device=self.device, shards=shards)  # QLoRA's base
         model = self.set_attention(model.to(self.device))
         if lora is not None:  # peft creates the adapters on the device of the layers they adapt

@@ -127,10 +127,7 @@ def translate_kwargs(t: Translation, model: Keys, method: str) -> None:
             f"{quantization['quant_method']!r}: the checkpoint's own quantization, which its config.json names and "
             "transformers applies on loading (de-quantized where its kernels cannot run)",
         )
-    model_kwargs.refuse(
-        "disable_dropout",
-        "not available: honing keeps the model config's dropout (set its dropout keys to 0 in a local copy)",
-    )
+    model_kwargs.copy("disable_dropout", "model.disable_dropout", bool)
     model_kwargs.done("honing passes no extra keyword arguments to from_pretrained")
 
 

@@ -20,7 +20,6 @@ OUMI_TRANSLATED_AT_LEAST = 109
 OUMI_REFUSED_KEYS = {
     "training.trainer_type",  # TRL_KTO; DPO and GRPO on images
     "model.model_revision",  # Falcon-E's BitNet fine-tuning
-    "model.model_kwargs.disable_dropout",
     "data.train.datasets[i].subset",  # a hub dataset's named configuration
     "peft.lora_target_parameters",  # LoRA on MoE expert tensors
     # what the refused ones above also hold (GRPO on images: verl's own keys, its validation set, vLLM)
