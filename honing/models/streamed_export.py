@@ -41,6 +41,17 @@ class StreamedExport:
         self.lora_layers = lora_layers(self.model) if self.lora else {}
         self.skipped = tied_copies(self.state, self.base)
         self.converts = fuses_or_splits(self.base)
+        #: a LoRA layer's state-dict keys (base weight and bias, adapters) to the layer's name: merged together
+        self.lora_owner = {
+            f"{name}.{part}": name
+            for name in self.lora_layers
+            for part in (
+                "base_layer.weight",
+                "base_layer.bias",
+                f"lora_A.{self.active_adapter}.weight",
+                f"lora_B.{self.active_adapter}.weight",
+            )
+        }
 
     def groups(self) -> list[list[str]]:
         """The state-dict keys in order, grouped by layer (a LoRA layer's base weight with its adapters)."""
@@ -59,14 +70,9 @@ class StreamedExport:
         mixture of experts' stacked weights), which takes the group's tensors together."""
         if self.converts:
             return [keys]
-        owner = {}
-        for name in self.lora_layers:
-            for part in ("base_layer.weight", "base_layer.bias", f"lora_A.{self.active_adapter}.weight"):
-                owner[f"{name}.{part}"] = name
-            owner[f"{name}.lora_B.{self.active_adapter}.weight"] = name
         units: dict[str, list[str]] = {}
         for key in keys:
-            units.setdefault(owner.get(key, key), []).append(key)
+            units.setdefault(self.lora_owner.get(key, key), []).append(key)
         return list(units.values())
 
     def specs(self) -> list[TensorSpec]:

@@ -16,6 +16,7 @@ from honing.config import validate
 from honing.errors import ConfigError
 from honing.recipes.dpo import DPORecipe
 from tests.e2e.test_cli import final_weights, honing
+from tests.recipes.pair_runs import pair_run
 
 METRICS = (
     "rewards/chosen",
@@ -28,40 +29,7 @@ METRICS = (
 
 
 def dpo_config(tmp_path, name="run", **sections):
-    raw = {
-        "method": "dpo",
-        "trainer": {"save_folder": str(tmp_path / name), "max_duration": "2steps", "num_threads": 1},
-        "data": {
-            "train": {"sources": [{"path": "generated:addition_preference?samples=32&seed=0"}]},
-            "validation": {"sources": [{"path": "generated:addition_preference?samples=8&seed=1"}]},
-            "chat_template": "chatml",
-            "seq_len": 64,
-            "global_batch_size": 4,
-            "micro_batch_size": 2,
-            "cache_dir": str(tmp_path / "cache"),
-        },
-        "model": {
-            "config": {
-                "model_type": "llama",
-                "hidden_size": 32,
-                "num_hidden_layers": 1,
-                "num_attention_heads": 2,
-                "num_key_value_heads": 2,
-                "intermediate_size": 64,
-            },
-            "lora": {"rank": 4, "alpha": 8},
-        },
-        "optim": {"lr": 1e-2},
-        "callbacks": {
-            "checkpointer": {"save_interval": 2, "keep_last": 1},
-            "evaluator": {"interval": 2, "metric_for_best_model": "eval/rewards/accuracies"},
-            "sample": {"enabled": False},
-            "console": {"enabled": False},
-        },
-    }
-    for section, values in sections.items():
-        raw.setdefault(section, {}).update(values)
-    return validate(raw)
+    return validate(pair_run(tmp_path, "dpo", name, steps=2, validation_samples=8, **sections))
 
 
 def metrics(folder):

@@ -14,6 +14,7 @@ from honing.config import ConfigError, validate
 from honing.data.preference.batches import PairCollator
 from honing.recipes.dpo import DPORecipe
 from honing.recipes.reference_free import ReferenceFreeRecipe
+from tests.recipes.pair_runs import pair_run
 from tests.recipes.test_prepared_rows import assert_same_training, train
 
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
@@ -45,43 +46,7 @@ def copy_pairs(path, count: int, seed: int):
 
 def raw_config(tmp_path, method="orpo", name="run", **sections):
     """A tiny run of ``method`` on generated addition pairs, LoRA, evaluation every 2 steps."""
-    raw = {
-        "method": method,
-        "trainer": {"save_folder": str(tmp_path / name), "max_duration": "4steps", "num_threads": 1},
-        "data": {
-            "train": {"sources": [{"path": "generated:addition_preference?samples=32&seed=0"}]},
-            "validation": {"sources": [{"path": "generated:addition_preference?samples=5&seed=1"}]},
-            "chat_template": "chatml",
-            "seq_len": 64,
-            "global_batch_size": 4,
-            "micro_batch_size": 2,
-            "cache_dir": str(tmp_path / "cache"),
-        },
-        "model": {
-            "config": {
-                "model_type": "llama",
-                "hidden_size": 32,
-                "num_hidden_layers": 1,
-                "num_attention_heads": 2,
-                "num_key_value_heads": 2,
-                "intermediate_size": 64,
-            },
-            "lora": {"rank": 4, "alpha": 8},
-        },
-        "optim": {"lr": 1e-2},
-        "callbacks": {
-            "checkpointer": {"save_interval": 2, "keep_last": 1},
-            "evaluator": {"interval": 2, "metric_for_best_model": "eval/rewards/accuracies"},
-            "sample": {"enabled": False},
-            "console": {"enabled": False},
-        },
-    }
-    for section, values in sections.items():
-        if isinstance(values, dict) and isinstance(raw.get(section), dict):
-            raw[section] = {**raw[section], **values}
-        else:
-            raw[section] = values
-    return raw
+    return pair_run(tmp_path, method, name, steps=4, validation_samples=5, **sections)
 
 
 def metrics(folder):
