@@ -15,7 +15,7 @@ Variants (``--only NAME``, repeatable):
   activation checkpointing off, chunked loss on). honing resolves ``fsdp`` on one process to ``none`` (nothing to
   shard); here FSDP2 is kept, since its sharded path is what every rank of a multi-GPU run executes;
 - ``compile``, ``ac``, ``no-chunked``: that baseline with one switch flipped (``parallel.compile=true``,
-  ``parallel.activation_checkpointing=full``, ``model.chunked_loss=false``);
+  ``parallel.activation_checkpointing=full``, ``model.chunked_loss=false``); ``compile-no-chunked``: two flipped;
 - ``trainer``: ``transformers.Trainer`` (``optim=adamw_torch_fused``, ``bf16=True`` for bf16-mixed) with FSDP2
   through accelerate (``fsdp_config={"version": 2}``); accelerate shards on accelerators only: unsharded on CPU;
 - ``hand``: a torchtitan-style loop: ``fully_shard`` by hand, forward, full-logits cross-entropy, backward, clip,
@@ -67,6 +67,7 @@ VARIANTS: dict[str, tuple[str, str, dict[str, Any]]] = {
     "compile": ("honing + compile", "honing", {"compile": True}),
     "ac": ("honing + activation ckpt", "honing", {"activation_checkpointing": "full"}),
     "no-chunked": ("honing, chunked loss off", "honing", {"chunked_loss": False}),
+    "compile-no-chunked": ("honing + compile, chunked off", "honing", {"compile": True, "chunked_loss": False}),
     "trainer": ("transformers Trainer", "trainer", {}),
     "hand": ("hand loop", "hand", {}),
 }
