@@ -28,15 +28,19 @@ from honing.losses import IGNORE_INDEX
 
 #: the fp32 logits one chunk may hold; two such tensors are alive at a time (the logits and their log-softmax)
 CHUNK_BYTES = 128 * 2**20
-#: rows per chunk when set (tests use it to force several chunks); None: from ``CHUNK_BYTES`` and the vocabulary
+#: the same on a GPU: at 128 MiB a 151,936-token vocabulary gives 220-position chunks, whose small head matmuls and
+#: per-chunk softmax kernels made an H100 step 1.5x slower than the full logits (benchmarks/RESULTS.md, gpu.py)
+CUDA_CHUNK_BYTES = 1024 * 2**20
+#: rows per chunk when set (tests use it to force several chunks); None: from the byte budget and the vocabulary
 CHUNK_ROWS: int | None = None
 
 
-def chunk_rows(vocab_size: int) -> int:
-    """Positions per chunk: as many as keep a chunk's fp32 logits within ``CHUNK_BYTES``."""
+def chunk_rows(vocab_size: int, device: torch.device | None = None) -> int:
+    """Positions per chunk: as many as keep a chunk's fp32 logits within the budget of ``device``'s kind."""
     if CHUNK_ROWS is not None:
         return CHUNK_ROWS
-    return max(1, CHUNK_BYTES // (4 * vocab_size))
+    budget = CUDA_CHUNK_BYTES if device is not None and device.type == "cuda" else CHUNK_BYTES
+    return max(1, budget // (4 * vocab_size))
 
 
 def matmul_dtype(hidden: torch.Tensor, weight: torch.Tensor) -> torch.dtype:
@@ -62,7 +66,7 @@ def _positions(
     among all), or all of them when one chunk holds them all (``keep`` None): then the matmuls and sums run over the
     full logits' layout, and round exactly as the plain path's do."""
     hidden, targets = hidden.reshape(-1, hidden.shape[-1]), targets.reshape(-1)
-    if targets.numel() <= chunk_rows(vocab_size):
+    if targets.numel() <= chunk_rows(vocab_size, hidden.device):
         return hidden, targets, None
     keep = targets != IGNORE_INDEX
     return hidden[keep], targets[keep], keep
@@ -93,7 +97,7 @@ class _LinearCrossEntropySum(torch.autograd.Function):
         weight_c = weight.to(dtype)
         bias_c = bias.to(dtype) if bias is not None else None
         scale = torch.as_tensor(grad_scale, dtype=softmax_dtype, device=hidden.device)
-        rows = chunk_rows(weight.shape[0])
+        rows = chunk_rows(weight.shape[0], hidden.device)
         picked = torch.empty(hidden.shape[0], dtype=softmax_dtype, device=hidden.device)
         grad_hidden = torch.empty_like(hidden) if needs[0] else None
         grad_weight = torch.zeros(weight.shape, dtype=softmax_dtype, device=weight.device) if needs[1] else None
@@ -199,7 +203,7 @@ def linear_cross_entropy_eval(
     weight_c, bias_c = weight.to(dtype), bias.to(dtype) if bias is not None else None
     picked = torch.empty(hidden.shape[0], dtype=softmax_dtype, device=hidden.device)
     correct = torch.zeros((), dtype=torch.long, device=hidden.device)
-    rows = chunk_rows(weight.shape[0])
+    rows = chunk_rows(weight.shape[0], hidden.device)
     for start in range(0, hidden.shape[0], rows):
         chunk_targets = targets[start : start + rows]
         logits = _chunk_logits(hidden[start : start + rows].to(dtype), weight_c, bias_c, softmax_dtype)
@@ -238,7 +242,7 @@ def linear_target_logps(
     per row of ``hidden`` (N, H), 0 where a target is ``IGNORE_INDEX``. One chunk of rows at a time; in backward
     each chunk's logits are recomputed, so at most one chunk's exist."""
     dtype = matmul_dtype(hidden, weight)
-    rows = chunk_rows(weight.shape[0])
+    rows = chunk_rows(weight.shape[0], hidden.device)
     grads = torch.is_grad_enabled() and (
         hidden.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)
     )

@@ -156,3 +156,13 @@ def test_bf16_autocast_runs_the_matmul_in_bf16_like_the_plain_head():
         assert chunked_ce.matmul_dtype(hidden, weight) == torch.bfloat16
     assert loss.dtype == torch.float32
     assert abs(loss.item() - plain.item()) < 1e-3 * abs(plain.item())
+
+
+def test_a_gpu_chunk_holds_more_positions_and_the_planner_counts_the_same_budgets(monkeypatch):
+    from honing.plan import estimate
+
+    monkeypatch.setattr(chunked_ce, "CHUNK_ROWS", None)
+    cpu, cuda = chunked_ce.chunk_rows(151_936), chunked_ce.chunk_rows(151_936, torch.device("cuda"))
+    assert cpu == 220 and cuda == 1766  # 128 MiB and 1 GiB of fp32 logits
+    assert chunked_ce.chunk_rows(151_936, torch.device("cpu")) == cpu
+    assert (estimate.CHUNK_BYTES, estimate.CUDA_CHUNK_BYTES) == (chunked_ce.CHUNK_BYTES, chunked_ce.CUDA_CHUNK_BYTES)

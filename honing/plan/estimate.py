@@ -19,6 +19,7 @@ INT8_STATE_MIN_NUMEL = 4096  # smaller tensors keep states in the parameter's dt
 EIGHT_BIT_EAGER_BYTES = 24  # per value: fp32 and int64 temporaries of torchao's update run eagerly (small tensors)
 EIGHT_BIT_COMPILE_MIN_NUMEL = 1 << 22  # honing.optim.low_bit.COMPILE_MIN_NUMEL: from here the update is fused
 CHUNK_BYTES = 128 * 2**20  # honing.chunked_ce: the fp32 logits of one chunk
+CUDA_CHUNK_BYTES = 1024 * 2**20  # honing.chunked_ce: the same on a GPU
 OPTIONAL_PARTS = ("reference model", "generation (rollouts)")  # printed only where the method has them
 
 
@@ -51,6 +52,7 @@ class PlanInputs:
     activation_checkpointing: str = "none"
     checkpointing_every: int = 2
     chunked_loss: bool = True
+    chunk_bytes: int = CHUNK_BYTES  # the fp32 logits of one chunk of the chunked loss (CUDA_CHUNK_BYTES on a GPU)
     shards: int = 1  # FSDP2 ranks the weights, gradients and states are split over
     offload: str = "none"  # params: weights, gradients and states on the host (a GPU budget leaves them out)
     runtime_bytes: int = 0
@@ -116,7 +118,7 @@ def estimate(plan: PlanInputs) -> MemoryEstimate:
     else:
         activations = plan.layers * per_layer
     if plan.chunked_loss:
-        logits = 2 * min(plan.tokens * plan.vocab * 4, CHUNK_BYTES) + plan.tokens * plan.hidden * 4
+        logits = 2 * min(plan.tokens * plan.vocab * 4, plan.chunk_bytes) + plan.tokens * plan.hidden * 4
     else:  # the logits in the compute dtype, their fp32 log-softmax and its gradient
         logits = plan.tokens * plan.vocab * (plan.compute_bytes + 8)
 

@@ -30,7 +30,16 @@ from honing.models.offload import check_offload
 from honing.models.parallel import mixed_precision_policy, resolve_strategy
 from honing.models.quantize import quantized_linears
 from honing.parallel_dims import parallel_dims_from
-from honing.plan.estimate import MemoryEstimate, PlanInputs, Tensors, estimate, format_bytes, largest_micro_batch
+from honing.plan.estimate import (
+    CHUNK_BYTES,
+    CUDA_CHUNK_BYTES,
+    MemoryEstimate,
+    PlanInputs,
+    Tensors,
+    estimate,
+    format_bytes,
+    largest_micro_batch,
+)
 
 log = logging.getLogger(__name__)
 
@@ -240,6 +249,7 @@ def plan_inputs(config: RunConfig, *, nproc: int = 1, vocab_size: int | None = N
         activation_checkpointing=config.parallel.activation_checkpointing,
         checkpointing_every=config.parallel.activation_checkpointing_every,
         chunked_loss=config.model.chunked_loss,
+        chunk_bytes=CUDA_CHUNK_BYTES if device_type == "cuda" else CHUNK_BYTES,
         # FSDP2 shards every weight, gradient and state; tensor parallelism splits them again
         shards=dims.fsdp_size * dims.tp if nproc > 1 else 1,
         offload=config.parallel.offload,
