@@ -23,6 +23,16 @@ step, bookkeeping). Each measurement is a fresh subprocess run alone (2 cores: n
 systems alternate order round by round and the median of the rounds is reported.
 
     .venv/bin/python benchmarks/grpo_throughput.py [--rounds 3] [--steps 10] [--warmup 2] [--threads 2]
+
+``--estimators`` measures honing's variants of the step instead, against honing's GRPO (the same settings):
+GSPO (``importance_sampling_level: sequence``, ``loss_type: grpo``), RLOO (``method: rloo``, beta 0 as GRPO's),
+DAPO's dynamic sampling (``filter_groups``, 4 rounds at most) with the same reward (no group is ever all equal
+here: the filter's own cost), and with a reward that is 0 for half the prompts (``DAPO refills``: their groups
+are dropped and refilled). Its figure is completions generated per second (refills included), so a ratio to
+GRPO's is the cost per completion. Beside wall time it reports completions per CPU second of the process, which
+holds still while other processes share the cores (with ``--threads 1`` it is the work per completion).
+
+    .venv/bin/python benchmarks/grpo_throughput.py --estimators [--rounds 3] [--steps 10] [--warmup 2]
 """
 
 from __future__ import annotations
@@ -133,9 +143,25 @@ def result(times: dict[int, float], timer: GenerationTimer, warmup: int, steps: 
 
 
 # --- honing -------------------------------------------------------------------------------------------------
-def run_honing(warmup: int, steps: int) -> dict[str, float]:
+#: honing's estimators (``--estimators``): the train module's settings beside GRPO's
+ESTIMATORS: dict[str, dict[str, Any]] = {
+    "GRPO": {},
+    "GSPO": {"importance_sampling_level": "sequence", "loss_type": "grpo"},
+    "RLOO": {"rloo": True},
+    "DAPO": {"max_num_gen_batches": 4},
+    "DAPO refills": {"max_num_gen_batches": 4, "reward": "half_flat"},
+}
+
+
+def half_flat(prompts: list[Any], completions: list[Any], **columns: Any) -> list[float]:
+    """``soft_10tokens_completions`` for prompts of even length, 0 for the others (their groups are all equal)."""
+    scores = reward_function()(prompts, completions, **columns)
+    return [0.0 if len(str(prompt)) % 2 else score for prompt, score in zip(prompts, scores)]
+
+
+def run_honing(warmup: int, steps: int, estimator: str = "GRPO") -> dict[str, float]:
     """honing's GRPOTrainModule in its Trainer with its default bookkeeping callbacks (metrics file, speed
-    monitor, GC), as ``method: grpo`` builds it."""
+    monitor, GC), as ``method: grpo`` builds it (``estimator``: one of ``ESTIMATORS``)."""
     import tempfile
 
     import honing.methods.grpo as grpo_module
@@ -152,16 +178,28 @@ def run_honing(warmup: int, steps: int) -> dict[str, float]:
     times: dict[int, float] = {}
     lengths: list[float] = []
 
+    generated: dict[int, int] = {}  # step → completions sampled (refill rounds included)
+    cpu: dict[int, float] = {}  # the process's CPU seconds: the work done, whatever else the machine runs
+    calls: list[tuple[int, float]] = []  # (step, seconds) of each sampling call
+
     class Timer(Callback):
+        def on_step_begin(self):
+            generated[self.step] = 0
+
         def on_step_end(self):
             if self.step in (warmup, warmup + steps):
                 times[self.step] = time.perf_counter()
+                cpu[self.step] = time.process_time()
 
     timer = GenerationTimer(grpo_module.sample_completions)
 
     def counting(*args: Any, **kwargs: Any) -> Any:
         ids, mask = timer(*args, **kwargs)
-        lengths.append(float(mask.sum(1).float().mean()))
+        step = max(generated)
+        calls.append((step, timer.seconds[-1]))
+        generated[step] += len(ids)
+        if len(lengths) < step:  # the step's first round, as before
+            lengths.append(float(mask.sum(1).float().mean()))
         return ids, mask
 
     grpo_module.sample_completions = counting  # the name the train module's rollout calls
@@ -184,17 +222,28 @@ def run_honing(warmup: int, steps: int) -> dict[str, float]:
     )
     model = build_model(tokenizer)
     optimizer = build_adamw(model, lr=LR, weight_decay=0.0, betas=(0.9, 0.999), eps=1e-8)
-    module = grpo_module.GRPOTrainModule(
+    settings = dict(ESTIMATORS[estimator])
+    train_module = grpo_module.GRPOTrainModule
+    if settings.pop("rloo", False):
+        from honing.methods.rloo import RLOOTrainModule as train_module
+    reward = REWARD
+    if settings.pop("reward", None) == "half_flat":
+        reward = "grpo_throughput:half_flat"  # importable: this folder is on sys.path
+    if "max_num_gen_batches" in settings:
+        from honing.methods.grpo_sampling import RefillPrompts
+
+        settings["refill_prompts"] = RefillPrompts(loader.dataset, collator, seed=SEED)
+    if train_module is grpo_module.GRPOTrainModule:  # RLOO's loss and baseline have neither key
+        settings = {"loss_type": "dapo", "scale_rewards": "group", **settings}
+    module = train_module(
         model,
         optimizer,
         tokenizer=tokenizer,
-        scorer=RewardScorer([(REWARD, 1.0)]),
+        scorer=RewardScorer([(reward, 1.0)]),
         stop_token_ids=stop_token_ids(tokenizer),
         num_generations=GENERATIONS,
         max_completion_length=NEW_TOKENS,
         temperature=1.0,
-        loss_type="dapo",
-        scale_rewards="group",
         seed=SEED,
         sample_interval=None,
         micro_batch_size=PROMPTS_PER_STEP,  # prompts: every completion of the step in one pass
@@ -202,6 +251,7 @@ def run_honing(warmup: int, steps: int) -> dict[str, float]:
         precision="fp32",
         scheduler={"name": "constant"},
         collator=collator,
+        **settings,
     )
     with tempfile.TemporaryDirectory() as folder:
         TrainerConfig(
@@ -215,7 +265,13 @@ def run_honing(warmup: int, steps: int) -> dict[str, float]:
                 "gc": GarbageCollectorCallback(interval=100),
             },
         ).build(module, loader).fit()
-    return result(times, timer, warmup, steps, lengths)
+    timed = range(warmup + 1, warmup + steps + 1)
+    timer.seconds = [sum(seconds for step, seconds in calls if step == s) for s in range(1, warmup + steps + 1)]
+    measured = result(times, timer, warmup, steps, lengths)
+    completions = sum(generated[s] for s in timed)
+    measured["generated_per_s"] = completions / (times[warmup + steps] - times[warmup])
+    measured["generated_per_cpu_s"] = completions / (cpu[warmup + steps] - cpu[warmup])
+    return measured
 
 
 # --- TRL ----------------------------------------------------------------------------------------------------
@@ -306,9 +362,12 @@ SYSTEMS = {"honing": run_honing, "TRL GRPOTrainer": run_trl}
 # --- driver -------------------------------------------------------------------------------------------------
 def measure_in_subprocess(system: str, args: argparse.Namespace) -> dict[str, float]:
     """Run one system in a fresh interpreter with the benchmark's thread count; return its measurement."""
+    call = f"b.SYSTEMS[{system!r}]({args.warmup}, {args.steps})"
+    if args.estimators:  # "honing GSPO" → honing's GSPO
+        call = f"b.run_honing({args.warmup}, {args.steps}, {system.removeprefix('honing ')!r})"
     return common.measure_in_subprocess(
         "grpo_throughput",
-        f"b.SYSTEMS[{system!r}]({args.warmup}, {args.steps})",
+        call,
         threads=args.threads,
         setup=(
             f"b.PROMPTS_PER_STEP, b.GENERATIONS, b.NEW_TOKENS = {args.prompts}, {args.generations}, {args.new_tokens}"
@@ -325,13 +384,15 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=2, help="prompts per step")
     parser.add_argument("--generations", type=int, default=4, help="G: completions per prompt")
     parser.add_argument("--new-tokens", type=int, default=64, help="max_completion_length")
+    parser.add_argument("--estimators", action="store_true", help="honing's GSPO / RLOO / DAPO against its GRPO")
     args = parser.parse_args()
+    systems = [f"honing {name}" for name in ESTIMATORS] if args.estimators else list(SYSTEMS)
 
-    results: dict[str, list[dict[str, float]]] = {name: [] for name in SYSTEMS}
+    results: dict[str, list[dict[str, float]]] = {name: [] for name in systems}
     failures: dict[str, str] = {}
     started = time.perf_counter()
     for round_index in range(args.rounds):
-        order = list(SYSTEMS) if round_index % 2 == 0 else list(reversed(SYSTEMS))
+        order = systems if round_index % 2 == 0 else systems[::-1]
         for system in order:
             if system in failures:
                 continue
@@ -345,11 +406,17 @@ def main() -> None:
             print(
                 f"round {round_index + 1} {system:16s} {measured['completions_per_s']:7.2f} completions/s, "
                 f"{measured['step_s']:.3f} s/step (generation {measured['generation_s']:.3f} s, training "
-                f"{measured['training_s']:.3f} s), mean completion length {measured['mean_completion_length']:.1f}",
+                f"{measured['training_s']:.3f} s), mean completion length {measured['mean_completion_length']:.1f}"
+                + (
+                    f", {measured['generated_per_s']:.2f} generated/s, {measured['generated_per_cpu_s']:.2f} per CPU s"
+                    if args.estimators
+                    else ""
+                ),
                 flush=True,
             )
 
     keys = ("completions_per_s", "step_s", "generation_s", "training_s", "mean_completion_length")
+    keys += ("generated_per_s", "generated_per_cpu_s") if args.estimators else ()
     median = {
         name: {key: statistics.median(r[key] for r in runs) for key in keys} for name, runs in results.items() if runs
     }
@@ -359,7 +426,7 @@ def main() -> None:
         f"G = {args.generations} per step, up to {args.new_tokens} new tokens, {args.steps} timed steps after "
         f"{args.warmup} warm-up, median of {args.rounds} rounds ({time.perf_counter() - started:.0f} s in all)"
     )
-    for name in SYSTEMS:
+    for name in systems:
         if name in median:
             m = median[name]
             print(
@@ -369,7 +436,18 @@ def main() -> None:
         else:
             print(f"{name:16s} failed: {failures[name]}")
     ratios = {}
-    if len(median) == len(SYSTEMS):
+    if args.estimators and "honing GRPO" in median:  # per completion generated, refills included
+        grpo = median["honing GRPO"]
+        for name in systems[1:]:
+            if name in median:
+                ratios[f"{name} / GRPO, generated/s"] = median[name]["generated_per_s"] / grpo["generated_per_s"]
+                ratios[f"{name} / GRPO, generated/CPU s"] = (
+                    median[name]["generated_per_cpu_s"] / grpo["generated_per_cpu_s"]
+                )
+                ratios[f"{name} / GRPO, training s/step"] = median[name]["training_s"] / grpo["training_s"]
+        for name, value in ratios.items():
+            print(f"{name:44s} = {value:.3f}")
+    elif len(median) == len(SYSTEMS):
         ours, theirs = median["honing"], median["TRL GRPOTrainer"]
         ratios = {
             "completions/s honing / TRL": ours["completions_per_s"] / theirs["completions_per_s"],

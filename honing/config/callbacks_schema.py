@@ -26,10 +26,11 @@ class CheckpointerSection(Section):
 
 
 class EvaluatorSection(Section):
-    """Validation loss every ``interval`` steps over at most ``max_batches`` batches."""
+    """Validation loss (GRPO: the held-out prompts' rewards) every ``interval`` steps over at most ``max_batches``
+    batches."""
 
     enabled: bool = True
-    """Compute the validation loss (when there is validation data)."""
+    """Evaluate on the validation data when there is some: its loss (GRPO: its prompts sampled and scored)."""
     interval: int = Field(default=100, ge=1)
     """Evaluate every N steps (and at the end of training)."""
     max_batches: int | None = Field(default=None, ge=1)

@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from honing.config.olmocr_schema import OlmocrSection
 from honing.config.section import Section
 
 
@@ -35,6 +36,9 @@ class SourceSection(Section):
         "mllm",
         # a folder written by `honing prepare` (pretraining): memory-mapped token shards
         "tokens",
+        # olmOCR's data (vl_sft, read with data.olmocr): PDF + front-matter markdown folders; OpenAI batch responses
+        "olmocr_pages",
+        "olmocr_batch",
     ] = "auto"
     """How the rows are read; ``auto`` detects it from the file name or the first row (methods read some only)."""
     weight: float = 1.0
@@ -43,6 +47,10 @@ class SourceSection(Section):
     """Pretraining: the field of a JSONL row that holds the document's text."""
     max_samples: int | None = Field(default=None, ge=1)
     """Read at most this many rows of the source; None: all of them."""
+    subset: str | None = Field(default=None, min_length=1)
+    """A configuration of a dataset read with ``datasets.load_dataset`` (a hub name or ``folder:split``), as
+    ``load_dataset(path, subset)`` names it, e.g. ``sample-10BT`` of ``HuggingFaceFW/fineweb-edu``; None: its
+    default one."""
     name: str | None = Field(default=None, pattern=r"^[\w.-]+$")
     """A validation source's name in its own metrics (``eval/<name>/loss``); None: its file's stem."""
 
@@ -69,6 +77,9 @@ class DataSection(Section):
     """Rows per optimizer step, over all ranks (gradient accumulation makes up what micro-batches leave)."""
     micro_batch_size: int | None = Field(default=None, ge=1)
     """Rows per forward pass on one rank; None: the rank's whole share of the global batch in one pass."""
+    batch_size_per_rank: int | None = Field(default=None, ge=1)
+    """Rows per optimizer step on each data-parallel rank (a Hugging Face run's per-device batch x gradient
+    accumulation steps): the global batch is this x the data-parallel ranks of the run; None: ``global_batch_size``."""
     shuffle: bool = True
     """Shuffle the training rows each epoch, in an order set by ``trainer.seed``; false: in file order."""
     cache_dir: str | None = None
@@ -104,9 +115,28 @@ class DataSection(Section):
     point."""
     bad_rows: Literal["fail", "skip"] = "fail"
     """Fine-tuning: a malformed row stops the run naming its file and line (``fail``), or is left out (``skip``)."""
+    olmocr: OlmocrSection | None = None
+    """Vision-language SFT: how sources of format ``olmocr_pages`` / ``olmocr_batch`` become rows (olmOCR's
+    pipeline steps); None: the defaults."""
+
+    def rows_per_step(self, dp_size: int) -> int:
+        """Rows per optimizer step over all ranks: ``batch_size_per_rank`` x ``dp_size`` when it is set."""
+        return self.batch_size_per_rank * dp_size if self.batch_size_per_rank else self.global_batch_size
 
     @model_validator(mode="after")
     def _micro_divides_global(self) -> DataSection:
+        if self.batch_size_per_rank is not None:
+            if "global_batch_size" in self.model_fields_set:
+                raise ValueError(
+                    "give data.global_batch_size or data.batch_size_per_rank, not both (an override removes one: "
+                    "~data.batch_size_per_rank)"
+                )
+            if self.micro_batch_size is not None and self.batch_size_per_rank % self.micro_batch_size:
+                raise ValueError(
+                    f"data.micro_batch_size ({self.micro_batch_size}) must divide "
+                    f"data.batch_size_per_rank ({self.batch_size_per_rank})"
+                )
+            return self
         if self.micro_batch_size is not None and self.global_batch_size % self.micro_batch_size:
             raise ValueError(
                 f"data.micro_batch_size ({self.micro_batch_size}) must divide "

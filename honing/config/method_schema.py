@@ -7,6 +7,8 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from honing.config.filter_groups_schema import FilterGroupsSection
+from honing.config.grpo_validation_schema import GRPOValidationSection
 from honing.config.section import Section
 
 
@@ -14,7 +16,8 @@ class GRPORewardSection(Section):
     """One reward: a built-in name (``honing.rl.builtin_rewards``) or ``package.module:function``, and its weight."""
 
     name: str
-    """A built-in reward's name (``honing.rl.builtin_rewards``) or ``package.module:function``."""
+    """A built-in reward's name (``honing.rl.builtin_rewards``), ``package.module:function``, or
+    ``reward_model:PATH`` (a trained reward model's folder, e.g. ``runs/reward/hf``)."""
     weight: float = 1.0
     """The reward's weight in the sum of rewards each completion gets."""
 
@@ -43,12 +46,23 @@ class GRPOSection(Section):
     """How the per-token losses are normalised into one (TRL's ``loss_type``)."""
     scale_rewards: Literal["group", "batch", "none"] = "group"
     """Advantages are divided by the rewards' standard deviation over the group, the batch, or not at all."""
+    importance_sampling_level: Literal["token", "sequence", "sequence_token"] = "token"
+    """The probability ratio that is clipped (TRL's key): per token, or GSPO's one per completion, exp of the mean
+    log-ratio (``sequence``; GSPO pairs it with ``loss_type: grpo``), or GSPO-token (``sequence_token``: that value
+    on each token, each token's own gradient)."""
     num_iterations: int = Field(default=1, ge=1)
     """Optimizer steps per rollout batch."""
     rewards: list[GRPORewardSection] = Field(default_factory=list)
     """The rewards each completion is scored with; at least one (checked by the recipe)."""
     sample_interval: int | None = Field(default=10, ge=1)
     """Completions go to samples.jsonl / W&B every N steps; None: never."""
+    validation: GRPOValidationSection = Field(default_factory=GRPOValidationSection)
+    """How ``data.validation``'s held-out prompts are sampled at each evaluation (scored by ``grpo.rewards``)."""
+    use_vllm: bool = False
+    """Sample rollouts with vLLM (TRL's / Oumi's ``use_vllm``); honing has no vLLM rollout client yet, so its own
+    decoder samples them, said once in an info line."""
+    filter_groups: FilterGroupsSection = Field(default_factory=FilterGroupsSection)
+    """DAPO's dynamic sampling: groups of equal rewards dropped and refilled."""
 
 
 class DPOSection(Section):

@@ -74,6 +74,7 @@ VISION_ONLY = (
     "data.min_pixels",
     "data.max_pixels",
     "data.pdf_longest_side",
+    "data.olmocr",
     "model.freeze_vision",
     "model.freeze_projector",
     "optim.vision_lr",
@@ -123,7 +124,7 @@ METHODS: dict[str, Method] = {
         },
     ),
     # prompts in, completions generated: no labels to mask, nothing packed, no validation loss (held-out prompts
-    # are answered by the generation eval instead)
+    # are sampled and scored by the rewards at each evaluation, and answered by the generation eval)
     "grpo": Method(
         section="grpo",
         unused=(
@@ -131,15 +132,13 @@ METHODS: dict[str, Method] = {
             *PRETRAIN_ONLY,
             *NEXT_TOKEN_ONLY,
             *TRAIN_SOURCE_NAME,
-            *VALIDATION_SOURCE_NAME,
             "tokenizer.vocab_size",
             "data.train_on",
             "data.packing",
             "data.group_by_length",
             "data.overlong",
             "data.bad_rows",
-            "data.validation_split",  # validation prompts come from data.validation, for callbacks.generation_eval
-            "callbacks.evaluator",
+            "data.validation_split",  # validation prompts come from data.validation
         ),
         values={
             **source_formats("auto", "prompt", "conversation"),
@@ -150,23 +149,62 @@ METHODS: dict[str, Method] = {
     "dpo": replace(PREFERENCE_PAIRS, section="dpo"),
     "orpo": replace(PREFERENCE_PAIRS, section="orpo"),
     "cpo": replace(PREFERENCE_PAIRS, section="cpo"),
+    # unpaired rows (TRL's prompt / completion / label: prompt_completion) or pairs turned into two rows
+    "kto": replace(
+        PREFERENCE_PAIRS,
+        section="kto",
+        values={
+            **PREFERENCE_PAIRS.values,
+            **source_formats(*PREFERENCE_PAIRS.values[SOURCE_FORMAT_KEYS[0]], "prompt_completion"),
+        },
+    ),
+    # a score head on the model's body, trained on DPO's pairs: it generates nothing and cannot hold a QLoRA base
+    "reward": replace(
+        PREFERENCE_PAIRS,
+        section="reward",
+        unused=(
+            *PREFERENCE_PAIRS.unused,
+            "callbacks.generation_eval",
+            "callbacks.sample",
+            "callbacks.harness_eval",
+            "model.quantize",
+        ),
+        values={**PREFERENCE_PAIRS.values, "model.lora.task_type": ("SEQ_CLS",)},
+    ),
     # image conversations through the model's own processor (its tokenizer, chat template and image processor):
     # nothing is trained on the rows, and a named text template cannot place images; lm-eval's text backend
     # (HFLM) does not load image-text-to-text models, so no harness evaluation during training
     "vl_sft": Method(
         unused=("tokenizer.vocab_size", *PRETRAIN_ONLY, *TRAIN_SOURCE_NAME, "callbacks.harness_eval"),
         values={
-            **source_formats("auto", "conversation", "mllm"),
+            **source_formats("auto", "conversation", "mllm", "olmocr_pages", "olmocr_batch"),
             "tokenizer.kind": ("auto", "pretrained"),
         },
     ),
 }
+METHODS["rloo"] = replace(METHODS["grpo"], section="rloo")  # GRPO's rollouts with RLOO's estimator
+# GRPO's section on image prompts through the model's processor (VL-SFT's model keys; no PDF-page olmOCR rows)
+METHODS["vl_grpo"] = replace(
+    METHODS["grpo"],
+    unused=(*(k for k in METHODS["grpo"].unused if k not in VISION_ONLY), "data.olmocr", "callbacks.harness_eval"),
+    values={**source_formats("auto", "prompt", "conversation", "mllm"), "tokenizer.kind": ("auto", "pretrained")},
+)
+# DPO's section on pairs whose prompts hold images, through the model's processor (VL-SFT's model keys; no olmOCR rows)
+METHODS["vl_dpo"] = replace(
+    METHODS["dpo"],
+    unused=(*(k for k in METHODS["dpo"].unused if k not in VISION_ONLY), "data.olmocr", "callbacks.harness_eval"),
+    values={**source_formats("auto", "preference", "preference_prompt"), "tokenizer.kind": ("auto", "pretrained")},
+)
+# SFT's conversations, padded (a row's prompt is sampled from), scored by a teacher: no router loss is added
+METHODS["distill"] = replace(
+    METHODS["sft"], section="distill", unused=(*METHODS["sft"].unused, *NEXT_TOKEN_ONLY, "data.packing")
+)
 
 
 def unused_keys(method: str) -> set[str]:
     """The key paths ``method`` never reads: its table entry plus every other method's own section."""
     spec = METHODS[method]
-    others = {other.section for name, other in METHODS.items() if name != method and other.section}
+    others = {other.section for name, other in METHODS.items() if name != method and other.section} - {spec.section}
     return set(spec.unused) | others
 
 

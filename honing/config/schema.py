@@ -21,13 +21,17 @@ from pydantic import ConfigDict, Field, model_validator
 from honing.config.callbacks_schema import CallbacksSection
 from honing.config.custom_recipe import resolve_recipe_keys
 from honing.config.data_schema import DataSection, SourceSection, SplitSection, TokenizerSection
+from honing.config.distill_schema import DistillSection
 from honing.config.evaluation import HarnessEvalSection, ModelCardSection
+from honing.config.kto_schema import KTOSection
 from honing.config.method_schema import CPOSection, DPOSection, GRPORewardSection, GRPOSection, ORPOSection
 from honing.config.methods import METHODS, methods_json, refusals
 from honing.config.model_schema import LoraSection, ModelSection
 from honing.config.optim_schema import OptimSection, ParamGroupSection, SchedulerSection
 from honing.config.optimizers import optimizer_key_refusals
 from honing.config.parallel_schema import ParallelSection
+from honing.config.reward_schema import RewardSection
+from honing.config.rloo_schema import RLOOSection
 from honing.config.section import Section
 from honing.config.trainer_schema import DURATION_PATTERN, StepRange, StorageSection, TrainerSection
 
@@ -68,8 +72,9 @@ class RunConfig(Section):
     model_config = ConfigDict(json_schema_extra={"x-honing-methods": methods_json()})
 
     method: MethodName = "pretrain"
-    """The training method: ``pretrain``, ``sft``, ``vl_sft``, ``dpo``, ``orpo``, ``cpo`` (CPO and SimPO) or
-    ``grpo``; it picks the recipe and which keys are used (``honing.config.methods``)."""
+    """The training method: ``pretrain``, ``sft``, ``vl_sft``, ``dpo``, ``orpo``, ``cpo`` (CPO and SimPO), ``grpo``,
+    ``vl_grpo`` (GRPO on image prompts), ``rloo`` or ``distill``; it picks the recipe and which keys are used
+    (``honing.config.methods``)."""
     recipe: str | None = None
     """Your own recipe class, a subclass of the method's, as ``package.module:ClassName`` (``method: pkg:Class``
     too); None: the method's own recipe."""
@@ -94,13 +99,21 @@ class RunConfig(Section):
     storage: StorageSection = Field(default_factory=StorageSection)
     """Remote storage for ``s3://`` paths."""
     grpo: GRPOSection | None = None
-    """GRPO's settings (``method: grpo`` only)."""
+    """GRPO's settings (``method: grpo`` and ``vl_grpo`` only)."""
     dpo: DPOSection | None = None
     """DPO's settings (``method: dpo`` only); None: the defaults."""
     orpo: ORPOSection | None = None
     """ORPO's settings (``method: orpo`` only); None: the defaults."""
     cpo: CPOSection | None = None
     """CPO's and SimPO's settings (``method: cpo`` only); None: the defaults."""
+    kto: KTOSection | None = None
+    """KTO's settings (``method: kto`` only); None: the defaults."""
+    reward: RewardSection | None = None
+    """A reward model's settings (``method: reward`` only); None: the defaults."""
+    rloo: RLOOSection | None = None
+    """RLOO's settings (``method: rloo`` only)."""
+    distill: DistillSection | None = None
+    """On-policy distillation's settings (``method: distill`` only); None: the defaults."""
     model_card: ModelCardSection = Field(default_factory=ModelCardSection)
     """What the ``README.md`` model card of every export says."""
 

@@ -80,7 +80,9 @@ def build_finetune_data(
         return evaluation_batches(dataset, collate, place), part_report
 
     sources = data.validation.sources if data.validation is not None else []
-    eval_batches, reports["validation"] = validation_batches(sources, splits["validation"], validation_part)
+    eval_batches, validation_report = validation_batches(sources, splits["validation"], validation_part)
+    if validation_report is not None:  # GRPO's held-out prompts have none
+        reports["validation"] = validation_report
     return RunData(loader, eval_batches, collator, reports)
 
 

@@ -221,7 +221,7 @@ def training_loader(
     this rank's slice of the data-parallel dimension."""
     return DataLoader(
         dataset,
-        global_batch_size=data.global_batch_size,
+        global_batch_size=data.rows_per_step(world_size),
         collate_fn=collate,
         seed=seed,
         shuffle=data.shuffle,

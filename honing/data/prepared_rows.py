@@ -53,8 +53,15 @@ COLUMNS: dict[str, dict[str, tuple[str, str]]] = {
         "pixels_after": ("ids", "int64"),
     },
     "dpo": {**COMMON, "prompt_ids": ("ids", "int32"), "chosen_ids": ("ids", "int32"), "rejected_ids": ("ids", "int32")},
+    "kto": {**COMMON, "prompt_ids": ("ids", "int32"), "completion_ids": ("ids", "int32"), "label": ("scalar", "uint8")},
     "grpo": {**COMMON, "prompt_ids": ("ids", "int32"), "prompt": ("json", "uint8"), "columns": ("json", "uint8")},
 }
+# a reward model's pairs: DPO's, with each row's margin (null without one)
+COLUMNS["reward"] = {**COLUMNS["dpo"], "margin": ("json", "uint8")}
+# image prompts: GRPO's, with the rendered chat and the image references (never pixels)
+COLUMNS["vl_grpo"] = {**COLUMNS["grpo"], "text": ("text", "uint8"), "images": ("json", "uint8")}
+# image pairs: DPO's, with the rendered prompt and its image references (never pixels)
+COLUMNS["vl_dpo"] = {**COLUMNS["dpo"], "text": ("text", "uint8"), "images": ("json", "uint8")}
 
 
 def is_prepared_folder(path: str) -> bool:

@@ -48,6 +48,11 @@ PARQUET_BATCH_ROWS = 1024
 HUB_NAME = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 SPLIT_SUFFIX = re.compile(r"^(?P<base>[^:]+):(?P<split>[\w.-]+)$")
 
+# a subset (a dataset's configuration) exists only where datasets.load_dataset reads the path
+SUBSET_NEEDS_LOAD_DATASET = (
+    "subset names a configuration of a dataset read with datasets.load_dataset: a hub name or 'folder:split'"
+)
+
 BadRowHandler = Callable[[str, str], None]
 ImageCheck = Callable[[Conversation], list[str]]  # the reasons a row's images cannot be read
 
@@ -72,13 +77,16 @@ class ExampleSet:
     report: BadRowReport
 
 
-def iter_records(path: str, *, on_bad_row: BadRowHandler | None = None) -> Iterator[Record]:
+def iter_records(path: str, *, on_bad_row: BadRowHandler | None = None, subset: str | None = None) -> Iterator[Record]:
     """Every row under ``path``; an unreadable row raises ``DataError`` or, given ``on_bad_row``, is passed to it
-    as ``(origin, reason)`` and skipped."""
-    target = _datasets_target(path)
+    as ``(origin, reason)`` and skipped. ``subset`` names a configuration of a dataset read with
+    ``datasets.load_dataset`` (a hub name or ``folder:split``), as ``load_dataset(path, subset)`` does."""
+    target = _datasets_target(path, subset)
     if target is not None:
         yield from target()
         return
+    if subset is not None:
+        raise DataError(f"{path!r}: {SUBSET_NEEDS_LOAD_DATASET} ({subset!r}); this path names files")
     files = expand_paths(path)
     unsupported = []
     for url in files:
@@ -217,7 +225,7 @@ def _source_examples(
     format = None if fields["format"] == "auto" else fields["format"]
     detected_at = None
     count = 0
-    for record in iter_records(path, on_bad_row=bad):
+    for record in iter_records(path, on_bad_row=bad, subset=fields["subset"]):
         try:
             if format is None:
                 format, detected_at = detect_format(record.row, text_field=text_field), record.origin
@@ -381,20 +389,36 @@ def _iter_parquet(url: str, bad: BadRowHandler) -> Iterator[Record]:
 # ---- datasets (saved to disk, or loaded by name) ------------------------------------------------------------
 
 
-def _datasets_target(path: str) -> Callable[[], Iterator[Record]] | None:
+def _datasets_target(path: str, subset: str | None = None) -> Callable[[], Iterator[Record]] | None:
     """How to read ``path`` through ``datasets``, or None when it names plain files."""
     if "://" in path or os.path.exists(path):
-        return (lambda: _iter_saved(path, None)) if _is_saved_dataset(path) else None
+        if not _is_saved_dataset(path):
+            return None
+        _no_subset(path, subset)
+        return lambda: _iter_saved(path, None)
     base, split = path, None
     match = SPLIT_SUFFIX.match(path)
     if match:
         base, split = match["base"], match["split"]
         if os.path.isdir(base):
-            return (lambda: _iter_saved(base, split)) if _is_saved_dataset(base) else (lambda: _iter_hub(base, split))
+            if _is_saved_dataset(base):
+                _no_subset(path, subset)
+                return lambda: _iter_saved(base, split)
+            return lambda: _iter_hub(base, split, subset)
     # A missing file such as "data/train.jsonl" also has the owner/name shape; it must fail as a missing path.
     if HUB_NAME.match(base) and not base.endswith(DATA_SUFFIXES):
-        return lambda: _iter_hub(base, split or "train")
+        return lambda: _iter_hub(base, split or "train", subset)
     return None
+
+
+def reads_with_datasets(path: str) -> bool:
+    """True when ``path`` is read through ``datasets``: a saved dataset folder, ``folder:split``, a hub name."""
+    return _datasets_target(path) is not None
+
+
+def _no_subset(path: str, subset: str | None) -> None:
+    if subset is not None:  # a saved dataset is one configuration already
+        raise DataError(f"{path!r}: {SUBSET_NEEDS_LOAD_DATASET} ({subset!r}); this path is a saved dataset folder")
 
 
 def _is_saved_dataset(path: str) -> bool:
@@ -421,18 +445,21 @@ def _iter_saved(path: str, split: str | None) -> Iterator[Record]:
         yield Record(row, f"{where}[{index}]")
 
 
-def _iter_hub(name: str, split: str) -> Iterator[Record]:
+def _iter_hub(name: str, split: str, subset: str | None = None) -> Iterator[Record]:
     datasets = _import_datasets(name)
+    shown = repr(name) if subset is None else f"{name!r} (subset {subset!r})"
     try:
-        loaded = datasets.load_dataset(name, split=split, streaming=True)
-    except Exception as error:  # hub, network and split errors all mean: this name cannot be read
+        configuration = {} if subset is None else {"name": subset}  # load_dataset's name: the configuration
+        loaded = datasets.load_dataset(name, split=split, streaming=True, **configuration)
+    except Exception as error:  # hub, network, subset and split errors all mean: this name cannot be read
         raise DataError(
-            f"cannot load dataset {name!r} split {split!r} with datasets.load_dataset "
+            f"cannot load dataset {shown} split {split!r} with datasets.load_dataset "
             f"({type(error).__name__}: {error}); expected an existing path, or a Hugging Face Hub "
-            "dataset 'owner/name' or 'owner/name:split'"
+            "dataset 'owner/name' or 'owner/name:split'" + ("" if subset is None else " that has this subset")
         ) from error
+    where = name if subset is None else f"{name}[{subset}]"
     for index, row in enumerate(loaded):
-        yield Record(row, f"{name}:{split}[{index}]")
+        yield Record(row, f"{where}:{split}[{index}]")
 
 
 def _import_datasets(path: str) -> Any:

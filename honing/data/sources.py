@@ -19,7 +19,14 @@ from honing.errors import DataError
 
 STDLIB_PLACEHOLDER = "{stdlib}"
 JSONL_SUFFIXES = (".jsonl", ".json")
-SOURCE_FIELDS = {"path": None, "format": "auto", "weight": 1.0, "text_field": "text", "max_samples": None}
+SOURCE_FIELDS = {
+    "path": None,
+    "format": "auto",
+    "weight": 1.0,
+    "text_field": "text",
+    "max_samples": None,
+    "subset": None,
+}
 
 
 def expand_paths(path: str) -> list[str]:
@@ -90,6 +97,9 @@ def source_fields(source: Mapping[str, Any] | object, index: int) -> dict[str, A
         raise DataError(
             f"data source {index} ({path!r}): max_samples must be an integer >= 1 or null, got {max_samples!r}"
         )
+    subset = fields["subset"]
+    if subset is not None and (not isinstance(subset, str) or not subset):
+        raise DataError(f"data source {index} ({path!r}): subset must be a non-empty string or null, got {subset!r}")
     fields["weight"] = float(weight)
     return fields
 

@@ -54,7 +54,15 @@ def tokenizer_fingerprint(tokenizer: Any) -> str:
     """sha256 of the tokenizer's serialized backend: equal fingerprints encode text identically."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is not None:
-        return hashlib.sha256(backend.to_str().encode("utf-8")).hexdigest()
+        text = backend.to_str()
+        if backend.padding is not None or backend.truncation is not None:
+            # State the last padded batch left (a processor pads its batch), not how text encodes: a rank that has
+            # tokenized rows must get the fingerprint of one that has not, or it waits for a cache entry never made.
+            clean = Tokenizer.from_str(text)
+            clean.no_padding()
+            clean.no_truncation()
+            text = clean.to_str()
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
     # A tokenizer without a Rust backend (rare in transformers 5): its vocabulary and specials stand in.
     description = {
         "class": type(tokenizer).__name__,

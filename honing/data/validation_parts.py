@@ -43,9 +43,9 @@ def validation_parts(sources: Sequence[Any], split: Part) -> list[tuple[str | No
 
 def validation_batches(
     sources: Sequence[Any], split: Part, build: Callable[[Part], tuple[Any, DataReport]]
-) -> tuple[Any, DataReport]:
+) -> tuple[Any, DataReport | None]:
     """``build``'s validation batches and report of the whole split, or of each source (``SourceBatches``) when there
-    are several, with the sources' reports summed."""
+    are several, with the sources' reports summed (None: a row kind without reports)."""
     parts = validation_parts(sources, split)
     if parts[0][0] is None:
         return build(parts[0][1])
@@ -53,7 +53,7 @@ def validation_batches(
     for name, part in parts:
         batches[name], report = build(part)
         reports.append(report)
-    return SourceBatches(batches), DataReport.merged(reports)
+    return SourceBatches(batches), DataReport.merged(reports) if None not in reports else None
 
 
 def _source_sizes(table: Any, count: int) -> list[int]:

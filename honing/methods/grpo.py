@@ -33,6 +33,10 @@ from honing.losses import (
     token_logps,
 )
 from honing.methods.base import BaseTrainModule
+from honing.methods.grpo_estimators import IMPORTANCE_SAMPLING_LEVELS, gspo_per_token_loss
+from honing.methods.grpo_loss_stats import LossStats
+from honing.methods.grpo_sampling import GeneratedGroups, RefillPrompts, fill_groups, refill_seed
+from honing.methods.grpo_validation import RewardValidation
 from honing.models.generation import sample_completions
 from honing.models.output_head import forward_with_head
 from honing.models.parallel import is_fsdp
@@ -45,6 +49,9 @@ ROLLOUT_KEYS = ("input_ids", "attention_mask", "completion_ids", "completion_mas
 
 class GRPOTrainModule(BaseTrainModule):
     """Rollouts, rewards, advantages and the clipped policy-gradient loss (with an optional KL to a reference)."""
+
+    kl_in_loss = True  # the KL term is in the loss (GRPO), not in the reward (RLOO)
+    rollout_keys = ROLLOUT_KEYS  # a subclass adds the row-aligned keys its forward reads (grpo_vision: image_row)
 
     def __init__(
         self,
@@ -68,6 +75,10 @@ class GRPOTrainModule(BaseTrainModule):
         reference_model: torch.nn.Module | None = None,
         seed: int = 0,
         sample_interval: int | None = None,
+        validation: RewardValidation | None = None,
+        importance_sampling_level: str = "token",
+        max_num_gen_batches: int | None = None,
+        refill_prompts: RefillPrompts | None = None,
         chunked_loss: bool = True,
         **options: Any,
     ):
@@ -93,6 +104,18 @@ class GRPOTrainModule(BaseTrainModule):
         self.reference_model = reference_model
         self.seed = seed
         self.sample_interval = sample_interval
+        self.validation = validation  # how held-out prompts are answered at an evaluation (None: no validation)
+        if importance_sampling_level not in IMPORTANCE_SAMPLING_LEVELS:
+            raise ValueError(
+                f"importance_sampling_level must be one of {IMPORTANCE_SAMPLING_LEVELS}, "
+                f"got {importance_sampling_level!r}"
+            )
+        self.importance_sampling_level = importance_sampling_level
+        # dynamic sampling (None: off): generation rounds per step at most, and where refill prompts come from
+        if max_num_gen_batches is not None and refill_prompts is None:
+            raise ValueError("dynamic sampling (max_num_gen_batches) needs refill_prompts")
+        self.max_num_gen_batches = max_num_gen_batches
+        self.refill_prompts = refill_prompts
         self._step_tokens: tuple[Any, int] | None = None  # (the batch, its prompt + generated tokens)
 
     # --- the step -----------------------------------------------------------------------
@@ -105,7 +128,9 @@ class GRPOTrainModule(BaseTrainModule):
         """Back-propagate the GRPO loss of a rollout batch (``num_iterations`` passes, an optimizer step between
         two), recording ``train/loss`` and the KL and clipping metrics."""
         width = self.micro_batch_size * self.num_generations  # micro-batches hold whole groups
-        micro_batches = stack_collate.split({k: rollouts[k] for k in ROLLOUT_KEYS + self._logp_keys(rollouts)}, width)
+        micro_batches = stack_collate.split(
+            {k: rollouts[k] for k in self.rollout_keys + self._logp_keys(rollouts)}, width
+        )
         completions = int(rollouts["completion_mask"].shape[0])
         global_tokens = self.sum_over_ranks(rollouts["completion_mask"].sum())
         scale = grpo_loss_scale(
@@ -121,12 +146,12 @@ class GRPOTrainModule(BaseTrainModule):
             with torch.no_grad():
                 for micro in micro_batches:
                     micro["old_logps"] = self.completion_logps(self.model, micro)
-        stats = _LossStats()
+        stats = LossStats()
         for iteration in range(self.num_iterations):
             if iteration:  # the previous pass's update; the loop takes the last one
                 self._inner_optim_step()
                 self.zero_grads()
-            stats = _LossStats()
+            stats = LossStats()
             loss_sum = self.backward_each(micro_batches, partial(self._micro_loss, stats=stats), scale)
             # every pass's loss feeds the non-finite policy; the last pass's is the step's train/loss
             last = iteration == self.num_iterations - 1
@@ -134,18 +159,31 @@ class GRPOTrainModule(BaseTrainModule):
         if self.trainer is not None and not dry_run:
             self._record_loss_stats(stats)
 
-    def _micro_loss(self, micro: dict[str, torch.Tensor], stats: _LossStats) -> torch.Tensor:
+    def _micro_loss(self, micro: dict[str, torch.Tensor], stats: LossStats) -> torch.Tensor:
         logps = self.completion_logps(self.model, micro)
         old_logps = micro.get("old_logps", logps.detach())
-        per_token, ratio, kl = grpo_per_token_loss(
-            logps,
-            old_logps,
-            micro["advantages"],
-            epsilon=self.epsilon,
-            epsilon_high=self.epsilon_high,
-            ref_logps=micro.get("ref_logps"),
-            beta=self.beta,
-        )
+        if self.importance_sampling_level == "token":
+            per_token, ratio, kl = grpo_per_token_loss(
+                logps,
+                old_logps,
+                micro["advantages"],
+                epsilon=self.epsilon,
+                epsilon_high=self.epsilon_high,
+                ref_logps=micro.get("ref_logps"),
+                beta=self.beta,
+            )
+        else:
+            per_token, ratio, kl = gspo_per_token_loss(
+                logps,
+                old_logps,
+                micro["advantages"],
+                micro["completion_mask"],
+                level=self.importance_sampling_level,
+                epsilon=self.epsilon,
+                epsilon_high=self.epsilon_high,
+                ref_logps=micro.get("ref_logps"),
+                beta=self.beta,
+            )
         stats.add(micro["completion_mask"], ratio.detach(), micro["advantages"], kl, self.epsilon, self.epsilon_high)
         return grpo_loss_sum(per_token, micro["completion_mask"], self.loss_type)
 
@@ -163,6 +201,7 @@ class GRPOTrainModule(BaseTrainModule):
                     attention_mask=micro["attention_mask"],
                     use_cache=False,
                     logits_to_keep=width + 1,
+                    **self.model_inputs(micro),
                 )
 
         if self.chunked_loss:
@@ -177,26 +216,61 @@ class GRPOTrainModule(BaseTrainModule):
                 return logps
         return token_logps(run_forward().logits[:, :-1], completion_ids, self.temperature)
 
+    def model_inputs(self, micro: dict[str, torch.Tensor]) -> dict[str, Any]:
+        """The forward's inputs besides ids and mask for a rollout micro-batch (none for text)."""
+        return {}
+
     # --- rollouts -----------------------------------------------------------------------
     def rollout(self, batch: dict[str, Any], *, dry_run: bool = False) -> dict[str, Any]:
-        """G sampled completions per prompt, their rewards and advantages, and the reference log-probs."""
+        """G sampled completions per prompt, their rewards and advantages, and the reference log-probs (with
+        dynamic sampling: groups of equal rewards replaced by new prompts' groups, ``honing.methods.grpo_sampling``)."""
+        step = self.trainer.global_step if self.trainer is not None else 0
+        seeds = [
+            rollout_seed(self.seed, step, int(i), g)
+            for i in batch["index"].tolist()
+            for g in range(self.num_generations)
+        ]
+        groups = self.generate(batch, seeds)
+        counts = None
+        if self.max_num_gen_batches is not None:
+            groups, counts = fill_groups(
+                groups,
+                weights=self.scorer.weights,
+                max_rounds=self.max_num_gen_batches,
+                refill=partial(self._refill, step),
+                shortage_everywhere=self._largest_shortage,
+                pad_token_id=self.pad_token_id,
+            )
+        prompt_mask, completion_ids, completion_mask = groups.prompt_mask, groups.completion_ids, groups.completion_mask
+        rewards = combine_rewards(groups.rewards_per_func, self.scorer.weights)
+        rollouts = self.rollout_tensors(groups)
+        advantages, std = self.score_rollouts(rewards, rollouts, dry_run=dry_run)
+        prompt_tokens = int(prompt_mask.sum())
+        self._step_tokens = (batch, int(self.sum_over_ranks(torch.tensor(prompt_tokens + int(completion_mask.sum())))))
+        if self.trainer is not None and not dry_run:
+            self._record_rollout_metrics(completion_ids, completion_mask, groups.rewards_per_func, std)
+            if counts is not None:
+                self._record_sampling_counts(counts)
+            self._log_samples(groups.prompts, groups.texts, groups.rewards_per_func, rewards, advantages)
+        return rollouts
+
+    def rollout_tensors(self, groups: GeneratedGroups) -> dict[str, torch.Tensor]:
+        """The sampled groups as the loss reads them: prompt + completion ids and mask, and the completions."""
+        return {
+            "input_ids": torch.cat([groups.prompt_ids, groups.completion_ids], dim=1),
+            "attention_mask": torch.cat([groups.prompt_mask, groups.completion_mask], dim=1),
+            "completion_ids": groups.completion_ids,
+            "completion_mask": groups.completion_mask,
+        }
+
+    def generate(self, batch: dict[str, Any], seeds: list[int]) -> GeneratedGroups:
+        """One round: G completions per prompt of ``batch``, sampled with ``seeds`` (one per completion), decoded
+        and scored by the rewards."""
         group = self.num_generations
         prompt_ids = batch["input_ids"].to(self.device).repeat_interleave(group, dim=0)
         prompt_mask = batch["attention_mask"].to(self.device).repeat_interleave(group, dim=0)
-        step = self.trainer.global_step if self.trainer is not None else 0
-        seeds = [rollout_seed(self.seed, step, int(i), g) for i in batch["index"].tolist() for g in range(group)]
-        completion_ids, completion_mask = sample_completions(
-            self.model,
-            prompt_ids,
-            prompt_mask,
-            max_new_tokens=self.max_completion_length,
-            stop_token_ids=self.stop_token_ids,
-            pad_token_id=self.pad_token_id,
-            seeds=seeds,
-            temperature=self.temperature,
-            top_p=self.top_p,
-            top_k=self.top_k,
-            sync_ranks=is_fsdp(self.model),
+        completion_ids, completion_mask = self.sample(
+            batch, prompt_ids, prompt_mask, seeds, temperature=self.temperature, top_p=self.top_p, top_k=self.top_k
         )
         prompts = [prompt for prompt in batch["prompt"] for _ in range(group)]
         texts = self.tokenizer.batch_decode(
@@ -210,23 +284,45 @@ class GRPOTrainModule(BaseTrainModule):
         columns = {name: [v for v in values for _ in range(group)] for name, values in batch["columns"].items()}
         columns["completion_ids"] = [ids[mask.bool()].tolist() for ids, mask in zip(completion_ids, completion_mask)]
         rewards_per_func = self.scorer.score(prompts, completions, columns)
-        rewards = combine_rewards(rewards_per_func, self.scorer.weights)
+        return GeneratedGroups(
+            prompt_ids, prompt_mask, completion_ids, completion_mask, prompts, texts, columns, rewards_per_func, group
+        )
+
+    def sample(
+        self, batch: dict[str, Any], prompt_ids: Any, prompt_mask: Any, seeds: list[int], **sampling: Any
+    ) -> Any:
+        """``(completion_ids, completion_mask)``: one completion per row of ``prompt_ids`` (``batch``'s prompts, each
+        repeated) seeded by ``seeds``, at the ``temperature`` / ``top_p`` / ``top_k`` of ``sampling``."""
+        decoding = dict(max_new_tokens=self.max_completion_length, stop_token_ids=self.stop_token_ids)
+        decoding.update(pad_token_id=self.pad_token_id, seeds=seeds, sync_ranks=is_fsdp(self.model), **sampling)
+        return sample_completions(self.model, prompt_ids, prompt_mask, **decoding)
+
+    def score_rollouts(
+        self, rewards: torch.Tensor, rollouts: dict[str, torch.Tensor], *, dry_run: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(advantages, std)`` of the rewards, stored in ``rollouts`` with what the loss needs beside them (the
+        reference log-probs of the KL term)."""
         advantages, std = self.advantages(rewards)
-        rollouts = {
-            "input_ids": torch.cat([prompt_ids, completion_ids], dim=1),
-            "attention_mask": torch.cat([prompt_mask, completion_mask], dim=1),
-            "completion_ids": completion_ids,
-            "completion_mask": completion_mask,
-            "advantages": advantages.to(self.device),
-        }
+        rollouts["advantages"] = advantages.to(self.device)
         if self.beta != 0.0:
             rollouts["ref_logps"] = self.reference_logps(rollouts)
-        prompt_tokens = int(prompt_mask.sum())
-        self._step_tokens = (batch, int(self.sum_over_ranks(torch.tensor(prompt_tokens + int(completion_mask.sum())))))
-        if self.trainer is not None and not dry_run:
-            self._record_rollout_metrics(completion_ids, completion_mask, rewards_per_func, std)
-            self._log_samples(prompts, texts, rewards_per_func, rewards, advantages)
-        return rollouts
+        return advantages, std
+
+    def _refill(self, step: int, round_index: int, count: int) -> GeneratedGroups:
+        batch = self.refill_prompts.draw(step, round_index, count)
+        g = self.num_generations
+        seeds = [
+            refill_seed(self.seed, step, round_index, int(i), k) for i in batch["index"].tolist() for k in range(g)
+        ]
+        return self.generate(batch, seeds)
+
+    def _largest_shortage(self, shortage: int) -> int:
+        # every rank generates in every round (FSDP2 gathers in each forward): the largest shortage of any rank
+        if not is_distributed():
+            return shortage
+        value = torch.tensor([shortage], device=self.device)
+        torch.distributed.all_reduce(value, op=torch.distributed.ReduceOp.MAX, group=self.parallel_dims.group("dp"))
+        return int(value.item())
 
     def advantages(self, rewards: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """This rank's advantages (groups never span ranks; ``batch`` scaling uses every rank's rewards)."""
@@ -240,9 +336,8 @@ class GRPOTrainModule(BaseTrainModule):
     @torch.no_grad()
     def reference_logps(self, rollouts: dict[str, torch.Tensor]) -> torch.Tensor:
         """The reference model's completion log-probs: the frozen copy, or the model with its adapters off."""
-        width = self.micro_batch_size * self.num_generations
         parts = []
-        for micro in stack_collate.split({k: rollouts[k] for k in ROLLOUT_KEYS}, width):
+        for micro in self.micro_rollouts(rollouts):
             if self.reference_model is not None:
                 parts.append(self.completion_logps(self.reference_model, micro))
             elif is_lora(self.model):
@@ -251,6 +346,11 @@ class GRPOTrainModule(BaseTrainModule):
             else:
                 raise ValueError("beta != 0 needs a reference model (or a LoRA model, whose adapters are disabled)")
         return torch.cat(parts)
+
+    def micro_rollouts(self, rollouts: dict[str, torch.Tensor]) -> list[dict[str, torch.Tensor]]:
+        """The rollout tensors there are, cut into micro-batches of whole groups."""
+        width = self.micro_batch_size * self.num_generations
+        return stack_collate.split({k: rollouts[k] for k in self.rollout_keys if k in rollouts}, width)
 
     @staticmethod
     def _logp_keys(rollouts: dict[str, Any]) -> tuple[str, ...]:
@@ -272,8 +372,14 @@ class GRPOTrainModule(BaseTrainModule):
         return self.collator.num_tokens(batch) * self.num_generations * self.data_parallel_size  # a skipped step
 
     def eval_batch(self, batch: Any) -> dict[str, torch.Tensor]:
-        """GRPO has no validation loss (its reward is logged every step)."""
-        raise NotImplementedError("GRPO has no evaluation batches")
+        """Held-out prompts sampled and scored by the rewards (``honing.methods.grpo_validation``): their sums."""
+        if self.validation is None:
+            raise NotImplementedError("GRPO evaluates held-out prompts only with a RewardValidation")
+        return self.validation.eval_batch(self, batch)
+
+    def eval_metrics(self, totals: dict[str, float]) -> dict[str, float]:
+        """``reward``, ``rewards/<name>/mean``, ... of the held-out completions from the summed totals."""
+        return RewardValidation.eval_metrics(self.scorer.names, totals)
 
     # --- metrics and samples --------------------------------------------------------------
     def _record(self, name: str, value: Any) -> None:
@@ -310,16 +416,27 @@ class GRPOTrainModule(BaseTrainModule):
         self._record("reward_std", nanstd(rewards))
         self._record("frac_reward_zero_std", torch.isclose(std, torch.zeros_like(std)).float().mean())
 
-    def _record_loss_stats(self, stats: _LossStats) -> None:
+    def _record_loss_stats(self, stats: LossStats) -> None:
         totals = self.sum_over_ranks(torch.stack(stats.sums()).to(self.device)).cpu()
         tokens = totals[0].clamp(min=1)
-        if self.beta != 0.0:
+        if self.beta != 0.0 and self.kl_in_loss:
             self._record("kl", totals[1] / tokens)
-        self._record("clip_ratio/low_mean", totals[2] / tokens)
-        self._record("clip_ratio/high_mean", totals[3] / tokens)
-        self._record("clip_ratio/region_mean", totals[4] / tokens)
+        units = totals[5].clamp(min=1)  # tokens, or sequences where the ratio is one per sequence
+        self._record("clip_ratio/low_mean", totals[2] / units)
+        self._record("clip_ratio/high_mean", totals[3] / units)
+        self._record("clip_ratio/region_mean", totals[4] / units)
         self._record("clip_ratio/low_min", _gather(torch.cat(stats.low_per_sequence), self.device).min())
         self._record("clip_ratio/high_max", _gather(torch.cat(stats.high_per_sequence), self.device).max())
+
+    def _record_sampling_counts(self, counts: Any) -> None:
+        # verl's num_gen_batches (the same on every rank), and the groups summed over ranks
+        self._record("num_gen_batches", counts.rounds)
+        summed = self.sum_over_ranks(
+            torch.tensor([counts.dropped_groups, counts.equal_groups_kept, counts.refill_prompts], device=self.device)
+        ).cpu()
+        self._record("dynamic_sampling/dropped_groups", summed[0])
+        self._record("dynamic_sampling/equal_groups_kept", summed[1])
+        self._record("dynamic_sampling/refill_prompts", summed[2])
 
     def _log_samples(
         self,
@@ -351,42 +468,6 @@ class GRPOTrainModule(BaseTrainModule):
 def rollout_seed(seed: int, step: int, prompt_index: int, generation: int) -> int:
     """The sampling seed of one completion: a hash of (run seed, step, prompt index, generation index)."""
     return int(np.random.SeedSequence([seed, step, prompt_index, generation]).generate_state(1, np.uint64)[0] >> 1)
-
-
-class _LossStats:
-    """Token counts, KL and clipping of the step's last pass, summed over its micro-batches."""
-
-    def __init__(self) -> None:
-        self.totals = [torch.zeros(()) for _ in range(5)]  # tokens, kl, low, high, region
-        self.low_per_sequence: list[torch.Tensor] = []
-        self.high_per_sequence: list[torch.Tensor] = []
-
-    def add(
-        self,
-        mask: torch.Tensor,
-        ratio: torch.Tensor,
-        advantages: torch.Tensor,
-        kl: torch.Tensor | None,
-        epsilon: float,
-        epsilon_high: float,
-    ) -> None:
-        """Add one micro-batch (TRL's clip-ratio definitions: low when ratio < 1−ε with A < 0, high when
-        ratio > 1+ε_high with A > 0)."""
-        mask = mask.float()
-        advantages = advantages.unsqueeze(1)
-        low = ((ratio < 1 - epsilon) & (advantages < 0)).float()
-        high = ((ratio > 1 + epsilon_high) & (advantages > 0)).float()
-        region = ((low + high) > 0).float()
-        values = [mask.sum(), (kl.detach() * mask).sum() if kl is not None else torch.zeros(())]
-        values += [(low * mask).sum(), (high * mask).sum(), (region * mask).sum()]
-        self.totals = [total + value.detach().float().cpu() for total, value in zip(self.totals, values)]
-        tokens = mask.sum(-1)
-        self.low_per_sequence.append(((low * mask).sum(-1) / tokens).detach())
-        self.high_per_sequence.append(((high * mask).sum(-1) / tokens).detach())
-
-    def sums(self) -> list[torch.Tensor]:
-        """The five sums (tokens, kl, low, high, region)."""
-        return self.totals
 
 
 class _Unrecorded:

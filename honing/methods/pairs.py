@@ -261,9 +261,11 @@ def pair_logps(
             return collator.unpack(micro, packed_output)
     else:
         inputs = collator.model_inputs(micro)
+        # image pairs run their chosen and rejected sequences as rows of their own: the collator lays them side by side
+        pair_layout = getattr(collator, "pair_layout", None)
 
         def unpack(packed_output: torch.Tensor) -> torch.Tensor:
-            return packed_output
+            return packed_output if pair_layout is None else pair_layout(micro, packed_output)
 
     def run_forward() -> Any:
         with autocast():

@@ -75,6 +75,7 @@ def sample_completions(
     sync_ranks: bool = False,
     on_tokens: Callable[[torch.Tensor], Any] | None = None,
     shared_prefix: int = 0,
+    decoder: Callable[[torch.nn.Module], Any] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Sample one completion per row of left-padded prompts: ``(completion_ids, completion_mask)``, each row
     ending at its first stop token (kept, and masked in) or after ``max_new_tokens``; pads after it.
@@ -85,7 +86,8 @@ def sample_completions(
     has ended; with ``sync_ranks`` (FSDP2: every rank must take part in every forward) it stops when every row
     of every rank has ended. ``temperature`` 0 is greedy. ``on_tokens`` sees each step's tokens (pads where a row
     has ended) as they are chosen, e.g. to stream them to a terminal. ``shared_prefix``: the first columns hold the
-    same real tokens in every row (padding after them), which the lean decoder then computes once.
+    same real tokens in every row (padding after them), which the lean decoder then computes once. ``decoder`` builds
+    the decoder from the unwrapped model instead (``honing.models.vl_decoding``: prompts with pixel inputs).
     """
     inner = unwrap_model(model)
     was_training = inner.training
@@ -97,7 +99,10 @@ def sample_completions(
     tokens: list[torch.Tensor] = []
     alive: list[torch.Tensor] = []
     # FSDP2's all-gathers run in the root module's forward, which only the transformers path calls
-    decode = (None if sync_ranks else lean_decoder(inner)) or TransformersDecoder(inner)
+    if decoder is not None:
+        decode = decoder(inner)
+    else:
+        decode = (None if sync_ranks else lean_decoder(inner)) or TransformersDecoder(inner)
     # inference mode skips autograd's bookkeeping on each of a decode step's small operators (~10 % of a step at
     # rollout sizes); the transformers path keeps no_grad, whose tensors FSDP2's hooks may keep
     no_autograd = torch.no_grad() if isinstance(decode, TransformersDecoder) else torch.inference_mode()

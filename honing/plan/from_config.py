@@ -216,7 +216,7 @@ def plan_inputs(config: RunConfig, *, nproc: int = 1, vocab_size: int | None = N
     autocast = precision == "bf16-mixed"
     compute_dtype = torch.bfloat16 if param_bytes == 2 or autocast else torch.float32
     dims = parallel_dims_from(config.parallel, nproc)
-    local_rows = config.data.global_batch_size // dims.dp_size
+    local_rows = config.data.rows_per_step(dims.dp_size) // dims.dp_size
     micro = min(config.data.micro_batch_size or local_rows, local_rows)
     text_config = getattr(model_config, "text_config", model_config)
     device_type = planned_device_type(config)
@@ -290,6 +290,8 @@ def has_reference_copy(config: RunConfig, lora: bool) -> bool:
     (LoRA's reference is the model with its adapters off)."""
     if config.method == "dpo":
         return (config.dpo.reference if config.dpo is not None else "copy") == "copy"
+    if config.method == "kto":  # its rows as DPO's pairs: a completion and a mismatched one
+        return (config.kto.reference if config.kto is not None else "copy") == "copy"
     return config.method == "grpo" and config.grpo is not None and config.grpo.beta != 0.0 and not lora
 
 
@@ -315,7 +317,7 @@ def rows_per_example(config: RunConfig) -> int:
     prompt's ``num_generations`` completions."""
     if config.method == "grpo":
         return config.grpo.num_generations if config.grpo is not None else 8
-    return 2 if config.method in ("dpo", "orpo", "cpo") else 1
+    return 2 if config.method in ("dpo", "orpo", "cpo", "kto") else 1
 
 
 def describe(config: RunConfig, plan: PlanInputs, result: MemoryEstimate, budget: int | None, *, nproc: int = 1) -> str:

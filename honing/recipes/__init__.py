@@ -12,9 +12,15 @@ RECIPES: dict[str, str] = {
     "sft": "honing.recipes.sft:SFTRecipe",
     "vl_sft": "honing.recipes.vl_sft:VLSFTRecipe",
     "dpo": "honing.recipes.dpo:DPORecipe",
+    "vl_dpo": "honing.recipes.vl_dpo:VLDPORecipe",
     "orpo": "honing.recipes.reference_free:ReferenceFreeRecipe",
     "cpo": "honing.recipes.reference_free:ReferenceFreeRecipe",
+    "kto": "honing.recipes.kto:KTORecipe",
     "grpo": "honing.recipes.grpo:GRPORecipe",
+    "rloo": "honing.recipes.grpo:GRPORecipe",
+    "vl_grpo": "honing.recipes.vl_grpo:VLGRPORecipe",
+    "reward": "honing.recipes.reward:RewardRecipe",
+    "distill": "honing.recipes.distill:DistillRecipe",
 }
 
 

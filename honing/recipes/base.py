@@ -348,7 +348,7 @@ def configure_storage(cfg: Any) -> None:
 
 def micro_batch_size(config: RunConfig, dims: ParallelDims) -> int:
     """Rows per forward pass on each rank (defaults to the whole per-rank batch)."""
-    local = config.data.global_batch_size // dims.dp_size
+    local = config.data.rows_per_step(dims.dp_size) // dims.dp_size
     return min(config.data.micro_batch_size or local, local)
 
 

@@ -14,15 +14,10 @@ import torch
 from honing.config.schema import DPOSection
 from honing.data.finetune_data import RunData, build_finetune_data
 from honing.data.preference.preference_rows import PreferenceRows
-from honing.distributed import get_world_size
-from honing.errors import ConfigError
 from honing.methods.dpo import DPOTrainModule
-from honing.methods.dpo_reference import PrecomputedReference
-from honing.models import is_lora, unwrap_model
-from honing.models.parallel import parallelize_from, resolve_strategy
-from honing.models.quantize import frozen_copy
-from honing.recipes.base import Recipe, micro_batch_size, train_module_options, use_chat_tokenizer
+from honing.recipes.base import Recipe, train_module_options, use_chat_tokenizer
 from honing.recipes.pair_parts import check_pair_attention, held_out_answers, packed_pairs, preference_rows
+from honing.recipes.reference_parts import build_reference_model, precomputed_reference
 
 
 class DPORecipe(Recipe):
@@ -41,30 +36,7 @@ class DPORecipe(Recipe):
     def build_reference_model(self, model: torch.nn.Module) -> torch.nn.Module | None:
         """A frozen copy of the initial model for ``dpo.reference: copy``, sharded like the policy under FSDP2 (none
         for ``adapters_off`` and ``precompute``)."""
-        trainer = self.config.trainer
-        if trainer.load_path and not trainer.load_trainer_state:
-            # the reference is the model as built here; weights loaded later by the trainer would not be in it
-            raise ConfigError(
-                "trainer.load_path with load_trainer_state: false (a warm start) would train DPO against a "
-                "reference other than its starting weights; start from an export instead (model.name_or_path: "
-                "SAVE_FOLDER/hf)"
-            )
-        reference = self.dpo.reference
-        if reference == "adapters_off" and not is_lora(model):
-            raise ConfigError("dpo.reference: 'adapters_off' needs model.lora (LoRA); use copy or precompute")
-        if reference != "copy":
-            return None
-        copy = frozen_copy(unwrap_model(model)).eval().requires_grad_(False)
-        if resolve_strategy(self.config.parallel.strategy, get_world_size()) != "fsdp":  # DDP: no wrapper needed
-            return copy
-        return parallelize_from(
-            copy,
-            self.config.parallel,
-            dims=self.parallel_dims,
-            device=self.device,
-            precision=self.precision,
-            frozen=True,
-        )
+        return build_reference_model(self, model, self.dpo.reference)
 
     def row_kind(self) -> PreferenceRows:
         """Preference pairs through the chat template, batched by the pair collator."""
@@ -75,19 +47,8 @@ class DPORecipe(Recipe):
         attention = check_pair_attention(self)
         kind = self.row_kind()
         reference = None
-        if self.dpo.reference == "precompute" and self.model is not None:  # `honing data` builds no model
-            reference = PrecomputedReference(
-                self.model,
-                kind.collator,
-                device=self.device,
-                precision=self.precision,
-                attention=attention,
-                batch_size=micro_batch_size(self.config, self.parallel_dims),
-                chunked=self.config.model.chunked_loss,
-                packed=self.packed_pairs,
-                sharded=resolve_strategy(self.config.parallel.strategy, get_world_size()) == "fsdp",
-                cache_dir=self.cache_dir,
-            )
+        if self.dpo.reference == "precompute":
+            reference = precomputed_reference(self, kind.collator, attention=attention, packed=self.packed_pairs)
         return build_finetune_data(
             kind, self.config.data, self.data_placement(), finish=reference.attach if reference else None
         )

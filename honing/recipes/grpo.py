@@ -17,10 +17,17 @@ from honing.data.finetune_data import RunData, build_finetune_data
 from honing.data.prompts.prompt_rows import PromptRows
 from honing.data.prompts.prompts import load_prompts
 from honing.distributed import print0
-from honing.errors import ConfigError, DataError
+from honing.errors import DataError
 from honing.models import is_lora
 from honing.models.generation import end_of_turn_ids
 from honing.recipes.base import Recipe, train_module_options, use_chat_tokenizer
+from honing.recipes.grpo_sampling import dynamic_sampling, estimator_parts, rollout_section
+from honing.recipes.grpo_validation import (
+    announce_rollout_backend,
+    reward_validation,
+    wants_reward_validation,
+    with_evaluation_before_training,
+)
 from honing.rl.rewards import RewardScorer
 
 
@@ -29,9 +36,7 @@ class GRPORecipe(Recipe):
 
     def __init__(self, config: Any):
         super().__init__(config)
-        if config.grpo is None:
-            raise ConfigError("grpo: method 'grpo' needs a grpo section, at least grpo.rewards: [{name: ...}]")
-        self.grpo: GRPOSection = config.grpo
+        self.grpo: GRPOSection = rollout_section(config)  # or RLOO's section, for method: rloo
 
     def build_model_assets(self) -> list[Any]:
         """A byte-level or pretrained tokenizer with the run's chat template."""
@@ -57,24 +62,20 @@ class GRPORecipe(Recipe):
         )
 
     def build_data(self) -> RunData:
-        """A resumable loader of left-padded prompts (no validation loss: the reward is logged every step)."""
-        if self.config.data.validation is not None and not self.config.callbacks.generation_eval.enabled:
-            raise ConfigError(
-                "data.validation: method 'grpo' reads held-out prompts only for callbacks.generation_eval "
-                "(exact match of greedy answers); enable it or remove data.validation"
-            )
-        return build_finetune_data(self.row_kind(), self.config.data, self.data_placement(), validation=False)
+        """A resumable loader of left-padded prompts, and the held-out prompts the evaluator samples and scores."""
+        validation = wants_reward_validation(self.config)
+        return build_finetune_data(self.row_kind(), self.config.data, self.data_placement(), validation=validation)
 
     def build_train_module(self) -> Any:
-        """GRPO's train module with the rewards of ``grpo.rewards``."""
-        from honing.methods.grpo import GRPOTrainModule
-
+        """GRPO's train module (RLOO's for ``method: rloo``) with the rewards of ``grpo.rewards``."""
         grpo, tokenizer = self.grpo, self.tokenizer
         stop = [int(i) for i in (tokenizer.eos_token_id, *end_of_turn_ids(tokenizer)) if i is not None]
         reference = self.reference_model
         if reference is not None:
             reference = reference.to(self.device)
-        return GRPOTrainModule(
+        announce_rollout_backend(grpo, self.config.method)
+        train_module, estimator = self.estimator_parts()
+        return train_module(
             self.model,
             self.build_optimizer(self.model),
             tokenizer=tokenizer,
@@ -88,14 +89,23 @@ class GRPORecipe(Recipe):
             beta=grpo.beta,
             epsilon=grpo.epsilon,
             epsilon_high=grpo.epsilon_high,
-            loss_type=grpo.loss_type,
-            scale_rewards=grpo.scale_rewards,
             num_iterations=grpo.num_iterations,
             reference_model=reference,
             seed=self.config.trainer.seed,
             sample_interval=grpo.sample_interval,
+            validation=reward_validation(self),
+            **estimator,
+            **dynamic_sampling(self, grpo),
             **train_module_options(self),
         )
+
+    def estimator_parts(self) -> tuple[type, dict[str, Any]]:
+        """The train module class and the settings only its estimator reads (``recipes.grpo_sampling``)."""
+        return estimator_parts(self.config.method, self.grpo)
+
+    def build_callbacks(self) -> dict[str, Any]:
+        """The registered callbacks, and an evaluation before training where ``grpo.validation`` asks for one."""
+        return with_evaluation_before_training(super().build_callbacks(), self.grpo)
 
     def held_out_answers(self) -> list[tuple[Any, str]]:
         """The ``data.validation`` prompts as (messages, their ``answer`` column) for the generation eval: the

@@ -92,36 +92,12 @@ class VLSFTRecipe(Recipe):
         """``model.freeze_layers`` patterns, then the vision tower (``model.freeze_vision``, on by default) and
         the projector (``model.freeze_projector``)."""
         super().freeze_module(model)
-        cfg = self.config.model
-        patterns = []
-        if cfg.freeze_vision:
-            patterns += part_patterns(self.family, "vision")
-        elif cfg.config is not None and is_rank0():
-            log.warning(
-                "model.freeze_vision: false on a model built from model.config: its vision tower is random, and a "
-                "random tower trained from scratch tends to collapse into one constant vector for every image "
-                "(measured here: image embeddings' spread 0.03 after 60 steps at lr 1e-3, loss stuck at chance); "
-                "a frozen random tower or a pretrained one (model.name_or_path) learns"
-            )
-        if cfg.freeze_projector:
-            patterns += part_patterns(self.family, "projector")
-        for name, param in named_parameters(model):
-            if matches(name, patterns):
-                param.requires_grad_(False)
+        freeze_vision_parts(self.config.model, self.family, model)
 
     def build_param_groups(self) -> list[dict[str, Any]]:
         """``optim.param_groups``, then ``optim.vision_lr``: the vision tower in a group of its own (refused while
         the tower is frozen)."""
-        groups = super().build_param_groups()
-        vision_lr = self.config.optim.vision_lr
-        if vision_lr is None:
-            return groups
-        if self.config.model.freeze_vision:
-            raise ConfigError(
-                "optim.vision_lr: the vision tower is frozen (model.freeze_vision: true); set "
-                "model.freeze_vision: false to train it at its own learning rate"
-            )
-        return [*groups, {"params": part_patterns(self.family, "vision"), "lr": vision_lr}]
+        return [*super().build_param_groups(), *vision_lr_groups(self.config, self.family)]
 
     def row_kind(self) -> VisionRows:
         """Image conversations through the processor; packed rows take the model's per-document rope positions."""
@@ -144,6 +120,40 @@ class VLSFTRecipe(Recipe):
             prompt = Conversation(messages=example.messages[:-1], metadata=example.metadata)
             out.append((prompt, example.messages[-1].text()))
         return out
+
+
+def freeze_vision_parts(cfg: Any, family: VLFamily, model: torch.nn.Module) -> None:
+    """Freeze the vision tower (``model.freeze_vision``) and the projector (``model.freeze_projector``) of
+    ``model`` (``cfg``: the ``model`` section); shared by the vision-language recipes."""
+    patterns = []
+    if cfg.freeze_vision:
+        patterns += part_patterns(family, "vision")
+    elif cfg.config is not None and is_rank0():
+        log.warning(
+            "model.freeze_vision: false on a model built from model.config: its vision tower is random, and a "
+            "random tower trained from scratch tends to collapse into one constant vector for every image "
+            "(measured here: image embeddings' spread 0.03 after 60 steps at lr 1e-3, loss stuck at chance); "
+            "a frozen random tower or a pretrained one (model.name_or_path) learns"
+        )
+    if cfg.freeze_projector:
+        patterns += part_patterns(family, "projector")
+    for name, param in named_parameters(model):
+        if matches(name, patterns):
+            param.requires_grad_(False)
+
+
+def vision_lr_groups(config: Any, family: VLFamily) -> list[dict[str, Any]]:
+    """The vision tower's own parameter group at ``optim.vision_lr`` (none when unset; refused while the tower is
+    frozen); shared by the vision-language recipes."""
+    vision_lr = config.optim.vision_lr
+    if vision_lr is None:
+        return []
+    if config.model.freeze_vision:
+        raise ConfigError(
+            "optim.vision_lr: the vision tower is frozen (model.freeze_vision: true); set "
+            "model.freeze_vision: false to train it at its own learning rate"
+        )
+    return [{"params": part_patterns(family, "vision"), "lr": vision_lr}]
 
 
 def lora_section(model: Any) -> LoraSection | None:

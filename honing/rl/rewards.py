@@ -1,7 +1,8 @@
 """The reward registry: a name → ``f(prompts, completions, **dataset_columns) -> list[float | None]``.
 
 A reward is a built-in name (``honing.rl.builtin_rewards``), one registered with ``register_reward``, or a user
-function by import path ``package.module:function`` (importable from the working directory or ``PYTHONPATH``).
+function by import path ``package.module:function`` (importable from the working directory or ``PYTHONPATH``), or a
+trained reward model's folder ``reward_model:PATH`` (``honing.rl.reward_model``).
 ``None`` means "not applicable to this completion" (TRL's semantics): it counts as 0 in the weighted sum, and a
 completion no reward applies to gets no advantage. A reward that raises, or returns the wrong number of values,
 stops the run with a message naming the reward and the prompt.
@@ -19,7 +20,7 @@ from typing import Any
 import torch
 
 from honing.errors import ConfigError, DataError
-from honing.rl import verl
+from honing.rl import reward_model, verl
 from honing.rl.builtin_rewards import BUILTIN_REWARDS, completion_text
 from honing.rl.math_rewards import math_verify
 
@@ -44,6 +45,8 @@ def resolve_reward(name: str, *, key: str = "grpo.rewards") -> RewardFn:
     functions with verl's signature are wrapped to read verl's row columns (``honing.rl.verl``)."""
     if name in REWARDS:
         return REWARDS[name]
+    if name.startswith(reward_model.PREFIX):  # a trained reward model's folder, loaded once
+        return reward_model.reward_model_reward(name, key)
     if name.startswith(verl.PREFIX):
         inner = name.removeprefix(verl.PREFIX)
         if inner in verl.VERL_SCORES:

@@ -57,7 +57,7 @@ def test_an_oumi_config_becomes_honing_keys():
         {"path": "yahma/alpaca-cleaned:train"},
     ]
     assert config["data"]["seq_len"] == 128 and config["data"]["chat_template"] == "chatml"
-    assert config["data"]["global_batch_size"] == 8 and config["data"]["micro_batch_size"] == 4
+    assert config["data"]["batch_size_per_rank"] == 8 and config["data"]["micro_batch_size"] == 4
     assert config["trainer"] == {
         "max_duration": "30steps", "seed": 42, "save_folder": "runs/oumi", "precision": "fp32",
         "load_strategy": "never",  # Oumi's: start afresh (an earlier run's checkpoints are kept: honing's rule)
@@ -152,7 +152,7 @@ def test_an_olmocr_config_becomes_honing_keys_with_its_defaults():
     config = translation.config
     assert config["method"] == "vl_sft" and config["trainer"]["seed"] == 7
     assert config["data"]["pdf_longest_side"] == 1288
-    assert config["data"]["global_batch_size"] == 16 and config["optim"]["grad_clip"] is None
+    assert config["data"]["batch_size_per_rank"] == 16 and config["optim"]["grad_clip"] is None  # per device, as HF's
     assert config["callbacks"]["checkpointer"] == {"save_interval": 100, "keep_last": 2}  # eval_every_steps' default
     assert config["callbacks"]["upload"]["save_path"] == "s3://bucket/run"
     assert config["callbacks"]["evaluator"]["metric_for_best_model"] == "eval/loss"

@@ -25,7 +25,7 @@ def test_keys_carry_type_default_and_the_methods_that_read_them():
     assert keys["data.train.sources[].path"].default == "required"
     assert keys["callbacks.sample.prompts"].default == '["def "]'
     assert keys["data.document_masking"].methods == ("pretrain",)
-    assert keys["grpo.beta"].methods == ("grpo",)
+    assert keys["grpo.beta"].methods == ("grpo", "vl_grpo")
     assert keys["tokenizer.kind"].values["vl_sft"] == ("auto", "pretrained")
 
 

@@ -9,6 +9,7 @@ method, and this test sets it to prove it. A new method adds its scenarios here.
 from __future__ import annotations
 
 import copy
+import json
 import typing
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -252,7 +253,8 @@ def grpo(tmp_path: Path) -> Iterator[dict[str, Any]]:
     adapters off), two passes per rollout; then generated conversations as prompts, full fine-tuning with a
     frozen reference copy."""
     raw = shared(tmp_path / "a", "grpo")
-    del raw["callbacks"]["evaluator"]  # no validation loss: the reward is logged every step
+    # no validation loss: the held-out prompts are sampled and scored by the rewards
+    raw["callbacks"]["evaluator"].update(metric_for_best_model="eval/reward", greater_is_better=True)
     source = {"format": "conversation", "weight": 1.0, "text_field": "text", "max_samples": 16}
     raw["data"].update(train={"sources": [{"path": "generated:reverse", **source}]}, chat_template="chatml")
     raw["tokenizer"] = {"kind": "byte", "trust_remote_code": False}
@@ -270,11 +272,15 @@ def grpo(tmp_path: Path) -> Iterator[dict[str, Any]]:
         "num_iterations": 2,
         "rewards": [{"name": "soft_10tokens_completions", "weight": 1.0}, {"name": "countdown", "weight": 0.5}],
         "sample_interval": 1,
+        "validation": {"num_generations": 2, "temperature": 0.5, "top_p": 0.9, "top_k": 5, "before_training": True},
+        "use_vllm": True,  # honing's own decoder samples here (one info line)
     }
-    prompts = tmp_path / "prompts.jsonl"
+    prompts, held_out = tmp_path / "prompts.jsonl", tmp_path / "held_out.jsonl"
     prompts.write_text('{"prompt": "3 5 7 make 8: ", "nums": [3, 5, 7], "target": 8}\n' * 8)
+    turns = '[{"role": "user", "content": "2 4 make 6: "}, {"role": "assistant", "content": "2+4"}]'
+    held_out.write_text(f'{{"messages": {turns}, "nums": [2, 4], "target": 6}}\n' * 4)  # answers and countdown's
     raw["data"]["train"]["sources"][0].update(path=str(prompts), format="prompt")
-    raw["data"]["validation"] = {"sources": [{"path": "generated:reverse?samples=4&seed=1", **source}]}
+    raw["data"]["validation"] = {"sources": [{"path": str(held_out), **source, "name": "held_out"}]}
     raw["callbacks"]["generation_eval"] = {
         "enabled": True,
         "num_prompts": 2,
@@ -287,7 +293,21 @@ def grpo(tmp_path: Path) -> Iterator[dict[str, Any]]:
     second["data"].pop("validation_split")  # second_run's validation split off the training data: refused here
     second["data"]["train"]["sources"][0].update(path="generated:reverse?samples=16&seed=0", format="auto")
     second["grpo"].update(loss_type="dapo", scale_rewards="group", rewards=[{"name": "sharp_5tokens_completions"}])
+    second["grpo"].update(
+        importance_sampling_level="sequence_token", filter_groups={"enable": True, "max_num_gen_batches": 2}
+    )
     yield second
+
+
+def rloo(tmp_path: Path) -> Iterator[dict[str, Any]]:
+    """GRPO's two runs as RLOO: its section instead of GRPO's (no loss_type, scale_rewards or importance sampling
+    level), with normalised advantages and clipped rewards."""
+    for raw in grpo(tmp_path):
+        section = {
+            k: v for k, v in raw["grpo"].items() if k not in ("loss_type", "scale_rewards", "importance_sampling_level")
+        }
+        section.update(normalize_advantages=True, reward_clip_range=[-1.0, 1.0])
+        yield {**{k: v for k, v in raw.items() if k != "grpo"}, "method": "rloo", "rloo": section}
 
 
 def dpo(tmp_path: Path) -> Iterator[dict[str, Any]]:
@@ -344,6 +364,39 @@ CPO_RUNS = (
 )
 
 
+KTO_RUNS = (
+    {"beta": 0.2, "desirable_weight": 1.2, "undesirable_weight": 0.8, "reference": "adapters_off"},
+    {"loss_type": "apo_zero_unpaired", "reference": "precompute", "packed_pairs": False},
+)  # packed_pairs: true first
+REWARD_RUNS = ({"center_rewards_coefficient": 0.01, "packed_pairs": True}, {"packed_pairs": False})
+TEXT_CALLBACKS = ("generation_eval", "sample", "harness_eval")  # a reward model generates no text
+
+
+def reward(tmp_path: Path) -> Iterator[dict[str, Any]]:
+    """DPO's two runs as a reward model: its section instead of DPO's, no callback that generates text, LoRA's
+    sequence-classification task (the score head saved whole)."""
+    for raw, section in zip(dpo(tmp_path), REWARD_RUNS):
+        raw = {key: value for key, value in raw.items() if key != "dpo"}
+        raw["callbacks"] = {key: value for key, value in raw["callbacks"].items() if key not in TEXT_CALLBACKS}
+        if "lora" in raw["model"]:
+            raw["model"]["lora"].update(task_type="SEQ_CLS", modules_to_save=["score"])
+        yield {**raw, "method": "reward", "reward": section}
+
+
+def distill(tmp_path: Path) -> Iterator[dict[str, Any]]:
+    """SFT's two runs, padded, as distillation: a frozen copy of the student with seq_kd; then the first run's
+    export as the teacher, loaded with its own keyword arguments."""
+    sections = (
+        {"lmbda": 0.5, "beta": 0.2, "temperature": 0.7, "max_new_tokens": 3, "seq_kd": True},
+        {"teacher_model_name_or_path": str(tmp_path / "a" / "run" / "hf"), "lmbda": 1.0, "top_p": 0.9, "top_k": 5},
+    )
+    for raw, section in zip(sft(tmp_path), sections):
+        raw["data"].pop("packing", None)
+        if "teacher_model_name_or_path" in section:
+            section["teacher_model_init_kwargs"] = {"dtype": "float32", "attn_implementation": "sdpa"}
+        yield {**raw, "method": "distill", "distill": section}
+
+
 #: method → its runs, each config built after the previous run (the second loads the first's export)
 def vl_sft(tmp_path: Path) -> Iterator[dict[str, Any]]:
     """A tiny Qwen2-VL on generated OCR images: LoRA, frozen tower and projector, packing, pixel limits,
@@ -387,6 +440,111 @@ def vl_sft(tmp_path: Path) -> Iterator[dict[str, Any]]:
     second["optim"].update(vision_lr=1e-4, param_groups=[{"params": "*lm_head*", "lr": 1e-4, "weight_decay": 0.0}])
     second["data"].update(packing=False, seq_len=102, overlong="drop", bad_rows="fail")  # some over-long
     yield second
+    yield from olmocr_runs(raw, tmp_path)
+
+
+def olmocr_runs(raw: dict[str, Any], tmp_path: Path) -> Iterator[dict[str, Any]]:
+    """VL-SFT on olmOCR's two data layouts (text-layer PDFs made here): PDF + front-matter markdown folders with every
+    pipeline option of ``data.olmocr`` set, then batch responses whose prompts and images come from their requests."""
+    from tests.interop.configs.olmocr_data import batch_folder, pages_folder
+
+    requests = tmp_path / "requests.jsonl"  # a request no response answers: the responses build their own prompts
+    pixel = (
+        "data:image/png;base64,"
+        + "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4//8/AAX+Av4N70a4AAAAAElFTkSuQmCC"
+    )
+    content = [{"type": "text", "text": "Read it."}, {"type": "image_url", "image_url": {"url": pixel}}]
+    request = {"custom_id": "elsewhere.pdf-1", "body": {"messages": [{"role": "user", "content": content}]}}
+    requests.write_text(json.dumps(request) + "\n")
+    for name, format, folder, options in (
+        (
+            "c",
+            "olmocr_pages",
+            pages_folder(tmp_path / "pages", pages=4),
+            {
+                "anchor_text_len": 200,
+                "prompt": "plain",
+                "prompt_text": "Read the page. {anchor_text}",
+                "prompt_first": True,
+                "reply": "json",
+                "skip_rotated": False,  # read for every page either way; true would leave out the turned ones
+                "text_rules": True,
+                "latex_bold_italic": True,
+                "latex_brackets": True,
+                "tables": "annotate_dims",
+                "rotation_probability": 0.5,
+                "token_flip_rate": 0.1,
+            },
+        ),
+        (
+            "d",
+            "olmocr_batch",
+            batch_folder(tmp_path / "batch", pages=4) / "done",
+            {"queries": [str(requests)]},
+        ),
+    ):
+        run = copy.deepcopy(raw)
+        run["trainer"]["save_folder"] = str(tmp_path / name / "run")
+        run["callbacks"]["upload"]["save_path"] = str(tmp_path / name / "upload")
+        run["storage"]["work_folder"] = str(tmp_path / name / "work")
+        run["callbacks"]["generation_eval"] = {"enabled": False}
+        source = {"path": str(folder), "format": format}
+        run["data"].update(train={"sources": [source]}, packing=False, olmocr=options, seq_len=512, overlong="truncate")
+        run["data"].pop("validation")
+        yield run
+
+
+def vl_grpo(tmp_path: Path) -> Iterator[dict[str, Any]]:
+    """GRPO's two runs on image prompts (generated OCR images) through a tiny Qwen2-VL's processor: LoRA with the tower
+    and projector frozen, pixel limits; then full fine-tuning of its export with the tower at its own learning rate."""
+    source = {"format": "conversation", "weight": 1.0, "text_field": "text", "max_samples": 8}
+    for index, raw in enumerate(grpo(tmp_path)):
+        raw["method"] = "vl_grpo"
+        raw["data"].pop("chat_template", None)  # the processor's own template places the images
+        raw["data"].update(seq_len=160, min_pixels=784, max_pixels=3136, pdf_longest_side=140)
+        raw["grpo"]["rewards"] = [{"name": "soft_10tokens_completions"}, {"name": "exact_answer", "weight": 0.5}]
+        raw["callbacks"].pop("harness_eval", None)
+        if index == 0:
+            raw["data"]["train"] = {"sources": [{"path": "generated:ocr?samples=8&seed=0", **source}]}
+            held_out = {"path": "generated:ocr?samples=4&seed=1", **source, "name": "held_out"}
+            raw["data"]["validation"] = {"sources": [held_out]}
+            raw["model"]["config"] = {"model_type": "qwen2_vl"}
+            raw["model"].update(freeze_vision=True, freeze_projector=True)
+            raw["model"]["lora"]["modules_to_save"] = None
+            raw["tokenizer"] = {"kind": "auto", "trust_remote_code": False}
+        else:
+            raw["model"].update(lora=None, freeze_vision=False, freeze_projector=False)
+            raw["optim"]["vision_lr"] = 1e-4
+        yield raw
+
+
+def vl_dpo(tmp_path: Path) -> Iterator[dict[str, Any]]:
+    """DPO's two runs on image pairs (coloured squares made here) through a tiny Qwen2-VL's processor: LoRA with the
+    tower and projector frozen, pixel limits; then full fine-tuning of its export with the tower at its own rate."""
+    from tests.recipes.test_vl_dpo import colour_pairs
+
+    (tmp_path / "pairs").mkdir()
+    pairs = colour_pairs(tmp_path / "pairs", "oumi")
+    pairs.write_text(pairs.read_text() * 2)  # 8 pairs: a global batch after the held-out part and the over-long
+    for index, raw in enumerate(dpo(tmp_path)):
+        raw["method"] = "vl_dpo"
+        raw["data"].pop("chat_template", None)  # the processor's own template places the images
+        raw["data"].update(seq_len=96, min_pixels=784, max_pixels=3136, pdf_longest_side=140)
+        for split in ("train", "validation"):
+            for source in raw["data"].get(split, {}).get("sources", []):
+                source.update(path=str(pairs), format="preference_prompt", max_samples=8)
+        raw["callbacks"].pop("harness_eval", None)
+        if index == 0:
+            raw["model"]["config"] = {"model_type": "qwen2_vl"}
+            raw["model"].update(freeze_vision=True, freeze_projector=True)
+            raw["model"]["lora"]["modules_to_save"] = None
+            raw["tokenizer"] = {"kind": "auto", "trust_remote_code": False}
+        else:
+            raw["model"].update(lora=None, freeze_vision=False, freeze_projector=False)
+            raw["optim"]["vision_lr"] = 1e-4
+            raw["data"].update(seq_len=92, overlong="drop")  # one pair (93 tokens) is over-long
+            raw["dpo"].update(reference="copy", packed_pairs=False)  # image pairs: no precompute, padded rows
+        yield raw
 
 
 SCENARIOS: dict[str, Callable[[Path], Iterator[dict[str, Any]]]] = {
@@ -394,9 +552,15 @@ SCENARIOS: dict[str, Callable[[Path], Iterator[dict[str, Any]]]] = {
     "sft": sft,
     "vl_sft": vl_sft,
     "grpo": grpo,
+    "rloo": rloo,
+    "vl_grpo": vl_grpo,
+    "vl_dpo": vl_dpo,
     "dpo": dpo,
     "orpo": reference_free("orpo", *ORPO_RUNS),
     "cpo": reference_free("cpo", *CPO_RUNS),
+    "kto": reference_free("kto", *KTO_RUNS),  # DPO's runs: the pairs turned unpaired
+    "reward": reward,
+    "distill": distill,
 }
 
 
@@ -436,8 +600,9 @@ def assert_refused(method: str, key: str, refused: str, tmp_path: Path) -> None:
     raw = minimal(method, tmp_path)
     if key.startswith("data.validation."):  # a source needs its path to be one
         raw["data"]["validation"] = {"sources": [{"path": "held_out.jsonl"}]}
-    if key.startswith("grpo.rewards[]."):  # a reward needs its name to be one
-        raw["grpo"] = {"rewards": [{"name": "countdown"}]}
+    for section in ("grpo", "rloo"):
+        if key.startswith(f"{section}.rewards[]."):  # a reward needs its name to be one
+            raw[section] = {"rewards": [{"name": "countdown"}]}
     set_key(raw, key, sample_value(key))
     with pytest.raises(ConfigError) as info:
         validate(raw)
@@ -477,7 +642,11 @@ def field_info(key: str) -> Any:
 
 
 #: values for required keys (no default) that some method refuses
-REQUIRED_SAMPLES = {"data.validation.sources[].path": "held_out.jsonl", "grpo.rewards[].name": "countdown"}
+REQUIRED_SAMPLES = {
+    "data.validation.sources[].path": "held_out.jsonl",
+    "grpo.rewards[].name": "countdown",
+    "rloo.rewards[].name": "countdown",
+}
 
 
 def sample_value(key: str) -> Any:

@@ -151,7 +151,7 @@ def test_keys_the_method_does_not_use_are_refused_in_one_line(tmp_path, method, 
 
 @pytest.mark.parametrize("method", ["orpo", "cpo"])
 def test_another_methods_section_is_refused(tmp_path, method):
-    with pytest.raises(ConfigError, match=f"config: dpo: not used by method '{method}' \\(used by: dpo\\)"):
+    with pytest.raises(ConfigError, match=f"config: dpo: not used by method '{method}' \\(used by: dpo, vl_dpo\\)"):
         validate(raw_config(tmp_path, method, dpo={"beta": 0.2}))
 
 

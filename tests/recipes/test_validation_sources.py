@@ -59,9 +59,9 @@ def test_a_source_name_is_refused_where_no_per_source_metric_uses_it(tmp_path):
     with pytest.raises(ConfigError, match=r"data\.train\.sources\[0\]\.name: not used by method 'sft' \(a name"):
         validate(raw)
     raw["data"]["train"]["sources"][0].pop("name")
-    raw["method"] = "grpo"
+    raw["method"] = "pretrain"  # its validation loss is one number (GRPO's rewards are per source: eval/<name>/reward)
     raw["data"]["validation"]["sources"][0]["name"] = "held"
-    with pytest.raises(ConfigError, match=r"data\.validation\.sources\[0\]\.name: not used by method 'grpo'"):
+    with pytest.raises(ConfigError, match=r"data\.validation\.sources\[0\]\.name: not used by method 'pretrain'"):
         validate(raw)
     raw["method"] = "sft"
     raw["data"]["validation"]["sources"][0]["name"] = "held out/2"

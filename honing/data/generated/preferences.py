@@ -28,7 +28,16 @@ def _addition_preference(rng: random.Random) -> tuple[str, str, str]:
     return f"What is {a} + {b}?", str(a + b), str(wrong)
 
 
-TASKS: dict[str, Callable[[random.Random], tuple[str, str, str]]] = {"addition_preference": _addition_preference}
+def _copy_preference(rng: random.Random) -> tuple[str, str, str]:
+    """The letter asked for preferred over another one ("Copy: q": "q" over "d"): learnt from an untrained model."""
+    letter, other = rng.sample("abcdefghijklmnopqrstuvwxyz", 2)
+    return f"Copy: {letter}", letter, other
+
+
+TASKS: dict[str, Callable[[random.Random], tuple[str, str, str]]] = {
+    "addition_preference": _addition_preference,
+    "copy_preference": _copy_preference,
+}
 
 
 def is_generated_preference(path: str) -> bool:

@@ -4,7 +4,7 @@ a pair's prompt and both replies in one row of a padded batch that splits only b
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import torch
@@ -69,10 +69,11 @@ def fit_pair(pair: TokenizedPair, max_length: int, policy: Literal["truncate", "
     if keep_prompt < max_length // 2:
         keep_prompt = min(len(pair.prompt_ids), max(max_length // 2, 1))
     keep_completion = max_length - keep_prompt
-    return TokenizedPair(
-        pair.prompt_ids[len(pair.prompt_ids) - keep_prompt :],
-        pair.chosen_ids[:keep_completion],
-        pair.rejected_ids[:keep_completion],
+    return replace(  # a subclass keeps its other fields (a reward pair's margin)
+        pair,
+        prompt_ids=pair.prompt_ids[len(pair.prompt_ids) - keep_prompt :],
+        chosen_ids=pair.chosen_ids[:keep_completion],
+        rejected_ids=pair.rejected_ids[:keep_completion],
     )
 
 

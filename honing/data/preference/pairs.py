@@ -14,7 +14,8 @@ whose chosen and rejected are the same, is a bad row (``data.bad_rows``), as is 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from math import inf
 from typing import Any, Literal
 
 from honing.data.formats import ROLES, SHAREGPT_ROLES, RowError
@@ -35,6 +36,7 @@ class PreferencePair:
     prompt: Messages
     chosen: Messages
     rejected: Messages
+    margin: float | None = None  # a reward model's target margin (TRL's ``margin`` column); the other methods ignore it
 
 
 @dataclass
@@ -81,7 +83,7 @@ def to_pair(row: Mapping[str, Any], format: str) -> PreferencePair:
         else:
             prompt = _prompt(row.get("prompt"))
         pair = PreferencePair(prompt, _completion(row["chosen"], "chosen"), _completion(row["rejected"], "rejected"))
-    return _checked(pair)
+    return _checked(_with_margin(pair, row.get("margin")))
 
 
 def read_pair_sources(
@@ -131,7 +133,7 @@ def _source_pairs(
         report.add(path, origin, reason)
 
     count = 0
-    for record in iter_records(path, on_bad_row=bad):
+    for record in iter_records(path, on_bad_row=bad, subset=fields["subset"]):
         try:
             if format is None:  # a source holds one format: the first row names it, as for fine-tuning rows
                 format = detect_preference_format(record.row)
@@ -157,6 +159,14 @@ def _checked(pair: PreferencePair) -> PreferencePair:
     if pair.chosen == pair.rejected:
         raise RowError("chosen and rejected are the same; a pair needs two different replies")
     return pair
+
+
+def _with_margin(pair: PreferencePair, margin: Any) -> PreferencePair:
+    if margin is None:
+        return pair
+    if isinstance(margin, bool) or not isinstance(margin, (int, float)) or margin != margin or abs(margin) == inf:
+        raise RowError(f"'margin' must be a finite number, got {margin!r}")
+    return replace(pair, margin=float(margin))
 
 
 def _prompt(value: Any) -> Messages:

@@ -65,8 +65,8 @@ class PreferenceRows(TemplatedRows):
                     raise DataError(f"{row['origin']}: {row['reason']}") from None
                 report.reject(f"{row['origin']}: {row['reason']}")
                 continue
-            item = TokenizedPair(row["prompt_ids"], row["chosen_ids"], row["rejected_ids"])
-            fitted = fit_pair(item, data.seq_len, data.overlong)
+            item = self.tokenized(row)
+            fitted = self.fit_pair(item)
             if fitted is None:
                 report.dropped += 1
                 continue
@@ -78,6 +78,14 @@ class PreferenceRows(TemplatedRows):
         if not tokenized:
             raise DataError(f"no {split} pair is left to train on (see the data report above)")
         return tokenized, report
+
+    def tokenized(self, row: dict[str, Any]) -> TokenizedPair:
+        """A stored row's pair of token ids (a kind with more columns returns them too)."""
+        return TokenizedPair(row["prompt_ids"], row["chosen_ids"], row["rejected_ids"])
+
+    def fit_pair(self, pair: TokenizedPair) -> TokenizedPair | None:
+        """``pair`` fitted to ``data.seq_len`` under ``data.overlong`` (None: dropped)."""
+        return fit_pair(pair, self.data.seq_len, self.data.overlong)
 
     def dataset(self, fitted: list[TokenizedPair], report: DataReport) -> tuple[PairDataset, PairCollator]:
         """The pairs as a dataset (one pair an item), batched by the pair collator."""

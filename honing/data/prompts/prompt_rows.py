@@ -68,7 +68,7 @@ class PromptRows(TemplatedRows):
             if len(row["prompt_ids"]) > room:
                 dropped += 1
                 continue
-            kept.append(Prompt(row["prompt"], row["columns"]))
+            kept.append(self.fitted_prompt(row))
             token_ids.append(row["prompt_ids"])
         if not kept:
             raise DataError(
@@ -78,9 +78,13 @@ class PromptRows(TemplatedRows):
         self.printer(
             f"{split}: {len(kept):,} prompts"
             + (f" ({dropped:,} longer than {room} tokens dropped)" if dropped else "")
-            + f", {self.num_generations} completions each per step"
+            + (f", {self.num_generations} completions each per step" if split == "train" else "")
         )
         return (kept, token_ids), None
+
+    def fitted_prompt(self, row: Any) -> Prompt:
+        """The prompt of a built row (its text or messages and its columns)."""
+        return Prompt(row["prompt"], row["columns"])
 
     def dataset(
         self, fitted: tuple[list[Prompt], list[list[int]]], report: None

@@ -104,7 +104,7 @@ def read_prompt_sources(sources: Sequence[Mapping[str, Any] | object]) -> list[l
                 f"{', '.join(PROMPT_FORMATS)}"
             )
         found: list[tuple[Prompt, str]] = []
-        for record in iter_records(fields["path"]):
+        for record in iter_records(fields["path"], subset=fields["subset"]):
             try:
                 row_format = detect_prompt_format(record.row) if format == "auto" else format
                 found.append((to_prompt(record.row, row_format), record.origin))
@@ -181,6 +181,10 @@ class PromptCollator(Collator):
     def num_tokens(self, batch: Mapping[str, Any]) -> int:
         """Prompt tokens in the batch (GRPO adds the generated ones)."""
         return int(batch["attention_mask"].sum().item())
+
+    def filler(self, batch: Mapping[str, Any]) -> dict[str, Any]:
+        """The batch marked ``filler``: still generated from (FSDP2), scored as nothing (``Collator.filler``)."""
+        return {**batch, "filler": True}
 
 
 def _rows(batch: Mapping[str, Any], rows: slice) -> dict[str, Any]:

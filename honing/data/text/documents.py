@@ -11,6 +11,7 @@ from typing import Any
 
 import fsspec
 
+from honing.data.row_reader import SUBSET_NEEDS_LOAD_DATASET, iter_records, reads_with_datasets
 from honing.data.sources import JSONL_SUFFIXES, expand_paths, row_text, source_fields, weighted_indices
 from honing.data.text.pieces import split_text
 from honing.errors import DataError
@@ -29,12 +30,26 @@ class Document:
 
 
 def iter_text_documents(
-    path: str, *, format: str = "auto", text_field: str = "text", separator: str | None = None
+    path: str,
+    *,
+    format: str = "auto",
+    text_field: str = "text",
+    separator: str | None = None,
+    subset: str | None = None,
 ) -> Iterator[Document]:
-    """Every non-empty document under ``path``: whole files (``text``; or their parts between ``separator``s) or
-    one field per line (``jsonl``)."""
+    """Every non-empty document under ``path``: whole files (``text``; or their parts between ``separator``s), one
+    field per line (``jsonl``), or that field of each row of a dataset read through ``datasets`` (saved, a hub
+    name or ``folder:split``, of ``subset`` where given)."""
     if format not in FORMATS:
         raise DataError(f"unknown data format {format!r} for {path!r}; expected one of: {', '.join(FORMATS)}")
+    if reads_with_datasets(path):
+        for record in iter_records(path, subset=subset):
+            text = row_text(record.row, text_field, record.origin)
+            if text:
+                yield Document(text, record.origin)
+        return
+    if subset is not None:
+        raise DataError(f"{path!r}: {SUBSET_NEEDS_LOAD_DATASET} ({subset!r}); this path names files")
     not_utf8: list[str] = []
     try:
         for url in expand_paths(path):
@@ -74,7 +89,11 @@ def load_documents(
         found = list(
             islice(
                 iter_text_documents(
-                    path, format=fields["format"], text_field=fields["text_field"], separator=separator
+                    path,
+                    format=fields["format"],
+                    text_field=fields["text_field"],
+                    separator=separator,
+                    subset=fields["subset"],
                 ),
                 max_samples,
             )

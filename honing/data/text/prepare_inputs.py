@@ -28,6 +28,7 @@ from honing.data.row_reader import (
     HUB_NAME,
     SAVED_DATASET_MARKERS,
     SPLIT_SUFFIX,
+    SUBSET_NEEDS_LOAD_DATASET,
     iter_records,
 )
 from honing.data.sources import JSONL_SUFFIXES, expand_paths, row_text, source_fields
@@ -54,6 +55,7 @@ class Piece:
     separator: str | None = None  # text: what splits documents (None: the whole file is one)
     starts_document: bool = True  # text: False when the range begins inside a document (cut at a seam)
     ends_document: bool = True  # text: False when the range ends inside one
+    subset: str | None = None  # records read through datasets.load_dataset: the dataset's configuration
 
 
 @dataclass
@@ -93,11 +95,13 @@ def plan_sources(sources: Sequence[Any], shard_bytes: int, *, separator: str | N
                 fields["weight"],
             )
         settings = {"path": path, "format": format, "text_field": text_field}
+        if fields["subset"] is not None:  # only then: inputs prepared before subsets keep their identity
+            settings["subset"] = fields["subset"]
         identity.append(json.dumps(settings if separator is None else {**settings, "separator": separator}))
         pieces: list[Piece] = []
         for url, size, checksum in source_files(path):
             identity.append(f"{url}\t{size}\t{checksum}")
-            pieces.extend(_pieces(url, size, format, text_field, shard_bytes, separator))
+            pieces.extend(_pieces(url, size, format, text_field, shard_bytes, separator, fields["subset"]))
         for group in _group(pieces, shard_bytes):
             shards.append(group)
             shard_sources.append(index)
@@ -144,7 +148,7 @@ def iter_piece_texts(piece: Piece) -> Iterator[TextPart]:
     elif piece.kind == "parquet":
         yield from _iter_parquet_groups(piece)
     else:
-        for record in iter_records(piece.url):
+        for record in iter_records(piece.url, subset=piece.subset):
             text = row_text(record.row, piece.text_field, record.origin)
             if text:
                 yield TextPart(text, 0)
@@ -198,9 +202,13 @@ def _is_stream(path: str) -> bool:
     return os.path.isdir(base) or bool(HUB_NAME.match(base) and not base.endswith(DATA_SUFFIXES))
 
 
-def _pieces(url: str, size: int, format: str, text_field: str, shard_bytes: int, separator: str | None) -> list[Piece]:
+def _pieces(
+    url: str, size: int, format: str, text_field: str, shard_bytes: int, separator: str | None, subset: str | None
+) -> list[Piece]:
     if _is_stream(url):
-        return [Piece("records", url, text_field)]
+        return [Piece("records", url, text_field, subset=subset)]
+    if subset is not None:
+        raise DataError(f"{url!r}: {SUBSET_NEEDS_LOAD_DATASET} ({subset!r}); this path names files")
     name = url
     compressed = name.endswith(COMPRESSION_SUFFIXES)
     for suffix in COMPRESSION_SUFFIXES:

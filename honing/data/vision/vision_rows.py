@@ -15,9 +15,10 @@ from honing.data.formats import ContentItem, Conversation
 from honing.data.prepared_rows import REJECTED
 from honing.data.report import DataReport
 from honing.data.row_kind import TemplatedRows
-from honing.data.row_reader import BadRowReport, read_sources
+from honing.data.row_reader import BadRowReport
 from honing.data.vision.batches import VLCollator
 from honing.data.vision.images import load_image
+from honing.data.vision.olmocr_rows import OLMOCR_FORMATS, flip_reply_tokens, read_vision_sources
 from honing.data.vision.packing import PackedVLCollator, VLPackedDataset
 from honing.data.vision.processing import VLDataset, VLExample, image_token_ids, tokenize_vl_conversations
 from honing.errors import ConfigError, DataError
@@ -111,6 +112,7 @@ class VisionRows(TemplatedRows):
         self.processor, self.family, self.rope_positions = processor, family, rope_positions
         self.cut = data.seq_len
         self._read: tuple[str, Any] | None = None
+        check_olmocr_sources(data)
 
     @property
     def group_by_length(self) -> bool:
@@ -141,6 +143,8 @@ class VisionRows(TemplatedRows):
             "bad_rows": self.data.bad_rows,
             "processor": content_hash([self.processor.to_json_string()]),
             "pdf_longest_side": self.data.pdf_longest_side,
+            # only when set, so the rows of runs without it keep their cache keys
+            **({"olmocr": self.data.olmocr.model_dump()} if self.data.olmocr is not None else {}),
         }
 
     def stamps(self, fields: list[dict[str, Any]]) -> list[str]:
@@ -151,7 +155,7 @@ class VisionRows(TemplatedRows):
         """The sources' examples (read once per set of sources: the cache key reads them for their images)."""
         key = json.dumps(fields, sort_keys=True)
         if self._read is None or self._read[0] != key:
-            self._read = (key, read_sources(fields, bad_rows=self.data.bad_rows))
+            self._read = (key, read_vision_sources(fields, self.data))  # olmOCR's layouts read with data.olmocr
         return self._read[1]
 
     def build(self, items: list[Any]) -> list[dict[str, Any] | DataError]:
@@ -178,6 +182,8 @@ class VisionRows(TemplatedRows):
         for entry in loaded:
             item = entry if isinstance(entry, DataError) else next(results)
             rows.append(item if isinstance(item, DataError) else vl_row(item, entry[1], image_ids, cut))
+        if self.data.olmocr is not None and self.data.olmocr.token_flip_rate:
+            rows = flip_reply_tokens(rows, self.data.olmocr.token_flip_rate, self.tokenizer)
         return rows
 
     def fit(self, table: Any, indices: Sequence[int], split: str) -> tuple[list[VLExample], DataReport]:
@@ -226,3 +232,15 @@ class VisionRows(TemplatedRows):
         report.rows, report.row_length = len(fitted), max(report.lengths)
         image_token_id = self.tokenizer.convert_tokens_to_ids(family.image_token) if family.image_only_batches else None
         return dataset, VLCollator(self.processor, pad_id, family.model_input_keys, image_token_id=image_token_id)
+
+
+def check_olmocr_sources(data: Any) -> None:
+    """``data.olmocr`` shapes the rows of olmOCR's sources only: given with none of them, it would change nothing."""
+    if data.olmocr is None:
+        return
+    splits = [split for split in (data.train, data.validation) if split is not None]
+    if not any(source.format in OLMOCR_FORMATS for split in splits for source in split.sources):
+        raise ConfigError(
+            f"data.olmocr: read by sources of format {' / '.join(OLMOCR_FORMATS)}, and no source has one; set "
+            "their format or remove data.olmocr"
+        )

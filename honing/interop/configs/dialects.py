@@ -11,12 +11,15 @@ from typing import Any
 
 from honing.config.errors import ConfigError
 from honing.interop.configs.olmocr import is_olmocr, translate_olmocr
+from honing.interop.configs.olmocr_trainer import is_olmocr_trainer, translate_olmocr_trainer
 from honing.interop.configs.oumi import is_oumi, translate_oumi
 from honing.interop.configs.translation import Translation
 
 
 def detect_dialect(raw: dict[str, Any]) -> str | None:
-    """``"oumi"``, ``"olmocr"`` or None (a honing config) by the sections a config has."""
+    """``"oumi"``, ``"olmocr"``, ``"olmocr_trainer"`` or None (a honing config) by the sections a config has."""
+    if is_olmocr_trainer(raw):  # before Oumi's: it has model and training sections too
+        return "olmocr_trainer"
     if is_olmocr(raw):
         return "olmocr"
     if is_oumi(raw):
@@ -31,6 +34,8 @@ def translate(raw: dict[str, Any]) -> Translation | None:
         return translate_oumi(raw)
     if dialect == "olmocr":
         return translate_olmocr(raw)
+    if dialect == "olmocr_trainer":
+        return translate_olmocr_trainer(raw)
     return None
 
 

@@ -54,6 +54,9 @@ def translate_olmocr(raw: dict[str, Any]) -> Translation:
     translate_generate(t, t.section(top.take("generate"), "generate"))
     translate_wandb(t, top)
     translate_aws(t, t.section(top.take("aws"), "aws"))
+    if top.has("format"):
+        t.note("format", "unused: olmOCR's TrainConfig has no such section (the model's chat template is used)")
+    top.take("format")
     top.copy("max_workers", "data.num_workers", int)
     if top.has("num_proc"):
         t.note("num_proc", "honing prepares rows with its own worker processes (honing prepare --workers)")
@@ -122,13 +125,9 @@ def translate_hparams(t: Translation, hparams: Keys) -> None:
     """``hparams.*``: batch, optimizer, schedule, duration, evaluation and logging intervals."""
     batch = hparams.number("batch_size", int, 8)
     accumulation = hparams.number("gradient_accumulation_steps", int, 1)
+    # per device, as Hugging Face's Trainer reads them: under torchrun each process steps on this many rows
     t.set("data.micro_batch_size", batch)
-    t.set("data.global_batch_size", batch * accumulation)
-    t.note(
-        "hparams.batch_size",
-        "x gradient_accumulation_steps is data.global_batch_size: the batch of all "
-        "processes together in honing (give it times the number of processes under torchrun)",
-    )
+    t.set("data.batch_size_per_rank", batch * accumulation)
     hparams.copy("eval_batch_size", "callbacks.evaluator.batch_size", int)
     hparams.copy("learning_rate", "optim.lr", float)
     steps = hparams.number("max_steps", int) if hparams.has("max_steps") else -1
@@ -162,7 +161,8 @@ def translate_hparams(t: Translation, hparams: Keys) -> None:
 
 
 def translate_data(t: Translation, data: Keys, split: str, *, hparams_seed: Any) -> None:
-    """``train_data`` / ``valid_data``: sources, rendering size, cache, seed and the best-model metric."""
+    """``train_data`` / ``valid_data``: OpenAI batch responses (``format: olmocr_batch``) with their page size, anchor
+    text length, requests, cache, seed and the best-model metric."""
     sources = []
     items = data.take("sources", [])
     if not isinstance(items, list):
@@ -170,33 +170,20 @@ def translate_data(t: Translation, data: Keys, split: str, *, hparams_seed: Any)
         items = []
     for index, item in enumerate(items):
         keys = t.section(item, f"{data.key('sources')}[{index}]")
-        source: dict[str, Any] = {"path": keys.take("response_glob_path")}
+        source: dict[str, Any] = {"path": keys.take("response_glob_path"), "format": "olmocr_batch"}
         name = keys.take("name")
         if name is not None and split == "validation":  # its metrics: eval/<name>/loss, as olmOCR's <name>_loss
             source["name"] = re.sub(r"[^\w.-]+", "_", str(name))
         elif name is not None:
             t.note(keys.key("name"), "a name for messages only")
-        dims = keys.take("target_longest_image_dim")
-        if dims is not None:
-            dims = [dims] if not isinstance(dims, list) else dims
-            if not dims or not all(isinstance(dim, int) and not isinstance(dim, bool) and dim > 0 for dim in dims):
-                t.refuse(
-                    keys.key("target_longest_image_dim"), f"{dims!r}: expected a size in pixels, or a list of them"
-                )
-            elif len(set(dims)) > 1:
-                keys.translation.refuse(
-                    keys.key("target_longest_image_dim"),
-                    f"{dims}: olmOCR picks one size per "
-                    "example at random; honing renders every page at one data.pdf_longest_side",
-                )
-            else:
-                t.set("data.pdf_longest_side", int(dims[0]))
-        keys.refuse(
-            "target_anchor_text_len",
-            "not available: olmOCR builds each prompt from the PDF's text layer "
-            "(anchor text) and OpenAI batch responses; honing reads conversations that already hold their "
-            "prompt and answer ({messages: [...]} with pdf or image items); convert the data and remove it",
-        )
+        size = one_value(t, keys, "target_longest_image_dim", "size", "renders every page at one data.pdf_longest_side")
+        if size is not None:
+            t.set("data.pdf_longest_side", size)
+        length = one_value(t, keys, "target_anchor_text_len", "length", "takes one data.olmocr.anchor_text_len", -1)
+        if length is not None:
+            t.set("data.olmocr.anchor_text_len", length)
+            t.set("data.olmocr.prompt", "plain")  # olmOCR's build_finetuning_prompt: the page's text, anchored
+        translate_requests(t, keys, source)
         if source["path"] is None:
             t.refuse(keys.key("response_glob_path"), "required key is missing")
         else:
@@ -215,6 +202,38 @@ def translate_data(t: Translation, data: Keys, split: str, *, hparams_seed: Any)
     if metric is not None:
         set_best_metric(t, data.key("metric_for_best_model"), str(metric))
     data.done()
+
+
+def one_value(t: Translation, keys: Keys, name: str, what: str, why: str, minimum: int = 1) -> int | None:
+    """A source's ``what`` (a number or olmOCR's list of them, one drawn per example) as one number; several
+    different values are refused: honing ``why``."""
+    values = keys.take(name)
+    if values is None:
+        return None
+    values = values if isinstance(values, list) else [values]
+    if not values or not all(isinstance(v, int) and not isinstance(v, bool) and v >= minimum for v in values):
+        t.refuse(keys.key(name), f"{values!r}: expected a whole number >= {minimum}, or a list of them")
+        return None
+    if len(set(values)) > 1:
+        t.refuse(keys.key(name), f"{values}: olmOCR picks one {what} per example at random; honing {why}")
+        return None
+    return int(values[0])
+
+
+def translate_requests(t: Translation, keys: Keys, source: dict[str, Any]) -> None:
+    """The older sources' keys: the batch requests (prompt and image as sent), the backend and a size limit."""
+    if keys.has("query_glob_path"):
+        queries = t.get("data.olmocr.queries", [])
+        t.set("data.olmocr.queries", [*queries, str(keys.take("query_glob_path"))])
+        t.set("data.olmocr.prompt_first", False)  # olmOCR's requests hold the image, then the text
+    keys.take("query_glob_path")
+    backends = keys.names("backend")
+    if backends is not None and backends != ["openai"]:
+        t.refuse(keys.key("backend"), f"{backends}: honing reads OpenAI batch responses only ('openai')")
+    size = keys.number("size", int)
+    if size is not None:
+        source["max_samples"] = size
+        t.note(keys.key("size"), "the source's first N responses (max_samples)")
 
 
 def set_best_metric(t: Translation, key: str, metric: str) -> None:

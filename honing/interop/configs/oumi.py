@@ -22,13 +22,11 @@ from honing.interop.configs.translation import Keys, Translation
 # trainer_type -> honing's method; OUMI / HF (Oumi's own and transformers' Trainer) train next-token losses, on
 # documents (pretrain) or on conversations (sft), as the data says
 TRAINER_METHODS = {"TRL_SFT": "sft", "TRL_DPO": "dpo", "TRL_GRPO": "grpo", "VERL_GRPO": "grpo"}
+TRAINER_METHODS.update(TRL_GKD="distill", TRL_GOLD="distill")  # GOLD without its cross-tokenizer loss
+TRAINER_METHODS["TRL_KTO"] = "kto"
 NEXT_TOKEN_TRAINERS = ("OUMI", "HF")
 # Oumi's trainers for methods honing does not have -> the method's name
-MISSING_METHODS = {
-    "TRL_KTO": "KTO (Kahneman-Tversky optimisation on unpaired good / bad completions)",
-    "TRL_GKD": "GKD (generalised knowledge distillation from a teacher model)",
-    "TRL_GOLD": "GOLD (on-policy distillation from a teacher model)",
-}
+MISSING_METHODS: dict[str, str] = {}
 
 
 def is_oumi(raw: dict[str, Any]) -> bool:
@@ -54,7 +52,7 @@ def translate_oumi(raw: dict[str, Any]) -> Translation:
     translate_training(t, training, method=method, verl=verl)
     translate_peft(t, t.section(top.take("peft"), "peft"), use_peft=bool(training.peek("use_peft")), method=method)
     translate_parallel(t, top)
-    if method == "grpo":
+    if method in ("grpo", "vl_grpo"):
         fill_grpo_length(t, verl)
     top.done("not an Oumi training config section honing translates")
     return t
@@ -69,9 +67,12 @@ def choose_method(t: Translation, training: Keys, data: Keys) -> tuple[str, bool
         method = "pretrain" if documents else "vl_sft" if images else "sft"
     elif trainer in TRAINER_METHODS:
         method = TRAINER_METHODS[trainer]
-        if images:
-            what = "vision-language DPO (image preference pairs)" if method == "dpo" else "GRPO on image prompts"
-            t.refuse("training.trainer_type", f"{trainer!r} on image data: {what} is not available in honing")
+        if images and method == "grpo":
+            method = "vl_grpo"  # image prompts through the model's processor
+        elif images and method == "dpo":
+            method = "vl_dpo"  # image preference pairs through the model's processor
+        elif images:
+            t.refuse("training.trainer_type", f"{trainer!r} on image data: not available for method {method!r}")
     else:
         missing = MISSING_METHODS.get(trainer)
         choices = ", ".join([*TRAINER_METHODS, *NEXT_TOKEN_TRAINERS])

@@ -93,13 +93,7 @@ def reads_documents(raw_data: Any, next_token_trainer: bool) -> bool:
 
 def translate_data(t: Translation, data: Keys, method: str) -> None:
     """``data.train`` / ``data.validation``: datasets as sources, collators as packing and label masking."""
-    if method == "grpo" and data.has("validation"):
-        data.refuse(
-            "validation",
-            "not available for GRPO: honing checks held-out prompts only by exact match with "
-            "an `answer` column (callbacks.generation_eval), not by the rewards as verl and TRL do; remove it",
-        )
-    for split in ("train",) if method == "grpo" else ("train", "validation"):
+    for split in ("train", "validation"):  # GRPO's held-out prompts are sampled and scored by its rewards
         if data.has(split):
             translate_split(t, t.section(data.take(split), data.key(split)), split, method)
         data.take(split)
@@ -175,6 +169,8 @@ def translate_collator(t: Translation, split_keys: Keys, split: str, method: str
         t.refuse(
             split_keys.key("collator_name"), f"{collator!r} is not available; expected one of: {', '.join(COLLATORS)}"
         )
+    elif collator is not None and method == "vl_dpo":
+        t.note(split_keys.key("collator_name"), "image pairs are batched by honing's own collate (padded rows)")
     elif collator == "dpo_with_padding" or (collator is not None and method == "dpo"):
         t.note(
             split_keys.key("collator_name"),
@@ -205,10 +201,16 @@ def translate_collator(t: Translation, split_keys: Keys, split: str, method: str
 
 
 def check_processor(t: Translation, kwargs: Keys) -> None:
-    """``processor_name``: honing processes images with the model's own processor; another one is refused."""
+    """``processor_name``: another processor than the model's becomes ``tokenizer.path`` for a vision-language
+    method (the processor honing builds the image rows with); for a text method it is refused."""
     processor = kwargs.take("processor_name")
     model = t.get("model.name_or_path")
-    if processor is not None and processor != model:
+    if processor is not None and processor != model and str(t.get("method")).startswith("vl_"):
+        # Oumi builds the image rows' processor from processor_name (Qwen2.5-VL's DPO recipe names Qwen2-VL's); so does
+        # honing from tokenizer.path
+        t.set("tokenizer.kind", "pretrained")
+        t.set("tokenizer.path", processor)
+    elif processor is not None and processor != model:
         t.refuse(kwargs.key("processor_name"), f"{processor!r}: honing uses the model's own processor ({model!r})")
 
 
@@ -242,11 +244,14 @@ def translate_dataset(t: Translation, item: Keys, method: str) -> dict[str, Any]
     sample_count = item.number("sample_count", int)
     if sample_count is not None:
         rows = min(rows, sample_count) if rows else sample_count
-    item.refuse(
-        "subset",
-        "not available: honing reads a hub dataset's default configuration; save the subset with "
-        "datasets' save_to_disk and give its folder",
-    )
+    subset = item.take("subset")
+    if subset is not None:  # the hub dataset's configuration: load_dataset(name, subset), as Oumi passes it
+        if not isinstance(subset, str) or not subset:
+            t.refuse(item.key("subset"), f"{subset!r}: expected a dataset configuration's name")
+        elif path is not None and not (os.path.isdir(path) and item.has("split")):
+            t.refuse(item.key("subset"), f"{subset!r}: a subset is read from a hub dataset or a dataset folder")
+        else:
+            source["subset"] = subset
     item.take("mixture_proportion")  # read with the split (translate_mixture)
     translate_order(t, item)
     item.note(
@@ -298,12 +303,12 @@ def translate_dataset_kwargs(t: Translation, kwargs: Keys, rows: int | None, met
         t.set("data.train_on", "assistant")
     for name in ("response_template", "instruction_template"):
         kwargs.note(name, TEMPLATE_KWARGS_NOTE)
-    for name in ("return_tensors", "return_conversations", "return_conversation"):
+    for name in ("return_tensors", "return_conversations", "return_conversation", "return_conversations_format"):
         kwargs.note(name, "not needed: honing's rows go to its own collate, which makes the tensors")
     check_processor(t, kwargs)
     processor_kwargs = t.section(kwargs.take("processor_kwargs"), kwargs.key("processor_kwargs"))
     for name in ("min_pixels", "max_pixels"):
-        if processor_kwargs.has(name) and method == "vl_sft":
+        if processor_kwargs.has(name) and method in ("vl_sft", "vl_grpo", "vl_dpo"):
             processor_kwargs.copy(name, f"data.{name}", int)
     processor_kwargs.done("honing passes no extra keyword arguments to the processor")
     kwargs.done("not an argument honing's readers take")

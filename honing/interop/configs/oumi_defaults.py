@@ -41,17 +41,19 @@ def fill_defaults(t: Translation, method: str, trainer: str) -> None:
         t.default("data.packing", False, "TRL's SFTConfig.packing")
         # Oumi's datasets and collators label every token unless a completions-only collator or kwarg says not
         t.default("data.train_on", "all", "Oumi's text_with_padding / vision-language collators label every token")
-    if method in ("sft", "vl_sft", "dpo"):
+    if method in ("sft", "vl_sft", "dpo", "vl_dpo", "kto"):
         # transformers 5's train_sampling_strategy "random" (4.x: group_by_length false): batches in random order
         t.default("data.group_by_length", False, "transformers' TrainingArguments.train_sampling_strategy: random")
-    if method == "dpo":
+    if method in ("dpo", "vl_dpo"):
         t.default("data.seq_len", TRL_MAX_LENGTH, "TRL's DPOConfig.max_length")
+    if method == "kto":
+        t.default("data.seq_len", TRL_MAX_LENGTH, "TRL's KTOConfig.max_length")
     if method == "pretrain":
         t.default("data.seq_len", TRL_MAX_LENGTH, "Oumi's packing length without model.model_max_length")
-    if method == "vl_sft":
+    if method in ("vl_sft", "vl_grpo", "vl_dpo"):
         # Oumi trains the vision tower unless freeze_layers names it; honing's vl_sft freezes it by default
         t.default("model.freeze_vision", False, "Oumi trains every module that freeze_layers does not name")
-    if method == "grpo":
+    if method in ("grpo", "vl_grpo"):
         # Oumi passes it to TRL's GRPOConfig and to verl's rollout alike
         t.default("grpo.temperature", OUMI_GRPO_TEMPERATURE, "Oumi's training.grpo.temperature")
 

@@ -95,7 +95,7 @@ def translate_chat_template(t: Translation, model: Keys, method: str) -> None:
     name = str(model.peek("model_name", "")).lower()
     if method == "pretrain":
         t.note(key, f"{template!r}: unused, pretraining reads documents, not conversations")
-    elif method == "vl_sft":
+    elif method in ("vl_sft", "vl_grpo", "vl_dpo"):
         # a named text template cannot place images: the processor renders image conversations
         t.note(key, f"{template!r}: image conversations use the processor's own template")
     elif template in CHAT_TEMPLATES:
@@ -136,7 +136,7 @@ def translate_pixels(t: Translation, kwargs: Keys, method: str) -> None:
     for name in ("min_pixels", "max_pixels"):
         if not kwargs.has(name):
             continue
-        if method == "vl_sft":
+        if method in ("vl_sft", "vl_grpo", "vl_dpo"):
             kwargs.copy(name, f"data.{name}", int)
         else:
             kwargs.refuse(name, f"used by image models only, not method {method!r}")

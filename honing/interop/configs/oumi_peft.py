@@ -22,7 +22,7 @@ def translate_peft(t: Translation, peft: Keys, *, use_peft: bool, method: str) -
         if peft.values:
             t.note("peft", "unused: training.use_peft is not true, so Oumi fine-tunes every weight (as here)")
         peft.taken.update(peft.values)
-        if method == "vl_sft":  # honing's vl_sft default is LoRA
+        if method in ("vl_sft", "vl_grpo", "vl_dpo"):  # honing's default for images is LoRA
             t.default("model.lora", None, "Oumi fine-tunes every weight without training.use_peft")
         return
     lora: dict[str, Any] = {}
@@ -48,7 +48,7 @@ def translate_peft(t: Translation, peft: Keys, *, use_peft: bool, method: str) -
     t.set("model.lora", lora)
     if "alpha" not in lora:
         t.default("model.lora.alpha", OUMI_LORA_ALPHA, "Oumi's peft.lora_alpha")
-    if "target_modules" not in lora and method != "vl_sft":
+    if "target_modules" not in lora and method not in ("vl_sft", "vl_grpo", "vl_dpo"):
         t.default("model.lora.target_modules", PEFT_DEFAULT_TARGETS, "peft's default for Llama / Qwen / Mistral models")
     translate_quantization(t, peft)
     peft.allow(

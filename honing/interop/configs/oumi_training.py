@@ -5,6 +5,7 @@ run's default stays (``oumi_defaults``); keys that only tune another engine get 
 from __future__ import annotations
 
 from honing.interop.configs.hf_args import duration, optimizer_family, set_optimizer, set_schedule, set_warmup
+from honing.interop.configs.oumi_distill import translate_distill
 from honing.interop.configs.translation import Keys, Translation, read_number
 from honing.interop.configs.verl import translate_verl_overrides
 
@@ -15,6 +16,9 @@ VERL_TRAIN_BATCH_SIZE = 1024
 # Oumi's TrainingParams defaults that decide honing keys below
 OUMI_PER_DEVICE_BATCH = 8
 OUMI_EVAL_STEPS = 500
+# verl's trainer.test_freq -1 (no validation during training) as callbacks.evaluator.interval: the last step only
+VERL_NO_TEST_FREQ = 10**9
+VERL_TEST_FREQ = "verl's trainer.test_freq -1: no validation on the way (honing's evaluator: at the last step too)"
 # training.* keys honing's own engine makes moot -> why (one note each when set)
 MOOT_TRAINING = {
     "empty_device_cache_steps": "unused: it only hands cached device memory back every N steps; training is the same",
@@ -53,11 +57,12 @@ def translate_training(t: Translation, training: Keys, *, method: str, verl: boo
         )
     training.take("data_seed")
     translate_checkpoints(t, training)
-    translate_eval_and_logging(t, training, method)
+    translate_eval_and_logging(t, training, method, verl)
     translate_grpo(t, t.section(training.take("grpo"), "training.grpo"), method=method, verl=verl)
+    translate_distill(t, training, method=method)  # training.gkd / training.gold
     rewards = training.take("reward_functions")
     if rewards:
-        if method != "grpo":
+        if method not in ("grpo", "vl_grpo"):
             t.refuse("training.reward_functions", f"used by GRPO trainers only, not {method!r}")
         else:
             names = [rewards] if isinstance(rewards, str) else rewards if isinstance(rewards, list) else [rewards]
@@ -91,21 +96,17 @@ def translate_batch(t: Translation, training: Keys, method: str, verl: bool) -> 
     given = training.has("per_device_train_batch_size")
     per_device = training.number("per_device_train_batch_size", int, OUMI_PER_DEVICE_BATCH)
     accumulation = training.number("gradient_accumulation_steps", int, 1)
-    if method == "grpo":
+    if method in ("grpo", "vl_grpo"):
         grpo_batch(t, training, per_device * accumulation, verl)
         return
+    # per device, as the HF Trainer reads them: under torchrun each process steps on this many rows
     if given:
         t.set("data.micro_batch_size", per_device)
-        t.set("data.global_batch_size", per_device * accumulation)
+        t.set("data.batch_size_per_rank", per_device * accumulation)
     else:
         whose = "Oumi's training.per_device_train_batch_size"
         t.default("data.micro_batch_size", per_device, whose)
-        t.default("data.global_batch_size", per_device * accumulation, f"{whose} x gradient_accumulation_steps")
-    t.note(
-        "training.per_device_train_batch_size",
-        "times gradient_accumulation_steps is data.global_batch_size, "
-        "in honing the batch of all processes together (under torchrun, multiply it by their number)",
-    )
+        t.default("data.batch_size_per_rank", per_device * accumulation, f"{whose} x gradient_accumulation_steps")
 
 
 def translate_optimizer(t: Translation, training: Keys) -> None:
@@ -156,8 +157,19 @@ def translate_optimizer(t: Translation, training: Keys) -> None:
 def translate_trainer_kwargs(t: Translation, kwargs: Keys, method: str) -> None:
     """``trainer_kwargs``: extra arguments of TRL's config that honing has a key for (``max_length``, DPO's
     ``beta``); every other one refused by name."""
-    if method in ("sft", "vl_sft", "dpo", "pretrain"):
+    if method in ("sft", "vl_sft", "dpo", "vl_dpo", "kto", "pretrain"):
         kwargs.copy("max_length", "data.seq_len", int)
+    if method == "kto":
+        for name, kind in (("beta", float), ("desirable_weight", float), ("undesirable_weight", float)):
+            kwargs.copy(name, f"kto.{name}", kind)
+        kwargs.copy("loss_type", "kto.loss_type", str)
+    if method == "vl_dpo":
+        kwargs.copy("beta", "dpo.beta", float)
+        kwargs.note(
+            "max_prompt_length",
+            "not needed: honing never cuts an image prompt (its image tokens), as TRL's keep_start truncation; the "
+            "replies are cut to fit data.seq_len, and a pair whose prompt alone fills it is dropped",
+        )
     if method == "dpo":
         kwargs.copy("beta", "dpo.beta", float)
         kwargs.refuse(
@@ -240,17 +252,14 @@ def translate_checkpoints(t: Translation, training: Keys) -> None:
         t.set("trainer.load_strategy", "if_available" if try_resume else "never")
 
 
-def translate_eval_and_logging(t: Translation, training: Keys, method: str) -> None:
+def translate_eval_and_logging(t: Translation, training: Keys, method: str, verl: bool = False) -> None:
     """``eval_strategy`` / ``eval_steps``, ``logging_*``, trackers."""
     strategy = str(training.take("eval_strategy", "no")).lower()
     eval_steps = training.number("eval_steps", int)
-    if method == "grpo":
-        if strategy != "no":
-            t.refuse(
-                "training.eval_strategy",
-                f"{strategy!r} is not available for GRPO: honing logs the reward of "
-                "every step and has no validation pass",
-            )
+    if verl and strategy == "no":  # verl validates whatever Oumi's strategy says: verl's test_freq -1
+        t.default("callbacks.evaluator.interval", VERL_NO_TEST_FREQ, VERL_TEST_FREQ)
+        if eval_steps is not None:
+            t.note("training.eval_steps", "unused: training.eval_strategy is 'no' (Oumi leaves verl's test_freq)")
     elif strategy == "no":
         if training.has("eval_strategy"):
             t.set("callbacks.evaluator.enabled", False)
@@ -267,8 +276,8 @@ def translate_eval_and_logging(t: Translation, training: Keys, method: str) -> N
             t.default("callbacks.evaluator.batch_size", OUMI_PER_DEVICE_BATCH, "Oumi's per_device_eval_batch_size")
     else:
         t.refuse("training.eval_strategy", f"{strategy!r} is not available: honing evaluates every N steps ('steps')")
-    if method == "grpo":
-        training.note("per_device_eval_batch_size", "unused: honing's GRPO has no validation loss")
+    if verl:
+        training.note("per_device_eval_batch_size", "not read by verl (its data.val_batch_size counts prompts)")
     training.copy("per_device_eval_batch_size", "callbacks.evaluator.batch_size", int)
     logging = str(training.take("logging_strategy", "steps")).lower()
     if logging != "steps":
@@ -281,8 +290,8 @@ def translate_eval_and_logging(t: Translation, training: Keys, method: str) -> N
 
 
 def translate_grpo(t: Translation, grpo: Keys, *, method: str, verl: bool) -> None:
-    """``training.grpo.*`` as honing's ``grpo.*``; vLLM rollouts are refused."""
-    if method != "grpo":
+    """``training.grpo.*`` as honing's ``grpo.*``; TRL's held-out prompts sampled as its rollouts are."""
+    if method not in ("grpo", "vl_grpo"):
         if grpo.values:
             t.refuse("training.grpo", f"used by GRPO trainers only, not {method!r}")
         return
@@ -294,18 +303,16 @@ def translate_grpo(t: Translation, grpo: Keys, *, method: str, verl: bool) -> No
     if prompt_length is not None:
         # honing drops a prompt that leaves less than max_completion_length tokens of data.seq_len
         t.set("data.seq_len", prompt_length + int(t.get("grpo.max_completion_length", 256)))
-    if grpo.take("use_vllm"):
-        t.refuse(
-            "training.grpo.use_vllm",
-            "true is not available: honing samples completions with its own KV-cache "
-            "generation in the training process (no vLLM backend; README, 'A vLLM-style rollout backend'); "
-            "set it to false",
-        )
-        grpo.take("vllm_gpu_memory_utilization")
-        grpo.take("vllm_mode")
-    else:
-        for name in ("vllm_gpu_memory_utilization", "vllm_mode"):
-            grpo.refuse(name, "used only with use_vllm: true, which honing does not have")
+    grpo.copy("use_vllm", "grpo.use_vllm", bool)  # honing's own decoder samples where vLLM cannot (one info line)
+    for name in ("vllm_gpu_memory_utilization", "vllm_mode"):
+        grpo.note(name, "unused: honing's own decoder samples the completions, in the training process")
+    if verl and t.get("data.validation") is not None:  # its overrides may say otherwise
+        t.default("grpo.validation.before_training", True, "verl's trainer.val_before_train")
+    elif t.get("data.validation") is not None:
+        # TRL samples held-out prompts as it samples rollouts (num_generations_eval: num_generations)
+        sampling = {"num_generations": int(t.get("grpo.num_generations", TRL_NUM_GENERATIONS))}
+        sampling["temperature"] = float(t.get("grpo.temperature", 1.0))
+        t.default("grpo.validation", sampling, "TRL's GRPOTrainer: held-out prompts are sampled as in training")
     grpo.allow("remove_unused_columns", (False,), "is not available: honing passes every column to the rewards")
     if grpo.take("log_completions"):
         t.note(

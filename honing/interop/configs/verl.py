@@ -26,6 +26,14 @@ VERL_KEYS: dict[str, tuple[str, Any]] = {
     "trainer.default_local_dir": ("trainer.save_folder", str),
     "trainer.experiment_name": ("run_name", str),
     "trainer.seed": ("trainer.seed", int),
+    # the validation pass: data.val_files' prompts sampled by val_kwargs every test_freq steps (-1: none on the way)
+    "trainer.test_freq": ("callbacks.evaluator.interval", lambda value: int(value) if int(value) > 0 else 10**9),
+    "data.val_batch_size": ("callbacks.evaluator.batch_size", int),
+    "trainer.val_before_train": ("grpo.validation.before_training", bool),
+    "actor_rollout_ref.rollout.val_kwargs.n": ("grpo.validation.num_generations", int),
+    "actor_rollout_ref.rollout.val_kwargs.temperature": ("grpo.validation.temperature", float),
+    "actor_rollout_ref.rollout.val_kwargs.top_p": ("grpo.validation.top_p", float),
+    "actor_rollout_ref.rollout.val_kwargs.top_k": ("grpo.validation.top_k", lambda value: max(0, int(value))),
 }
 
 # verl's loss_agg_mode -> honing's grpo.loss_type (the same normalisations, as TRL names them)
@@ -50,6 +58,7 @@ def translate_verl_overrides(t: Translation, overrides: Keys) -> None:
     overrides.taken.update(overrides.values)
     use_kl = flat.pop("actor_rollout_ref.actor.use_kl_loss", None)
     max_prompt = flat.pop("data.max_prompt_length", None)
+    do_sample = flat.pop("actor_rollout_ref.rollout.val_kwargs.do_sample", None)
     for key, value in flat.items():
         full = f"{overrides.prefix}.{key}"
         if key in VERL_KEYS:
@@ -69,6 +78,8 @@ def translate_verl_overrides(t: Translation, overrides: Keys) -> None:
         elif key == "actor_rollout_ref.model.enable_gradient_checkpointing":
             if value:
                 t.set("parallel.activation_checkpointing", "full")
+        elif key == "data.image_key" and value == "images" and t.get("method") == "vl_grpo":
+            t.note(full, "honing's image prompts read their images from the 'images' column, as here")
         elif key == "trainer.logger":
             loggers = [value] if isinstance(value, str) else value if isinstance(value, list) else []
             t.set("callbacks.wandb.enabled", "wandb" in loggers)
@@ -77,6 +88,8 @@ def translate_verl_overrides(t: Translation, overrides: Keys) -> None:
             t.refuse(full, f"{value!r}: not translated (honing's GRPO has no such setting)")
     if use_kl is False:
         t.set("grpo.beta", 0.0)
+    if not do_sample and t.get("grpo.validation.temperature"):  # verl's default do_sample false: greedy whatever
+        t.set("grpo.validation.temperature", 0.0)  # val_kwargs.temperature says
     max_prompt = read_number(t, f"{overrides.prefix}.data.max_prompt_length", max_prompt, int) if max_prompt else None
     if max_prompt is not None:
         # honing keeps a prompt when it leaves max_completion_length tokens of data.seq_len

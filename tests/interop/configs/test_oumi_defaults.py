@@ -51,7 +51,7 @@ def test_a_bare_sft_config_gets_trls_and_transformers_defaults():
     # Oumi's TrainingParams, passed to TRL explicitly (TRL's own learning rate 2e-5 never applies)
     assert config.optim.name == "adamw_torch" and config.optim.lr == 5e-5
     assert config.trainer.max_duration == "3epochs" and config.trainer.seed == 42
-    assert config.data.micro_batch_size == 8 and config.data.global_batch_size == 8
+    assert config.data.micro_batch_size == 8 and config.data.batch_size_per_rank == 8  # per device, as TRL reads it
     assert config.callbacks.console.log_interval == 50 and config.callbacks.checkpointer.save_interval == 500
     assert config.callbacks.tensorboard.enabled is True
     # afresh, as Oumi; an earlier run's checkpoints are never written over (honing's rule), unlike Oumi
@@ -86,7 +86,7 @@ def test_what_the_file_sets_is_never_listed_as_a_default():
     translation = translate(raw)
     assert translation.refused == []
     for path in ("data.seq_len", "data.packing", "data.train_on", "optim.lr", "callbacks.console.log_interval",
-                 "data.micro_batch_size", "data.global_batch_size", "trainer.seed"):  # fmt: skip
+                 "data.micro_batch_size", "data.batch_size_per_rank", "trainer.seed"):  # fmt: skip
         assert path not in translation.defaults, path
     assert translation.get("data.train_on") == "assistant" and translation.get("data.seq_len") == 2048
     assert translation.get("trainer.seed") == 3 and translation.get("data.micro_batch_size") == 2

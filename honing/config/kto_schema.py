@@ -1,0 +1,35 @@
+"""KTO's section (``method: kto``): unpaired completions labelled desirable or undesirable, trained against a
+reference with TRL's KTOTrainer losses. Defaults are TRL's KTOConfig's."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from honing.config.section import Section
+
+
+class KTOSection(Section):
+    """KTO (``method: kto``): each row a prompt, one completion and whether it is desirable; the loss raises the
+    desirable completions' reward β·(log π − log π_ref) above the KL estimate and the undesirable ones' below it
+    (TRL's ``KTOTrainer``). The KL estimate comes from mismatched rows: each prompt scored with another row's
+    completion. Paired preference rows become two rows (chosen desirable, rejected undesirable)."""
+
+    loss_type: Literal["kto", "apo_zero_unpaired"] = "kto"
+    """The loss (TRL's ``loss_type``): ``kto`` is the paper's (with the KL estimate); ``apo_zero_unpaired`` is APO-zero
+    for unpaired rows (no KL estimate: the mismatched completion is cut to one token, scored and unused)."""
+    beta: float = Field(default=0.1, gt=0)
+    """How far the policy may move from the reference (higher: closer); also scales the logged rewards."""
+    desirable_weight: float = Field(default=1.0, gt=0)
+    """The desirable rows' losses are multiplied by it (to balance unequal numbers of desirable and undesirable
+    rows; the paper keeps desirable_weight × desirable rows / (undesirable_weight × undesirable rows) in [1, 4/3])."""
+    undesirable_weight: float = Field(default=1.0, gt=0)
+    """The undesirable rows' losses are multiplied by it."""
+    reference: Literal["copy", "adapters_off", "precompute"] = "copy"
+    """The reference model: a frozen ``copy``, the LoRA model with its adapters off, or log-probs precomputed once
+    (as ``dpo.reference``)."""
+    packed_pairs: bool = True
+    """A micro-batch's rows (prompt, completion and mismatched completion) in one row without padding, attended row
+    by row (sdpa / eager attention; not under ``parallel.compile``); false: one right-padded row each under a dense
+    4D mask."""

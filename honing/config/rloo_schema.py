@@ -1,0 +1,60 @@
+"""The ``rloo`` section (``method: rloo``): TRL's RLOOConfig keys."""
+
+from __future__ import annotations
+
+from pydantic import Field, model_validator
+
+from honing.config.filter_groups_schema import FilterGroupsSection
+from honing.config.grpo_validation_schema import GRPOValidationSection
+from honing.config.method_schema import GRPORewardSection
+from honing.config.section import Section
+
+
+class RLOOSection(Section):
+    """RLOO (``method: rloo``): G completions per prompt, scored by the rewards; the advantage of each is its reward
+    minus the mean of the other G−1 (the leave-one-out baseline), the KL to the reference is subtracted from the
+    reward, and the clipped surrogate is on whole-sequence ratios (TRL's RLOOTrainer). Defaults are TRL's
+    RLOOConfig's."""
+
+    num_generations: int = Field(default=2, ge=2)
+    """G: completions sampled per prompt (a group)."""
+    max_completion_length: int = Field(default=512, ge=1)
+    """The longest completion, in tokens."""
+    temperature: float = Field(default=1.0, gt=0)
+    """The sampling temperature of completions."""
+    top_p: float = Field(default=1.0, gt=0, le=1)
+    """Nucleus sampling of completions (1: off)."""
+    top_k: int = Field(default=0, ge=0)
+    """Top-k sampling of completions (0: no top-k filtering)."""
+    beta: float = Field(default=0.05, ge=0)
+    """The weight of the KL to the reference model subtracted from each completion's reward; 0: no reference."""
+    epsilon: float = Field(default=0.2, ge=0)
+    """The clipping range of the sequence probability ratio (its lower side, and its upper one unless
+    ``epsilon_high``)."""
+    epsilon_high: float | None = Field(default=None, ge=0)
+    """The upper clipping range; None: ``epsilon``."""
+    num_iterations: int = Field(default=1, ge=1)
+    """Optimizer steps per rollout batch."""
+    normalize_advantages: bool = False
+    """Standardise the advantages over the step's completions (every rank's)."""
+    reward_clip_range: tuple[float, float] | None = None
+    """Each completion's summed reward clipped to [low, high] before the baseline; None: not clipped."""
+    rewards: list[GRPORewardSection] = Field(default_factory=list)
+    """The rewards each completion is scored with; at least one (checked by the recipe)."""
+    sample_interval: int | None = Field(default=10, ge=1)
+    """Completions go to samples.jsonl / W&B every N steps; None: never."""
+    filter_groups: FilterGroupsSection = Field(default_factory=FilterGroupsSection)
+    """DAPO's dynamic sampling: groups of equal rewards dropped and refilled."""
+    validation: GRPOValidationSection = Field(default_factory=GRPOValidationSection)
+    """How ``data.validation``'s held-out prompts are sampled at each evaluation (scored by ``rloo.rewards``)."""
+    use_vllm: bool = False
+    """Sample rollouts with vLLM (TRL's ``use_vllm``); honing has no vLLM rollout client yet, so its own decoder
+    samples them, said once in an info line."""
+
+    @model_validator(mode="after")
+    def _clip_range_is_ordered(self) -> RLOOSection:
+        if self.reward_clip_range is not None and self.reward_clip_range[0] > self.reward_clip_range[1]:
+            raise ValueError(
+                f"rloo.reward_clip_range: expected [low, high] with low <= high, got {self.reward_clip_range}"
+            )
+        return self

@@ -1,0 +1,119 @@
+"""GRPO's validation pass: held-out prompts answered by the policy (one greedy completion each by default, as verl's
+``val_kwargs``) and scored by the run's rewards, at every evaluation of ``callbacks.evaluator``.
+
+The evaluator adds each batch's sums over batches and ranks exactly; :meth:`RewardValidation.eval_metrics` turns the
+totals into ``eval/reward``, ``eval/reward_std``, one ``eval/rewards/<name>/mean`` per reward (the names of the
+training metrics, TRL's) and the completions' mean length and clipped ratio.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from honing.losses import combine_rewards
+
+#: marks the validation seeds' stream, apart from the rollouts' (seed, step, prompt, generation)
+VALIDATION_STREAM = 0x5EED_0E7A1
+
+
+@dataclass(frozen=True)
+class RewardValidation:
+    """How held-out prompts are sampled (``grpo.validation``), and the sums and metrics of their rewards."""
+
+    num_generations: int = 1
+    temperature: float = 0.0
+    top_p: float = 1.0
+    top_k: int = 0
+    seed: int = 0
+
+    @classmethod
+    def from_section(cls, section: Any, seed: int) -> RewardValidation:
+        """The settings of ``grpo.validation`` with the run's seed."""
+        return cls(section.num_generations, section.temperature, section.top_p, section.top_k, seed)
+
+    @torch.no_grad()
+    def eval_batch(self, module: Any, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
+        """Sample and score the completions of one batch of held-out prompts with the GRPO train module's model,
+        tokenizer and rewards: their sums (a filler batch of a rank that ran out of prompts counts for nothing)."""
+        prompts, completions, ids, mask = self.complete(module, batch)
+        group = self.num_generations
+        columns = {name: [v for v in values for _ in range(group)] for name, values in batch["columns"].items()}
+        columns["completion_ids"] = [row[keep.bool()].tolist() for row, keep in zip(ids.cpu(), mask.cpu())]
+        rewards_per_func = module.scorer.score(prompts, completions, columns)
+        real = 0.0 if batch.get("filler") else 1.0
+        return {key: value * real for key, value in self.sums(module, rewards_per_func, ids, mask).items()}
+
+    def complete(self, module: Any, batch: dict[str, Any]) -> tuple[list[Any], list[Any], torch.Tensor, torch.Tensor]:
+        """``num_generations`` completions per prompt: each one's prompt, the completion as the rewards read it (a
+        conversation's assistant turn, or the text), and the completions' token ids and mask."""
+        group = self.num_generations
+        prompt_ids = batch["input_ids"].to(module.device).repeat_interleave(group, dim=0)
+        prompt_mask = batch["attention_mask"].to(module.device).repeat_interleave(group, dim=0)
+        seeds = [validation_seed(self.seed, int(i), g) for i in batch["index"].tolist() for g in range(group)]
+        with torch.random.fork_rng(devices=[]):  # an evaluation must not move the training RNG
+            ids, mask = module.sample(
+                batch, prompt_ids, prompt_mask, seeds, temperature=self.temperature, top_p=self.top_p, top_k=self.top_k
+            )
+        texts = module.tokenizer.batch_decode(
+            [row[keep.bool()].tolist() for row, keep in zip(ids.cpu(), mask.cpu())], skip_special_tokens=True
+        )
+        prompts = [prompt for prompt in batch["prompt"] for _ in range(group)]
+        completions: list[Any] = [
+            [{"role": "assistant", "content": text}] if isinstance(prompt, list) else text
+            for prompt, text in zip(prompts, texts)
+        ]
+        return prompts, completions, ids, mask
+
+    @staticmethod
+    def sums(
+        module: Any, rewards_per_func: torch.Tensor, ids: torch.Tensor, mask: torch.Tensor
+    ) -> dict[str, torch.Tensor]:
+        """The rewards' sums and counts (a reward's None left out, as the training metrics' nanmean does), and the
+        completions' lengths and how many never reached a stop token."""
+        rewards = combine_rewards(rewards_per_func, module.scorer.weights)
+        scored = ~torch.isnan(rewards)
+        stops = torch.tensor(module.stop_token_ids, dtype=torch.long, device=ids.device)
+        ended = (torch.isin(ids, stops) & mask.bool()).any(1)
+        out = {
+            "reward/sum": rewards[scored].sum(),
+            "reward/squares": (rewards[scored] ** 2).sum(),
+            "reward/count": scored.sum(),
+            "completions/count": torch.tensor(len(rewards)),
+            "completions/length": mask.sum(),
+            "completions/clipped": (~ended).sum(),
+        }
+        for index, name in enumerate(module.scorer.names):
+            values = rewards_per_func[:, index]
+            applied = ~torch.isnan(values)
+            out[f"rewards/{name}/sum"] = values[applied].sum()
+            out[f"rewards/{name}/count"] = applied.sum()
+        return {key: value.detach().double().cpu() for key, value in out.items()}
+
+    @staticmethod
+    def eval_metrics(names: list[str], totals: dict[str, float]) -> dict[str, float]:
+        """``reward``, ``reward_std``, ``rewards/<name>/mean``, ``completions/mean_length`` and
+        ``completions/clipped_ratio`` from the summed totals (NaN where no reward applied)."""
+        count = totals.get("reward/count", 0.0)
+        mean = totals.get("reward/sum", 0.0) / count if count else math.nan
+        variance = (totals.get("reward/squares", 0.0) - count * mean**2) / (count - 1) if count > 1 else math.nan
+        completions = totals.get("completions/count", 0.0)
+        metrics = {"reward": mean, "reward_std": math.sqrt(max(variance, 0.0)) if count > 1 else math.nan}
+        for name in names:
+            applied = totals.get(f"rewards/{name}/count", 0.0)
+            metrics[f"rewards/{name}/mean"] = totals.get(f"rewards/{name}/sum", 0.0) / applied if applied else math.nan
+        if completions:
+            metrics["completions/mean_length"] = totals.get("completions/length", 0.0) / completions
+            metrics["completions/clipped_ratio"] = totals.get("completions/clipped", 0.0) / completions
+        return metrics
+
+
+def validation_seed(seed: int, prompt_index: int, generation: int) -> int:
+    """The sampling seed of one held-out completion: the same at every evaluation, so evaluations differ only by the
+    model (greedy completions need none)."""
+    state = np.random.SeedSequence([seed, VALIDATION_STREAM, prompt_index, generation]).generate_state(1, np.uint64)
+    return int(state[0] >> 1)

@@ -1,0 +1,76 @@
+"""RLOO TrainModule (TRL's RLOOTrainer maths): GRPO's rollouts and sampling, with the leave-one-out baseline as
+advantage, the KL to the reference subtracted from the reward (Σ log π − log π_ref per completion, times beta), and
+a clipped surrogate on whole-sequence probability ratios, averaged over completions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from honing.distributed import is_distributed
+from honing.methods.grpo import GRPOTrainModule, _gather
+from honing.methods.grpo_estimators import rloo_advantages, rloo_sequence_loss, sequence_kl_penalty
+from honing.methods.grpo_loss_stats import LossStats
+
+
+class RLOOTrainModule(GRPOTrainModule):
+    """GRPO's step with RLOO's advantages, KL-in-reward and sequence-level loss."""
+
+    kl_in_loss = False  # the KL lowers the reward instead
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        optimizer: torch.optim.Optimizer,
+        *,
+        normalize_advantages: bool = False,
+        reward_clip_range: tuple[float, float] | None = None,
+        **options: Any,
+    ):
+        # RLOOTrainer averages the per-completion losses over the step's completions: GRPO's ``grpo`` normaliser
+        super().__init__(model, optimizer, loss_type="grpo", scale_rewards="none", **options)
+        self.normalize_advantages = normalize_advantages
+        self.reward_clip_range = reward_clip_range
+
+    def score_rollouts(
+        self, rewards: torch.Tensor, rollouts: dict[str, torch.Tensor], *, dry_run: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """RLOO's advantages of the (clipped) rewards less beta × each completion's KL to the reference."""
+        if self.reward_clip_range is not None:
+            rewards = rewards.clamp(min=self.reward_clip_range[0], max=self.reward_clip_range[1])
+        if self.beta != 0.0:
+            mask = rollouts["completion_mask"]
+            with torch.no_grad():
+                policy = torch.cat(
+                    [self.completion_logps(self.model, micro) for micro in self.micro_rollouts(rollouts)]
+                )
+            reference = self.reference_logps(rollouts)
+            kl = sequence_kl_penalty(policy, reference, mask)
+            rewards = rewards - self.beta * kl.to(rewards)
+            if self.trainer is not None and not dry_run:
+                totals = self.sum_over_ranks(torch.stack([kl.sum(), mask.sum().to(kl)]).float()).cpu()
+                self._record("kl", totals[0] / totals[1].clamp(min=1.0))
+        if not (self.normalize_advantages and is_distributed()):
+            advantages, std = rloo_advantages(rewards, self.num_generations, self.normalize_advantages)
+        else:  # standardised over every rank's completions, as TRL's gathered batch
+            everyone = _gather(rewards, self.device, self.parallel_dims.group("dp"))
+            advantages, std = rloo_advantages(everyone, self.num_generations, True)
+            start = self.parallel_dims.dp_rank * len(rewards)
+            advantages, std = advantages[start : start + len(rewards)], std[start : start + len(rewards)]
+        rollouts["advantages"] = advantages.to(self.device)
+        return advantages, std
+
+    def _micro_loss(self, micro: dict[str, torch.Tensor], stats: LossStats) -> torch.Tensor:
+        logps = self.completion_logps(self.model, micro)
+        old_logps = micro.get("old_logps", logps.detach())
+        losses, ratio = rloo_sequence_loss(
+            logps,
+            old_logps,
+            micro["completion_mask"],
+            micro["advantages"],
+            epsilon=self.epsilon,
+            epsilon_high=self.epsilon_high,
+        )
+        stats.add(micro["completion_mask"], ratio.detach(), micro["advantages"], None, self.epsilon, self.epsilon_high)
+        return losses.sum()

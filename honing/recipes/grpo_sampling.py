@@ -1,0 +1,65 @@
+"""The GRPO recipe's choice of estimator and sampling: ``method: grpo`` (token-level or GSPO's sequence-level ratio)
+or ``method: rloo`` (RLOO's train module, same rollouts), and DAPO's dynamic sampling (``filter_groups``) with the
+training prompts it refills from."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from honing.errors import ConfigError
+from honing.methods.grpo_sampling import RefillPrompts
+
+log = logging.getLogger(__name__)
+
+#: the losses that sum per-token terms, which weight a sequence-level ratio by completion length (TRL warns too)
+TOKEN_SUMMING_LOSSES = ("bnpo", "dr_grpo", "dapo")
+
+
+def rollout_section(config: Any) -> Any:
+    """The method's own section (``grpo`` or ``rloo``), which must name at least its rewards."""
+    method = config.method
+    section = getattr(config, method, None)
+    if section is None:
+        raise ConfigError(
+            f"{method}: method '{method}' needs a {method} section, at least {method}.rewards: [{{name: ...}}]"
+        )
+    return section
+
+
+def estimator_parts(method: str, section: Any) -> tuple[type, dict[str, Any]]:
+    """The train module class and the settings only its estimator reads."""
+    if method == "rloo":
+        from honing.methods.rloo import RLOOTrainModule
+
+        options = dict(normalize_advantages=section.normalize_advantages, reward_clip_range=section.reward_clip_range)
+        return RLOOTrainModule, options
+    from honing.methods.grpo import GRPOTrainModule
+
+    level = section.importance_sampling_level
+    if level == "sequence" and section.loss_type in TOKEN_SUMMING_LOSSES:
+        log.warning(
+            "grpo.importance_sampling_level: sequence with loss_type %r sums per-token terms, which weights each "
+            "completion by its length; GSPO's paper uses grpo.loss_type: grpo",
+            section.loss_type,
+        )
+    options = dict(loss_type=section.loss_type, scale_rewards=section.scale_rewards)
+    if level != "token":
+        options["importance_sampling_level"] = level
+    return GRPOTrainModule, options
+
+
+def dynamic_sampling(recipe: Any, section: Any) -> dict[str, Any]:
+    """The train module's dynamic-sampling settings: none when ``filter_groups`` is off, else the round limit and
+    the training prompts refills are drawn from (the loader's rows, collated as its batches)."""
+    if not section.filter_groups.enable:
+        return {}
+    loader = recipe.train_loader
+    refill = RefillPrompts(
+        loader.dataset,
+        loader.collate_fn,
+        seed=recipe.config.trainer.seed,
+        rank=loader.rank,
+        world_size=loader.world_size,
+    )
+    return dict(max_num_gen_batches=section.filter_groups.max_num_gen_batches, refill_prompts=refill)

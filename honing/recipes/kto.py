@@ -1,0 +1,107 @@
+"""KTO: unpaired completions labelled desirable or undesirable (or preference pairs, each two such rows) in, the
+policy trained against a reference to raise the first and lower the second (TRL's KTOTrainer).
+
+Parts: a chat tokenizer, the KTO row kind (``honing.data.preference.kto_rows.KTORows``: each row batched as a pair,
+``prompt | completion | mismatched completion``), the reference DPO has (``honing.recipes.reference_parts``), and the
+pair step with the KTO loss part (``honing.methods.kto.KTOTrainModule``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from honing.config.kto_schema import KTOSection
+from honing.data.finetune_data import RunData, build_finetune_data
+from honing.data.preference.kto_rows import KTOCollator, KTORows
+from honing.distributed import print0
+from honing.methods.kto import KTOTrainModule
+from honing.methods.kto_loss import KTOLoss
+from honing.recipes.base import Recipe, train_module_options, use_chat_tokenizer
+from honing.recipes.pair_parts import check_pair_attention, packed_pairs
+from honing.recipes.reference_parts import build_reference_model, precomputed_reference
+
+
+class KTORecipe(Recipe):
+    """Rows → chat template (prompt with the generation prompt, the completion the rest) → rows with a mismatched
+    completion, batched as pairs → the KTO loss against a frozen copy, the adapters-off model, or precomputed
+    reference log-probs."""
+
+    def __init__(self, config: Any):
+        super().__init__(config)
+        self.kto = config.kto or KTOSection()  # its defaults when absent
+        self.packed_pairs = packed_pairs(config, self.kto)
+
+    def build_model_assets(self) -> list[Any]:
+        """A byte-level or pretrained tokenizer with the run's chat template."""
+        return use_chat_tokenizer(self)
+
+    def build_reference_model(self, model: torch.nn.Module) -> torch.nn.Module | None:
+        """A frozen copy of the initial model for ``kto.reference: copy`` (none for ``adapters_off`` and
+        ``precompute``)."""
+        return build_reference_model(self, model, self.kto.reference)
+
+    def row_kind(self) -> KTORows:
+        """KTO rows through the chat template, batched by the KTO collator."""
+        collator = KTOCollator(self.tokenizer.pad_token_id, additive_mask=self.models.attention_name() == "eager")
+        return KTORows(
+            self.tokenizer,
+            self.chat_template,
+            self.config.data,
+            cache_dir=self.cache_dir,
+            collator=collator,
+            printer=print0,
+            seed=self.config.trainer.seed,
+            mismatched=self.kto.loss_type == "kto",
+        )
+
+    def build_data(self) -> RunData:
+        """Row batches; with ``kto.reference: precompute``, each dataset scored by the initial model first."""
+        attention = check_pair_attention(self)
+        kind = self.row_kind()
+        reference = None
+        if self.kto.reference == "precompute":
+            reference = precomputed_reference(self, kind.collator, attention=attention, packed=self.packed_pairs)
+        return build_finetune_data(
+            kind, self.config.data, self.data_placement(), finish=reference.attach if reference else None
+        )
+
+    def build_pair_loss(self) -> KTOLoss:
+        """The KTO loss part from the ``kto`` section (a hook: return another ``KTOLoss`` to train with it)."""
+        cfg = self.kto
+        return KTOLoss(
+            beta=cfg.beta,
+            loss_type=cfg.loss_type,
+            desirable_weight=cfg.desirable_weight,
+            undesirable_weight=cfg.undesirable_weight,
+        )
+
+    def build_train_module(self) -> KTOTrainModule:
+        """The pair step with the KTO loss and the run's reference."""
+        return KTOTrainModule(
+            self.model,
+            self.build_optimizer(self.model),
+            loss=self.build_pair_loss(),
+            reference=self.kto.reference,
+            reference_model=self.reference_model,
+            packed_pairs=self.packed_pairs,
+            **train_module_options(self),
+        )
+
+    def held_out_answers(self) -> list[tuple[list[dict[str, Any]], str]]:
+        """The validation prompts with their desirable reply's text (the answer the generation eval expects)."""
+        from honing.data.preference.kto_examples import read_example_sources
+        from honing.data.text.corpus import split_documents
+
+        data, seed, kind = self.config.data, self.config.trainer.seed, self.row_kind()
+        if data.validation is not None:
+            found, _ = read_example_sources(kind.source_fields(data.validation.sources), bad_rows=data.bad_rows)
+            examples = [example for source in found for example, _ in source]
+        elif data.validation_split > 0:
+            found, _ = read_example_sources(kind.source_fields(data.train.sources), bad_rows=data.bad_rows)
+            held_out = split_documents([item for source in found for item in source], data.validation_split, seed=seed)
+            examples = [example for example, _ in held_out[1]]
+        else:
+            examples = []
+        return [(e.prompt, e.completion[0]["content"]) for e in examples if e.desirable and len(e.completion) == 1]

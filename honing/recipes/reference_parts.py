@@ -1,0 +1,60 @@
+"""The reference of the methods that train against one (DPO, KTO): a frozen copy of the initial model, the LoRA
+model with its adapters off, or the initial model's log-probs precomputed once (``<method>.reference``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from honing.distributed import get_world_size
+from honing.errors import ConfigError
+from honing.methods.dpo_reference import PrecomputedReference
+from honing.models import is_lora, unwrap_model
+from honing.models.parallel import parallelize_from, resolve_strategy
+from honing.models.quantize import frozen_copy
+from honing.recipes.base import micro_batch_size
+
+
+def build_reference_model(recipe: Any, model: torch.nn.Module, reference: str) -> torch.nn.Module | None:
+    """A frozen copy of the initial model for ``reference: copy``, sharded like the policy under FSDP2 (none for
+    ``adapters_off`` and ``precompute``); a warm start and ``adapters_off`` without LoRA are refused in one line."""
+    config = recipe.config
+    trainer, method = config.trainer, config.method
+    if trainer.load_path and not trainer.load_trainer_state:
+        # the reference is the model as built here; weights loaded later by the trainer would not be in it
+        raise ConfigError(
+            f"trainer.load_path with load_trainer_state: false (a warm start) would train {method.upper()} against "
+            "a reference other than its starting weights; start from an export instead (model.name_or_path: "
+            "SAVE_FOLDER/hf)"
+        )
+    if reference == "adapters_off" and not is_lora(model):
+        raise ConfigError(f"{method}.reference: 'adapters_off' needs model.lora (LoRA); use copy or precompute")
+    if reference != "copy":
+        return None
+    copy = frozen_copy(unwrap_model(model)).eval().requires_grad_(False)
+    if resolve_strategy(config.parallel.strategy, get_world_size()) != "fsdp":  # DDP: no wrapper needed
+        return copy
+    return parallelize_from(
+        copy, config.parallel, dims=recipe.parallel_dims, device=recipe.device, precision=recipe.precision, frozen=True
+    )
+
+
+def precomputed_reference(recipe: Any, collator: Any, *, attention: str, packed: bool) -> PrecomputedReference | None:
+    """What scores each dataset with the initial model before training (``reference: precompute``); None when no
+    model is built (``honing data``)."""
+    if recipe.model is None:
+        return None
+    config = recipe.config
+    return PrecomputedReference(
+        recipe.model,
+        collator,
+        device=recipe.device,
+        precision=recipe.precision,
+        attention=attention,
+        batch_size=micro_batch_size(config, recipe.parallel_dims),
+        chunked=config.model.chunked_loss,
+        packed=packed,
+        sharded=resolve_strategy(config.parallel.strategy, get_world_size()) == "fsdp",
+        cache_dir=recipe.cache_dir,
+    )
