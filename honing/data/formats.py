@@ -257,7 +257,8 @@ def _from_sharegpt(row: dict[str, Any]) -> Conversation:
 
 def _from_mllm(row: dict[str, Any]) -> Conversation:
     """LLaMA-Factory's multimodal rows: ``messages`` (or sharegpt ``conversations``) whose strings hold ``<image>``
-    placeholders, filled in order from the row's ``images`` list (paths relative to the data file)."""
+    placeholders, filled in order from the row's ``images`` list (paths relative to the data file); Hugging Face's
+    ``{"type": "image"}`` content items take the images in the same way."""
     if row.get("videos") or row.get("audios"):
         raise RowError("'videos' and 'audios' are not supported; mllm rows may hold 'images' only")
     images = row.get("images") or []  # null or absent: a text-only row, which LLaMA-Factory files may mix in
@@ -266,6 +267,8 @@ def _from_mllm(row: dict[str, Any]) -> Conversation:
     items = [_mllm_image(image, f"images[{index}]") for index, image in enumerate(images)]
     rest = {key: value for key, value in row.items() if key != "images"}
     key = "messages" if "messages" in row else "conversations"
+    if key == "messages" and isinstance(rest["messages"], list):
+        rest["messages"] = [_placeholders_for_image_items(message) for message in rest["messages"]]
     conversation = _from_conversation(rest) if key == "messages" else _from_sharegpt(rest)
     placeholders = sum(message.text().count(IMAGE_PLACEHOLDER) for message in conversation.messages)
     if placeholders != len(items):
@@ -283,6 +286,23 @@ def _from_mllm(row: dict[str, Any]) -> Conversation:
         content = message.content if filled == message.items() else filled
         messages.append(Message(role=message.role, content=content))
     return Conversation(messages=messages, metadata=conversation.metadata)
+
+
+def _placeholders_for_image_items(message: Any) -> Any:
+    """Hugging Face's multimodal messages (``HuggingFaceH4/llava-instruct-mix-vsft``, TRL's VLM rows): content items
+    ``{"type": "image"}`` that take the row's next image, and ``{"type": "text", "text": ...}``; as placeholders."""
+    content = message.get("content") if isinstance(message, dict) else None
+    if not isinstance(content, list) or not any(isinstance(item, dict) and "text" in item for item in content):
+        return message
+    items = []
+    for item in content:
+        if isinstance(item, dict) and item.get("type") == "image" and not item.get("content"):
+            items.append({"type": "text", "content": IMAGE_PLACEHOLDER})
+        elif isinstance(item, dict) and item.get("type") == "text" and "content" not in item:
+            items.append({"type": "text", "content": item.get("text")})
+        else:
+            items.append(item)
+    return {**message, "content": items}
 
 
 def _mllm_image(image: Any, where: str) -> ContentItem:

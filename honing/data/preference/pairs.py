@@ -2,7 +2,8 @@
 
 - ``preference``: Oumi's ``messages`` (the prompt) plus ``chosen`` / ``rejected``;
 - ``preference_prompt``: TRL's ``prompt`` / ``chosen`` / ``rejected``, conversational (lists of messages) or plain
-  strings (then the prompt is one user message and each completion one assistant message);
+  strings (then the prompt is one user message and each completion one assistant message); conversations that hold
+  the prompt beside a string ``prompt`` column give their shared messages as the prompt, as TRL reads them;
 - ``preference_sharegpt``: LLaMA-Factory's ``conversations`` (``from`` / ``value``) plus ``chosen`` / ``rejected``;
 - ``preference_transcript``: Anthropic HH-RLHF's full ``chosen`` / ``rejected`` transcripts
   (``"\\n\\nHuman: ... \\n\\nAssistant: ..."``), split at the last ``"\\n\\nAssistant:"`` the two share.
@@ -80,10 +81,37 @@ def to_pair(row: Mapping[str, Any], format: str) -> PreferencePair:
             prompt = _messages(row.get("messages"), "messages")
         elif format == "preference_sharegpt":
             prompt = _sharegpt(row.get("conversations"), "conversations", system=row.get("system"))
+        elif _holds_prompt(row["chosen"]) and not isinstance(row.get("prompt"), list):
+            # TRL's implicit prompt beside a plain-string prompt column (mlabonne/orpo-dpo-mix-40k, which Oumi's DPO
+            # recipes name): TRL reads the prompt from the conversations, as here
+            return _checked(_with_margin(_from_conversations(row["chosen"], row["rejected"]), row.get("margin")))
         else:
             prompt = _prompt(row.get("prompt"))
         pair = PreferencePair(prompt, _completion(row["chosen"], "chosen"), _completion(row["rejected"], "rejected"))
     return _checked(_with_margin(pair, row.get("margin")))
+
+
+def _holds_prompt(value: Any) -> bool:
+    """True for a conversation that starts before the assistant's reply (TRL's implicit-prompt completions)."""
+    return (
+        isinstance(value, list)
+        and bool(value)
+        and isinstance(value[0], Mapping)
+        and value[0].get("role") not in (None, "assistant")
+    )
+
+
+def _from_conversations(chosen: Any, rejected: Any) -> PreferencePair:
+    """TRL's implicit prompt: whole conversations, the prompt being the messages the two share (``extract_prompt``)."""
+    chosen, rejected = _messages(chosen, "chosen"), _messages(rejected, "rejected")
+    shared = 0
+    while shared < min(len(chosen), len(rejected)) and chosen[shared] == rejected[shared]:
+        shared += 1
+    if shared == 0 or shared == len(chosen) or shared == len(rejected):
+        raise RowError("'chosen' and 'rejected' hold no shared prompt followed by two replies (TRL's implicit prompt)")
+    return PreferencePair(
+        chosen[:shared], _completion(chosen[shared:], "chosen"), _completion(rejected[shared:], "rejected")
+    )
 
 
 def read_pair_sources(
