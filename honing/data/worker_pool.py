@@ -21,6 +21,9 @@ from typing import Any, TypeVar
 from honing.data.progress import WorkProgress
 from honing.errors import DataError
 
+#: how long the progress drain may take to see the end after the workers are gone
+DRAIN_SECONDS = 10.0
+
 Task = TypeVar("Task")
 #: counts units of work done (bytes read, rows built) toward the progress bar
 Report = Callable[[int], None]
@@ -76,7 +79,9 @@ def run_tasks(
                     future.cancel()
                 pool.shutdown(wait=True)  # the running pieces finish (and report) before the drain stops
                 queue.put(None)
-                drain.join()
+                drain.join(timeout=DRAIN_SECONDS)
+                if drain.is_alive():  # a worker killed while writing to the queue holds its lock: no end comes
+                    queue.cancel_join_thread()  # the daemon drain and the queue's feeder are left, not waited for
 
 
 @contextmanager
