@@ -17,19 +17,17 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-import torch
-
 from honing.data.finetune_data import RunData, build_finetune_data
 from honing.data.preference.vision_pairs import VisionPreferenceRows
 from honing.distributed import print0
 from honing.errors import ConfigError
 from honing.models.vl_families import concat_image_inputs
 from honing.recipes.dpo import DPORecipe
-from honing.recipes.vl_sft import VLSFTRecipe, freeze_vision_parts, vision_lr_groups
+from honing.recipes.vl_sft import VisionModelSteps, VLSFTRecipe
 from honing.run.vl_outputs import VLOutputs
 
 
-class VLDPORecipe(DPORecipe):
+class VLDPORecipe(VisionModelSteps, DPORecipe):
     """The model's processor and an image-text-to-text model (LoRA or full); image pairs; DPO with pixel inputs."""
 
     outputs_class = VLOutputs
@@ -40,16 +38,6 @@ class VLDPORecipe(DPORecipe):
     def __init__(self, config: Any):
         super().__init__(config)
         self.packed_pairs = padded_pairs(self.dpo)
-
-    def freeze_module(self, model: torch.nn.Module) -> None:
-        """``model.freeze_layers``, then the vision tower and projector as ``model.freeze_vision`` /
-        ``model.freeze_projector`` say."""
-        super().freeze_module(model)
-        freeze_vision_parts(self.config.model, self.family, model)
-
-    def build_param_groups(self) -> list[dict[str, Any]]:
-        """``optim.param_groups``, then the vision tower at ``optim.vision_lr``."""
-        return [*super().build_param_groups(), *vision_lr_groups(self.config, self.family)]
 
     def row_kind(self) -> VisionPreferenceRows:
         """Image pairs through the processor, batched with each prompt's pixel inputs."""

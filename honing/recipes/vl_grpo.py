@@ -11,15 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
-
 from honing.data.prompts.vision_prompts import VisionPromptRows, read_vision_prompt_sources
 from honing.data.vision.processing import image_token_ids
 from honing.distributed import print0
 from honing.errors import ConfigError, DataError
 from honing.recipes.base import Recipe
 from honing.recipes.grpo import GRPORecipe
-from honing.recipes.vl_sft import VLSFTRecipe, freeze_vision_parts, vision_lr_groups, vl_processor
+from honing.recipes.vl_sft import VisionModelSteps, VLSFTRecipe, vl_processor
 from honing.run.vl_outputs import VLOutputs
 
 
@@ -31,7 +29,7 @@ def video_token_ids(processor: Any) -> set[int]:
     return {token_id} if isinstance(token_id, int) and token_id != tokenizer.unk_token_id else set()
 
 
-class VLGRPORecipe(GRPORecipe):
+class VLGRPORecipe(VisionModelSteps, GRPORecipe):
     """The model's processor and an image-text-to-text model (LoRA or full); image prompts; GRPO with pixels."""
 
     outputs_class = VLOutputs
@@ -49,16 +47,6 @@ class VLGRPORecipe(GRPORecipe):
         self.processor, self.family, self.chat_template = vl_processor(self.config, self.cache_dir)
         self.tokenizer = self.processor.tokenizer
         return [self.processor]
-
-    def freeze_module(self, model: torch.nn.Module) -> None:
-        """``model.freeze_layers``, then the vision tower and projector as ``model.freeze_vision`` /
-        ``model.freeze_projector`` say."""
-        super().freeze_module(model)
-        freeze_vision_parts(self.config.model, self.family, model)
-
-    def build_param_groups(self) -> list[dict[str, Any]]:
-        """``optim.param_groups``, then the vision tower at ``optim.vision_lr``."""
-        return [*super().build_param_groups(), *vision_lr_groups(self.config, self.family)]
 
     def row_kind(self) -> VisionPromptRows:
         """Image prompts through the processor, rendered with its chat template's generation prompt."""

@@ -45,7 +45,23 @@ log = logging.getLogger(__name__)
 VISION_EXTRA = "pip install 'honing[vision]'"
 
 
-class VLSFTRecipe(Recipe):
+class VisionModelSteps:
+    """The steps every vision-language recipe adds to its method's: the tower and projector frozen, the tower's own
+    learning rate. Listed before the method's recipe among the bases, so ``super()`` is the method's step."""
+
+    def freeze_module(self, model: torch.nn.Module) -> None:
+        """``model.freeze_layers`` patterns, then the vision tower (``model.freeze_vision``, on by default) and
+        the projector (``model.freeze_projector``)."""
+        super().freeze_module(model)  # type: ignore[misc]
+        freeze_vision_parts(self.config.model, self.family, model)  # type: ignore[attr-defined]
+
+    def build_param_groups(self) -> list[dict[str, Any]]:
+        """``optim.param_groups``, then ``optim.vision_lr``: the vision tower in a group of its own (refused while
+        the tower is frozen)."""
+        return [*super().build_param_groups(), *vision_lr_groups(self.config, self.family)]  # type: ignore[misc,attr-defined]
+
+
+class VLSFTRecipe(VisionModelSteps, Recipe):
     """Image conversations → the processor's ids and pixels, assistant-only labels → padded rows → LoRA or full."""
 
     outputs_class = VLOutputs
@@ -87,17 +103,6 @@ class VLSFTRecipe(Recipe):
             model_section = self.config.model.model_copy(update={"lora": lora})
             self.saved_config = self.config.model_copy(update={"model": model_section})
         return self.models.finish(model, self.tokenizer, lora=lora, shards=shards)
-
-    def freeze_module(self, model: torch.nn.Module) -> None:
-        """``model.freeze_layers`` patterns, then the vision tower (``model.freeze_vision``, on by default) and
-        the projector (``model.freeze_projector``)."""
-        super().freeze_module(model)
-        freeze_vision_parts(self.config.model, self.family, model)
-
-    def build_param_groups(self) -> list[dict[str, Any]]:
-        """``optim.param_groups``, then ``optim.vision_lr``: the vision tower in a group of its own (refused while
-        the tower is frozen)."""
-        return [*super().build_param_groups(), *vision_lr_groups(self.config, self.family)]
 
     def row_kind(self) -> VisionRows:
         """Image conversations through the processor; packed rows take the model's per-document rope positions."""
