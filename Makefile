@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install train test bench lint docs clean
+.PHONY: install train test bench lint docs clean vllm-serve
 
 install: $(STAMP)
 
@@ -43,6 +43,20 @@ lint: $(STAMP)
 # the nav, fails (the banner about Material's successor is silenced)
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
+# GRPO's rollout server (use_vllm: true; docs/rollout-server.md) on a CUDA machine: vLLM in an environment of its own
+# (.venv-vllm: vLLM pins its own torch), serving MODEL (the policy's folder or hub name) on PORT, on the GPUs
+# CUDA_VISIBLE_DEVICES shows it; the trainer runs on the others. VLLM_ARGS: serve.py's other flags
+# (--gpu-memory-utilization, --tensor-parallel-size, --dtype, --max-model-len, --enforce-eager).
+VLLM_VENV := .venv-vllm
+PORT ?= 8000
+
+vllm-serve:
+	@test -n "$(MODEL)" || { echo "usage: make vllm-serve MODEL=<folder or hub name> [PORT=8000] [VLLM_ARGS=...]"; exit 2; }
+	test -x $(VLLM_VENV)/bin/python || $(PYTHON) -m venv $(VLLM_VENV)
+	test -f $(VLLM_VENV)/.installed || { $(VLLM_VENV)/bin/pip install --quiet --upgrade pip && \
+		$(VLLM_VENV)/bin/pip install --quiet vllm && touch $(VLLM_VENV)/.installed; }
+	$(VLLM_VENV)/bin/python honing/rollout/serve.py --model $(MODEL) --port $(PORT) $(VLLM_ARGS)
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

@@ -22,6 +22,10 @@ class GRPORewardSection(Section):
     """The reward's weight in the sum of rewards each completion gets."""
 
 
+#: the GRPO keys that only multi-turn tool use reads
+TOOL_KEYS = frozenset({"max_turns", "tool_timeout", "max_tool_response_length", "tool_call_format"})
+
+
 class GRPOSection(Section):
     """GRPO (``method: grpo``): G completions per prompt, scored by the rewards, trained on with TRL's
     group-relative clipped policy-gradient loss. Defaults are TRL's GRPOConfig's."""
@@ -59,10 +63,46 @@ class GRPOSection(Section):
     validation: GRPOValidationSection = Field(default_factory=GRPOValidationSection)
     """How ``data.validation``'s held-out prompts are sampled at each evaluation (scored by ``grpo.rewards``)."""
     use_vllm: bool = False
-    """Sample rollouts with vLLM (TRL's / Oumi's ``use_vllm``); honing has no vLLM rollout client yet, so its own
-    decoder samples them, said once in an info line."""
+    """Sample rollouts from a vLLM rollout server (TRL's / Oumi's ``use_vllm``; docs/rollout-server.md), which gets
+    the policy's weights before each step's rollouts; with no server configured or found, honing's own decoder
+    samples them, said once in an info line."""
+    vllm_mode: Literal["server", "colocate"] = "server"
+    """Where vLLM runs (TRL's key): ``server``, a rollout server in its own environment (``make vllm-serve``;
+    docs/rollout-server.md); ``colocate`` (inside the training process) is not built and is refused."""
+    vllm_server_base_url: str | None = None
+    """The rollout server's URL, e.g. ``http://10.0.0.5:8000`` (TRL's key); None: ``vllm_server_host`` and
+    ``vllm_server_port``. Neither set: a server at http://localhost:8000 is used when one answers there."""
+    vllm_server_host: str = "0.0.0.0"
+    """The rollout server's host, when ``vllm_server_base_url`` is not given (TRL's key and default)."""
+    vllm_server_port: int = Field(default=8000, ge=1, le=65535)
+    """The rollout server's port, when ``vllm_server_base_url`` is not given (TRL's key and default)."""
+    vllm_server_timeout: float = Field(default=240.0, gt=0)
+    """Seconds to wait for a configured rollout server to answer at the start of the run (TRL's key and default)."""
     filter_groups: FilterGroupsSection = Field(default_factory=FilterGroupsSection)
     """DAPO's dynamic sampling: groups of equal rewards dropped and refilled."""
+    tools: list[str] = Field(default_factory=list)
+    """Multi-turn tool use: the tools the policy may call in a rollout, built-in names (``calculator``) or
+    ``package.module:function`` (type hints and a docstring make each one's JSON schema, shown with every prompt whose
+    row has no ``tools`` column). A completion is then a conversation: tool calls run, their answers appended as tool
+    turns (masked from the loss), up to ``max_turns`` assistant turns."""
+    max_turns: int = Field(default=4, ge=1)
+    """With ``tools``: the most assistant turns a completion has (the last one's tool calls are not run)."""
+    tool_timeout: float = Field(default=10.0, gt=0)
+    """With ``tools``: seconds a tool call may run; past it the model gets an error message instead of the answer."""
+    max_tool_response_length: int = Field(default=2000, ge=1)
+    """With ``tools``: a tool answer is cut to this many characters (verl's name)."""
+    tool_call_format: Literal["auto", "hermes", "json"] = "auto"
+    """With ``tools``: how tool calls are written: ``hermes`` ``<tool_call>{...}</tool_call>`` blocks (Qwen, Hermes,
+    honing's ``chatml``), ``json`` a turn that is one ``{"name", "parameters"}`` object (Llama 3); ``auto`` reads it
+    from the chat template."""
+
+    @model_validator(mode="after")
+    def _tool_keys_need_tools(self) -> GRPOSection:
+        fields = type(self).model_fields
+        unused = [] if self.tools else [key for key in sorted(TOOL_KEYS) if getattr(self, key) != fields[key].default]
+        if unused:
+            raise ValueError(f"{', '.join(unused)} apply to tool calls only; set grpo.tools or remove them")
+        return self
 
 
 class DPOSection(Section):

@@ -183,10 +183,19 @@ METHODS: dict[str, Method] = {
     ),
 }
 METHODS["rloo"] = replace(METHODS["grpo"], section="rloo")  # GRPO's rollouts with RLOO's estimator
+#: GRPO's multi-turn tool-use keys (``grpo.tools`` and what only tool calls read)
+GRPO_TOOL_KEYS = tuple(
+    f"grpo.{key}" for key in ("tools", "max_turns", "tool_timeout", "max_tool_response_length", "tool_call_format")
+)
 # GRPO's section on image prompts through the model's processor (VL-SFT's model keys; no PDF-page olmOCR rows)
 METHODS["vl_grpo"] = replace(
     METHODS["grpo"],
-    unused=(*(k for k in METHODS["grpo"].unused if k not in VISION_ONLY), "data.olmocr", "callbacks.harness_eval"),
+    unused=(
+        *(k for k in METHODS["grpo"].unused if k not in VISION_ONLY),
+        "data.olmocr",
+        "callbacks.harness_eval",
+        *GRPO_TOOL_KEYS,  # tool turns carry no pixel inputs
+    ),
     values={**source_formats("auto", "prompt", "conversation", "mllm"), "tokenizer.kind": ("auto", "pretrained")},
 )
 # DPO's section on pairs whose prompts hold images, through the model's processor (VL-SFT's model keys; no olmOCR rows)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field, model_validator
 
 from honing.config.filter_groups_schema import FilterGroupsSection
@@ -48,8 +50,20 @@ class RLOOSection(Section):
     validation: GRPOValidationSection = Field(default_factory=GRPOValidationSection)
     """How ``data.validation``'s held-out prompts are sampled at each evaluation (scored by ``rloo.rewards``)."""
     use_vllm: bool = False
-    """Sample rollouts with vLLM (TRL's ``use_vllm``); honing has no vLLM rollout client yet, so its own decoder
-    samples them, said once in an info line."""
+    """Sample rollouts from a vLLM rollout server (TRL's ``use_vllm``; docs/rollout-server.md), as ``grpo.use_vllm``;
+    with no server configured or found, honing's own decoder samples them, said once in an info line."""
+    vllm_mode: Literal["server", "colocate"] = "server"
+    """Where vLLM runs (TRL's key): ``server``, a rollout server in its own environment (``make vllm-serve``;
+    docs/rollout-server.md); ``colocate`` (inside the training process) is not built and is refused."""
+    vllm_server_base_url: str | None = None
+    """The rollout server's URL, e.g. ``http://10.0.0.5:8000`` (TRL's key); None: ``vllm_server_host`` and
+    ``vllm_server_port``. Neither set: a server at http://localhost:8000 is used when one answers there."""
+    vllm_server_host: str = "0.0.0.0"
+    """The rollout server's host, when ``vllm_server_base_url`` is not given (TRL's key and default)."""
+    vllm_server_port: int = Field(default=8000, ge=1, le=65535)
+    """The rollout server's port, when ``vllm_server_base_url`` is not given (TRL's key and default)."""
+    vllm_server_timeout: float = Field(default=240.0, gt=0)
+    """Seconds to wait for a configured rollout server to answer at the start of the run (TRL's key and default)."""
 
     @model_validator(mode="after")
     def _clip_range_is_ordered(self) -> RLOOSection:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import os
 import posixpath
 from collections.abc import Callable, Iterator
@@ -83,12 +84,23 @@ class Message(BaseModel):
 
     role: Literal["system", "user", "assistant", "tool"]
     content: str | list[ContentItem]
+    tool_calls: list[dict[str, Any]] | None = None  # an assistant turn's calls, as transformers' chat templates take
+    name: str | None = None  # a tool turn's tool name (templates that name it, e.g. gpt-oss)
 
     def text(self, separator: str = " ") -> str:
         """The message's text: the string content, or its text items joined by ``separator`` (as Oumi does)."""
         if isinstance(self.content, str):
             return self.content
         return separator.join(item.content for item in self.content if item.type == "text")
+
+    def to_hf(self) -> dict[str, Any]:
+        """``{"role", "content": str}`` with the tool calls and the tool's name where the turn has them."""
+        message: dict[str, Any] = {"role": self.role, "content": self.text()}
+        if self.tool_calls:
+            message["tool_calls"] = self.tool_calls
+        if self.name is not None:
+            message["name"] = self.name
+        return message
 
     def items(self) -> list[ContentItem]:
         """The content as a list of items (a string content is one text item)."""
@@ -106,6 +118,7 @@ class Conversation(BaseModel):
 
     messages: list[Message]
     metadata: dict[str, Any] = Field(default_factory=dict)
+    tools: list[dict[str, Any]] | None = None  # JSON schemas of the tools the conversation may call
 
     @field_validator("messages")
     @classmethod
@@ -127,7 +140,7 @@ class Conversation(BaseModel):
                     f"row has image content ({images[0].type} in messages[{index}]); text SFT cannot "
                     "train on images: use method: vl_sft (vision-language SFT)"
                 )
-        return [{"role": message.role, "content": message.text()} for message in self.messages]
+        return [message.to_hf() for message in self.messages]
 
     def to_vl_messages(self) -> tuple[list[dict[str, Any]], list[ContentItem]]:
         """HF messages for a processor's chat template, and the image items in the order their slots appear.
@@ -204,7 +217,22 @@ def _from_conversation(row: dict[str, Any]) -> Conversation:
     metadata = row.get("metadata") or {}
     if not isinstance(metadata, dict):
         raise RowError(f"'metadata' must be an object, got {_kind(metadata)}")
-    return _with_assistant(Conversation(messages=messages, metadata=metadata), "messages")
+    tools = _tools(row.get("tools"))
+    return _with_assistant(Conversation(messages=messages, metadata=metadata, tools=tools), "messages")
+
+
+def _tools(value: Any) -> list[dict[str, Any]] | None:
+    """A row's ``tools``: JSON schemas as a list (or that list as a JSON string, as some hub sets store it)."""
+    if value is None or value == []:
+        return None
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            raise RowError("'tools' is a string that is not JSON; expected a list of JSON schemas") from None
+    if not isinstance(value, list) or not all(isinstance(tool, dict) for tool in value):
+        raise RowError(f"'tools' must be a list of JSON schemas (objects), got {_kind(value)}")
+    return value or None
 
 
 def _from_alpaca(row: dict[str, Any]) -> Conversation:
@@ -385,13 +413,33 @@ def _message(item: Any, where: str) -> Message:
     if role not in ROLES:
         raise RowError(f"unknown role {role!r} in {where}; expected one of: {', '.join(ROLES)}")
     content = item.get("content")
+    tool_parts = _tool_parts(item, role, where)
+    if content is None and tool_parts.get("tool_calls"):
+        content = ""  # a turn of calls only (OpenAI's and TRL's rows give its content as null)
     if isinstance(content, str):
-        return Message(role=role, content=content)
+        return Message(role=role, content=content, **tool_parts)
     if isinstance(content, list):
-        return Message(
-            role=role, content=[_content_item(part, f"{where}.content[{index}]") for index, part in enumerate(content)]
-        )
+        items = [_content_item(part, f"{where}.content[{index}]") for index, part in enumerate(content)]
+        return Message(role=role, content=items, **tool_parts)
     raise RowError(f"'content' must be a string or a list of content items, got {_kind(content)} in {where}")
+
+
+def _tool_parts(item: dict[str, Any], role: str, where: str) -> dict[str, Any]:
+    """A message's ``tool_calls`` (assistant turns) and ``name`` (tool turns), checked."""
+    parts: dict[str, Any] = {}
+    calls = item.get("tool_calls")
+    if calls is not None:
+        if role != "assistant":
+            raise RowError(f"'tool_calls' in a {role!r} message ({where}); only assistant turns make tool calls")
+        if not isinstance(calls, list) or not all(isinstance(call, dict) for call in calls):
+            raise RowError(f"'tool_calls' must be a list of objects in {where}, got {_kind(calls)}")
+        parts["tool_calls"] = calls or None
+    name = item.get("name")
+    if name is not None:
+        if not isinstance(name, str):
+            raise RowError(f"'name' must be a string in {where}, got {_kind(name)}")
+        parts["name"] = name
+    return parts
 
 
 def _content_item(part: Any, where: str) -> ContentItem:

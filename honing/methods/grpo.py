@@ -10,8 +10,6 @@ index, generation index) alone.
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Sequence
 from functools import partial
 from typing import Any
@@ -21,7 +19,7 @@ import torch
 
 from honing import chunked_ce
 from honing.data.collate import stack_collate
-from honing.distributed import is_distributed, is_rank0
+from honing.distributed import is_distributed
 from honing.losses import (
     GRPO_LOSS_TYPES,
     combine_rewards,
@@ -29,14 +27,15 @@ from honing.losses import (
     grpo_loss_scale,
     grpo_loss_sum,
     grpo_per_token_loss,
-    nanstd,
     token_logps,
 )
 from honing.methods.base import BaseTrainModule
 from honing.methods.grpo_estimators import IMPORTANCE_SAMPLING_LEVELS, gspo_per_token_loss
 from honing.methods.grpo_loss_stats import LossStats
+from honing.methods.grpo_metrics import RolloutMetrics, _gather
 from honing.methods.grpo_sampling import GeneratedGroups, RefillPrompts, fill_groups, refill_seed
 from honing.methods.grpo_validation import RewardValidation
+from honing.methods.tool_turns import Transcripts
 from honing.models.generation import sample_completions
 from honing.models.output_head import forward_with_head
 from honing.models.parallel import is_fsdp
@@ -47,7 +46,7 @@ from honing.rl.rewards import RewardScorer
 ROLLOUT_KEYS = ("input_ids", "attention_mask", "completion_ids", "completion_mask", "advantages")
 
 
-class GRPOTrainModule(BaseTrainModule):
+class GRPOTrainModule(RolloutMetrics, BaseTrainModule):
     """Rollouts, rewards, advantages and the clipped policy-gradient loss (with an optional KL to a reference)."""
 
     kl_in_loss = True  # the KL term is in the loss (GRPO), not in the reward (RLOO)
@@ -79,6 +78,8 @@ class GRPOTrainModule(BaseTrainModule):
         importance_sampling_level: str = "token",
         max_num_gen_batches: int | None = None,
         refill_prompts: RefillPrompts | None = None,
+        rollout_sampler: Any = None,
+        tool_turns: Any = None,
         chunked_loss: bool = True,
         **options: Any,
     ):
@@ -117,6 +118,11 @@ class GRPOTrainModule(BaseTrainModule):
         self.max_num_gen_batches = max_num_gen_batches
         self.refill_prompts = refill_prompts
         self._step_tokens: tuple[Any, int] | None = None  # (the batch, its prompt + generated tokens)
+        # where completions are sampled: None, this process's decoder; else a rollout server's client
+        # (``honing.rollout``), which also brings the server the policy's weights when they have changed
+        self.rollout_sampler = rollout_sampler
+        # multi-turn tool use (``honing.rl.tool_turns``): None, one assistant turn per completion
+        self.tool_turns = tool_turns
 
     # --- the step -----------------------------------------------------------------------
     def train_batch(self, batch: dict[str, Any], dry_run: bool = False) -> None:
@@ -246,9 +252,16 @@ class GRPOTrainModule(BaseTrainModule):
         rollouts = self.rollout_tensors(groups)
         advantages, std = self.score_rollouts(rewards, rollouts, dry_run=dry_run)
         prompt_tokens = int(prompt_mask.sum())
-        self._step_tokens = (batch, int(self.sum_over_ranks(torch.tensor(prompt_tokens + int(completion_mask.sum())))))
+        self._step_tokens = (
+            batch,
+            int(self.sum_over_ranks(torch.tensor(prompt_tokens + int(groups.attention().sum())))),
+        )
         if self.trainer is not None and not dry_run:
-            self._record_rollout_metrics(completion_ids, completion_mask, groups.rewards_per_func, std)
+            self._record_rollout_metrics(
+                completion_ids, completion_mask, groups.attention(), groups.rewards_per_func, std
+            )
+            if groups.tool_counts is not None:
+                self._record_tool_counts(groups.tool_counts)
             if counts is not None:
                 self._record_sampling_counts(counts)
             self._log_samples(groups.prompts, groups.texts, groups.rewards_per_func, rewards, advantages)
@@ -258,7 +271,7 @@ class GRPOTrainModule(BaseTrainModule):
         """The sampled groups as the loss reads them: prompt + completion ids and mask, and the completions."""
         return {
             "input_ids": torch.cat([groups.prompt_ids, groups.completion_ids], dim=1),
-            "attention_mask": torch.cat([groups.prompt_mask, groups.completion_mask], dim=1),
+            "attention_mask": torch.cat([groups.prompt_mask, groups.attention()], dim=1),
             "completion_ids": groups.completion_ids,
             "completion_mask": groups.completion_mask,
         }
@@ -269,10 +282,49 @@ class GRPOTrainModule(BaseTrainModule):
         group = self.num_generations
         prompt_ids = batch["input_ids"].to(self.device).repeat_interleave(group, dim=0)
         prompt_mask = batch["attention_mask"].to(self.device).repeat_interleave(group, dim=0)
-        completion_ids, completion_mask = self.sample(
-            batch, prompt_ids, prompt_mask, seeds, temperature=self.temperature, top_p=self.top_p, top_k=self.top_k
-        )
         prompts = [prompt for prompt in batch["prompt"] for _ in range(group)]
+        sampled = self.transcripts(
+            batch,
+            prompts,
+            prompt_ids,
+            prompt_mask,
+            seeds,
+            temperature=self.temperature,
+            top_p=self.top_p,
+            top_k=self.top_k,
+        )
+        completion_ids, completion_mask = sampled.completion_ids, sampled.completion_mask
+        columns = {name: [v for v in values for _ in range(group)] for name, values in batch["columns"].items()}
+        columns["completion_ids"] = [ids[mask.bool()].tolist() for ids, mask in zip(completion_ids, completion_mask)]
+        rewards_per_func = self.scorer.score(prompts, sampled.completions, columns)
+        return GeneratedGroups(
+            prompt_ids,
+            prompt_mask,
+            completion_ids,
+            completion_mask,
+            prompts,
+            sampled.texts,
+            columns,
+            rewards_per_func,
+            group,
+            completion_attention=sampled.attention,
+            tool_counts=sampled.tool_counts,
+        )
+
+    def transcripts(
+        self,
+        batch: dict[str, Any],
+        prompts: list[Any],
+        prompt_ids: torch.Tensor,
+        prompt_mask: torch.Tensor,
+        seeds: list[int],
+        **sampling: Any,
+    ) -> Transcripts:
+        """One completion per row of ``prompt_ids`` (``prompts``, each repeated): one sampled assistant turn, or with
+        tools a conversation of turns (``honing.methods.tool_turns``), as the loss and the rewards read them."""
+        if self.tool_turns is not None:
+            return self.tool_turns.sample(self, batch, prompts, prompt_ids, prompt_mask, seeds, **sampling)
+        completion_ids, completion_mask = self.sample(batch, prompt_ids, prompt_mask, seeds, **sampling)
         texts = self.tokenizer.batch_decode(
             [ids[mask.bool()].tolist() for ids, mask in zip(completion_ids.cpu(), completion_mask.cpu())],
             skip_special_tokens=True,
@@ -281,12 +333,7 @@ class GRPOTrainModule(BaseTrainModule):
             [{"role": "assistant", "content": text}] if isinstance(prompt, list) else text
             for prompt, text in zip(prompts, texts)
         ]
-        columns = {name: [v for v in values for _ in range(group)] for name, values in batch["columns"].items()}
-        columns["completion_ids"] = [ids[mask.bool()].tolist() for ids, mask in zip(completion_ids, completion_mask)]
-        rewards_per_func = self.scorer.score(prompts, completions, columns)
-        return GeneratedGroups(
-            prompt_ids, prompt_mask, completion_ids, completion_mask, prompts, texts, columns, rewards_per_func, group
-        )
+        return Transcripts(completion_ids, completion_mask, None, completions, texts)
 
     def sample(
         self, batch: dict[str, Any], prompt_ids: Any, prompt_mask: Any, seeds: list[int], **sampling: Any
@@ -294,8 +341,11 @@ class GRPOTrainModule(BaseTrainModule):
         """``(completion_ids, completion_mask)``: one completion per row of ``prompt_ids`` (``batch``'s prompts, each
         repeated) seeded by ``seeds``, at the ``temperature`` / ``top_p`` / ``top_k`` of ``sampling``."""
         decoding = dict(max_new_tokens=self.max_completion_length, stop_token_ids=self.stop_token_ids)
-        decoding.update(pad_token_id=self.pad_token_id, seeds=seeds, sync_ranks=is_fsdp(self.model), **sampling)
-        return sample_completions(self.model, prompt_ids, prompt_mask, **decoding)
+        decoding.update(pad_token_id=self.pad_token_id, seeds=seeds, **sampling)
+        if self.rollout_sampler is not None:
+            step = self.trainer.global_step if self.trainer is not None else 0
+            return self.rollout_sampler.sample(self.model, prompt_ids, prompt_mask, step=step, **decoding)
+        return sample_completions(self.model, prompt_ids, prompt_mask, sync_ranks=is_fsdp(self.model), **decoding)
 
     def score_rollouts(
         self, rewards: torch.Tensor, rollouts: dict[str, torch.Tensor], *, dry_run: bool = False
@@ -381,89 +431,6 @@ class GRPOTrainModule(BaseTrainModule):
         """``reward``, ``rewards/<name>/mean``, ... of the held-out completions from the summed totals."""
         return RewardValidation.eval_metrics(self.scorer.names, totals)
 
-    # --- metrics and samples --------------------------------------------------------------
-    def _record(self, name: str, value: Any) -> None:
-        # computed from every rank's values (gathered): each rank records the same number
-        self.trainer.record_metric(f"train/{name}", value, None)
-
-    def _record_rollout_metrics(
-        self,
-        completion_ids: torch.Tensor,
-        completion_mask: torch.Tensor,
-        rewards_per_func: torch.Tensor,
-        std: torch.Tensor,
-    ) -> None:
-        lengths = completion_mask.sum(1)
-        ended = (
-            torch.isin(completion_ids, torch.tensor(self.stop_token_ids, device=completion_ids.device))
-            & completion_mask.bool()
-        ).any(1)
-        lengths, ended = _gather(lengths.float(), self.device), _gather(ended.float(), self.device).bool()
-        rewards_per_func, std = _gather(rewards_per_func, self.device), _gather(std.float(), self.device)
-        self._record("completions/mean_length", lengths.mean())
-        self._record("completions/min_length", lengths.min())
-        self._record("completions/max_length", lengths.max())
-        self._record("completions/clipped_ratio", (~ended).float().mean())
-        terminated = lengths[ended] if ended.any() else torch.zeros(1)
-        self._record("completions/mean_terminated_length", terminated.mean())
-        self._record("completions/min_terminated_length", terminated.min())
-        self._record("completions/max_terminated_length", terminated.max())
-        for index, name in enumerate(self.scorer.names):
-            self._record(f"rewards/{name}/mean", torch.nanmean(rewards_per_func[:, index]))
-            self._record(f"rewards/{name}/std", nanstd(rewards_per_func[:, index]))
-        rewards = combine_rewards(rewards_per_func, self.scorer.weights)
-        self._record("reward", torch.nanmean(rewards))
-        self._record("reward_std", nanstd(rewards))
-        self._record("frac_reward_zero_std", torch.isclose(std, torch.zeros_like(std)).float().mean())
-
-    def _record_loss_stats(self, stats: LossStats) -> None:
-        totals = self.sum_over_ranks(torch.stack(stats.sums()).to(self.device)).cpu()
-        tokens = totals[0].clamp(min=1)
-        if self.beta != 0.0 and self.kl_in_loss:
-            self._record("kl", totals[1] / tokens)
-        units = totals[5].clamp(min=1)  # tokens, or sequences where the ratio is one per sequence
-        self._record("clip_ratio/low_mean", totals[2] / units)
-        self._record("clip_ratio/high_mean", totals[3] / units)
-        self._record("clip_ratio/region_mean", totals[4] / units)
-        self._record("clip_ratio/low_min", _gather(torch.cat(stats.low_per_sequence), self.device).min())
-        self._record("clip_ratio/high_max", _gather(torch.cat(stats.high_per_sequence), self.device).max())
-
-    def _record_sampling_counts(self, counts: Any) -> None:
-        # verl's num_gen_batches (the same on every rank), and the groups summed over ranks
-        self._record("num_gen_batches", counts.rounds)
-        summed = self.sum_over_ranks(
-            torch.tensor([counts.dropped_groups, counts.equal_groups_kept, counts.refill_prompts], device=self.device)
-        ).cpu()
-        self._record("dynamic_sampling/dropped_groups", summed[0])
-        self._record("dynamic_sampling/equal_groups_kept", summed[1])
-        self._record("dynamic_sampling/refill_prompts", summed[2])
-
-    def _log_samples(
-        self,
-        prompts: list[Any],
-        texts: list[str],
-        rewards_per_func: torch.Tensor,
-        rewards: torch.Tensor,
-        advantages: torch.Tensor,
-    ) -> None:
-        step = self.trainer.global_step
-        if not self.sample_interval or step % self.sample_interval or not is_rank0():
-            return
-        rows = []
-        for row, (prompt, text) in enumerate(zip(prompts, texts)):
-            shown = prompt if isinstance(prompt, str) else json.dumps(prompt)
-            sample: dict[str, Any] = {"step": step, "prompt": shown, "text": text, "reward": _number(rewards[row])}
-            sample.update({name: _number(rewards_per_func[row, i]) for i, name in enumerate(self.scorer.names)})
-            sample["advantage"] = _number(advantages[row])
-            rows.append(sample)
-        path = os.path.join(self.trainer.work_folder, "samples.jsonl")
-        os.makedirs(self.trainer.work_folder, exist_ok=True)
-        with open(path, "a", encoding="utf-8") as handle:
-            for sample in rows:
-                handle.write(json.dumps(sample) + "\n")
-        self.trainer.persist_working_file(path)
-        self.trainer.log_samples("completions", [{k: v for k, v in s.items() if k != "step"} for s in rows])
-
 
 def rollout_seed(seed: int, step: int, prompt_index: int, generation: int) -> int:
     """The sampling seed of one completion: a hash of (run seed, step, prompt index, generation index)."""
@@ -481,19 +448,3 @@ class _Unrecorded:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._trainer, name)
-
-
-def _gather(values: torch.Tensor, device: torch.device, group: Any = None) -> torch.Tensor:
-    """Every rank's ``values`` (of the same shape) of ``group`` (None: every rank) concatenated in rank order, on
-    the CPU; itself in one process. The collective runs on ``device`` (NCCL reduces only GPU tensors)."""
-    if not is_distributed():
-        return values.cpu()
-    values = values.to(device).contiguous()
-    parts = [torch.empty_like(values) for _ in range(torch.distributed.get_world_size(group))]
-    torch.distributed.all_gather(parts, values, group=group)
-    return torch.cat(parts).cpu()
-
-
-def _number(value: torch.Tensor) -> float | None:
-    number = float(value)
-    return None if number != number else number  # NaN: no reward applied

@@ -33,6 +33,12 @@ class GeneratedGroups:
     columns: dict[str, list[Any]]
     rewards_per_func: torch.Tensor
     num_generations: int
+    completion_attention: torch.Tensor | None = None  # tool turns: every token attended; None: completion_mask
+    tool_counts: torch.Tensor | None = None  # tool turns: [rows, 2] calls made and calls failed
+
+    def attention(self) -> torch.Tensor:
+        """The completions' attention mask: every real token (the loss mask leaves tool answers out)."""
+        return self.completion_mask if self.completion_attention is None else self.completion_attention
 
     @property
     def num_groups(self) -> int:
@@ -58,6 +64,8 @@ class GeneratedGroups:
             texts=[self.texts[r] for r in rows],
             columns={name: [values[r] for r in rows] for name, values in self.columns.items()},
             rewards_per_func=take(self.rewards_per_func),
+            completion_attention=None if self.completion_attention is None else take(self.completion_attention),
+            tool_counts=None if self.tool_counts is None else take(self.tool_counts),
         )
 
 
@@ -77,6 +85,7 @@ def concat_groups(parts: list[GeneratedGroups], pad_token_id: int) -> GeneratedG
         return torch.cat(padded)
 
     names = sorted({name for part in parts for name in part.columns})
+    turns = parts[0].tool_counts is not None  # conversations with tool turns (every round's alike)
     return GeneratedGroups(
         prompt_ids=cat("prompt_ids", prompt_width, pad_token_id, left=True),
         prompt_mask=cat("prompt_mask", prompt_width, 0, left=True),
@@ -87,6 +96,8 @@ def concat_groups(parts: list[GeneratedGroups], pad_token_id: int) -> GeneratedG
         columns={n: [v for part in parts for v in part.columns.get(n, [None] * len(part.prompts))] for n in names},
         rewards_per_func=torch.cat([part.rewards_per_func for part in parts]),
         num_generations=parts[0].num_generations,
+        completion_attention=cat("completion_attention", completion_width, 0, left=False) if turns else None,
+        tool_counts=torch.cat([part.tool_counts for part in parts]) if turns else None,
     )
 
 

@@ -40,45 +40,51 @@ class RewardValidation:
     def eval_batch(self, module: Any, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
         """Sample and score the completions of one batch of held-out prompts with the GRPO train module's model,
         tokenizer and rewards: their sums (a filler batch of a rank that ran out of prompts counts for nothing)."""
-        prompts, completions, ids, mask = self.complete(module, batch)
+        prompts, sampled = self.complete(module, batch)
         group = self.num_generations
+        ids, mask = sampled.completion_ids, sampled.completion_mask
         columns = {name: [v for v in values for _ in range(group)] for name, values in batch["columns"].items()}
         columns["completion_ids"] = [row[keep.bool()].tolist() for row, keep in zip(ids.cpu(), mask.cpu())]
-        rewards_per_func = module.scorer.score(prompts, completions, columns)
+        rewards_per_func = module.scorer.score(prompts, sampled.completions, columns)
         real = 0.0 if batch.get("filler") else 1.0
-        return {key: value * real for key, value in self.sums(module, rewards_per_func, ids, mask).items()}
+        attention = mask if sampled.attention is None else sampled.attention
+        sums = self.sums(module, rewards_per_func, ids, mask, attention)
+        if sampled.tool_counts is not None:
+            sums["tools/calls"], sums["tools/failures"] = sampled.tool_counts.sum(0).double()
+        return {key: value * real for key, value in sums.items()}
 
-    def complete(self, module: Any, batch: dict[str, Any]) -> tuple[list[Any], list[Any], torch.Tensor, torch.Tensor]:
-        """``num_generations`` completions per prompt: each one's prompt, the completion as the rewards read it (a
-        conversation's assistant turn, or the text), and the completions' token ids and mask."""
+    def complete(self, module: Any, batch: dict[str, Any]) -> tuple[list[Any], Any]:
+        """``num_generations`` completions per prompt: each one's prompt, and the completions as the loss and the
+        rewards read them (``honing.methods.tool_turns.Transcripts``: one turn, or a conversation with tools)."""
         group = self.num_generations
         prompt_ids = batch["input_ids"].to(module.device).repeat_interleave(group, dim=0)
         prompt_mask = batch["attention_mask"].to(module.device).repeat_interleave(group, dim=0)
         seeds = [validation_seed(self.seed, int(i), g) for i in batch["index"].tolist() for g in range(group)]
-        with torch.random.fork_rng(devices=[]):  # an evaluation must not move the training RNG
-            ids, mask = module.sample(
-                batch, prompt_ids, prompt_mask, seeds, temperature=self.temperature, top_p=self.top_p, top_k=self.top_k
-            )
-        texts = module.tokenizer.batch_decode(
-            [row[keep.bool()].tolist() for row, keep in zip(ids.cpu(), mask.cpu())], skip_special_tokens=True
-        )
         prompts = [prompt for prompt in batch["prompt"] for _ in range(group)]
-        completions: list[Any] = [
-            [{"role": "assistant", "content": text}] if isinstance(prompt, list) else text
-            for prompt, text in zip(prompts, texts)
-        ]
-        return prompts, completions, ids, mask
+        with torch.random.fork_rng(devices=[]):  # an evaluation must not move the training RNG
+            sampled = module.transcripts(
+                batch,
+                prompts,
+                prompt_ids,
+                prompt_mask,
+                seeds,
+                temperature=self.temperature,
+                top_p=self.top_p,
+                top_k=self.top_k,
+            )
+        return prompts, sampled
 
     @staticmethod
     def sums(
-        module: Any, rewards_per_func: torch.Tensor, ids: torch.Tensor, mask: torch.Tensor
+        module: Any, rewards_per_func: torch.Tensor, ids: torch.Tensor, mask: torch.Tensor, attention: torch.Tensor
     ) -> dict[str, torch.Tensor]:
         """The rewards' sums and counts (a reward's None left out, as the training metrics' nanmean does), and the
-        completions' lengths and how many never reached a stop token."""
+        completions' lengths (the policy's tokens) and how many never reached a stop token."""
+        from honing.methods.grpo_metrics import ended_rows
+
         rewards = combine_rewards(rewards_per_func, module.scorer.weights)
         scored = ~torch.isnan(rewards)
-        stops = torch.tensor(module.stop_token_ids, dtype=torch.long, device=ids.device)
-        ended = (torch.isin(ids, stops) & mask.bool()).any(1)
+        ended = ended_rows(ids, attention, module.stop_token_ids)
         out = {
             "reward/sum": rewards[scored].sum(),
             "reward/squares": (rewards[scored] ** 2).sum(),
@@ -109,6 +115,10 @@ class RewardValidation:
         if completions:
             metrics["completions/mean_length"] = totals.get("completions/length", 0.0) / completions
             metrics["completions/clipped_ratio"] = totals.get("completions/clipped", 0.0) / completions
+        if "tools/calls" in totals and completions:
+            calls = totals["tools/calls"]
+            metrics["tools/call_frequency"] = calls / completions
+            metrics["tools/failure_frequency"] = totals.get("tools/failures", 0.0) / calls if calls else 0.0
         return metrics
 
 

@@ -23,11 +23,12 @@ from honing.models.generation import end_of_turn_ids
 from honing.recipes.base import Recipe, train_module_options, use_chat_tokenizer
 from honing.recipes.grpo_sampling import dynamic_sampling, estimator_parts, rollout_section
 from honing.recipes.grpo_validation import (
-    announce_rollout_backend,
     reward_validation,
     wants_reward_validation,
     with_evaluation_before_training,
 )
+from honing.recipes.rollout_backend import rollout_sampler
+from honing.recipes.tool_parts import refuse_unsupported_tool_use, tool_schemas, tool_turns
 from honing.rl.rewards import RewardScorer
 
 
@@ -37,6 +38,7 @@ class GRPORecipe(Recipe):
     def __init__(self, config: Any):
         super().__init__(config)
         self.grpo: GRPOSection = rollout_section(config)  # or RLOO's section, for method: rloo
+        refuse_unsupported_tool_use(config, self.grpo)
 
     def build_model_assets(self) -> list[Any]:
         """A byte-level or pretrained tokenizer with the run's chat template."""
@@ -58,6 +60,7 @@ class GRPORecipe(Recipe):
             cache_dir=self.cache_dir,
             max_completion_length=self.grpo.max_completion_length,
             num_generations=self.grpo.num_generations,
+            tools=tool_schemas(self.grpo, self.tokenizer),
             printer=print0,
         )
 
@@ -73,7 +76,6 @@ class GRPORecipe(Recipe):
         reference = self.reference_model
         if reference is not None:
             reference = reference.to(self.device)
-        announce_rollout_backend(grpo, self.config.method)
         train_module, estimator = self.estimator_parts()
         return train_module(
             self.model,
@@ -94,6 +96,8 @@ class GRPORecipe(Recipe):
             seed=self.config.trainer.seed,
             sample_interval=grpo.sample_interval,
             validation=reward_validation(self),
+            rollout_sampler=rollout_sampler(grpo, self.config.method),
+            tool_turns=tool_turns(self, grpo, stop),
             **estimator,
             **dynamic_sampling(self, grpo),
             **train_module_options(self),

@@ -4,11 +4,8 @@
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 from typing import Any
-
-import torch
 
 from honing.distributed import is_rank0
 from honing.errors import DataError
@@ -59,16 +56,12 @@ def check_held_out_columns(batches: Any, rewards: list[tuple[str, float]]) -> No
         ) from error
 
 
-def vllm_unavailable_reason() -> str:
-    """Why vLLM does not sample this run's rollouts: no CUDA device, no ``vllm`` to import, or no client for it."""
-    if not torch.cuda.is_available():
-        return "vLLM needs a CUDA device and there is none"
-    if importlib.util.find_spec("vllm") is None:
-        return "the vllm package is not installed"
-    return "honing has no vLLM rollout client yet"
+#: why honing's own decoder samples when ``use_vllm`` asks for a rollout server and none is configured or found
+NO_ROLLOUT_SERVER = "no rollout server answers at http://localhost:8000 (make vllm-serve starts one on a CUDA machine)"
 
 
-def announce_rollout_backend(section: Any, method: str = "grpo") -> None:
-    """One info line when ``<method>.use_vllm`` asks for vLLM rollouts that honing's own decoder samples instead."""
+def announce_rollout_backend(section: Any, method: str = "grpo", reason: str = NO_ROLLOUT_SERVER) -> None:
+    """One info line when ``<method>.use_vllm`` asks for vLLM rollouts that honing's own decoder samples instead,
+    saying why."""
     if section.use_vllm and is_rank0():
-        log.info("%s.use_vllm: %s; honing's own decoder samples the completions", method, vllm_unavailable_reason())
+        log.info("%s.use_vllm: %s; honing's own decoder samples the completions", method, reason)

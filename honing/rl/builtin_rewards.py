@@ -6,20 +6,20 @@ from __future__ import annotations
 import ast
 import difflib
 import math
-import operator
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-#: the largest exponent a countdown expression may raise to: ``9**9**9`` would hang the run in ``eval``
-MAX_EXPONENT = 64
+from honing.rl.builtin_tools import arithmetic_value
 
 
 def completion_text(completion: Any) -> str:
-    """The text of a completion: itself, or the content of the first message of a conversational one."""
+    """The text of a completion: itself, or a conversational one's answer, the content of its last assistant turn
+    (its only one, or the turn after the tool calls)."""
     if isinstance(completion, str):
         return completion
-    return completion[0]["content"]
+    answers = [message for message in completion if message.get("role", "assistant") == "assistant"]
+    return (answers or completion)[-1]["content"]
 
 
 def word_count(text: str) -> int:
@@ -65,39 +65,13 @@ def countdown_answer(text: str) -> str | None:
     return matches[-1].group(1).strip() if matches else None
 
 
-_OPERATORS: dict[type, Callable[[Any, Any], Any]] = {
-    ast.Add: operator.add,
-    ast.Sub: operator.sub,
-    ast.Mult: operator.mul,
-    ast.Div: operator.truediv,
-    ast.FloorDiv: operator.floordiv,
-    ast.Pow: operator.pow,
-}
-
-
-def _evaluate(node: ast.AST) -> float:
-    if isinstance(node, ast.Expression):
-        return _evaluate(node.body)
-    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
-        return node.value
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.UAdd, ast.USub)):
-        value = _evaluate(node.operand)
-        return value if isinstance(node.op, ast.UAdd) else -value
-    if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
-        left, right = _evaluate(node.left), _evaluate(node.right)
-        if isinstance(node.op, ast.Pow) and abs(right) > MAX_EXPONENT:
-            raise ValueError("exponent too large")
-        return _OPERATORS[type(node.op)](left, right)
-    raise ValueError(f"not arithmetic: {ast.dump(node)}")
-
-
 def evaluate_equation(equation: str) -> float | None:
     """The value of an expression of digits, ``+ - * / ( ) .`` and spaces, as Python's ``eval`` gives it (TinyZero
     evaluates with ``eval``; this walks the syntax tree instead, so a huge power fails rather than hangs)."""
     if not re.match(r"^[\d+\-*/().\s]+$", equation):
         return None
     try:
-        return _evaluate(ast.parse(equation, mode="eval"))
+        return arithmetic_value(ast.parse(equation, mode="eval"))
     except (SyntaxError, ValueError, ZeroDivisionError, OverflowError, TypeError):
         return None
 

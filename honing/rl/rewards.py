@@ -10,10 +10,7 @@ stops the run with a message naming the reward and the prompt.
 
 from __future__ import annotations
 
-import importlib
 import math
-import os
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -22,6 +19,7 @@ import torch
 from honing.errors import ConfigError, DataError
 from honing.rl import reward_model, verl
 from honing.rl.builtin_rewards import BUILTIN_REWARDS, completion_text
+from honing.rl.imports import import_callable
 from honing.rl.math_rewards import math_verify
 
 RewardFn = Callable[..., Sequence[Any]]
@@ -68,16 +66,7 @@ def resolve_reward(name: str, *, key: str = "grpo.rewards") -> RewardFn:
 
 def _import_reward(name: str, key: str) -> RewardFn:
     """The callable at ``package.module:function``."""
-    module_name, _, attribute = name.partition(":")
-    if os.getcwd() not in sys.path and "" not in sys.path:  # the `honing` script does not put it there
-        sys.path.insert(0, os.getcwd())
-    try:
-        fn = getattr(importlib.import_module(module_name), attribute)
-    except (ImportError, AttributeError) as error:
-        raise ConfigError(f"{key}: cannot import reward {name!r}: {error}") from None
-    if not callable(fn):
-        raise ConfigError(f"{key}: reward {name!r} is not callable")
-    return fn
+    return import_callable(name, key=key, kind="reward")
 
 
 class RewardScorer:

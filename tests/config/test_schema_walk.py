@@ -297,12 +297,25 @@ def grpo(tmp_path: Path) -> Iterator[dict[str, Any]]:
         importance_sampling_level="sequence_token", filter_groups={"enable": True, "max_num_gen_batches": 2}
     )
     yield second
+    # multi-turn tool use: conversations with the calculator (the generation eval answers in one turn: refused)
+    tools = copy.deepcopy(second)
+    tools["trainer"]["save_folder"] = str(tmp_path / "c" / "run")
+    tools["callbacks"]["upload"]["save_path"] = str(tmp_path / "c" / "upload")
+    tools["storage"]["work_folder"] = str(tmp_path / "c" / "work")
+    tools["data"]["seq_len"] = 600  # the tools' schemas are shown with every prompt
+    tools["callbacks"]["generation_eval"] = {"enabled": False}
+    tools["grpo"].update(
+        tools=["calculator"], max_turns=2, tool_timeout=5.0, max_tool_response_length=100, tool_call_format="hermes"
+    )
+    yield tools
 
 
 def rloo(tmp_path: Path) -> Iterator[dict[str, Any]]:
     """GRPO's two runs as RLOO: its section instead of GRPO's (no loss_type, scale_rewards or importance sampling
     level), with normalised advantages and clipped rewards."""
     for raw in grpo(tmp_path):
+        if raw["grpo"].get("tools"):
+            continue  # RLOO's section has no tool keys
         section = {
             k: v for k, v in raw["grpo"].items() if k not in ("loss_type", "scale_rewards", "importance_sampling_level")
         }
@@ -499,6 +512,8 @@ def vl_grpo(tmp_path: Path) -> Iterator[dict[str, Any]]:
     and projector frozen, pixel limits; then full fine-tuning of its export with the tower at its own learning rate."""
     source = {"format": "conversation", "weight": 1.0, "text_field": "text", "max_samples": 8}
     for index, raw in enumerate(grpo(tmp_path)):
+        if raw["grpo"].get("tools"):
+            continue  # tool turns carry no pixel inputs: refused for vl_grpo
         raw["method"] = "vl_grpo"
         raw["data"].pop("chat_template", None)  # the processor's own template places the images
         raw["data"].update(seq_len=160, min_pixels=784, max_pixels=3136, pdf_longest_side=140)

@@ -101,7 +101,11 @@ class ChatRows(TemplatedRows):
         """One example's row (DataError: rejected)."""
         if isinstance(example, Conversation):
             item = tokenize_conversation(
-                self.tokenizer, example.to_hf_messages(), chat_template=self.chat_template, train_on=self.data.train_on
+                self.tokenizer,
+                example.to_hf_messages(),
+                chat_template=self.chat_template,
+                train_on=self.data.train_on,
+                tools=example.tools,
             )
         else:
             item = tokenize_plain_text(self.tokenizer, example.text)

@@ -77,8 +77,16 @@ def ensure_special_tokens(tokenizer: Any, template_name_or_text: str | None) -> 
     )
 
 
-def render_chat(tokenizer: Any, messages: Messages, *, chat_template: str, add_generation_prompt: bool = False) -> str:
-    """``messages`` rendered as text by ``chat_template`` (a name or Jinja text), as apply_chat_template does."""
+def render_chat(
+    tokenizer: Any,
+    messages: Messages,
+    *,
+    chat_template: str,
+    add_generation_prompt: bool = False,
+    tools: list[dict[str, Any]] | None = None,
+) -> str:
+    """``messages`` rendered as text by ``chat_template`` (a name or Jinja text), as apply_chat_template does (with
+    ``tools``: the JSON schemas the template shows the model)."""
     from jinja2.exceptions import TemplateError
     from transformers.utils.chat_template_utils import render_jinja_template
 
@@ -90,6 +98,7 @@ def render_chat(tokenizer: Any, messages: Messages, *, chat_template: str, add_g
             conversations=[conversation],
             chat_template=template,
             add_generation_prompt=add_generation_prompt,
+            tools=tools or None,
             **tokenizer.special_tokens_map,
         )
     except TemplateError as error:
@@ -104,9 +113,15 @@ def tokenize_prompt(tokenizer: Any, messages: Messages, *, chat_template: str) -
 
 
 def tokenize_conversation(
-    tokenizer: Any, messages: Messages, *, chat_template: str, train_on: Literal["assistant", "all"] = "assistant"
+    tokenizer: Any,
+    messages: Messages,
+    *,
+    chat_template: str,
+    train_on: Literal["assistant", "all"] = "assistant",
+    tools: list[dict[str, Any]] | None = None,
 ) -> TokenizedExample:
-    """Token ids of the rendered conversation; labels on every assistant turn's content and end-of-turn token."""
+    """Token ids of the rendered conversation (with the ``tools`` it may call); labels on every assistant turn's
+    content and end-of-turn token."""
     if train_on not in TRAIN_ON:
         raise ConfigError(f"train_on must be one of {', '.join(TRAIN_ON)}, got {train_on!r}")
     if not messages:
@@ -117,9 +132,9 @@ def tokenize_conversation(
         )
     template = NAMED_TEMPLATES.get(chat_template, chat_template)
     if has_generation_markers(template):
-        input_ids, mask = _mask_from_generation_markers(tokenizer, messages, template)
+        input_ids, mask = _mask_from_generation_markers(tokenizer, messages, template, tools)
     else:
-        input_ids, mask = _mask_from_prefix_rendering(tokenizer, messages, template)
+        input_ids, mask = _mask_from_prefix_rendering(tokenizer, messages, template, tools)
     if train_on == "all":
         return TokenizedExample(input_ids=input_ids, labels=list(input_ids))
     labels = [token if trained else IGNORE_INDEX for token, trained in zip(input_ids, mask)]
@@ -154,29 +169,40 @@ def has_trainable_tokens(example: TokenizedExample) -> bool:
     return any(label != IGNORE_INDEX for label in example.labels)
 
 
-def _mask_from_generation_markers(tokenizer: Any, messages: Messages, template: str) -> tuple[list[int], list[int]]:
+def _mask_from_generation_markers(
+    tokenizer: Any, messages: Messages, template: str, tools: list[dict[str, Any]] | None = None
+) -> tuple[list[int], list[int]]:
     from jinja2.exceptions import TemplateError
 
     try:
         encoding = tokenizer.apply_chat_template(
-            list(messages), chat_template=template, tokenize=True, return_dict=True, return_assistant_tokens_mask=True
+            list(messages),
+            chat_template=template,
+            tools=tools or None,
+            tokenize=True,
+            return_dict=True,
+            return_assistant_tokens_mask=True,
         )
     except TemplateError as error:
         raise DataError(f"the chat template could not render the conversation: {error}") from error
     return list(encoding["input_ids"]), list(encoding["assistant_masks"])
 
 
-def _mask_from_prefix_rendering(tokenizer: Any, messages: Messages, template: str) -> tuple[list[int], list[int]]:
+def _mask_from_prefix_rendering(
+    tokenizer: Any, messages: Messages, template: str, tools: list[dict[str, Any]] | None = None
+) -> tuple[list[int], list[int]]:
     """Assistant spans as the text each assistant turn adds to the rendering of the turns before it."""
-    full = render_chat(tokenizer, messages, chat_template=template)
+    full = render_chat(tokenizer, messages, chat_template=template, tools=tools)
     separator = _trailing_separator_pattern(tokenizer)
     spans = []
     # Two renders per assistant turn: quadratic in turns, but rendering is cheap next to training on the row.
     for index, message in enumerate(messages):
         if message.get("role") != "assistant":
             continue
-        prompt = render_chat(tokenizer, messages[:index], chat_template=template, add_generation_prompt=True)
-        through = render_chat(tokenizer, messages[: index + 1], chat_template=template)
+        prompt = render_chat(
+            tokenizer, messages[:index], chat_template=template, add_generation_prompt=True, tools=tools
+        )
+        through = render_chat(tokenizer, messages[: index + 1], chat_template=template, tools=tools)
         if not through.startswith(prompt) or not full.startswith(through):
             raise DataError(
                 f"the chat template is not prefix-stable: rendering the conversation up to message "

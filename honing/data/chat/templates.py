@@ -7,14 +7,33 @@ import re
 # Matches `{% generation %}` / `{%- endgeneration -%}` in any whitespace-control spelling, like transformers does.
 GENERATION_MARKER = re.compile(r"\{%-?\s*(?:end)?generation\s*-?%\}")
 
-# Qwen2 / Qwen2.5 structure without tools and without Qwen's implicit default system prompt. The loss block is the
-# assistant's content plus <|im_end|>; the newline after <|im_end|> stays outside it because it only separates
-# turns: generation stops at <|im_end|> and never produces that newline.
+# Qwen2 / Qwen2.5 structure without Qwen's implicit default system prompt. The loss block is the assistant's
+# content (and its tool calls) plus <|im_end|>; the newline after <|im_end|> stays outside it because it only
+# separates turns: generation stops at <|im_end|> and never produces that newline. With ``tools`` (JSON schemas), a
+# first system turn lists them, after the conversation's own system message, and says how to call one; tool calls are
+# Hermes blocks <tool_call>{"name": ..., "arguments": {...}}</tool_call> (``honing.rl.tool_calls``) and a tool's
+# answer is a ``tool`` turn. Without tools it renders as it always has.
 _CHATML = (
+    "{%- if tools %}"
+    "{{- '<|im_start|>system\\n' }}"
+    "{%- if messages[0]['role'] == 'system' %}{{- messages[0]['content'] + '\\n\\n' }}{%- endif %}"
+    "{{- 'Tools, one JSON schema a line:\\n' }}"
+    "{%- for tool in tools %}{{- tool | tojson }}{{- '\\n' }}{%- endfor %}"
+    '{{- \'Call one with <tool_call>{"name": ..., "arguments": {...}}</tool_call>; '
+    "its answer comes back in a tool turn.<|im_end|>\\n' }}"
+    "{%- endif %}"
     "{%- for message in messages %}"
-    "{%- if message['role'] == 'assistant' %}"
+    "{%- if tools and loop.first and message['role'] == 'system' %}"
+    "{%- elif message['role'] == 'assistant' %}"
     "{{- '<|im_start|>assistant\\n' }}"
-    "{%- generation %}{{- message['content'] + '<|im_end|>' }}{%- endgeneration %}"
+    "{%- generation %}{{- message['content'] or '' }}"
+    "{%- for call in message['tool_calls'] or [] %}"
+    "{%- set function = call['function'] if call['function'] is defined else call %}"
+    "{{- '<tool_call>{\"name\": ' + (function['name'] | tojson) + ', \"arguments\": ' }}"
+    "{{- function['arguments'] if function['arguments'] is string else function['arguments'] | tojson }}"
+    "{{- '}</tool_call>' }}"
+    "{%- endfor %}"
+    "{{- '<|im_end|>' }}{%- endgeneration %}"
     "{{- '\\n' }}"
     "{%- else %}"
     "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"

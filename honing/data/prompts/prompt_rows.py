@@ -30,10 +30,17 @@ class PromptRows(TemplatedRows):
         *,
         max_completion_length: int,
         num_generations: int,
+        tools: list[dict[str, Any]] | None = None,
         **where: Any,
     ):
         super().__init__(tokenizer, chat_template, data, **where)
         self.max_completion_length, self.num_generations = max_completion_length, num_generations
+        self.tools = tools or None  # the run's tools' JSON schemas, shown with prompts whose row has no ``tools``
+
+    def settings(self) -> dict[str, Any]:
+        """The tokenizer, the chat template and the tools shown with the prompts."""
+        settings = super().settings()
+        return {**settings, "tools": json.dumps(self.tools, sort_keys=True)} if self.tools else settings
 
     def read(self, fields: list[dict[str, Any]]) -> tuple[list[list[tuple[Any, str]]], BadRowReport]:
         """Each source's prompts and origins in file order (a bad row fails: GRPO has no data.bad_rows)."""
@@ -43,8 +50,17 @@ class PromptRows(TemplatedRows):
         """The prompt's tokens: messages rendered with the chat template's generation prompt, or the text as is."""
         text = prompt.prompt
         if prompt.is_conversational:
-            text = self.tokenizer.apply_chat_template(prompt.prompt, tokenize=False, add_generation_prompt=True)
+            text = self.tokenizer.apply_chat_template(
+                prompt.prompt, tools=self.tools_of(prompt), tokenize=False, add_generation_prompt=True
+            )
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def tools_of(self, prompt: Prompt) -> list[dict[str, Any]] | None:
+        """The tools shown with a prompt: its row's ``tools`` column (JSON schemas), else the run's tools."""
+        tools = prompt.columns.get("tools")
+        if isinstance(tools, str):  # some hub sets store the schemas as one JSON string
+            tools = json.loads(tools)
+        return tools or self.tools
 
     def build(self, items: list[Any]) -> list[dict[str, Any] | Exception]:
         """Each prompt's token ids, the prompt itself and the columns its rewards read."""

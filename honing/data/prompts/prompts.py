@@ -88,7 +88,7 @@ def _plain_messages(value: Any, key: str) -> list[dict[str, str]]:
     for index, message in enumerate(messages):
         if message.images():
             raise RowError(f"{key}[{index}] has image content; GRPO prompts are text only")
-    return [{"role": message.role, "content": message.text()} for message in messages]
+    return [message.to_hf() for message in messages]
 
 
 def read_prompt_sources(sources: Sequence[Mapping[str, Any] | object]) -> list[list[tuple[Prompt, str]]]:

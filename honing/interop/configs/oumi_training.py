@@ -303,9 +303,9 @@ def translate_grpo(t: Translation, grpo: Keys, *, method: str, verl: bool) -> No
     if prompt_length is not None:
         # honing drops a prompt that leaves less than max_completion_length tokens of data.seq_len
         t.set("data.seq_len", prompt_length + int(t.get("grpo.max_completion_length", 256)))
-    grpo.copy("use_vllm", "grpo.use_vllm", bool)  # honing's own decoder samples where vLLM cannot (one info line)
-    for name in ("vllm_gpu_memory_utilization", "vllm_mode"):
-        grpo.note(name, "unused: honing's own decoder samples the completions, in the training process")
+    grpo.copy("use_vllm", "grpo.use_vllm", bool)  # a rollout server where one runs, else honing's own decoder
+    grpo.copy("vllm_mode", "grpo.vllm_mode", str)
+    grpo.note("vllm_gpu_memory_utilization", "a setting of the rollout server: serve.py --gpu-memory-utilization")
     if verl and t.get("data.validation") is not None:  # its overrides may say otherwise
         t.default("grpo.validation.before_training", True, "verl's trainer.val_before_train")
     elif t.get("data.validation") is not None:

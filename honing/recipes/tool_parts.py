@@ -1,0 +1,84 @@
+"""The GRPO recipe's multi-turn tool use (``grpo.tools``): the tool box, the conversation sampler the train module
+runs (``honing.methods.tool_turns``), the schemas shown with prompts, and what tool use cannot be combined with,
+refused in one line."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from honing.errors import ConfigError
+from honing.methods.tool_turns import ToolTurns
+from honing.rl.tool_calls import detect_tool_call_format
+from honing.rl.tools import ToolBox
+
+
+def wants_tools(section: Any) -> bool:
+    """Whether the method's section names tools (RLOO's has no tool keys)."""
+    return bool(getattr(section, "tools", None))
+
+
+def refuse_unsupported_tool_use(config: Any, section: Any) -> None:
+    """A ConfigError where tools meet the generation eval, which answers in one turn (the GRPO validation pass runs
+    the tools); image prompts with tools are refused by the method table (``honing.config.methods``)."""
+    if not wants_tools(section):
+        return
+    if config.callbacks.generation_eval.enabled:
+        raise ConfigError(
+            "callbacks.generation_eval answers in one turn and cannot run grpo.tools; evaluate with data.validation "
+            "(GRPO's validation pass samples conversations with the tools) and set callbacks.generation_eval.enabled: "
+            "false"
+        )
+
+
+def tool_box(section: Any) -> ToolBox | None:
+    """The run's tools, or None without ``tools``."""
+    if not wants_tools(section):
+        return None
+    return ToolBox.from_names(
+        section.tools, timeout=section.tool_timeout, max_response_length=section.max_tool_response_length
+    )
+
+
+def tool_schemas(section: Any, tokenizer: Any) -> list[dict[str, Any]] | None:
+    """The tools' JSON schemas shown with the prompts (checked to be shown: a template without tools refused)."""
+    box = tool_box(section)
+    if box is None:
+        return None
+    schemas = box.schemas()
+    check_template_shows_tools(tokenizer, schemas)
+    return schemas
+
+
+def check_template_shows_tools(tokenizer: Any, schemas: list[dict[str, Any]]) -> None:
+    """A ConfigError when the chat template renders a prompt the same with tools as without: the model would never
+    see them."""
+    probe = [{"role": "user", "content": "?"}]
+    plain = tokenizer.apply_chat_template(probe, tokenize=False, add_generation_prompt=True)
+    shown = tokenizer.apply_chat_template(probe, tools=schemas, tokenize=False, add_generation_prompt=True)
+    if shown == plain:
+        raise ConfigError(
+            "grpo.tools: the chat template does not show tools to the model (a prompt renders the same with them); "
+            "use data.chat_template: chatml or a tokenizer whose own template renders tools"
+        )
+
+
+def tool_turns(recipe: Any, section: Any, stop_token_ids: Sequence[int]) -> ToolTurns | None:
+    """The conversation sampler of a run with tools, or None (one assistant turn per completion)."""
+    box = tool_box(section)
+    if box is None:
+        return None
+    tokenizer = recipe.tokenizer
+    format = section.tool_call_format
+    if format == "auto":
+        template = recipe.chat_template if isinstance(recipe.chat_template, str) else ""
+        format = detect_tool_call_format(getattr(tokenizer, "chat_template", None) or template)
+    return ToolTurns(
+        box,
+        tokenizer=tokenizer,
+        tool_call_format=format,
+        max_turns=section.max_turns,
+        max_completion_length=section.max_completion_length,
+        stop_token_ids=stop_token_ids,
+        pad_token_id=tokenizer.pad_token_id,
+    )
