@@ -1,13 +1,14 @@
 """Multi-turn GRPO with a tool: the policy learns to call a calculator for products of two 3-digit numbers, which a
 small model cannot work out by heart, and to copy the tool's answer into its reply.
 
-The starting policy is a small model fine-tuned (SFT) here on conversations in the format of honing's ``chatml``
-template with ``tools``: three in ten call ``calculator`` and copy its answer, the other seven answer directly (the
-right product, which the model cannot learn, so its direct answers are wrong). GRPO then samples 8 conversations
-per question (``grpo.tools: [calculator]``: the tool runs, its answer is a tool turn masked from the loss), rewards
-an exact final answer, and trains. Printed: the held-out exact match (conversations sampled at temperature 1 and
-scored, ``eval/reward``) and the tool calls per answer (``train/tools/call_frequency``, TRL's name) at the start
-and end (measured: docs/methods/tools.md).
+The starting policy is a small model fine-tuned (SFT, 900 steps: a model this small needs them to learn to copy the
+operands into the call and the tool's answer into the reply) here on conversations in the format of honing's
+``chatml`` template with ``tools``: half of them call ``calculator`` and copy its answer, the other half answer
+directly (the right product, which the model cannot learn, so its direct answers are wrong). GRPO then samples 8
+conversations per question (``grpo.tools: [calculator]``: the tool runs, its answer is a tool turn masked from the
+loss), rewards an exact final answer, and trains. Printed: the held-out exact match (conversations sampled at
+temperature 1 and scored, ``eval/reward``) and the tool calls per answer (``train/tools/call_frequency``, TRL's
+name) at the start and end (measured: docs/methods/tools.md).
 
     .venv/bin/python examples/tool_grpo.py          # writes runs/tool_grpo/{data,sft,grpo}
 """
@@ -119,7 +120,7 @@ def grpo_config(folder: Path, policy: str, train: str, held_out: str, steps: int
         "scheduler": {"name": "constant"},
         "grpo": {
             "num_generations": 8,
-            "max_completion_length": 96,
+            "max_completion_length": 128,
             "temperature": 1.0,
             "rewards": [{"name": "exact_answer"}],
             "tools": ["calculator"],
@@ -146,9 +147,9 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     """SFT the starting policy, GRPO it with the calculator; the exact matches and tool calls measured."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--folder", default="runs/tool_grpo", help="where the data, SFT and GRPO runs are written")
-    parser.add_argument("--sft-steps", type=int, default=300)
+    parser.add_argument("--sft-steps", type=int, default=900)
     parser.add_argument("--grpo-steps", type=int, default=60)
-    parser.add_argument("--tool-share", type=float, default=0.3, help="SFT conversations that call the tool")
+    parser.add_argument("--tool-share", type=float, default=0.5, help="SFT conversations that call the tool")
     parser.add_argument("--threads", type=int, default=None)
     args = parser.parse_args(argv)
     folder = Path(args.folder)

@@ -12,6 +12,7 @@ the same conversations (given tools that answer the same).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +25,8 @@ from honing.errors import DataError
 from honing.models.parallel import is_fsdp
 from honing.rl.tool_calls import parse_tool_calls
 from honing.rl.tools import ToolBox
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -68,6 +71,7 @@ class ToolTurns:
         self.toolbox, self.tokenizer, self.format = toolbox, tokenizer, tool_call_format
         self.max_turns, self.max_completion_length = max_turns, max_completion_length
         self.stop_token_ids, self.pad_token_id = sorted({int(i) for i in stop_token_ids}), int(pad_token_id)
+        self._warned_no_room = False  # said once per run
 
     def sample(
         self,
@@ -142,6 +146,15 @@ class ToolTurns:
         replies = [{"role": "tool", "name": answer.name or "unknown", "content": answer.content} for answer in answers]
         suffix = self.tool_turn_ids(replies)
         if len(row.completion) + len(suffix) >= self.max_completion_length:  # no room to answer after the tools
+            if not self._warned_no_room:
+                self._warned_no_room = True
+                log.warning(
+                    "grpo.max_completion_length (%d tokens) left no room for a tool's answer after a call of %d "
+                    "tokens (the tool turn is %d); the conversation ends there: raise it",
+                    self.max_completion_length,
+                    len(tokens),
+                    len(suffix),
+                )
             row.open = False
             return
         row.completion += suffix

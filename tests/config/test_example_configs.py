@@ -3,7 +3,7 @@ for its method and the parallel layout fits the machines it names."""
 
 from pathlib import Path
 
-from honing.config import load_config
+from honing.config import load_config, validate
 from honing.parallel_dims import parallel_dims_from
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
@@ -29,3 +29,17 @@ def test_the_reference_free_examples_learn_the_dpo_examples_pairs_with_no_refere
     assert (orpo.method, simpo.method, simpo.cpo.loss_type) == ("orpo", "cpo", "simpo")
     for config in (orpo, simpo):
         assert config.data == dpo.data and config.model == dpo.model and config.dpo is None
+
+
+def test_the_tool_use_config_is_the_grpo_stage_its_example_measured():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("tool_grpo", CONFIGS.parent / "examples" / "tool_grpo.py")
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    measured = validate(example.grpo_config(Path("runs/grpo-tools"), "m", "p", "h", 60, None))
+    config = load_config(str(CONFIGS / "grpo-tools.yaml"), [])
+    assert config.grpo == measured.grpo and config.grpo.tools == ["calculator"]
+    assert config.optim.lr == measured.optim.lr and config.data.seq_len == measured.data.seq_len
+    assert config.data.global_batch_size == measured.data.global_batch_size
+    assert config.callbacks.evaluator.interval == measured.callbacks.evaluator.interval

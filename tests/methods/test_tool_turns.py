@@ -136,7 +136,7 @@ def test_the_sampled_tokens_are_the_chat_templates_rendering_of_the_conversation
     assert trained[: len(rollout) - len(ids[0])] == out.completion_mask[0][out.attention[0].bool()].bool().tolist()
 
 
-def test_limits_end_a_conversation_without_running_what_cannot_be_answered(tokenizer):
+def test_limits_end_a_conversation_without_running_what_cannot_be_answered(tokenizer, caplog):
     prompts, prompt_ids, prompt_mask, _ = prompts_of(tokenizer, ["a", "b", "c"])
     # a cut turn (no end token) is not run; at max_turns a call is the last turn, not run either
     policy = ScriptedPolicy(tokenizer, [[CALL + "...", CALL, "7"], [CALL]])
@@ -154,6 +154,8 @@ def test_limits_end_a_conversation_without_running_what_cannot_be_answered(token
     assert out.completions[0] == [{"role": "assistant", "content": CALL}]
     assert int(out.attention[0].sum()) == budget - 5
     assert policy.calls[0].sampling["max_new_tokens"] == budget
+    warnings = [r.getMessage() for r in caplog.records if "left no room for a tool's answer" in r.getMessage()]
+    assert len(warnings) == 1 and warnings[0].startswith(f"grpo.max_completion_length ({budget} tokens)")
 
 
 def test_a_failing_call_answers_with_an_error_and_plain_text_prompts_are_refused(tokenizer):
