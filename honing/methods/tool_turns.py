@@ -179,7 +179,9 @@ class ToolTurns:
         if full[: len(prefix)] != prefix:
             raise DataError(
                 "the chat template renders a conversation with tool answers differently from the same conversation "
-                "without them (not prefix-stable), so tool turns cannot be appended to sampled tokens"
+                "without them (not prefix-stable), so tool turns cannot be appended to sampled tokens; set "
+                "data.chat_template to one that keeps earlier turns as rendered (chatml, or the model's training "
+                "variant)"
             )
         return full[len(prefix) :]
 

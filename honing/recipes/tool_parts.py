@@ -73,7 +73,7 @@ def tool_turns(recipe: Any, section: Any, stop_token_ids: Sequence[int]) -> Tool
     if format == "auto":
         template = recipe.chat_template if isinstance(recipe.chat_template, str) else ""
         format = detect_tool_call_format(getattr(tokenizer, "chat_template", None) or template)
-    return ToolTurns(
+    turns = ToolTurns(
         box,
         tokenizer=tokenizer,
         tool_call_format=format,
@@ -82,3 +82,6 @@ def tool_turns(recipe: Any, section: Any, stop_token_ids: Sequence[int]) -> Tool
         stop_token_ids=stop_token_ids,
         pad_token_id=tokenizer.pad_token_id,
     )
+    # a template that cannot append tool turns to sampled tokens fails here, not at the first rollout
+    turns.tool_turn_ids([{"role": "tool", "name": next(iter(box.tools)), "content": "0"}])
+    return turns

@@ -35,6 +35,7 @@ class ScriptedPolicy:
 
     def __init__(self, tokenizer, script):
         self.tokenizer, self.script = tokenizer, script
+        self.end_token = "<|im_end|>"  # the token that ends a scripted turn
         self.device = torch.device("cpu")
         self.model = torch.nn.Linear(1, 1)
         self.calls = []
@@ -46,7 +47,7 @@ class ScriptedPolicy:
         turns = []
         for text in texts:
             ids = self.tokenizer(text.removesuffix("..."), add_special_tokens=False)["input_ids"]
-            ended = [] if text.endswith("...") else [self.tokenizer.convert_tokens_to_ids("<|im_end|>")]
+            ended = [] if text.endswith("...") else [self.tokenizer.convert_tokens_to_ids(self.end_token)]
             turns.append((ids + ended)[: sampling["max_new_tokens"]])
         width = max(len(t) for t in turns)
         out = torch.full((len(turns), width), self.tokenizer.pad_token_id)
