@@ -10,6 +10,7 @@ from pydantic import Field, field_validator, model_validator
 from honing.config.filter_groups_schema import FilterGroupsSection
 from honing.config.grpo_validation_schema import GRPOValidationSection
 from honing.config.section import Section
+from honing.config.tool_use_schema import ToolUseSection
 
 
 class GRPORewardSection(Section):
@@ -22,11 +23,7 @@ class GRPORewardSection(Section):
     """The reward's weight in the sum of rewards each completion gets."""
 
 
-#: the GRPO keys that only multi-turn tool use reads
-TOOL_KEYS = frozenset({"max_turns", "tool_timeout", "max_tool_response_length", "tool_call_format"})
-
-
-class GRPOSection(Section):
+class GRPOSection(ToolUseSection):
     """GRPO (``method: grpo``): G completions per prompt, scored by the rewards, trained on with TRL's
     group-relative clipped policy-gradient loss. Defaults are TRL's GRPOConfig's."""
 
@@ -80,29 +77,6 @@ class GRPOSection(Section):
     """Seconds to wait for a configured rollout server to answer at the start of the run (TRL's key and default)."""
     filter_groups: FilterGroupsSection = Field(default_factory=FilterGroupsSection)
     """DAPO's dynamic sampling: groups of equal rewards dropped and refilled."""
-    tools: list[str] = Field(default_factory=list)
-    """Multi-turn tool use: the tools the policy may call in a rollout, built-in names (``calculator``) or
-    ``package.module:function`` (type hints and a docstring make each one's JSON schema, shown with every prompt whose
-    row has no ``tools`` column). A completion is then a conversation: tool calls run, their answers appended as tool
-    turns (masked from the loss), up to ``max_turns`` assistant turns."""
-    max_turns: int = Field(default=4, ge=1)
-    """With ``tools``: the most assistant turns a completion has (the last one's tool calls are not run)."""
-    tool_timeout: float = Field(default=10.0, gt=0)
-    """With ``tools``: seconds a tool call may run; past it the model gets an error message instead of the answer."""
-    max_tool_response_length: int = Field(default=2000, ge=1)
-    """With ``tools``: a tool answer is cut to this many characters (verl's name)."""
-    tool_call_format: Literal["auto", "hermes", "json"] = "auto"
-    """With ``tools``: how tool calls are written: ``hermes`` ``<tool_call>{...}</tool_call>`` blocks (Qwen, Hermes,
-    honing's ``chatml``), ``json`` a turn that is one ``{"name", "parameters"}`` object (Llama 3); ``auto`` reads it
-    from the chat template."""
-
-    @model_validator(mode="after")
-    def _tool_keys_need_tools(self) -> GRPOSection:
-        fields = type(self).model_fields
-        unused = [] if self.tools else [key for key in sorted(TOOL_KEYS) if getattr(self, key) != fields[key].default]
-        if unused:
-            raise ValueError(f"{', '.join(unused)} apply to tool calls only; set grpo.tools or remove them")
-        return self
 
 
 class DPOSection(Section):

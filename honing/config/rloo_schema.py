@@ -9,10 +9,10 @@ from pydantic import Field, model_validator
 from honing.config.filter_groups_schema import FilterGroupsSection
 from honing.config.grpo_validation_schema import GRPOValidationSection
 from honing.config.method_schema import GRPORewardSection
-from honing.config.section import Section
+from honing.config.tool_use_schema import ToolUseSection
 
 
-class RLOOSection(Section):
+class RLOOSection(ToolUseSection):
     """RLOO (``method: rloo``): G completions per prompt, scored by the rewards; the advantage of each is its reward
     minus the mean of the other G−1 (the leave-one-out baseline), the KL to the reference is subtracted from the
     reward, and the clipped surrogate is on whole-sequence ratios (TRL's RLOOTrainer). Defaults are TRL's

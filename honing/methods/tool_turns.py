@@ -85,7 +85,7 @@ class ToolTurns:
     ) -> Transcripts:
         """One conversation per row of the left-padded prompts, each assistant turn sampled by ``module.sample``."""
         if any(not isinstance(prompt, list) for prompt in prompts):
-            raise DataError("grpo.tools: tool calls need chat prompts (lists of messages); a prompt is a plain text")
+            raise DataError("tools: tool calls need chat prompts (lists of messages); a prompt is a plain text")
         rows = [
             _Row(context=ids[keep.bool()].tolist(), completion=[], loss_mask=[], messages=[])
             for ids, keep in zip(prompt_ids.cpu(), prompt_mask.cpu())

@@ -60,7 +60,7 @@ class GRPORecipe(Recipe):
             cache_dir=self.cache_dir,
             max_completion_length=self.grpo.max_completion_length,
             num_generations=self.grpo.num_generations,
-            tools=tool_schemas(self.grpo, self.tokenizer),
+            tools=tool_schemas(self.grpo, self.config.method, self.tokenizer),
             printer=print0,
         )
 

@@ -25,32 +25,35 @@ def refuse_unsupported_tool_use(config: Any, section: Any) -> None:
         return
     if config.callbacks.generation_eval.enabled:
         raise ConfigError(
-            "callbacks.generation_eval answers in one turn and cannot run grpo.tools; evaluate with data.validation "
-            "(GRPO's validation pass samples conversations with the tools) and set callbacks.generation_eval.enabled: "
-            "false"
+            f"callbacks.generation_eval answers in one turn and cannot run {config.method}.tools; evaluate with "
+            "data.validation (GRPO's validation pass samples conversations with the tools) and set "
+            "callbacks.generation_eval.enabled: false"
         )
 
 
-def tool_box(section: Any) -> ToolBox | None:
-    """The run's tools, or None without ``tools``."""
+def tool_box(section: Any, method: str) -> ToolBox | None:
+    """The run's tools (``<method>.tools``), or None without them."""
     if not wants_tools(section):
         return None
     return ToolBox.from_names(
-        section.tools, timeout=section.tool_timeout, max_response_length=section.max_tool_response_length
+        section.tools,
+        timeout=section.tool_timeout,
+        max_response_length=section.max_tool_response_length,
+        key=f"{method}.tools",
     )
 
 
-def tool_schemas(section: Any, tokenizer: Any) -> list[dict[str, Any]] | None:
+def tool_schemas(section: Any, method: str, tokenizer: Any) -> list[dict[str, Any]] | None:
     """The tools' JSON schemas shown with the prompts (checked to be shown: a template without tools refused)."""
-    box = tool_box(section)
+    box = tool_box(section, method)
     if box is None:
         return None
     schemas = box.schemas()
-    check_template_shows_tools(tokenizer, schemas)
+    check_template_shows_tools(tokenizer, schemas, key=f"{method}.tools")
     return schemas
 
 
-def check_template_shows_tools(tokenizer: Any, schemas: list[dict[str, Any]]) -> None:
+def check_template_shows_tools(tokenizer: Any, schemas: list[dict[str, Any]], *, key: str = "grpo.tools") -> None:
     """A ConfigError when the chat template renders a prompt the same with tools as without: the model would never
     see them."""
     probe = [{"role": "user", "content": "?"}]
@@ -58,21 +61,24 @@ def check_template_shows_tools(tokenizer: Any, schemas: list[dict[str, Any]]) ->
     shown = tokenizer.apply_chat_template(probe, tools=schemas, tokenize=False, add_generation_prompt=True)
     if shown == plain:
         raise ConfigError(
-            "grpo.tools: the chat template does not show tools to the model (a prompt renders the same with them); "
+            f"{key}: the chat template does not show tools to the model (a prompt renders the same with them); "
             "use data.chat_template: chatml or a tokenizer whose own template renders tools"
         )
 
 
 def tool_turns(recipe: Any, section: Any, stop_token_ids: Sequence[int]) -> ToolTurns | None:
     """The conversation sampler of a run with tools, or None (one assistant turn per completion)."""
-    box = tool_box(section)
+    method = recipe.config.method
+    box = tool_box(section, method)
     if box is None:
         return None
     tokenizer = recipe.tokenizer
     format = section.tool_call_format
     if format == "auto":
         template = recipe.chat_template if isinstance(recipe.chat_template, str) else ""
-        format = detect_tool_call_format(getattr(tokenizer, "chat_template", None) or template)
+        format = detect_tool_call_format(
+            getattr(tokenizer, "chat_template", None) or template, key=f"{method}.tool_call_format"
+        )
     turns = ToolTurns(
         box,
         tokenizer=tokenizer,

@@ -90,14 +90,16 @@ class ToolBox:
         self.max_response_length = int(max_response_length)
 
     @classmethod
-    def from_names(cls, names: Sequence[str], *, timeout: float, max_response_length: int) -> ToolBox:
-        """The tools ``names`` stands for (``grpo.tools``), each under its function's name."""
+    def from_names(
+        cls, names: Sequence[str], *, timeout: float, max_response_length: int, key: str = "grpo.tools"
+    ) -> ToolBox:
+        """The tools ``names`` stands for (the config's ``key``), each under its function's name."""
         tools: dict[str, ToolFn] = {}
         for index, name in enumerate(names):
-            fn = resolve_tool(name, key=f"grpo.tools[{index}]")
-            called = tool_schema(fn, key=f"grpo.tools[{index}]")["function"]["name"]
+            fn = resolve_tool(name, key=f"{key}[{index}]")
+            called = tool_schema(fn, key=f"{key}[{index}]")["function"]["name"]
             if called in tools:
-                raise ConfigError(f"grpo.tools[{index}]: a second tool named {called!r}; tool names must differ")
+                raise ConfigError(f"{key}[{index}]: a second tool named {called!r}; tool names must differ")
             tools[called] = fn
         return cls(tools, timeout=timeout, max_response_length=max_response_length)
 

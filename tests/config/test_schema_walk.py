@@ -314,8 +314,6 @@ def rloo(tmp_path: Path) -> Iterator[dict[str, Any]]:
     """GRPO's two runs as RLOO: its section instead of GRPO's (no loss_type, scale_rewards or importance sampling
     level), with normalised advantages and clipped rewards."""
     for raw in grpo(tmp_path):
-        if raw["grpo"].get("tools"):
-            continue  # RLOO's section has no tool keys
         section = {
             k: v for k, v in raw["grpo"].items() if k not in ("loss_type", "scale_rewards", "importance_sampling_level")
         }

@@ -98,6 +98,17 @@ def test_lora_with_tools_trains_its_adapters(tmp_path, first_turn_calls):
     assert all("train/kl" in row for row in rows)
 
 
+def test_rloo_samples_the_same_conversations_with_its_own_section(tmp_path, first_turn_calls):
+    raw = tools_raw(tmp_path, steps=2)
+    raw["method"], raw["rloo"] = "rloo", raw.pop("grpo")
+    GRPORecipe(validate(raw)).run()
+    rows = [row for row in read_jsonl(tmp_path / "run" / "metrics.jsonl") if "train/loss" in row]
+    assert [row["train/tools/call_frequency"] for row in rows] == [1.0, 1.0]
+    raw["rloo"]["tools"] = ["calculater"]
+    with pytest.raises(ConfigError, match=r"rloo.tools\[0\]: unknown tool 'calculater'"):
+        GRPORecipe(validate(raw)).build()
+
+
 def test_a_resumed_run_samples_the_same_conversations(tmp_path, first_turn_calls):
     straight = tools_raw(tmp_path / "a", steps=4)
     GRPORecipe(validate(straight)).run()
@@ -117,7 +128,7 @@ def test_a_resumed_run_samples_the_same_conversations(tmp_path, first_turn_calls
 
 def test_tool_keys_without_tools_and_what_tools_cannot_run_with_are_refused(tmp_path):
     raw = grpo_raw(tmp_path, max_turns=2)
-    with pytest.raises(ConfigError, match="max_turns apply to tool calls only; set grpo.tools"):
+    with pytest.raises(ConfigError, match="grpo: max_turns apply to tool calls only; set tools"):
         validate(raw)
     raw = tools_raw(tmp_path)
     raw["callbacks"]["generation_eval"] = {"enabled": True}
