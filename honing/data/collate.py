@@ -131,6 +131,23 @@ class VarlenCollator(Collator):
 stack_collate = Collator()
 
 
+def padded_rows(
+    rows: Sequence[Sequence[int]], pad_value: int, *, left: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(ids, mask)``: token-id lists padded with ``pad_value`` to the longest (on the left for generation prompts,
+    else on the right), the mask 1 on each row's own tokens."""
+    width = max((len(row) for row in rows), default=0)
+    ids = torch.full((len(rows), width), pad_value, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for index, row in enumerate(rows):
+        if not len(row):
+            continue
+        where = slice(width - len(row), width) if left else slice(0, len(row))
+        ids[index, where] = torch.as_tensor(row, dtype=torch.long)
+        mask[index, where] = 1
+    return ids, mask
+
+
 def pad_collate(pad_token_id: int | None) -> PadCollator:
     """A collator that right-pads each batch to its longest row (see ``PadCollator``)."""
     return PadCollator(pad_token_id)

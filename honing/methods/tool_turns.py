@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from honing.data.collate import padded_rows
 from honing.distributed import is_distributed
 from honing.errors import DataError
 from honing.models.parallel import is_fsdp
@@ -114,12 +115,7 @@ class ToolTurns:
     ) -> list[list[int]]:
         """Each context's next assistant turn (its tokens up to and including its stop token)."""
         rows = contexts or [[self.pad_token_id]]  # a rank with nothing left still takes part (FSDP2's gathers)
-        width = max(len(ids) for ids in rows)
-        ids = torch.full((len(rows), width), self.pad_token_id, dtype=torch.long)
-        mask = torch.zeros((len(rows), width), dtype=torch.long)
-        for row, context in enumerate(rows):
-            ids[row, width - len(context) :] = torch.tensor(context, dtype=torch.long)
-            mask[row, width - len(context) :] = 1
+        ids, mask = padded_rows(rows, self.pad_token_id, left=True)
         device = module.device
         out_ids, out_mask = module.sample(
             batch, ids.to(device), mask.to(device), seeds or [0], **{**sampling, "max_new_tokens": budget}
@@ -196,15 +192,8 @@ class ToolTurns:
         return bool(values[0].item()), int(values[1].item())
 
     def _transcripts(self, rows: list[_Row], device: torch.device) -> Transcripts:
-        width = max(1, max(len(row.completion) for row in rows))
-        ids = torch.full((len(rows), width), self.pad_token_id, dtype=torch.long)
-        loss = torch.zeros((len(rows), width), dtype=torch.long)
-        attention = torch.zeros((len(rows), width), dtype=torch.long)
-        for index, row in enumerate(rows):
-            n = len(row.completion)
-            ids[index, :n] = torch.tensor(row.completion, dtype=torch.long)
-            loss[index, :n] = torch.tensor(row.loss_mask, dtype=torch.long)
-            attention[index, :n] = 1
+        ids, attention = padded_rows([row.completion for row in rows], self.pad_token_id)
+        loss, _ = padded_rows([row.loss_mask for row in rows], 0)
         counts = torch.tensor([[row.calls, row.failures] for row in rows], dtype=torch.long)
         return Transcripts(
             completion_ids=ids.to(device),

@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from honing.data.collate import padded_rows
 from honing.distributed import barrier, is_rank0, ranks_where
 from honing.errors import ConfigError
 from honing.models.streamed_export import StreamedExport
@@ -212,10 +213,5 @@ def padded_completions(
     completions: list[list[int]], pad_token_id: int, device: torch.device
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Completions as right-padded ids and their mask (1 on real tokens), as wide as the longest."""
-    width = max((len(tokens) for tokens in completions), default=0)
-    ids = torch.full((len(completions), width), pad_token_id, dtype=torch.long)
-    mask = torch.zeros((len(completions), width), dtype=torch.long)
-    for row, tokens in enumerate(completions):
-        ids[row, : len(tokens)] = torch.tensor(tokens, dtype=torch.long)
-        mask[row, : len(tokens)] = 1
+    ids, mask = padded_rows(completions, pad_token_id)
     return ids.to(device), mask.to(device)

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from honing.data.collate import Collator
+from honing.data.collate import Collator, padded_rows
 from honing.data.formats import RowError, _messages
 from honing.data.row_reader import iter_records
 from honing.data.sources import source_fields, weighted_indices
@@ -156,13 +156,7 @@ class PromptCollator(Collator):
         self.pad_token_id = int(pad_token_id)
 
     def __call__(self, items: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-        width = max(len(item["input_ids"]) for item in items)
-        input_ids = torch.full((len(items), width), self.pad_token_id, dtype=torch.long)
-        attention_mask = torch.zeros((len(items), width), dtype=torch.long)
-        for row, item in enumerate(items):
-            ids = torch.as_tensor(item["input_ids"], dtype=torch.long)
-            input_ids[row, width - len(ids) :] = ids
-            attention_mask[row, width - len(ids) :] = 1
+        input_ids, attention_mask = padded_rows([item["input_ids"] for item in items], self.pad_token_id, left=True)
         names = sorted({name for item in items for name in item["columns"]})
         return {
             "input_ids": input_ids,
