@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from honing.losses import combine_rewards
+from honing.methods.grpo_metrics import ended_rows
 
 #: marks the validation seeds' stream, apart from the rollouts' (seed, step, prompt, generation)
 VALIDATION_STREAM = 0x5EED_0E7A1
@@ -80,8 +81,6 @@ class RewardValidation:
     ) -> dict[str, torch.Tensor]:
         """The rewards' sums and counts (a reward's None left out, as the training metrics' nanmean does), and the
         completions' lengths (the policy's tokens) and how many never reached a stop token."""
-        from honing.methods.grpo_metrics import ended_rows
-
         rewards = combine_rewards(rewards_per_func, module.scorer.weights)
         scored = ~torch.isnan(rewards)
         ended = ended_rows(ids, attention, module.stop_token_ids)

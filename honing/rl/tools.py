@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -162,14 +163,11 @@ class _Deadline:
     """Seconds left of one timeout shared by the calls of a turn, which run at the same time."""
 
     def __init__(self, seconds: float):
-        import time
-
-        self._clock = time.monotonic
-        self._end = self._clock() + seconds
+        self._end = time.monotonic() + seconds
 
     def left(self) -> float:
         """Seconds until the deadline (0 once past)."""
-        return max(0.0, self._end - self._clock())
+        return max(0.0, self._end - time.monotonic())
 
 
 def _as_text(result: Any) -> str:
