@@ -1,5 +1,5 @@
-"""The command lines of ``honing generate``, ``chat``, ``eval`` and ``push``, kept apart from their work so that
-``honing --help`` imports no model code."""
+"""The command lines of ``honing generate``, ``chat``, ``eval``, ``push`` and ``serve``, kept apart from their work
+so that ``honing --help`` imports no model code."""
 
 from __future__ import annotations
 
@@ -104,3 +104,22 @@ def push_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--private", action="store_true", help="create the repository as private")
     parser.add_argument("--token", help="a Hub token (default: HF_TOKEN or the saved login)")
     parser.add_argument("--revision", help="the branch to upload to (default: main)")
+
+
+def serve_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of ``honing serve``."""
+    add_model_arguments(parser)
+    parser.add_argument("--host", default="127.0.0.1", help="the address to listen on (127.0.0.1: this machine only)")
+    parser.add_argument("--port", type=int, default=8000, help="the port to listen on (8000; 0: any free port)")
+    parser.add_argument(
+        "--served-model-name", metavar="NAME", help="the model's name in the API (default: MODEL_OR_RUN as given)"
+    )
+    parser.add_argument(
+        "--max-new-tokens",
+        type=int,
+        metavar="N",
+        help="answer length of a request without max_tokens (default: 256, or what the context leaves)",
+    )
+    parser.add_argument("--temperature", type=float, default=0.0, help="of a request that names none (0: greedy)")
+    parser.add_argument("--top-p", type=float, default=1.0, help="of a request that names none (1: off)")
+    parser.add_argument("--seed", type=int, default=0, help="of a request that names none")

@@ -69,6 +69,17 @@ def stop_token_ids(tokenizer: Any) -> list[int]:
     return sorted({i for i in (tokenizer.eos_token_id, *end_of_turn_ids(tokenizer)) if i is not None})
 
 
+@dataclass(frozen=True)
+class Reply:
+    """One prompt's answer and what it took: the prompt's tokens, the tokens chosen (the stop token that ended the
+    answer included: it was sampled like any other), and whether a stop token ended it (False: the length limit)."""
+
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    stopped: bool
+
+
 class TextGenerator:
     """Renders prompts with the chat template (when the tokenizer has one and ``chat_template`` is not False) and
     decodes them with the KV-cached sampler of ``honing.models.generation``: the lean decoder for Llama-shaped
@@ -118,13 +129,31 @@ class TextGenerator:
 
     def stream(self, prompt: Prompt, write: Callable[[str], Any]) -> str:
         """Answer one prompt, handing the text to ``write`` piece by piece as tokens are chosen; the whole answer."""
-        streamer = _TextStream(self.tokenizer, set(self.stops), write)
-        self._decode_rows([self.encode(prompt)], [self.sampling.seed], on_tokens=streamer.add)
-        return streamer.finish()
+        return self.reply(prompt, write).text
+
+    def reply(self, prompt: Prompt, write: Callable[[str], Any] | None = None) -> Reply:
+        """Answer one prompt (streamed to ``write`` when given) and count its tokens."""
+        encoded = self.encode(prompt)
+        streamer = _TextStream(self.tokenizer, set(self.stops), write or (lambda text: None))
+        tokens, alive = self._sample_rows([encoded], [self.sampling.seed], on_tokens=streamer.add)
+        chosen = [t for t, a in zip(tokens[0].tolist(), alive[0].tolist()) if a]
+        stopped = bool(chosen) and chosen[-1] in self.stops
+        return Reply(streamer.finish(), len(encoded), len(chosen), stopped)
 
     def _decode_rows(
         self, rows: list[list[int]], seeds: list[int], on_tokens: Callable[[torch.Tensor], Any] | None = None
     ) -> list[str]:
+        tokens, alive = self._sample_rows(rows, seeds, on_tokens)
+        out = []
+        for row_tokens, row_alive in zip(tokens.tolist(), alive.tolist()):
+            kept = [t for t, a in zip(row_tokens, row_alive) if a and t not in self.stops]
+            out.append(self.tokenizer.decode(kept, skip_special_tokens=True))
+        return out
+
+    def _sample_rows(
+        self, rows: list[list[int]], seeds: list[int], on_tokens: Callable[[torch.Tensor], Any] | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``sample_completions`` over ``rows`` of prompt ids: the chosen tokens and which of them are the answer's."""
         device = self.loaded.device
         # the tokens every prompt starts with (the chat template's opening, a shared instruction) come first, then
         # each prompt's own tokens left-padded: the lean decoder computes the shared part once for the batch
@@ -138,7 +167,7 @@ class TextGenerator:
             input_ids[index, width - len(ids) + shared :] = torch.tensor(ids[shared:], dtype=torch.long)
             mask[index, width - len(ids) + shared :] = 1
         s = self.sampling
-        tokens, alive = sample_completions(
+        return sample_completions(
             self.loaded.model,
             input_ids.to(device),
             mask.to(device),
@@ -152,11 +181,6 @@ class TextGenerator:
             on_tokens=on_tokens,
             shared_prefix=shared,
         )
-        out = []
-        for row_tokens, row_alive in zip(tokens.tolist(), alive.tolist()):
-            kept = [t for t, a in zip(row_tokens, row_alive) if a and t not in self.stops]
-            out.append(self.tokenizer.decode(kept, skip_special_tokens=True))
-        return out
 
 
 def common_prefix_length(rows: Sequence[Sequence[int]]) -> int:
