@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from honing.errors import ConfigError
+from honing.example_outputs import EXAMPLE_CONFIGS
 from honing.models.loading import load_pretrained_model
 from tests.helpers import tiny_llama
 
@@ -18,35 +19,25 @@ def test_a_saved_folder_loads_with_its_weights(tmp_path):
         assert torch.equal(loaded.state_dict()[name], tensor), name
 
 
-def test_the_quickstarts_missing_export_says_to_run_the_quickstart_first(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)  # configs/sft-lora.yaml before `make train`: no runs/quickstart/hf here
+def test_the_quickstarts_missing_export_names_the_quickstart_config(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # configs/sft-lora.yaml before the quickstart: no runs/quickstart/hf here
     with pytest.raises(ConfigError) as raised:
         load_pretrained_model("runs/quickstart/hf")
+    quickstart = EXAMPLE_CONFIGS / "quickstart.yaml"  # outside this folder: named by its absolute path
     assert str(raised.value) == (
-        "model.name_or_path: the folder runs/quickstart/hf does not exist (and it is not a "
-        "Hugging Face hub id); the quickstart writes it: run `make train` (the quickstart) "
-        "first"
+        f"model.name_or_path: runs/quickstart/hf does not exist: it is the output of {quickstart}; "
+        f"run `honing train {quickstart}` first"
     )
 
 
-@pytest.mark.parametrize(
-    "name_or_path, hint",
-    [
-        ("./models/missing", ""),
-        ("runs/sft/hf", "; a run with trainer.save_folder=runs/sft writes it: train that run first"),
-        ("runs/hf", "; a run with trainer.save_folder=runs writes it: train that run first"),  # runs/ is a folder here
-        ("{tmp}/absent", ""),
-    ],
-)
-def test_a_missing_folder_is_one_line_naming_the_key(tmp_path, monkeypatch, name_or_path, hint):
+@pytest.mark.parametrize("name_or_path", ["./models/missing", "runs/sft/hf", "runs/hf", "{tmp}/absent"])
+def test_a_missing_folder_is_one_line_naming_the_key(tmp_path, monkeypatch, name_or_path):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "runs").mkdir()
     name_or_path = name_or_path.format(tmp=tmp_path)
     with pytest.raises(ConfigError) as raised:
         load_pretrained_model(name_or_path)
-    assert str(raised.value) == (
-        f"model.name_or_path: the folder {name_or_path} does not exist (and it is not a Hugging Face hub id){hint}"
-    )
+    assert str(raised.value) == f"model.name_or_path: {name_or_path} does not exist and is not a hub name"
 
 
 def test_a_file_is_not_a_model_folder(tmp_path):
