@@ -37,7 +37,13 @@ from honing.cli_arguments import (
 )
 from honing.cli_checks import check_at_least, check_checkpoint, check_out_dir, check_output_folder, check_positive
 from honing.config import ConfigError, HoningError, RunConfig, to_yaml
-from honing.infer.arguments import chat_arguments, eval_arguments, generate_arguments, push_arguments
+from honing.infer.arguments import (
+    chat_arguments,
+    eval_arguments,
+    generate_arguments,
+    push_arguments,
+    serve_arguments,
+)
 from honing.interop.configs import convert_file, load_any_config
 
 # An installed wheel carries the example configs as honing/_configs (setup.py); a source tree has them in its configs/.
@@ -81,7 +87,13 @@ def run_train(args: argparse.Namespace) -> int:
 
 
 def run_export(args: argparse.Namespace) -> int:
-    """``honing export``: a checkpoint as a Hugging Face folder."""
+    """``honing export``: a checkpoint as a Hugging Face folder, or a model as one GGUF file (``--gguf``)."""
+    if args.gguf:
+        from honing.cli_gguf import run_export_gguf
+
+        return run_export_gguf(args)
+    if args.outtype is not None:
+        raise ConfigError("--outtype: the GGUF file's weight type; give it with --gguf")
     from honing.run.checkpoint_model import export_checkpoint
 
     check_checkpoint(args.checkpoint)
@@ -230,7 +242,12 @@ class Verb:
 #: every verb of ``honing``, in the order ``honing --help`` lists them
 VERBS: tuple[Verb, ...] = (
     Verb("train", "train from a YAML config with key.path=value overrides", train_arguments, run_train, True),
-    Verb("export", "export a checkpoint to a Hugging Face folder", export_arguments, run_export),
+    Verb(
+        "export",
+        "export a checkpoint to a Hugging Face folder, or a model to GGUF (--gguf)",
+        export_arguments,
+        run_export,
+    ),
     Verb("merge", "merge a LoRA checkpoint into a full Hugging Face model", merge_arguments, run_merge),
     Verb("plot", "draw loss, lr, grad norm and throughput of runs into a PNG", plot_arguments, run_plot),
     Verb("data", "report on a config's training data as training will see it", data_arguments, run_data),
@@ -262,6 +279,12 @@ VERBS: tuple[Verb, ...] = (
         "score a trained model with lm-evaluation-harness tasks",
         eval_arguments,
         lazy("honing.infer.eval_command", "run_eval"),
+    ),
+    Verb(
+        "serve",
+        "serve a trained model behind an OpenAI-compatible chat endpoint (/v1/chat/completions)",
+        serve_arguments,
+        lazy("honing.infer.serve", "run_serve"),
     ),
     Verb(
         "push",

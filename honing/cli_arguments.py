@@ -52,9 +52,15 @@ def train_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def export_arguments(parser: argparse.ArgumentParser) -> None:
-    """``honing export CHECKPOINT OUT_DIR``."""
-    parser.add_argument("checkpoint", help="a SAVE_FOLDER/stepN checkpoint directory")
-    parser.add_argument("out_dir", help="where to write the Hugging Face folder")
+    """``honing export CHECKPOINT OUT_DIR`` and ``honing export SOURCE OUT.gguf --gguf [--outtype f16|f32]``."""
+    parser.add_argument(
+        "checkpoint", help="a SAVE_FOLDER/stepN checkpoint directory (with --gguf also a run or Hugging Face folder)"
+    )
+    parser.add_argument("out_dir", help="where to write the Hugging Face folder (with --gguf: the .gguf file)")
+    parser.add_argument(
+        "--gguf", action="store_true", help="write one GGUF file for llama.cpp (Llama, Mistral, Qwen2 families)"
+    )
+    parser.add_argument("--outtype", metavar="TYPE", help="the GGUF file's weights: f16 (the default) or f32")
 
 
 def merge_arguments(parser: argparse.ArgumentParser) -> None:
@@ -121,7 +127,7 @@ def prepare_arguments(parser: argparse.ArgumentParser) -> None:
 
 def convert_arguments(parser: argparse.ArgumentParser) -> None:
     """``honing convert CONFIG [-o OUT]``."""
-    parser.add_argument("config", help="the Oumi or olmOCR YAML config")
+    parser.add_argument("config", help="the Oumi, olmOCR, axolotl or LLaMA-Factory YAML config")
     parser.add_argument("-o", "--output", help="the honing YAML to write (default: print it)")
 
 

@@ -87,6 +87,12 @@ CASES = [
     case("export", "{ckpt}", "{file}", names="OUT_DIR"),
     case("export", "{ckpt}", "{junk}", names="OUT_DIR"),
     case("export", names="checkpoint, out_dir"),
+    case("export", "{ckpt}", "{tmp}/out", "--outtype", "f16", names="--outtype"),  # a GGUF option without --gguf
+    case("export", "{junk}", "{tmp}/model.gguf", "--gguf", names="CHECKPOINT", needs="gguf"),
+    case("export", "{missing}", "{tmp}/model.gguf", "--gguf", names="CHECKPOINT", needs="gguf"),
+    case("export", "{run}", "{empty}", "--gguf", names="OUT_DIR", needs="gguf"),
+    case("export", "{run}", "{file}", "--gguf", names="OUT_DIR", needs="gguf"),  # a file that is not GGUF
+    case("export", "{run}", "{tmp}/model.gguf", "--gguf", "--outtype", "q4_0", names="--outtype", needs="gguf"),
     case("merge", "{empty}", "{tmp}/out", names="CHECKPOINT"),
     case("merge", "{run}", "{tmp}/out", names="{ckpt}"),
     case("merge", "{ckpt}", "{junk}", names="OUT_DIR"),
@@ -147,6 +153,12 @@ CASES = [
     case("eval", "{run}", names="--tasks"),
     case("eval", "{empty}", "--tasks", REVERSE, names="MODEL_OR_RUN"),
     case("eval", HUB_NAME, "--tasks", REVERSE, names="MODEL_OR_RUN"),
+    case("serve", "{missing}", names="MODEL_OR_RUN"),
+    case("serve", HUB_NAME, names="MODEL_OR_RUN"),
+    case("serve", "{run}", names="chat template"),  # the quickstart continues text: no template to render messages
+    case("serve", "{run}", "--port", "70000", names="--port"),
+    case("serve", "{run}", "--temperature", "-1", names="--temperature"),
+    case("serve", "{run}", "--max-new-tokens", "0", names="--max-new-tokens"),
     case("push", "{missing}", "me/model", names="RUN"),
     case("push", "{file}", "me/model", names="RUN"),
     case("push", "{run}", "not a repo id!", names="REPO_ID"),
