@@ -191,7 +191,7 @@ def prepare_rows(config: RunConfig, args: argparse.Namespace) -> int:
 
 
 def run_convert(args: argparse.Namespace) -> int:
-    """``honing convert``: an Oumi or olmOCR config written as a honing YAML."""
+    """``honing convert``: an Oumi, olmOCR, axolotl or LLaMA-Factory config written as a honing YAML."""
     text = convert_file(args.config, args.output)
     print(f"wrote {args.output}" if args.output else text, end="\n" if args.output else "")
     return 0
@@ -294,7 +294,7 @@ VERBS: tuple[Verb, ...] = (
     ),
     Verb(
         "convert",
-        "write an Oumi or olmOCR training config as a honing YAML (honing train reads them as they are)",
+        "write an Oumi, olmOCR, axolotl or LLaMA-Factory config as a honing YAML (honing train reads them as they are)",
         convert_arguments,
         run_convert,
     ),

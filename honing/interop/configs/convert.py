@@ -50,7 +50,9 @@ def convert_file(path: str, out: str | None = None) -> str:
     """Translate the foreign config at ``path``; write it to ``out`` when given; return the YAML text."""
     translation = translate_or_refuse(read_yaml(path), path)
     if translation is None:
-        raise ConfigError(f"{path}: already a honing config (no Oumi or olmOCR sections found); nothing to convert")
+        raise ConfigError(
+            f"{path}: already a honing config (not an Oumi, olmOCR, axolotl or LLaMA-Factory one); nothing to convert"
+        )
     validate(translation.config, source=f"{path} (translated)")  # refuse now what training would refuse later
     text = translation_yaml(translation, path)
     if out is not None:

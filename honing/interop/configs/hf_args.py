@@ -18,6 +18,9 @@ OPTIM_DEFAULTS: dict[str, tuple[str, Any]] = {
 # Hugging Face's names of AdamW with 8-bit states (bitsandbytes): honing's AdamW with torchao's 8-bit states
 EIGHT_BIT_ADAMW = ("adamw_8bit", "adamw_bnb_8bit", "paged_adamw_8bit", "adamw_torch_8bit")
 
+# bitsandbytes' paged 32-bit AdamW: AdamW whose states page to host memory under pressure
+PAGED_ADAMW = ("paged_adamw_32bit", "paged_adamw")
+
 # lr_scheduler_type -> honing's scheduler.name; "constant" has no warmup in transformers, as in honing with 0 steps
 SCHEDULES = {
     "linear": "linear",
@@ -51,6 +54,11 @@ def set_optimizer(t: Translation, key: str, name: str) -> None:
                 f"{name!r}: AdamW with 8-bit states (torchao); bitsandbytes' paging of states to host memory under "
                 "pressure is not done (parallel.offload: optimizer holds them on the host)",
             )
+        return
+    if lowered in PAGED_ADAMW:
+        t.set("optim.name", "adamw")
+        t.note(key, f"{name!r}: AdamW; bitsandbytes' paging of states to host memory under pressure is not done "
+                    "(parallel.offload: optimizer holds them on the host)")  # fmt: skip
         return
     try:
         resolve_optimizer(name)

@@ -1,5 +1,6 @@
-"""A user's config file as honing's run config, whichever system wrote it: an Oumi or olmOCR config is translated
-to honing's first (the translation logged), then the dotted overrides apply and ``honing.config`` validates."""
+"""A user's config file as honing's run config, whichever system wrote it: an Oumi, olmOCR, axolotl or LLaMA-Factory
+config is translated to honing's first (the translation logged), then the dotted overrides apply and
+``honing.config`` validates."""
 
 from __future__ import annotations
 
@@ -15,9 +16,9 @@ log = logging.getLogger(__name__)
 
 
 def load_any_config(path: str | None, overrides: Iterable[str] = ()) -> RunConfig:
-    """Read ``path`` (honing's YAML, or an Oumi or olmOCR config translated to it), apply the overrides
-    (``key.path=value``, ``~key.path``: honing's keys), validate; what ``honing train`` and the other verbs read a
-    config file with."""
+    """Read ``path`` (honing's YAML, or an Oumi, olmOCR, axolotl or LLaMA-Factory config translated to it), apply
+    the overrides (``key.path=value``, ``~key.path``: honing's keys), validate; what ``honing train`` and the other
+    verbs read a config file with."""
     raw = translated(read_yaml(path), path) if path else {}
     apply_overrides(raw, overrides)
     return validate(raw, source=path or "<overrides>")

@@ -1,0 +1,426 @@
+"""axolotl's YAML configs (``base_model``, ``datasets``, ``sequence_len``, ``micro_batch_size``, ...) as honing's
+config, key by key through ``axolotl_table``: the honoured keys are read here (the data sets in ``axolotl_data``),
+then every other key is noted as moot or refused with its reason. Where the file says nothing, axolotl's defaults
+(and the transformers Trainer's it passes on) are written where honing's own differ."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from honing.interop.configs.axolotl_data import translate_datasets, translate_pretraining, translate_template
+from honing.interop.configs.axolotl_keys import KEYS, SOURCE
+from honing.interop.configs.axolotl_table import TABLE
+from honing.interop.configs.hf_args import duration, set_optimizer, set_schedule, set_warmup
+from honing.interop.configs.hf_engines import lora_targets, set_fp16, translate_deepspeed_file, translate_fsdp_config
+from honing.interop.configs.oumi_model import PAD_TOKEN_NOTE
+from honing.interop.configs.schema_table import finish
+from honing.interop.configs.translation import Keys, Translation, schema_has
+
+SCHEMA = f"axolotl ({SOURCE})"
+# rl -> honing's method (and the section its beta goes to)
+RL_METHODS = {"dpo": "dpo", "ipo": "dpo", "kto": "kto", "orpo": "orpo", "simpo": "cpo", "grpo": "grpo"}
+# axolotl's attention switches -> transformers' attn_implementation
+ATTENTION = {
+    "flash_attention": "flash_attention_2",
+    "sdp_attention": "sdpa",
+    "flex_attention": "flex_attention",
+    "eager_attention": "eager",
+}
+# axolotl's lr_scheduler names honing's schedules cover (transformers' names are read by hf_args)
+SCHEDULES = {"cosine": "cosine", "linear": "linear", "constant": "constant", "constant_with_warmup": "constant"}
+# plugins whose keys are kernels of the same maths (their keys are in the table's plugins group)
+KERNEL_PLUGINS = ("liger", "cut_cross_entropy")
+
+
+def is_axolotl(raw: dict[str, Any]) -> bool:
+    """An axolotl config: ``base_model`` with axolotl's ``datasets`` / ``sequence_len`` / ``micro_batch_size``."""
+    return "base_model" in raw and any(
+        key in raw for key in ("datasets", "pretraining_dataset", "sequence_len", "micro_batch_size", "num_epochs")
+    )
+
+
+def translate_axolotl(raw: dict[str, Any], config_path: str | None = None) -> Translation:
+    """honing's config for an axolotl config, with refusals, notes and axolotl's defaults filled in."""
+    t = Translation("axolotl")
+    top = t.section(raw, "")
+    method = choose_method(t, top)
+    t.set("method", method)
+    fill_defaults(t, method)
+    translate_model(t, top)
+    translate_lora(t, top)
+    if method == "pretrain":
+        translate_pretraining(t, top)
+    translate_datasets(t, top, method)
+    translate_data_keys(t, top, method)
+    translate_schedule(t, top)
+    translate_method_keys(t, top, method)
+    translate_engine(t, top, config_path)
+    translate_outputs(t, top)
+    translate_plugins(t, top)
+    finish(top, TABLE[""], KEYS[""], SCHEMA)
+    return t
+
+
+def choose_method(t: Translation, top: Keys) -> str:
+    """``rl`` / ``reward_model`` / ``pretraining_dataset`` as honing's method; SFT otherwise."""
+    rl = top.take("rl")
+    if top.take("reward_model"):
+        return "reward"
+    if rl is not None and rl is not False:
+        name = str(rl).lower()
+        if name not in RL_METHODS:
+            t.refuse("rl", f"{rl!r} is not available; expected one of: {', '.join(RL_METHODS)}")
+            return "dpo"
+        if name == "ipo":
+            t.set("dpo.loss_type", "ipo")
+        if name == "simpo":
+            t.set("cpo.loss_type", "simpo")
+        return RL_METHODS[name]
+    return "pretrain" if top.has("pretraining_dataset") else "sft"
+
+
+def fill_defaults(t: Translation, method: str) -> None:
+    """axolotl's defaults where honing's differ (its schema's, and the transformers Trainer's it hands on)."""
+    whose = "axolotl's"
+    t.default("data.seq_len", 512, f"{whose} sequence_len")
+    t.default("trainer.max_duration", "1epochs", f"{whose} num_epochs")
+    t.default("trainer.save_folder", "./model-out", f"{whose} output_dir")
+    t.default("optim.weight_decay", 0.0, f"{whose} weight_decay")
+    t.default("optim.betas", [0.9, 0.999], "transformers' TrainingArguments.adam_beta1 / adam_beta2")
+    t.default("scheduler.name", "cosine", f"{whose} lr_scheduler")
+    t.default("scheduler.min_lr_ratio", 0.0, "transformers' schedules decay to 0")
+    t.default("trainer.seed", 42, "transformers' TrainingArguments.seed")
+    if method in ("sft", "vl_sft"):
+        t.default("data.packing", False, f"{whose} sample_packing")
+
+
+def translate_model(t: Translation, top: Keys) -> None:
+    """The model, its tokenizer, weights and special tokens."""
+    base = top.take("base_model")
+    if not isinstance(base, str):
+        t.refuse("base_model", "required: a Hugging Face model name or folder")
+    else:
+        t.set("model.name_or_path", base)
+    tokenizer = top.take("tokenizer_config")
+    if tokenizer is not None and tokenizer != base:
+        t.set("tokenizer.kind", "pretrained")
+        t.set("tokenizer.path", str(tokenizer))
+    top.copy("trust_remote_code", "model.trust_remote_code", bool)
+    if top.take("reinit_weights"):
+        t.set("model.pretrained_weights", False)
+    tokens = top.peek("special_tokens")
+    if isinstance(tokens, dict) and set(tokens) == {"pad_token"}:
+        top.take("special_tokens")
+        t.note("special_tokens.pad_token", PAD_TOKEN_NOTE)
+
+
+def translate_lora(t: Translation, top: Keys) -> None:
+    """``adapter: lora / qlora`` with its keys as ``model.lora``; 4 / 8-bit loading as ``model.quantize``."""
+    adapter = top.take("adapter")
+    four, eight = bool(top.take("load_in_4bit")), bool(top.take("load_in_8bit"))
+    lora_keys = ("lora_r", "lora_alpha", "lora_dropout", "lora_target_modules", "lora_target_linear",
+                 "lora_modules_to_save", "peft")  # fmt: skip
+    if adapter is None:
+        for name in lora_keys:
+            top.note(name, "unused: no adapter is set, so every weight trains (as in axolotl)")
+        if four or eight:
+            t.refuse("load_in_4bit" if four else "load_in_8bit", "quantized full fine-tuning is not available")
+        return
+    if adapter not in ("lora", "qlora"):
+        t.refuse("adapter", f"{adapter!r} is not available; honing's adapters are lora and qlora")
+        return
+    lora: dict[str, Any] = {}
+    for name, key, kind in (
+        ("lora_r", "rank", int),
+        ("lora_alpha", "alpha", float),
+        ("lora_dropout", "dropout", float),
+    ):
+        value = top.number(name, kind)
+        if value is not None:
+            lora[key] = value
+    linear, modules = top.take("lora_target_linear"), top.take("lora_target_modules")
+    targets = "all-linear" if linear else lora_targets(modules)
+    if targets is not None:
+        lora["target_modules"] = targets
+    saved = top.names("lora_modules_to_save")
+    if saved:
+        lora["modules_to_save"] = saved
+    top.refuse("peft", "not available: LoftQ initialisation (honing's adapters start as peft's default)")
+    t.set("model.lora", lora)
+    if "alpha" not in lora:
+        t.default("model.lora.alpha", 8.0, "peft's LoraConfig.lora_alpha")
+    if "target_modules" not in lora:
+        t.default("model.lora.target_modules", ["q_proj", "v_proj"], "peft's default for Llama / Qwen models")
+    if adapter == "qlora" or four:
+        t.set("model.quantize", "nf4")
+    elif eight:
+        t.set("model.quantize", "int8")
+
+
+def translate_data_keys(t: Translation, top: Keys, method: str) -> None:
+    """Length, packing, masking, template, validation share and the batch."""
+    top.copy("sequence_len", "data.seq_len", int)
+    if method in ("sft", "vl_sft"):
+        top.copy("sample_packing", "data.packing", bool)
+        if top.take("train_on_inputs"):
+            t.set("data.train_on", "all")
+    elif method == "pretrain":
+        top.note("sample_packing", "pretraining rows are always cut from one stream of documents")
+    else:
+        top.refuse("sample_packing", f"not available for method {method!r}")
+    if method not in ("sft", "vl_sft"):
+        top.note("train_on_inputs", f"unused by method {method!r} (its labels are the completions)")
+    strategy = top.take("excess_length_strategy")
+    if strategy is not None:
+        if str(strategy) in ("drop", "truncate"):
+            t.set("data.overlong", str(strategy))
+        else:
+            t.refuse("excess_length_strategy", f"{strategy!r} is not available; expected drop or truncate")
+    translate_template(t, top.take("chat_template"), top.take("chat_template_jinja"), "chat_template")
+    size = top.number("val_set_size", float)
+    if size:
+        if size >= 1:
+            t.refuse("val_set_size", f"{size!r} rows: honing holds out a fraction of the rows (give 0 < share < 1)")
+        elif not top.has("test_datasets"):
+            t.set("data.validation_split", size)
+    if method != "pretrain":
+        top.copy("group_by_length", "data.group_by_length", bool)
+    elif top.take("group_by_length"):
+        t.note("group_by_length", "unused: pretraining rows all have data.seq_len tokens")
+    top.copy("dataloader_num_workers", "data.num_workers", int)
+    micro = top.number("micro_batch_size", int, 1)
+    accumulation = top.number("gradient_accumulation_steps", int, 1)
+    total = top.number("batch_size", int)
+    if total is not None and not top.has("gradient_accumulation_steps"):
+        accumulation = max(total // micro, 1)  # axolotl's batch_size: rows per step on one device
+    given = any(top.has(name) for name in ("micro_batch_size", "gradient_accumulation_steps", "batch_size"))
+    write = t.set if given else lambda path, value: t.default(path, value, "axolotl's micro_batch_size: 1")
+    write("data.micro_batch_size", micro)
+    write("data.batch_size_per_rank", micro * accumulation)  # per device, as the Trainer reads them
+    top.copy("eval_batch_size", "callbacks.evaluator.batch_size", int)
+
+
+def translate_schedule(t: Translation, top: Keys) -> None:
+    """Duration, optimizer, learning rate and its schedule."""
+    duration(t, "max_steps", top.take("max_steps"), "num_epochs", top.take("num_epochs"))
+    if top.has("optimizer"):
+        set_optimizer(t, "optimizer", str(top.peek("optimizer")))
+    top.take("optimizer")
+    if not top.has("learning_rate"):
+        t.refuse("learning_rate", "required by axolotl's schema; give the learning rate")
+    top.copy("learning_rate", "optim.lr", float)
+    top.copy("weight_decay", "optim.weight_decay", float)
+    if top.has("adam_beta1") or top.has("adam_beta2"):
+        t.set("optim.betas", [top.number("adam_beta1", float, 0.9), top.number("adam_beta2", float, 0.999)])
+    top.take("adam_beta1")
+    top.take("adam_beta2")
+    top.copy("adam_epsilon", "optim.eps", float)
+    if "max_grad_norm" in top.values:
+        norm = top.number("max_grad_norm", float)
+        t.set("optim.grad_clip", norm if norm else None)
+    name = top.take("lr_scheduler")
+    kwargs = top.take("lr_scheduler_kwargs")
+    if name is not None:
+        set_schedule(t, "lr_scheduler", SCHEDULES.get(str(name), str(name)), kwargs)
+    ratio = top.number("cosine_min_lr_ratio", float)
+    if ratio is not None:
+        t.set("scheduler.min_lr_ratio", ratio)
+    set_warmup(t, "warmup_steps", top.take("warmup_steps"), "warmup_ratio", top.take("warmup_ratio"))
+    embedding_lr, scale = top.number("embedding_lr", float), top.number("embedding_lr_scale", float)
+    lr = t.get("optim.lr")
+    if (embedding_lr or scale) and lr is not None:
+        group_lr = embedding_lr if embedding_lr else lr * scale
+        t.set("optim.param_groups", [{"params": "*embed_tokens*", "lr": group_lr}])
+    neftune = top.take("neftune_noise_alpha")
+    if neftune is not None:
+        if schema_has("sft.neftune_noise_alpha"):
+            t.set("sft.neftune_noise_alpha", float(neftune))
+        else:
+            t.refuse("neftune_noise_alpha", "not yet: honing has no NEFTune noise")
+
+
+def translate_method_keys(t: Translation, top: Keys, method: str) -> None:
+    """The preference methods' and GRPO's keys; ``trl`` as GRPO's section."""
+    beta = top.number("rl_beta", float)
+    if beta is None:
+        beta = top.number("dpo_beta", float)
+    top.take("dpo_beta")
+    trl = t.section(top.take("trl"), "trl")
+    trl_beta = trl.number("beta", float)
+    beta = trl_beta if trl_beta is not None else beta
+    if beta is not None and method in ("dpo", "cpo", "kto", "grpo"):
+        t.set(f"{method}.beta", beta)
+    elif beta is not None and method == "orpo" and not top.has("orpo_alpha"):
+        t.set("orpo.beta", beta)
+    elif beta is not None:
+        t.refuse("rl_beta", f"unused by method {method!r}")
+    for name, path, kind, methods in (
+        ("dpo_label_smoothing", "dpo.label_smoothing", float, ("dpo",)),
+        ("rpo_alpha", "dpo.rpo_alpha", float, ("dpo",)),
+        ("orpo_alpha", "orpo.beta", float, ("orpo",)),
+        ("simpo_gamma", "cpo.simpo_gamma", float, ("cpo",)),
+        ("cpo_alpha", "cpo.cpo_alpha", float, ("cpo",)),
+        ("kto_desirable_weight", "kto.desirable_weight", float, ("kto",)),
+        ("kto_undesirable_weight", "kto.undesirable_weight", float, ("kto",)),
+    ):
+        if top.has(name) and method not in methods:
+            top.refuse(name, f"unused by method {method!r}")
+        elif top.has(name):
+            top.copy(name, path, kind)
+    losses = top.names("dpo_loss_type")
+    if losses:
+        if len(losses) > 1 or method != "dpo":
+            t.refuse("dpo_loss_type", f"{losses!r}: honing's DPO trains one loss type")
+        else:
+            t.set("dpo.loss_type", losses[0])
+    if top.take("precompute_ref_log_probs"):
+        t.set("dpo.reference", "precompute")
+    translate_trl(t, trl, method)
+
+
+def translate_trl(t: Translation, trl: Keys, method: str) -> None:
+    """axolotl's ``trl`` section (TRL's GRPO keys) as ``grpo.*``."""
+    if method != "grpo":
+        finish(trl, TABLE["trl"], KEYS["trl"], SCHEMA)
+        return
+    for name, kind in (("max_completion_length", int), ("num_generations", int), ("temperature", float),
+                       ("top_p", float), ("top_k", int), ("epsilon", float), ("epsilon_high", float),
+                       ("num_iterations", int), ("importance_sampling_level", str), ("loss_type", str),
+                       ("use_vllm", bool), ("vllm_mode", str), ("vllm_server_host", str), ("vllm_server_port", int),
+                       ("vllm_server_timeout", float)):  # fmt: skip
+        trl.copy(name, f"grpo.{name}", kind)
+    scale = trl.take("scale_rewards")
+    if scale is not None:
+        t.set("grpo.scale_rewards", "group" if scale is True else "none" if scale is False else str(scale))
+    rewards, weights = trl.names("reward_funcs"), trl.take("reward_weights")
+    if rewards:
+        weights = weights if isinstance(weights, list) and len(weights) == len(rewards) else [1.0] * len(rewards)
+        t.set("grpo.rewards", [{"name": name, "weight": float(w)} for name, w in zip(rewards, weights)])
+    if trl.take("log_completions"):
+        t.note("trl.log_completions", "completions and rewards go to samples.jsonl every grpo.sample_interval steps")
+    finish(trl, TABLE["trl"], KEYS["trl"], SCHEMA)
+
+
+def translate_engine(t: Translation, top: Keys, config_path: str | None) -> None:
+    """Precision, attention, activation checkpointing, compile and parallelism."""
+    bf16 = top.take("bf16", "auto")
+    bfloat16 = top.take("bfloat16")
+    if bf16 is True or bfloat16:
+        t.set("trainer.precision", "bf16-mixed")
+    elif bf16 == "auto":
+        t.note("bf16", "'auto': bf16-mixed where the GPU has bf16 (axolotl's default); honing trains in "
+                       "trainer.precision (fp32 unless set)")  # fmt: skip
+    if top.take("fp16") or top.take("float16"):
+        set_fp16(t, "fp16")
+    if top.take("float32"):
+        t.set("trainer.precision", "fp32")
+    chosen = [name for name in ATTENTION if top.take(name)]
+    implementation = top.take("attn_implementation")
+    if implementation is not None:
+        t.set("model.attn_implementation", str(implementation))
+    elif chosen:
+        t.set("model.attn_implementation", ATTENTION[chosen[0]])
+    if top.take("gradient_checkpointing"):
+        t.set("parallel.activation_checkpointing", "full")
+    kwargs = t.section(top.take("gradient_checkpointing_kwargs"), "gradient_checkpointing_kwargs")
+    kwargs.note("use_reentrant", "not needed: honing's activation checkpointing is always non-reentrant")
+    kwargs.done("honing checkpoints whole blocks, non-reentrant")
+    if top.take("activation_offloading"):
+        t.set("parallel.activation_offload", True)
+    top.copy("torch_compile", "parallel.compile", bool)
+    deepspeed = top.take("deepspeed")
+    if deepspeed is not None:
+        translate_deepspeed_file(t, "deepspeed", deepspeed, config_path)
+    fsdp, fsdp_config = top.take("fsdp"), top.take("fsdp_config")
+    top.take("fsdp_version")
+    top.take("fsdp_final_state_dict_type")
+    if fsdp or fsdp_config:
+        translate_fsdp_config(t, "fsdp_config", fsdp_config or {})
+    for name, path in (("dp_shard_size", "parallel.dp_shard"), ("dp_replicate_size", "parallel.dp_replicate"),
+                       ("context_parallel_size", "parallel.cp"), ("sequence_parallel_degree", "parallel.cp"),
+                       ("tensor_parallel_size", "parallel.tp")):  # fmt: skip
+        top.copy(name, path, int)
+    timeout = top.number("ddp_timeout", float)
+    if timeout is not None:
+        t.set("parallel.timeout_seconds", timeout)
+
+
+def translate_outputs(t: Translation, top: Keys) -> None:
+    """Save folder, seed, resuming, checkpoints, evaluation, logging and trackers."""
+    top.copy("output_dir", "trainer.save_folder", str)
+    top.copy("seed", "trainer.seed", int)
+    resume = top.take("resume_from_checkpoint")
+    if resume:
+        t.set("trainer.load_path", str(resume))
+        t.set("trainer.load_strategy", "always")
+    auto = top.take("auto_resume_from_checkpoints")
+    if not resume:
+        t.set("trainer.load_strategy", "if_available" if auto else "never")
+    save_steps = top.number("save_steps", float)
+    strategy = str(top.take("save_strategy") or "").lower()
+    if save_steps is not None and save_steps < 1:
+        t.refuse("save_steps", f"{save_steps!r}: a fraction of the run; give a number of steps")
+    elif save_steps is not None:
+        t.set("callbacks.checkpointer.save_interval", int(save_steps))
+    per_epoch = top.number("saves_per_epoch", int)
+    if per_epoch == 1 or strategy == "epoch":
+        t.set("callbacks.checkpointer.save_at_epoch_end", True)
+    elif per_epoch and save_steps is None:
+        t.set("callbacks.checkpointer.save_at_epoch_end", True)
+        why = "honing saves at each epoch's end and every callbacks.checkpointer.save_interval steps, not N times"
+        t.note("saves_per_epoch", f"{per_epoch}: {why} per epoch (set the interval to the epoch's steps / N)")
+    if strategy == "no":
+        t.set("callbacks.checkpointer.save_interval", 10**9)
+    top.copy("save_total_limit", "callbacks.checkpointer.keep_last", int)
+    eval_steps = top.number("eval_steps", float)
+    if eval_steps is not None and eval_steps >= 1:
+        t.set("callbacks.evaluator.interval", int(eval_steps))
+    elif eval_steps is not None:
+        t.refuse("eval_steps", f"{eval_steps!r}: a fraction of the run; give a number of steps")
+    validation = t.get("data.validation") is not None or t.get("data.validation_split")
+    per_epoch_evals = top.number("evals_per_epoch", int)
+    if per_epoch_evals and validation and top.peek("load_best_model_at_end"):
+        t.refuse("evals_per_epoch", "with load_best_model_at_end: honing picks the best of evaluations every N steps "
+                                    "(eval_steps); give eval_steps")  # fmt: skip
+    elif per_epoch_evals and validation and not top.has("eval_steps"):
+        t.note("evals_per_epoch", f"{per_epoch_evals}: honing evaluates every callbacks.evaluator.interval steps, not "
+                                  "per epoch (set it to the epoch's steps / N); the training is the same")  # fmt: skip
+    elif per_epoch_evals:
+        t.note("evals_per_epoch", "unused: no validation data, or eval_steps given (as in axolotl)")
+    if str(top.take("eval_strategy") or "").lower() == "no":
+        t.set("callbacks.evaluator.enabled", False)
+    top.copy("logging_steps", "callbacks.console.log_interval", int)
+    top.copy("metric_for_best_model", "callbacks.evaluator.metric_for_best_model", str)
+    top.copy("greater_is_better", "callbacks.evaluator.greater_is_better", bool)
+    if top.take("load_best_model_at_end"):
+        t.set("callbacks.evaluator.load_best_model_at_end", True)
+    project = top.take("wandb_project")
+    if top.take("use_wandb") or project:
+        t.set("callbacks.wandb.enabled", True)
+        if project:
+            t.set("callbacks.wandb.project", str(project))
+    top.copy("wandb_entity", "callbacks.wandb.entity", str)
+    top.copy("wandb_name", "callbacks.wandb.name", str)
+    mode = top.take("wandb_mode")
+    if mode is not None:
+        t.set("callbacks.wandb.mode", str(mode))
+    top.copy("use_tensorboard", "callbacks.tensorboard.enabled", bool)
+    steps = top.number("profiler_steps", int)
+    start = top.number("profiler_steps_start", int, 0)
+    if steps:
+        t.set("callbacks.profiler", {"enabled": True, "start": start + 1, "stop": start + 1 + steps})
+
+
+def translate_plugins(t: Translation, top: Keys) -> None:
+    """``plugins``: the liger and cut-cross-entropy kernels are moot (their keys noted); any other is refused. The
+    plugins' keys sit at the top level: those not in the core schema are walked in the plugins group."""
+    plugins = top.names("plugins") or []
+    for plugin in plugins:
+        if not any(kernel in plugin for kernel in KERNEL_PLUGINS):
+            t.refuse("plugins", f"{plugin!r}: not available (honing runs the liger and cut-cross-entropy "
+                                "kernels' maths with its own chunked loss, and has no other plugins)")  # fmt: skip
+    plugin_keys = {name: value for name, value in top.values.items() if name in KEYS["plugins"]}
+    if plugin_keys:
+        section = t.section(plugin_keys, "")
+        finish(section, TABLE["plugins"], KEYS["plugins"], SCHEMA)
+        top.taken.update(plugin_keys)

@@ -1,0 +1,653 @@
+"""Every key of axolotl's config schema (``axolotl_keys.KEYS``) with its verdict: honoured by a honing feature (what
+it becomes), moot (why honing needs no such setting) or refused (why it cannot be honoured). ``axolotl.py`` reads
+the honoured keys; ``schema_table.finish`` notes or refuses the rest. ``test_foreign_schema_walk.py`` checks that
+every key of the schema is here and nothing else is."""
+
+from __future__ import annotations
+
+from honing.interop.configs.schema_table import Entry, honoured, moot, refused
+
+OWN_LOOP = "not needed: honing runs its own loop, not the transformers Trainer this setting tunes"
+INTERNAL = "axolotl's own bookkeeping, filled in by axolotl as it runs; nothing to translate"
+DEPRECATED = "a deprecated axolotl key; use its replacement (axolotl's docs name it)"
+TRACKER = "not available: honing logs to W&B, TensorBoard and metrics.jsonl"
+PREPROCESS = "not needed: honing prepares rows once into its cache (data.cache_dir) on the first run"
+KERNEL = (
+    "not needed: a fused kernel of the same maths; honing's chunked loss (model.chunked_loss) never holds full logits"
+)
+LOADER = "not needed: honing's loader (data.num_workers) reads and collates whole batches ahead of training"
+NO_METHOD = "not available: honing has no such training method"
+NO_OPTIMIZER = "not available: honing's optimizers are AdamW, SGD, Adafactor and Muon (optim.name)"
+GENERATION = "not available: honing samples text during training with callbacks.sample (its own keys)"
+ATTENTION = "not available: honing's attention kernels are sdpa, flex_attention, eager and flash_attention_2"
+PARALLEL_MESH = "not translated: give honing's mesh (parallel.dp_replicate, dp_shard, tp, cp, ep)"
+QUANT = "not available: honing quantizes a QLoRA base to NF4 or int8 (torchao) only"
+EXPORT = "not needed: honing exports hf/ (merged when LoRA, safetensors) and adapter/ at the end of every run"
+HUB = "not available in a training config: `honing push SAVE_FOLDER/hf REPO` uploads a finished model"
+TOKENS = "not available: honing trains with the tokenizer's own vocabulary"
+
+TOP: dict[str, Entry] = {
+    # the model
+    **honoured("model.name_or_path", "base_model"),
+    **honoured("tokenizer.kind: pretrained, tokenizer.path", "tokenizer_config"),
+    **honoured("model.trust_remote_code", "trust_remote_code"),
+    **honoured("model.pretrained_weights: false", "reinit_weights"),
+    **refused(
+        "not available: honing loads the model's config as it is (model.config builds a new model)", "model_config"
+    ),  # fmt: skip
+    **moot("not needed: honing loads any causal LM with AutoModelForCausalLM", "model_type", "tokenizer_type"),
+    **moot("not needed: honing loads the model's fast tokenizer", "tokenizer_use_fast", "tokenizer_legacy"),
+    **moot(
+        "not needed: honing reads the family from the model's config",
+        "is_falcon_derived_model",
+        "is_llama_derived_model",
+        "is_mistral_derived_model",
+        "is_qwen_derived_model",
+    ),  # fmt: skip
+    **refused(
+        "not translated: honing loads the model's own config (model.config overrides keys of it)",
+        "base_model_config",
+        "cls_model_config",
+    ),  # fmt: skip
+    **refused("not available: honing loads the hub's default revision", "model_revision"),
+    **refused("not translated: give honing's model.* keys", "model_kwargs"),
+    **refused("not available: honing loads Hugging Face tokenizers", "tokenizer_use_mistral_common"),
+    **refused(
+        "not translated: honing builds the processor of the model (vl_sft)", "processor_type", "processor_kwargs"
+    ),  # fmt: skip
+    **moot(EXPORT, "tokenizer_save_jinja_files", "save_safetensors"),
+    **refused(
+        TOKENS,
+        "special_tokens",
+        "tokens",
+        "added_tokens_overrides",
+        "resize_token_embeddings_to_32x",
+        "mean_resizing_embeddings",
+        "shrink_embeddings",
+        "fix_untrained_tokens",
+    ),  # fmt: skip
+    **refused("not available: honing's RoPE is the model config's (set rope_scaling in model.config)", "rope_scaling"),
+    **moot(
+        "not needed: honing moves the model to its device itself",
+        "experimental_skip_move_to_device",
+        "low_cpu_mem_usage",
+    ),  # fmt: skip
+    **refused("not available: honing uses transformers' models as they are (no hub kernels)", "use_kernels"),
+    **refused(
+        QUANT,
+        "model_quantization_config",
+        "model_quantization_config_kwargs",
+        "use_onebitllms",
+        "gptq",
+        "bnb_config_kwargs",
+        "quantize_moe_experts",
+        "qat",
+        "quantization",
+        "fp8",
+        "fp8_enable_fsdp_float8_all_gather",
+    ),  # fmt: skip
+    **refused(
+        "not available: honing places the model by its parallel settings",
+        "device_map",
+        "max_memory",
+        "gpu_memory_limit",
+        "device",
+    ),  # fmt: skip
+    # LoRA
+    **honoured(
+        "model.lora (rank, alpha, dropout, targets); qlora also model.quantize: nf4",
+        "adapter",
+        "lora_r",
+        "lora_alpha",
+        "lora_dropout",
+        "lora_target_modules",
+        "lora_target_linear",
+        "lora_modules_to_save",
+        "peft",
+    ),  # fmt: skip
+    **honoured("model.quantize: nf4 (QLoRA) / int8", "load_in_4bit", "load_in_8bit"),
+    **refused(
+        "not available: honing's LoRA is peft's plain LoRA",
+        "peft_use_dora",
+        "peft_use_rslora",
+        "lora_rank_pattern",
+        "lora_alpha_pattern",
+        "peft_layers_to_transform",
+        "peft_layers_pattern",
+        "peft_layer_replication",
+        "peft_trainable_token_indices",
+        "lora_target_parameters",
+        "loraplus_lr_ratio",
+        "relora",
+        "lora_fan_in_fan_out",
+    ),  # fmt: skip
+    **moot("not needed: honing initialises adapters as peft does by default", "peft_init_lora_weights"),
+    **moot(
+        "not needed: honing's exports keep the model's tied weights as the base has them", "peft_ensure_weight_tying"
+    ),  # fmt: skip
+    **moot(
+        "not needed: honing computes adapters in the run's precision (trainer.precision)",
+        "peft_autocast_adapter_dtype",
+        "embeddings_skip_upcast",
+    ),  # fmt: skip
+    **moot("unused without loraplus_lr_ratio", "loraplus_lr_embedding"),
+    **moot("unused without relora", "relora_prune_ratio", "relora_prune_method", "relora_cpu_offload"),
+    **refused(
+        "not available: honing starts LoRA from fresh adapters (load a full checkpoint with trainer.load_path)",
+        "lora_model_dir",
+    ),  # fmt: skip
+    **moot(EXPORT, "merge_lora", "merge_method", "lora_on_cpu"),
+    **moot("not needed: honing loads a QLoRA base and shards it with FSDP2 as it is", "qlora_sharded_model_loading"),
+    **refused(
+        "not available: honing's LoRA kernels are peft's",
+        "lora_mlp_kernel",
+        "lora_qkv_kernel",
+        "lora_o_kernel",
+        "lora_embedding_kernel",
+    ),  # fmt: skip
+    # the method
+    **honoured("method: dpo / orpo / cpo (simpo) / kto / grpo", "rl"),
+    **honoured("method: reward", "reward_model"),
+    **honoured("the method's beta (dpo.beta, orpo.beta, cpo.beta, kto.beta, grpo.beta)", "rl_beta", "dpo_beta"),
+    **honoured("dpo.label_smoothing", "dpo_label_smoothing"),
+    **honoured("dpo.loss_type (one loss)", "dpo_loss_type"),
+    **honoured("dpo.rpo_alpha", "rpo_alpha"),
+    **honoured("orpo.beta (ORPO's lambda)", "orpo_alpha"),
+    **honoured("cpo.simpo_gamma", "simpo_gamma"),
+    **honoured("cpo.cpo_alpha", "cpo_alpha"),
+    **honoured("kto.desirable_weight / kto.undesirable_weight", "kto_desirable_weight", "kto_undesirable_weight"),
+    **honoured("dpo.reference: precompute", "precompute_ref_log_probs"),
+    **honoured("grpo.* (TRL's GRPO keys)", "trl"),
+    **refused("not available: honing's DPO sums one loss", "dpo_loss_weights", "dpo_use_weighting"),
+    **moot(KERNEL, "dpo_use_liger_kernel"),
+    **moot("not needed: honing packs a pair's two sequences without padding (dpo.packed_pairs)", "dpo_padding_free"),
+    **moot("not needed: honing computes log-probabilities of the completions only", "dpo_use_logits_to_keep"),
+    **refused("not available: honing's DPO loss sums, it is not length-normalised (use rl: simpo)", "dpo_norm_loss"),
+    **moot(GENERATION, "dpo_generate_during_eval"),
+    **refused(NO_METHOD, "process_reward_model", "ebft", "trainer_cls", "lisa_n_layers", "lisa_step_interval"),
+    **moot("unused without lisa_n_layers", "lisa_layers_attribute"),
+    **refused("not available: honing's reward model has no mean-zero penalty", "center_rewards_coefficient"),
+    **refused("not available: honing's reward head scores with one label", "num_labels"),
+    **refused(
+        "not available: honing samples GRPO completions with its own decoder or a vLLM rollout server "
+        "(grpo.use_vllm); give grpo.* keys",
+        "vllm",
+    ),  # fmt: skip
+    # data
+    **honoured("data.train.sources", "datasets"),
+    **honoured("data.validation.sources", "test_datasets"),
+    **honoured("method: pretrain, data.train.sources", "pretraining_dataset"),
+    **honoured("data.validation_split", "val_set_size"),
+    **honoured("data.seq_len", "sequence_len"),
+    **honoured("data.packing", "sample_packing"),
+    **honoured("data.overlong (drop / truncate)", "excess_length_strategy"),
+    **honoured("data.chat_template", "chat_template", "chat_template_jinja"),
+    **honoured("data.train_on (all / assistant)", "train_on_inputs"),
+    **honoured("data.group_by_length", "group_by_length"),
+    **honoured("data.num_workers", "dataloader_num_workers"),
+    **moot(
+        PREPROCESS,
+        "dataset_prepared_path",
+        "skip_prepare_dataset",
+        "num_dataset_shards_to_save",
+        "dataset_processes",
+        "dataset_num_proc",
+        "dataset_keep_in_memory",
+        "is_preprocess",
+        "preprocess_iterable",
+        "push_dataset_to_hub",
+    ),  # fmt: skip
+    **moot(LOADER, "dataloader_pin_memory", "dataloader_prefetch_factor"),
+    **refused("not available: honing's loader batches an epoch's last rows itself", "dataloader_drop_last"),
+    **moot(
+        "not needed: a packed row is filled to data.seq_len; padded rows are cut to the longest of the batch",
+        "pad_to_sequence_len",
+        "pad_to_multiple_of",
+        "sample_packing_group_size",
+        "sample_packing_bin_size",
+        "sample_packing_sequentially",
+        "sample_packing_mp_start_method",
+        "multipack_real_batches",
+        "batch_flattening",
+        "pretrain_multipack_buffer_size",
+        "pretrain_multipack_attn",
+        "pretraining_sample_concatenation",
+        "streaming_multipack_buffer_size",
+    ),  # fmt: skip
+    **moot("honing packs validation rows as it packs training rows (data.packing)", "eval_sample_packing"),
+    **moot("not needed: honing's evaluation rows are cut to data.seq_len as training's", "eval_sequence_len"),
+    **refused("not available: every non-empty example is trained; filter the data first", "min_sample_len"),
+    **refused(
+        "not available: honing cuts a pair's prompt from its start so the pair fits data.seq_len", "max_prompt_len"
+    ),  # fmt: skip
+    **refused(
+        "not available: honing's loader shuffles every epoch by trainer.seed (data.shuffle)",
+        "shuffle_merged_datasets",
+        "shuffle_before_merging_datasets",
+        "curriculum_sampling",
+    ),  # fmt: skip
+    **refused(
+        "not available: honing reads whole sources (a source's max_samples reads its first rows)",
+        "dataset_shard_num",
+        "dataset_shard_idx",
+    ),  # fmt: skip
+    **refused("not available: give a held-out file as data.validation", "dataset_exact_deduplication"),
+    **moot(
+        "not needed: honing reads sources whole (its prepare streams large corpora into token shards)", "streaming"
+    ),  # fmt: skip
+    **refused(
+        "not available: honing's positions are the row's own (no PoSE)",
+        "use_pose",
+        "pose_split_on_token_ids",
+        "pose_max_context_len",
+        "pose_num_chunks",
+    ),  # fmt: skip
+    **refused(
+        "not available: honing renders the chat template without extra keyword arguments", "chat_template_kwargs"
+    ),  # fmt: skip
+    **refused("not available: honing ends turns as the chat template does", "eot_tokens"),
+    **refused("not available: give the system message in the rows", "default_system_message"),
+    **moot("not needed: honing's rows keep the columns their method reads", "remove_unused_columns"),
+    **refused(
+        "not available: honing trains text models and image-text models through their processor; "
+        "give data.min_pixels / max_pixels",
+        "image_size",
+        "image_resize_algorithm",
+        "role_boundaries",
+    ),  # fmt: skip
+    **refused(
+        "not available: honing freezes by model.freeze_layers / freeze_vision",
+        "freeze_mm_modules",
+        "unfrozen_parameters",
+    ),  # fmt: skip
+    # batch, duration, optimizer, schedule
+    **honoured("data.micro_batch_size", "micro_batch_size"),
+    **honoured(
+        "data.batch_size_per_rank (micro_batch_size x gradient_accumulation_steps)",
+        "gradient_accumulation_steps",
+        "batch_size",
+    ),  # fmt: skip
+    **honoured("callbacks.evaluator.batch_size", "eval_batch_size"),
+    **honoured("trainer.max_duration (whole epochs or max_steps)", "num_epochs", "max_steps"),
+    **honoured("optim.lr", "learning_rate"),
+    **honoured("optim.weight_decay", "weight_decay"),
+    **honoured("optim.name (AdamW, SGD, Adafactor, Muon; 8-bit AdamW states)", "optimizer"),
+    **honoured("optim.betas / optim.eps", "adam_beta1", "adam_beta2", "adam_epsilon"),
+    **honoured("optim.grad_clip", "max_grad_norm"),
+    **honoured("scheduler.name", "lr_scheduler", "lr_scheduler_kwargs"),
+    **honoured("scheduler.min_lr_ratio", "cosine_min_lr_ratio"),
+    **honoured("scheduler.warmup_steps / warmup_ratio", "warmup_steps", "warmup_ratio"),
+    **honoured("optim.param_groups (the embeddings' learning rate)", "embedding_lr", "embedding_lr_scale"),
+    **refused("not translated: give honing's optim.param_groups", "lr_groups"),
+    **refused(
+        "not available: honing's schedules are constant, linear, cosine and wsd",
+        "lr_quadratic_warmup",
+        "cosine_constant_lr_ratio",
+        "lr_div_factor",
+        "jagged_restart_steps",
+        "jagged_restart_warmup_steps",
+        "jagged_restart_anneal_steps",
+    ),  # fmt: skip
+    **refused(
+        NO_OPTIMIZER,
+        "optim_args",
+        "optim_target_modules",
+        "torchdistx_path",
+        "adam_epsilon2",
+        "adam_beta3",
+        "dion_lr",
+        "dion_momentum",
+    ),  # fmt: skip
+    **moot("unused without a Dion optimizer", "dion_rank_fraction", "dion_rank_multiple_of"),
+    **moot(
+        "unused without a Q-GaLore optimizer",
+        "qgalore_rank",
+        "qgalore_update_proj_gap",
+        "qgalore_scale",
+        "qgalore_proj_type",
+        "qgalore_proj_quant",
+        "qgalore_proj_bits",
+        "qgalore_proj_group_size",
+        "qgalore_cos_threshold",
+        "qgalore_gamma_proj",
+        "qgalore_queue_size",
+    ),  # fmt: skip
+    **refused("not available: honing's batch sizes are given, not searched", "auto_find_batch_size"),
+    **refused("not available: honing trains on every position of a row (no NEFTune noise)", "noisy_embedding_alpha"),
+    **honoured("sft.neftune_noise_alpha, where honing has it", "neftune_noise_alpha"),
+    **refused(
+        "not available: honing's loss is cross-entropy on the labels",
+        "use_eaft",
+        "eaft_alpha",
+        "eaft_k",
+        "scaling_softmax",
+        "scaling_softmax_factor",
+        "scaling_softmax_bias",
+    ),  # fmt: skip
+    # precision, memory, compile, attention
+    **honoured("trainer.precision (bf16: auto / true)", "bf16", "bfloat16"),
+    **honoured("trainer.precision: fp16-mixed where honing has it", "fp16", "float16"),
+    **honoured("trainer.precision: fp32", "float32"),
+    **moot("not needed: torch's TF32 matmul setting; honing leaves it as PyTorch sets it", "tf32"),
+    **honoured("parallel.activation_checkpointing: full", "gradient_checkpointing", "gradient_checkpointing_kwargs"),
+    **refused("not available: honing checkpoints whole blocks", "selective_checkpointing"),
+    **honoured("parallel.activation_offload", "activation_offloading"),
+    **refused(
+        "not available: honing offloads activations (parallel.activation_offload) or the optimizer / weights "
+        "(parallel.offload), not layers",
+        "layer_offloading",
+    ),  # fmt: skip
+    **honoured(
+        "model.attn_implementation",
+        "flash_attention",
+        "sdp_attention",
+        "flex_attention",
+        "eager_attention",
+        "attn_implementation",
+    ),  # fmt: skip
+    **refused(
+        ATTENTION,
+        "xformers_attention",
+        "sage_attention",
+        "flash_optimum",
+        "s2_attention",
+        "sdpa_varlen",
+        "fused_attn_kernel",
+        "large_head_attention",
+        "flash_attn_d512",
+        "gemma4_hybrid_attn_impl",
+        "flash_attn_fuse_mlp",
+        "flash_attn_rms_norm",
+        "experts_implementation",
+        "llama4_linearized_experts",
+    ),  # fmt: skip
+    **moot("not needed: honing compiles blocks with parallel.compile's own options", "flex_attn_compile_kwargs"),
+    **moot(KERNEL, "flash_attn_cross_entropy", "chunked_cross_entropy", "chunked_cross_entropy_num_chunks"),
+    **refused("not available: honing's MLPs run whole", "tiled_mlp", "tiled_mlp_num_shards"),
+    **moot("unused without tiled_mlp", "tiled_mlp_use_original_mlp"),
+    **honoured("parallel.compile", "torch_compile"),
+    **refused(
+        "not available: honing compiles with torch.compile's defaults (parallel.compile)",
+        "torch_compile_backend",
+        "torch_compile_mode",
+        "torch_compile_options",
+        "deepcompile",
+    ),  # fmt: skip
+    **refused("not available: honing keeps norms in the run's precision", "fp32_norms", "fp32_norm_classes"),
+    # parallelism
+    **honoured("parallel.* (ZeRO stage, offload, precision of the DeepSpeed JSON)", "deepspeed"),
+    **honoured(
+        "parallel.strategy: fsdp and its settings", "fsdp", "fsdp_config", "fsdp_version", "fsdp_final_state_dict_type"
+    ),  # fmt: skip
+    **honoured(
+        "parallel.dp_shard / dp_replicate / cp / tp",
+        "dp_shard_size",
+        "dp_replicate_size",
+        "sequence_parallel_degree",
+        "context_parallel_size",
+        "tensor_parallel_size",
+    ),  # fmt: skip
+    **refused(
+        "not available: honing's context parallelism is torch's ring attention", "heads_k_stride", "ring_attn_func"
+    ),  # fmt: skip
+    **moot("not needed: torchrun sets the ranks (honing train --nproc N)", "world_size", "local_rank", "ddp"),
+    **honoured("parallel.timeout_seconds", "ddp_timeout"),
+    **moot(
+        "not needed: FSDP2 (honing's default for several processes) needs no such setting",
+        "ddp_bucket_cap_mb",
+        "ddp_broadcast_buffers",
+        "ddp_find_unused_parameters",
+        "accelerator_config",
+    ),  # fmt: skip
+    **refused("not available: honing runs under torchrun, not Ray", "use_ray"),
+    **moot("unused without use_ray", "ray_run_name", "ray_num_workers", "resources_per_worker"),
+    # checkpoints, evaluation, logging
+    **honoured("trainer.save_folder", "output_dir"),
+    **honoured("trainer.seed", "seed"),
+    **honoured("trainer.load_path / load_strategy", "resume_from_checkpoint", "auto_resume_from_checkpoints"),
+    **honoured(
+        "callbacks.checkpointer.save_interval / save_at_epoch_end", "save_steps", "saves_per_epoch", "save_strategy"
+    ),  # fmt: skip
+    **honoured("callbacks.checkpointer.keep_last", "save_total_limit"),
+    **honoured("callbacks.evaluator.interval / enabled", "eval_steps", "evals_per_epoch", "eval_strategy"),
+    **honoured("callbacks.console.log_interval", "logging_steps"),
+    **honoured(
+        "callbacks.evaluator.metric_for_best_model / greater_is_better / load_best_model_at_end",
+        "metric_for_best_model",
+        "greater_is_better",
+        "load_best_model_at_end",
+    ),  # fmt: skip
+    **honoured("callbacks.wandb.*", "use_wandb", "wandb_project", "wandb_entity", "wandb_name", "wandb_mode"),
+    **honoured("callbacks.tensorboard.enabled", "use_tensorboard"),
+    **honoured("callbacks.profiler", "profiler_steps", "profiler_steps_start"),
+    **moot("honing logs the first step too", "save_first_step"),
+    **refused("not available: honing's checkpoints hold the optimizer too, for exact resume", "save_only_model"),
+    **refused("not available: honing stops at trainer.max_duration (or trainer.hard_stop)", "early_stopping_patience"),
+    **moot(
+        "not needed: honing always logs throughput (callbacks.speed_monitor)",
+        "include_tokens_per_second",
+        "include_tkps",
+    ),  # fmt: skip
+    **refused(
+        "not available: honing stops on a non-finite loss (trainer.nonfinite_loss) and warns on a spike "
+        "(callbacks.loss_spike)",
+        "loss_watchdog_threshold",
+        "loss_watchdog_patience",
+    ),  # fmt: skip
+    **moot(
+        "not needed: honing's garbage collector callback runs every callbacks.garbage_collector.interval steps",
+        "gc_steps",
+        "torch_empty_cache_steps",
+        "gc_collect_steps",
+    ),  # fmt: skip
+    **refused(
+        "not available: honing evaluates the validation loss; give callbacks.harness_eval for benchmarks",
+        "do_causal_lm_eval",
+        "eval_causal_lm_metrics",
+        "do_bench_eval",
+        "bench_dataset",
+        "bench_split",
+    ),  # fmt: skip
+    **moot("unused without the W&B tracker's extras", "wandb_run_id", "wandb_watch", "wandb_log_model"),
+    **refused(TRACKER, "use_mlflow", "use_comet", "use_trackio", "use_otel_metrics"),
+    **moot(
+        "unused: honing has no such tracker",
+        "mlflow_tracking_uri",
+        "mlflow_experiment_name",
+        "mlflow_run_name",
+        "hf_mlflow_log_artifacts",
+        "comet_api_key",
+        "comet_workspace",
+        "comet_project_name",
+        "comet_experiment_key",
+        "comet_mode",
+        "comet_online",
+        "comet_experiment_config",
+        "trackio_project_name",
+        "trackio_run_name",
+        "trackio_space_id",
+        "otel_metrics_host",
+        "otel_metrics_port",
+    ),  # fmt: skip
+    **refused(HUB, "hub_model_id", "hub_strategy", "hub_revision"),
+    **moot("not needed: the environment's token (HF_TOKEN) is used", "hf_use_auth_token"),
+    **refused(GENERATION, "generate_samples", "eval_table_size", "eval_max_new_tokens"),
+    **moot(
+        "unused without generate_samples",
+        "num_generation_samples",
+        "generation_max_new_tokens",
+        "generation_temperature",
+        "generation_top_p",
+        "generation_top_k",
+        "generation_prompt_ratio",
+        "generation_do_sample",
+    ),  # fmt: skip
+    **refused(
+        "not available: honing runs in-process, not behind a Gradio server",
+        "gradio_title",
+        "gradio_share",
+        "gradio_server_name",
+        "gradio_server_port",
+        "gradio_max_new_tokens",
+        "gradio_temperature",
+    ),  # fmt: skip
+    **refused("not available: honing stops and resumes by its cancel file and checkpoints", "dynamic_checkpoint"),
+    **honoured("the plugins' keys: liger and cut_cross_entropy kernels are moot (honing's chunked loss)", "plugins"),
+    **moot("not needed: honing's config is validated strictly always", "strict"),
+    **moot(INTERNAL, "total_num_tokens", "total_supervised_tokens", "sample_packing_eff_est", "axolotl_config_path"),
+    **refused(DEPRECATED, "max_packed_sequence_len", "evaluation_strategy"),
+}
+
+DATASET: dict[str, Entry] = {
+    **honoured("the source's path (a file, folder or hub name)", "path", "data_files"),
+    **honoured("the source's format (alpaca, chat_template, completion, sharegpt, preference types)", "type"),
+    **honoured("a hub source's split (path:split)", "split"),
+    **honoured("the source's subset", "name"),
+    **honoured("the source's text_field", "field"),
+    **honoured(
+        "conversation (messages) or sharegpt (conversations)",
+        "field_messages",
+        "message_property_mappings",
+        "message_field_role",
+        "message_field_content",
+    ),  # fmt: skip
+    **honoured("data.chat_template", "chat_template", "chat_template_jinja"),
+    **honoured("data.train_on (roles trained: the assistant's or every one)", "roles_to_train"),
+    **honoured("preference pairs' chosen / rejected columns", "field_chosen", "field_rejected"),
+    **moot("the tokenizer and data are read with model.trust_remote_code", "trust_remote_code"),
+    **moot("not needed: honing reads the file's format from its name (json, jsonl, parquet, csv)", "ds_type"),
+    **moot("not needed: a conversation ends its turns as the chat template does", "train_on_eos", "train_on_eot"),
+    **refused("not available: honing's rows keep the tools column 'tools'", "field_tools"),
+    **refused(
+        "not available: honing reads the roles user / assistant / system / tool (sharegpt: human / gpt)", "roles"
+    ),  # fmt: skip
+    **refused(
+        "not available: honing trains on every assistant turn of a row",
+        "message_field_training",
+        "message_field_training_detail",
+    ),  # fmt: skip
+    **refused("not available: honing keeps a row's system message", "drop_system_message"),
+    **refused(
+        "not available: honing renders reasoning as the chat template does",
+        "field_thinking",
+        "template_thinking_key",
+        "split_thinking",
+    ),  # fmt: skip
+    **refused(
+        "not available: honing distils from a teacher model (method: distill), not stored log-probabilities",
+        "logprobs_field",
+        "temperature",
+    ),  # fmt: skip
+    **refused("not available: honing reads whole sources", "shards", "shards_idx", "preprocess_shards"),
+    **refused(
+        "not available: give the rows in a format honing reads",
+        "input_transform",
+        "input_format",
+        "conversation",
+        "field_human",
+        "field_model",
+    ),  # fmt: skip
+    **refused("not available: honing reads the hub's default revision", "revision"),
+    **refused(NO_METHOD, "step_separator", "train_on_last_step_only"),
+    **refused("not available: give grpo.max_completion_length", "max_completion_length"),
+}
+
+PRETRAINING_DATASET: dict[str, Entry] = {
+    **honoured("the source's path", "path", "data_files"),
+    **honoured("a hub source's subset and split", "name", "split"),
+    **honoured("the source's text_field", "text_column"),
+    **honoured("pretraining documents (type: pretrain)", "type"),
+    **moot("the tokenizer and data are read with model.trust_remote_code", "trust_remote_code"),
+    **refused("not available: honing reads a source from its first row", "skip"),
+}
+
+TRL: dict[str, Entry] = {
+    **honoured("the method's beta", "beta"),
+    **honoured("grpo.max_completion_length", "max_completion_length"),
+    **honoured("grpo.num_generations", "num_generations"),
+    **honoured("grpo.temperature / top_p / top_k", "temperature", "top_p", "top_k"),
+    **honoured("grpo.epsilon / epsilon_high", "epsilon", "epsilon_high"),
+    **honoured("grpo.loss_type", "loss_type"),
+    **honoured("grpo.num_iterations", "num_iterations"),
+    **honoured("grpo.scale_rewards", "scale_rewards"),
+    **honoured("grpo.importance_sampling_level", "importance_sampling_level"),
+    **honoured("grpo.rewards (name, weight)", "reward_funcs", "reward_weights"),
+    **honoured(
+        "grpo.use_vllm / vllm_mode / vllm_server_*",
+        "use_vllm",
+        "vllm_mode",
+        "vllm_server_host",
+        "vllm_server_port",
+        "vllm_server_timeout",
+    ),  # fmt: skip
+    **honoured("grpo.sample_interval (completions logged to samples.jsonl)", "log_completions"),
+    **moot("honing logs every sampled completion to samples.jsonl", "num_completions_to_print"),
+    **refused(
+        "not available: honing samples with temperature, top_p and top_k",
+        "min_p",
+        "repetition_penalty",
+        "generation_kwargs",
+        "vllm_guided_decoding_regex",
+    ),  # fmt: skip
+    **refused("not available: honing's reference model is fixed", "sync_ref_model"),
+    **moot("unused without sync_ref_model", "ref_model_mixup_alpha", "ref_model_sync_steps"),
+    **refused(
+        "not available: honing samples one batch of prompts per step",
+        "generation_batch_size",
+        "use_data_producer",
+        "async_prefetch",
+        "prefetch_depth",
+        "streaming_partial_batch",
+        "streaming_min_groups",
+        "replay_buffer_size",
+        "reroll_start_fraction",
+        "reroll_max_groups",
+    ),  # fmt: skip
+    **moot("unused without a replay buffer", "replay_recompute_logps"),
+    **refused("not available: honing renders prompts without extra chat template arguments", "chat_template_kwargs"),
+    **moot(KERNEL, "use_liger_loss"),
+    **refused("not available: truncated completions are trained as sampled", "mask_truncated_completions"),
+    **moot(
+        "not needed: a setting of the vLLM server honing's rollout server starts itself",
+        "vllm_enable_sleep_mode",
+        "vllm_lora_sync",
+        "vllm_sync_interval",
+    ),  # fmt: skip
+    **refused("not available: honing's rollouts are its own (grpo.tools for multi-turn)", "rollout_func"),
+    **refused("not available: honing sums weighted rewards", "multi_objective_aggregation"),
+    **refused(
+        "not available: honing's GRPO has no importance-sampling correction of vLLM's samples",
+        "vllm_importance_sampling_correction",
+        "vllm_importance_sampling_mode",
+        "vllm_importance_sampling_cap",
+        "off_policy_mask_threshold",
+        "use_bias_correction_kl",
+    ),  # fmt: skip
+    **moot("not needed: honing's rewards run in the training process", "reward_num_workers"),
+    **moot(
+        "not needed: honing's filter_groups (grpo.filter_groups) drops zero-advantage groups when asked",
+        "skip_zero_advantage_batches",
+    ),  # fmt: skip
+}
+
+PLUGINS: dict[str, Entry] = {
+    **moot(KERNEL, "cut_cross_entropy", "liger_cross_entropy", "liger_fused_linear_cross_entropy"),
+    **moot(
+        "not needed: a fused kernel of the same layer; honing runs transformers' own",
+        "liger_rope",
+        "liger_rms_norm",
+        "liger_rms_norm_gated",
+        "liger_layer_norm",
+        "liger_swiglu",
+        "liger_glu_activation",
+    ),  # fmt: skip
+    **refused("not available: honing's loss is cross-entropy on the labels", "liger_use_token_scaling"),
+}
+
+TABLE: dict[str, dict[str, Entry]] = {
+    "": TOP,
+    "datasets[]": DATASET,
+    "pretraining_dataset[]": PRETRAINING_DATASET,
+    "trl": TRL,
+    "plugins": PLUGINS,
+}

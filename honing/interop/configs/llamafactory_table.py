@@ -1,0 +1,523 @@
+"""Every key of LLaMA-Factory's training arguments (``llamafactory_keys.KEYS``: its model, data, fine-tuning,
+generating and training dataclasses, the last over transformers' ``Seq2SeqTrainingArguments``, all read from one
+flat YAML) and of ``dataset_info.json``, with its verdict: honoured (what it becomes), moot or refused (why).
+``llamafactory.py`` and ``llamafactory_data.py`` read the honoured keys; ``schema_table.finish`` the rest."""
+
+from __future__ import annotations
+
+from honing.interop.configs.schema_table import Entry, honoured, moot, refused
+
+OWN_LOOP = "not needed: honing runs its own loop, not the transformers Trainer this setting tunes"
+INFERENCE = "not needed for training: an inference engine's setting (honing generate / chat have their own)"
+EXPORT = "not needed: honing exports hf/ (merged when LoRA, safetensors) and adapter/ at the end of every run"
+NO_OPTIMIZER = "not available: honing's optimizers are AdamW, SGD, Adafactor and Muon (optim.name)"
+TRACKER = "not available: honing logs to W&B, TensorBoard and metrics.jsonl"
+HUB = "not available in a training config: `honing push SAVE_FOLDER/hf REPO` uploads a finished model"
+PREPROCESS = "not needed: honing prepares rows once into its cache (data.cache_dir) on the first run"
+LOADER = "not needed: honing's loader (data.num_workers) reads and collates whole batches ahead of training"
+TOKENS = "not available: honing trains with the tokenizer's own vocabulary"
+NO_METHOD = "not available: honing has no such training method"
+KERNEL = (
+    "not needed: a fused kernel of the same maths; honing's chunked loss (model.chunked_loss) never holds full logits"
+)
+LOSS = "not available: honing's SFT loss is cross-entropy on the labels"
+PROFILER = "honing's profiler: callbacks.profiler (start / stop steps), traces under the save folder"
+GENERATION = "not needed for training: a sampling setting of prediction (honing generate has its own)"
+UNUSED_EVAL = "not needed: honing evaluates the validation loss every callbacks.evaluator.interval steps"
+
+TRAIN: dict[str, Entry] = {
+    # the model
+    **honoured("model.name_or_path", "model_name_or_path"),
+    **honoured("model.trust_remote_code", "trust_remote_code"),
+    **honoured("model.pretrained_weights: false", "train_from_scratch"),
+    **honoured("model.attn_implementation", "flash_attn"),
+    **honoured(
+        "model.quantize: nf4 / int8 (QLoRA)",
+        "quantization_bit",
+        "quantization_method",
+        "quantization_type",
+        "double_quantization",
+    ),  # fmt: skip
+    **honoured("model.router_aux_loss_coef", "moe_aux_loss_coef"),
+    **honoured("parallel.activation_checkpointing: none", "disable_gradient_checkpointing"),
+    **honoured("data.min_pixels / max_pixels (vl_sft)", "image_max_pixels", "image_min_pixels"),
+    **moot("not needed: honing's activation checkpointing is always non-reentrant", "use_reentrant_gc"),
+    **moot("not needed: honing loads the model's fast tokenizer", "use_fast_tokenizer"),
+    **moot("not needed: honing reads from the Hugging Face cache ($HF_HOME)", "cache_dir"),
+    **moot("not needed: the environment's tokens (HF_TOKEN) are used", "hf_hub_token", "ms_hub_token", "om_hub_token"),
+    **moot(
+        "not needed: honing moves the model to its device itself", "low_cpu_mem_usage", "offload_folder"
+    ),  # fmt: skip
+    **moot("not needed: honing logs the model's parameter counts at the start", "print_param_status"),
+    **refused(
+        "not available: honing starts LoRA from fresh adapters (load a full checkpoint with trainer.load_path)",
+        "adapter_name_or_path",
+        "adapter_folder",
+        "create_new_adapter",
+    ),  # fmt: skip
+    **refused(
+        TOKENS,
+        "resize_vocab",
+        "split_special_tokens",
+        "add_tokens",
+        "add_special_tokens",
+        "new_special_tokens_config",
+        "init_special_tokens",
+    ),  # fmt: skip
+    **refused("not available: honing loads the hub's default revision", "model_revision"),
+    **refused("not available: honing's RoPE is the model config's", "rope_scaling"),
+    **refused(
+        "not available: honing uses transformers' models as they are",
+        "shift_attn",
+        "mixture_of_depths",
+        "use_unsloth",
+        "use_unsloth_gc",
+        "use_v1_kernels",
+        "upcast_layernorm",
+        "upcast_lmhead_output",
+    ),  # fmt: skip
+    **moot(KERNEL, "enable_liger_kernel", "use_liger_kernel", "liger_kernel_config"),
+    **moot(
+        INFERENCE,
+        "infer_backend",
+        "use_kv_cache",
+        "infer_dtype",
+        "vllm_maxlen",
+        "vllm_gpu_util",
+        "vllm_enforce_eager",
+        "vllm_max_lora_rank",
+        "vllm_config",
+        "sglang_maxlen",
+        "sglang_mem_fraction",
+        "sglang_tp_size",
+        "sglang_config",
+        "sglang_lora_backend",
+        "use_cache",
+    ),  # fmt: skip
+    **refused(
+        "not available: honing's QLoRA base is quantized on the fly (bitsandbytes-style NF4 / int8)",
+        "quantization_device_map",
+    ),  # fmt: skip
+    **refused(
+        "not available: honing passes images to the processor whole (no pan-and-scan or patch crops)",
+        "image_do_pan_and_scan",
+        "crop_to_patches",
+    ),  # fmt: skip
+    **moot(
+        "unused: honing's rows carry images only (a videos / audios column is refused)",
+        "video_max_pixels",
+        "video_min_pixels",
+        "video_fps",
+        "video_maxlen",
+        "use_audio_in_video",
+        "audio_sampling_rate",
+    ),  # fmt: skip
+    **moot(EXPORT, "export_dir", "export_size", "export_device", "export_legacy_format"),
+    **refused(
+        "not available: honing exports unquantized weights",
+        "export_quantization_bit",
+        "export_quantization_dataset",
+        "export_quantization_nsamples",
+        "export_quantization_maxlen",
+    ),  # fmt: skip
+    **refused(
+        HUB,
+        "export_hub_model_id",
+        "push_to_hub",
+        "hub_model_id",
+        "hub_strategy",
+        "hub_private_repo",
+        "hub_always_push",
+        "hub_revision",
+    ),  # fmt: skip
+    **moot("not needed: the environment's token (HF_TOKEN) is used", "hub_token"),
+    **refused("not available: honing runs no KTransformers", "use_kt"),
+    **moot(
+        "unused without use_kt",
+        "kt_cpu_activation",
+        "kt_weight_path",
+        "kt_non_expert_weight_path",
+        "kt_expert_checkpoint_path",
+        "kt_use_lora_experts",
+        "kt_lora_expert_num",
+        "kt_lora_expert_intermediate_size",
+    ),  # fmt: skip
+    # the data
+    **honoured("data.chat_template (the tokenizer's own for a model's template)", "template"),
+    **honoured("data.train.sources through dataset_info.json", "dataset", "dataset_dir"),
+    **honoured("the mllm rows' image folder: beside the data file, as dataset_dir", "media_dir"),
+    **honoured("data.validation.sources through dataset_info.json", "eval_dataset"),
+    **honoured("data.seq_len", "cutoff_len"),
+    **honoured("data.train_on: all", "train_on_prompt"),
+    **honoured("data.packing (always within-example attention)", "packing", "neat_packing"),
+    **honoured("data.validation_split", "val_size"),
+    **honoured("each source's max_samples", "max_samples"),
+    **honoured("data.num_workers", "dataloader_num_workers"),
+    **honoured("data.shuffle: false", "disable_shuffling"),
+    **honoured("sources weighted by interleave_probs", "mix_strategy", "interleave_probs"),
+    **moot(
+        PREPROCESS,
+        "overwrite_cache",
+        "preprocessing_batch_size",
+        "preprocessing_num_workers",
+        "tokenized_path",
+        "data_shared_file_system",
+    ),  # fmt: skip
+    **moot(
+        "not needed: honing reads sources whole (its prepare streams large corpora into token shards)",
+        "streaming",
+        "buffer_size",
+    ),  # fmt: skip
+    **moot("not needed: honing masks padding by position", "ignore_pad_token_for_loss"),
+    **refused("not available: honing trains on every assistant turn", "mask_history"),
+    **refused("not available: honing renders tools as the chat template does", "tool_format"),
+    **refused("not available: give the system message in the rows", "default_system"),
+    **refused(
+        "not available: honing renders reasoning as the chat template does", "enable_thinking", "preserve_thinking"
+    ),  # fmt: skip
+    **refused(
+        "not available: honing reports one validation loss per validation source (data.validation.sources)",
+        "eval_on_each_dataset",
+    ),  # fmt: skip
+    **moot(
+        GENERATION,
+        "eval_num_beams",
+        "do_sample",
+        "temperature",
+        "top_p",
+        "top_k",
+        "num_beams",
+        "max_length",
+        "max_new_tokens",
+        "repetition_penalty",
+        "length_penalty",
+        "skip_special_tokens",
+        "predict_with_generate",
+        "generation_max_length",
+        "generation_num_beams",
+        "generation_config",
+        "sortish_sampler",
+    ),  # fmt: skip
+    # the method and its adapters
+    **honoured("method: pretrain / sft / reward / dpo / orpo / cpo / kto", "stage", "pref_loss"),
+    **honoured("model.lora for lora (LLaMA-Factory's default); every weight for full", "finetuning_type"),
+    **honoured(
+        "model.lora (rank, alpha, dropout, targets)",
+        "lora_rank",
+        "lora_alpha",
+        "lora_dropout",
+        "lora_target",
+        "additional_target",
+    ),  # fmt: skip
+    **moot(
+        "unused without finetuning_type: freeze (which honing refuses)",
+        "freeze_trainable_layers",
+        "freeze_trainable_modules",
+        "freeze_extra_modules",
+    ),  # fmt: skip
+    **honoured("the method's beta (dpo.beta, orpo.beta, cpo.beta, kto.beta)", "pref_beta"),
+    **honoured("dpo.rpo_alpha (the SFT loss on the chosen reply)", "pref_ftx"),
+    **honoured("dpo.label_smoothing", "dpo_label_smoothing"),
+    **honoured("kto.desirable_weight / undesirable_weight", "kto_chosen_weight", "kto_rejected_weight"),
+    **honoured("cpo.simpo_gamma", "simpo_gamma"),
+    **honoured(
+        "model.freeze_vision / freeze_projector (vl_sft)", "freeze_vision_tower", "freeze_multi_modal_projector"
+    ),  # fmt: skip
+    **refused("not available: honing trains the language model", "freeze_language_model"),
+    **refused(
+        "not available: honing's LoRA is peft's plain LoRA",
+        "use_rslora",
+        "use_dora",
+        "pissa_init",
+        "pissa_convert",
+        "loraplus_lr_ratio",
+        "module_dropout",
+        "oft_rank",
+        "use_llama_pro",
+    ),  # fmt: skip
+    **moot("unused without pissa_init", "pissa_iter"),
+    **moot("unused without loraplus_lr_ratio", "loraplus_lr_embedding"),
+    **moot("unused without finetuning_type: oft", "oft_block_size", "oft_target"),
+    **refused("not available: honing's DPO has no BCO term", "pref_bco_weight"),
+    **refused(
+        "not available: honing's reference is a copy of the model, or its base with adapters off",
+        "ref_model",
+        "ref_model_adapters",
+        "ref_model_quantization_bit",
+    ),  # fmt: skip
+    **refused(
+        "not available: honing has no PPO (its online method is GRPO)",
+        "reward_model",
+        "reward_model_adapters",
+        "reward_model_quantization_bit",
+        "ppo_buffer_size",
+        "ppo_epochs",
+        "ppo_score_norm",
+        "ppo_target",
+        "ppo_whiten_rewards",
+    ),  # fmt: skip
+    **moot("unused without stage: ppo", "reward_model_type"),
+    **refused("not available: honing's DPO weighs every token of a reply alike", "ld_alpha"),
+    **refused(NO_OPTIMIZER, "use_galore", "use_apollo", "use_badam", "use_adam_mini"),
+    **honoured("optim.name: muon", "use_muon"),
+    **moot(
+        "unused without use_galore",
+        "galore_target",
+        "galore_rank",
+        "galore_update_interval",
+        "galore_scale",
+        "galore_proj_type",
+        "galore_layerwise",
+    ),  # fmt: skip
+    **moot(
+        "unused without use_apollo",
+        "apollo_target",
+        "apollo_rank",
+        "apollo_update_interval",
+        "apollo_scale",
+        "apollo_proj",
+        "apollo_proj_type",
+        "apollo_scale_type",
+        "apollo_layerwise",
+        "apollo_scale_front",
+    ),  # fmt: skip
+    **moot(
+        "unused without use_badam",
+        "badam_mode",
+        "badam_start_block",
+        "badam_switch_mode",
+        "badam_switch_interval",
+        "badam_update_ratio",
+        "badam_mask_mode",
+        "badam_verbose",
+    ),  # fmt: skip
+    **refused(TRACKER, "use_swanlab"),
+    **moot(
+        "unused without use_swanlab",
+        "swanlab_project",
+        "swanlab_workspace",
+        "swanlab_run_name",
+        "swanlab_mode",
+        "swanlab_api_key",
+        "swanlab_logdir",
+        "swanlab_lark_webhook_url",
+        "swanlab_lark_secret",
+    ),  # fmt: skip
+    **honoured("trainer.precision: bf16 (pure)", "pure_bf16"),
+    **refused(
+        "not available: honing runs its own FSDP2, not Megatron or HyperParallel",
+        "use_mca",
+        "use_megatron_bridge",
+        "use_hyper_parallel",
+        "hyper_parallel_args",
+    ),  # fmt: skip
+    **honoured("parallel.cp", "hyper_parallel_cp_size"),
+    **refused(LOSS, "use_dft_loss", "use_asft_loss", "use_eaft_loss", "label_smoothing_factor"),
+    **moot("unused without its loss", "asft_alpha", "eaft_alpha"),
+    **moot("honing logs the token accuracy of validation rows where the method has one", "compute_accuracy"),
+    **refused("not available: honing stops at trainer.max_duration (or trainer.hard_stop)", "early_stopping_steps"),
+    **moot("honing plots a run's metrics with `honing plot SAVE_FOLDER`", "plot_loss"),
+    **moot(
+        "not needed: honing always logs throughput (callbacks.speed_monitor)",
+        "include_effective_tokens_per_second",
+        "include_num_input_tokens_seen",
+    ),  # fmt: skip
+    # LLaMA-Factory's training arguments beside transformers'
+    **refused("not available: honing runs under torchrun, not Ray", "ray_num_workers", "ray_init_kwargs"),
+    **moot(
+        "not needed: torchrun sets the rendezvous (honing train --nproc N, or torchrun's own flags)",
+        "master_addr",
+        "master_port",
+        "local_rank",
+    ),  # fmt: skip
+    **refused("not available: honing trains in fp32, bf16 or bf16-mixed", "fp8", "fp8_enable_fsdp_float8_all_gather"),
+    **moot("unused without fp8", "fp8_backend"),
+    **honoured(
+        "callbacks.profiler",
+        "enable_torch_profiler",
+        "profiler_wait_steps",
+        "profiler_warmup_steps",
+        "profiler_active_steps",
+    ),  # fmt: skip
+    **moot(
+        PROFILER,
+        "profiler_output_dir",
+        "profiler_repeat",
+        "profiler_record_shapes",
+        "profiler_profile_memory",
+        "profiler_with_stack",
+        "profile_modules",
+    ),  # fmt: skip
+    **honoured("trainer.save_overwrite", "overwrite_output_dir"),
+    # transformers' Seq2SeqTrainingArguments
+    **honoured("trainer.save_folder", "output_dir"),
+    **honoured(
+        "data.micro_batch_size / batch_size_per_rank", "per_device_train_batch_size", "gradient_accumulation_steps"
+    ),  # fmt: skip
+    **honoured("trainer.max_duration", "num_train_epochs", "max_steps"),
+    **honoured("optim.lr", "learning_rate"),
+    **honoured("scheduler.*", "lr_scheduler_type", "lr_scheduler_kwargs", "warmup_steps", "warmup_ratio"),
+    **honoured("optim.name", "optim"),
+    **honoured(
+        "optim.weight_decay / betas / eps / grad_clip",
+        "weight_decay",
+        "adam_beta1",
+        "adam_beta2",
+        "adam_epsilon",
+        "max_grad_norm",
+    ),  # fmt: skip
+    **honoured("trainer.precision", "bf16", "fp16"),
+    **honoured(
+        "parallel.activation_checkpointing: full", "gradient_checkpointing", "gradient_checkpointing_kwargs"
+    ),  # fmt: skip
+    **honoured("parallel.compile", "torch_compile"),
+    **honoured("sft.neftune_noise_alpha, where honing has it", "neftune_noise_alpha"),
+    **honoured("callbacks.console.log_interval", "logging_steps", "logging_strategy"),
+    **honoured("callbacks.wandb / tensorboard", "report_to", "run_name"),
+    **honoured(
+        "callbacks.evaluator.*",
+        "eval_strategy",
+        "eval_steps",
+        "per_device_eval_batch_size",
+        "metric_for_best_model",
+        "greater_is_better",
+        "load_best_model_at_end",
+    ),  # fmt: skip
+    **honoured("callbacks.checkpointer.*", "save_strategy", "save_steps", "save_total_limit"),
+    **honoured("trainer.seed", "seed", "data_seed"),
+    **honoured("trainer.load_path", "resume_from_checkpoint"),
+    **honoured("parallel.* (ZeRO stage, offload, precision of the DeepSpeed JSON)", "deepspeed"),
+    **honoured("parallel.strategy: fsdp and its settings", "fsdp", "fsdp_config"),
+    **honoured("parallel.timeout_seconds", "ddp_timeout"),
+    **honoured("trainer.device: cpu", "use_cpu"),
+    **refused(NO_OPTIMIZER, "optim_args", "optim_target_modules"),
+    **moot("honing averages the loss over the tokens of every rank's batch", "average_tokens_across_devices"),
+    **moot(
+        UNUSED_EVAL,
+        "bf16_full_eval",
+        "fp16_full_eval",
+        "prediction_loss_only",
+        "eval_do_concat_batches",
+        "eval_use_gather_object",
+        "eval_accumulation_steps",
+        "include_for_metrics",
+        "batch_eval_metrics",
+        "eval_delay",
+        "label_names",
+    ),  # fmt: skip
+    **refused(
+        "not available: honing evaluates every N steps after the first (callbacks.evaluator.interval)", "eval_on_start"
+    ),  # fmt: skip
+    **moot("not needed: torch's TF32 matmul setting; honing leaves it as PyTorch sets it", "tf32"),
+    **refused(
+        "not available: honing compiles with torch.compile's defaults (parallel.compile)",
+        "torch_compile_backend",
+        "torch_compile_mode",
+    ),  # fmt: skip
+    **moot(
+        "not needed: honing's garbage collector callback runs every callbacks.garbage_collector.interval steps",
+        "torch_empty_cache_steps",
+    ),  # fmt: skip
+    **refused("not available: honing's batch sizes are given, not searched", "auto_find_batch_size"),
+    **moot("honing logs the first step too", "logging_first_step"),
+    **moot("honing writes TensorBoard events under the save folder (SAVE_FOLDER/tensorboard)", "logging_dir"),
+    **moot(
+        "not needed: honing logs at INFO on rank 0",
+        "log_on_each_node",
+        "log_level",
+        "log_level_replica",
+        "disable_tqdm",
+        "debug",
+        "skip_memory_metrics",
+    ),  # fmt: skip
+    **moot("not needed: honing stops on a non-finite loss (trainer.nonfinite_loss)", "logging_nan_inf_filter"),
+    **refused(TRACKER, "trackio_space_id", "trackio_bucket_id", "trackio_static_space_id"),
+    **honoured("callbacks.wandb.project", "project"),
+    **refused("not available: honing's checkpoints hold the optimizer too, for exact resume", "save_only_model"),
+    **moot("not needed: rank 0 writes the checkpoints' shared files", "save_on_each_node"),
+    **refused("not available: honing saves by the checkpointer's interval and a cancel file", "enable_jit_checkpoint"),
+    **refused(
+        "not available: honing skips the batches already seen when it resumes (exact resume)", "ignore_data_skip"
+    ),  # fmt: skip
+    **moot("not needed: honing's callbacks resume with the trainer's state", "restore_callback_states_from_checkpoint"),
+    **moot(
+        "honing's runs repeat for a seed (the same losses); deterministic kernels are not forced", "full_determinism"
+    ),  # fmt: skip
+    **moot("not needed: honing's config has no accelerate settings", "accelerator_config"),
+    **refused("not translated: give honing's mesh (parallel.dp_replicate, dp_shard, tp, cp)", "parallelism_config"),
+    **moot(LOADER, "dataloader_pin_memory", "dataloader_persistent_workers", "dataloader_prefetch_factor"),  # fmt: skip
+    **refused("not available: honing's loader batches an epoch's last rows itself", "dataloader_drop_last"),
+    **moot("not needed: honing's rows keep the columns their method reads", "remove_unused_columns"),
+    **honoured("data.group_by_length", "train_sampling_strategy"),
+    **moot("not needed: honing measures its rows' lengths itself", "length_column_name"),
+    **moot(
+        "not needed: FSDP2 (honing's default for several processes) needs no such setting",
+        "ddp_find_unused_parameters",
+        "ddp_bucket_cap_mb",
+        "ddp_broadcast_buffers",
+        "ddp_static_graph",
+        "ddp_backend",
+    ),  # fmt: skip
+    **moot(
+        "not needed: `honing train` trains; evaluation runs every callbacks.evaluator.interval steps",
+        "do_train",
+        "do_eval",
+    ),  # fmt: skip
+    **refused("not available in a training config: `honing generate` / `honing eval` predict", "do_predict"),
+}
+
+DATASET_INFO: dict[str, Entry] = {
+    **honoured("the source's path (beside dataset_info.json)", "file_name"),
+    **honoured("the source's path (a hub data set)", "hf_hub_url"),
+    **honoured("the source's row format", "formatting", "ranking"),
+    **honoured("the source's subset", "subset"),
+    **honoured("a hub source's split (name:split)", "split"),
+    **refused("not available: honing reads a hub data set's configurations (subset), not its folders", "folder"),
+    **honoured("the source's max_samples", "num_samples"),
+    **honoured("the columns honing's formats read", "columns"),
+    **honoured("the ShareGPT tags honing's formats read", "tags"),
+    **honoured(
+        "beside hf_hub_url unused (LLaMA-Factory's default hub); alone refused: honing reads the Hugging "
+        "Face hub or files",
+        "ms_hub_url",
+        "om_hub_url",
+    ),  # fmt: skip
+    **refused("not available: honing reads files or the Hugging Face hub (hf_hub_url)", "cloud_file_name"),
+    **refused("not available: honing does not run a data set's loading script", "script_url"),
+}
+
+COLUMNS: dict[str, Entry] = {
+    **honoured(
+        "alpaca's instruction / input / output / history / system (honing's names)",
+        "prompt",
+        "query",
+        "response",
+        "history",
+        "system",
+    ),  # fmt: skip
+    **honoured("ShareGPT's conversations, or OpenAI-style messages", "messages"),
+    **honoured("preference pairs' chosen / rejected", "chosen", "rejected"),
+    **honoured("the images of an mllm row", "images"),
+    **honoured("a conversation's tools", "tools"),
+    **refused("not available: honing's KTO reads TRL's prompt / completion / label rows", "kto_tag"),
+    **refused("not available: honing trains on images only", "videos", "audios"),
+}
+
+TAGS: dict[str, Entry] = {
+    **honoured("ShareGPT's from / value, or role / content messages", "role_tag", "content_tag"),
+    **honoured(
+        "the speaker names honing's ShareGPT reader knows",
+        "user_tag",
+        "assistant_tag",
+        "observation_tag",
+        "function_tag",
+        "system_tag",
+    ),  # fmt: skip
+}
+
+TABLE: dict[str, dict[str, Entry]] = {
+    "": TRAIN,
+    "dataset_info": DATASET_INFO,
+    "dataset_info.columns": COLUMNS,
+    "dataset_info.tags": TAGS,
+}
