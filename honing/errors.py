@@ -11,8 +11,20 @@ class CheckpointError(HoningError):
     """A checkpoint is missing, incomplete or unreadable."""
 
 
+class CheckpointMismatchError(ConfigError):
+    """A whole checkpoint whose saved tensors do not fit this run's model or optimizer: a config difference, not
+    damage, so no older checkpoint is tried and nothing is moved aside."""
+
+
 class NonFiniteLossError(HoningError):
     """The training loss became NaN or infinite; the run stops before saving the broken weights."""
 
 
-__all__ = ["HoningError", "ConfigError", "DataError", "CheckpointError", "NonFiniteLossError"]
+__all__ = [
+    "HoningError",
+    "ConfigError",
+    "DataError",
+    "CheckpointError",
+    "CheckpointMismatchError",
+    "NonFiniteLossError",
+]

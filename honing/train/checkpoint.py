@@ -24,7 +24,7 @@ from torch.distributed.checkpoint.api import CheckpointException
 from honing import storage
 from honing.config.schema import StorageSection
 from honing.distributed import get_rank, get_world_size, is_distributed, ranks_where
-from honing.errors import CheckpointError, ConfigError
+from honing.errors import CheckpointError, CheckpointMismatchError, ConfigError
 from honing.train.checkpoint_download import downloaded
 from honing.train.checkpoint_io import (
     MARKER,
@@ -45,6 +45,9 @@ from honing.train.checkpoint_io import (
 from honing.train.checkpoint_remote import CheckpointerRemote
 from honing.train.remote import Uploader
 from honing.train.train_module import ModelState
+
+#: DCP's words for a key this run's state asks for that the checkpoint's index does not have
+MISSING_KEY = "Missing key in checkpoint state_dict"
 
 log = logging.getLogger(__name__)
 
@@ -311,7 +314,14 @@ class Checkpointer(CheckpointerRemote):
                     no_dist=this_process_only or not is_distributed(),
                 )
         except (Exception, CheckpointException) as error:
-            raise CheckpointError(f"{dir}: cannot load model and optimizer state: {describe_error(error)}") from error
+            described = describe_error(error)
+            if MISSING_KEY in described:  # the checkpoint's index is whole and lacks what this run's state needs
+                raise CheckpointMismatchError(
+                    f"{dir}: the checkpoint's model and optimizer state do not fit this run's ({described}); the "
+                    "model, the optimizer or its parameter groups differ from the run that saved it: use that run's "
+                    "config, or trainer.load_optim_state: false to start a new optimizer from its weights"
+                ) from error
+            raise CheckpointError(f"{dir}: cannot load model and optimizer state: {described}") from error
         train_module.load_state_dict(state)
         return trainer_state
 

@@ -36,14 +36,18 @@ class ModelState:
         return {"model": model_sd, "optim": optim_sd, **self.extra_state_dict()}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        """Put a loaded state dict back into the model, optimizer and extras."""
+        """Put a loaded state dict back into the model, optimizer and extras. The optimizer's moments come from
+        the checkpoint, its hyperparameters (``lr``, ``initial_lr``, ``weight_decay``, ``betas`` ...) stay this
+        run's: a resumed run with ``optim.lr`` changed trains at the new LR from its first step."""
         if "optim" in state_dict:
+            configured = configured_hyperparameters(self.optimizer)
             set_state_dict(
                 self.model,
                 self.optimizer,
                 model_state_dict=state_dict["model"],
                 optim_state_dict=state_dict["optim"],
             )
+            restore_hyperparameters(self.optimizer, configured)
         else:
             set_state_dict(
                 self.model,
@@ -60,6 +64,24 @@ class ModelState:
 
     def load_extra_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Restore what ``extra_state_dict`` returned."""
+
+
+def configured_hyperparameters(optimizer: torch.optim.Optimizer) -> list[dict[str, Any]]:
+    """Each parameter group's settings as this run built them: everything of the group but its parameters."""
+    return [{key: value for key, value in group.items() if key != "params"} for group in optimizer.param_groups]
+
+
+def restore_hyperparameters(optimizer: torch.optim.Optimizer, configured: list[dict[str, Any]]) -> None:
+    """Put back the settings ``configured_hyperparameters`` took before a checkpoint's optimizer state was loaded.
+
+    ``Optimizer.load_state_dict`` replaces every group's settings with the saved ones, so a resumed run would train
+    on at the checkpoint's LR, weight decay and betas whatever its config says. As OLMo-core keeps ``initial_lr`` a
+    fixed field over loading, honing keeps all of them: the checkpoint gives the state (moments, step counts), the
+    config the settings; the schedule then scales the configured ``initial_lr`` at the resumed step."""
+    if len(configured) != len(optimizer.param_groups):  # the load itself refuses another layout; never half-apply
+        raise ValueError(f"{len(optimizer.param_groups)} parameter groups after loading, {len(configured)} before")
+    for group, settings in zip(optimizer.param_groups, configured, strict=True):
+        group.update(settings)
 
 
 class TrainModule(ModelState, ABC):

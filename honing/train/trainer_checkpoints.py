@@ -43,6 +43,7 @@ class TrainerCheckpoints:
             "global_train_petaflops": self.global_train_petaflops,
             "epoch": self.epoch,
             "world_size": get_world_size(),
+            "seed": getattr(self.config, "seed", None),  # an OLMo-core TrainerConfig has none
             "data_loader": self.data_loader.state_dict(),
             "rng": rng_state(),
             "callbacks": {name: cb.state_dict() for name, cb in self.callbacks.items()},
@@ -56,18 +57,24 @@ class TrainerCheckpoints:
         self.epoch = int(state["epoch"])
         self.data_loader.load_state_dict(state["data_loader"])
         same_world = state.get("world_size", 1) == get_world_size() and not state.get("_world_size_changed")
-        if same_world:
+        seed, saved_seed = getattr(self.config, "seed", None), state.get("seed")  # absent before issue 45
+        same_seed = seed is None or saved_seed is None or int(saved_seed) == int(seed)
+        if same_world and same_seed:
             set_rng_state(state["rng"])
         else:
-            # Saved per-rank states do not map onto the new ranks; every rank restarts from the run's
-            # seed (torch's initial seed, set by prepare_training_environment) plus the step.
+            # Saved per-rank states do not map onto the new ranks, and a changed trainer.seed must take effect;
+            # every rank restarts from the run's seed (torch's initial seed, set by prepare_training_environment)
+            # plus the step.
             seed_all(torch.initial_seed() + self.global_step)
+            what = (
+                f"world size changed since the checkpoint ({state.get('world_size')} → {get_world_size()})"
+                if not same_world
+                else f"trainer.seed changed since the checkpoint ({saved_seed} → {seed})"
+            )
             log.warning(
-                "world size changed since the checkpoint (%s → %d): the data position is kept, RNG "
-                "states are re-seeded from the seed plus the step (%d), so random draws (e.g. dropout) "
-                "differ from an uninterrupted run",
-                state.get("world_size"),
-                get_world_size(),
+                "%s: the data position is kept, RNG states are re-seeded from the seed plus the step (%d), so "
+                "random draws (e.g. dropout) differ from an uninterrupted run",
+                what,
                 self.global_step,
             )
         for name, callback_state in state.get("callbacks", {}).items():
@@ -210,7 +217,7 @@ class TrainerCheckpoints:
         allowed = check_resume(path, saved, self.extra_checkpoint_files)
         if allowed and is_rank0():
             log.warning(
-                "resuming from %s with a changed config (allowed): %s",
+                "resuming from %s with a changed config, in force from the resumed step: %s",
                 path,
                 "; ".join(change.describe() for change in allowed),
             )

@@ -47,6 +47,7 @@ class BestModelCallback(Callback):
         self.folder_name = folder_name
         self.best_step: int | None = None
         self.best_value: float | None = None
+        self._stale_best: int | None = None
 
     def is_better(self, value: float) -> bool:
         """True when ``value`` beats the best so far (NaN never does)."""
@@ -104,11 +105,37 @@ class BestModelCallback(Callback):
         return out
 
     def state_dict(self) -> dict[str, Any]:
-        return {"best_step": self.best_step, "best_value": self.best_value}
+        return {
+            "best_step": self.best_step,
+            "best_value": self.best_value,
+            "metric": self.metric,
+            "greater_is_better": self.greater_is_better,
+        }
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        # A best value of another metric (or direction) says nothing about this run's: a resumed run with a
+        # changed callbacks.best_model.metric tracks its best anew, and the old best checkpoint is no longer kept.
+        saved = (state_dict.get("metric", self.metric), state_dict.get("greater_is_better", self.greater_is_better))
+        if saved != (self.metric, self.greater_is_better):
+            old_step = state_dict.get("best_step")
+            self._stale_best = old_step  # released once every callback's state is back (the checkpointer's too)
+            log.warning(
+                "the best model was tracked by %s (%s is better) and is now tracked by %s (%s is better): the best "
+                "so far (step %s) no longer counts",
+                saved[0],
+                "higher" if saved[1] else "lower",
+                self.metric,
+                "higher" if self.greater_is_better else "lower",
+                old_step,
+            )
+            return
         self.best_step = state_dict.get("best_step")
         self.best_value = state_dict.get("best_value")
+
+    def post_checkpoint_loaded(self, path: str) -> None:
+        if self._stale_best is not None:
+            self.checkpointer.release(self._stale_best)
+            self._stale_best = None
 
 
 class BestModelExportCallback(Callback):
