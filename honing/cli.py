@@ -36,6 +36,8 @@ from honing.cli_arguments import (
     usage_error,
 )
 from honing.cli_checks import check_at_least, check_checkpoint, check_out_dir, check_output_folder, check_positive
+from honing.cli_library_warnings import quiet_library_warnings
+from honing.cli_next_steps import next_steps_line, program_name
 from honing.config import ConfigError, HoningError, RunConfig, to_yaml
 from honing.infer.arguments import (
     chat_arguments,
@@ -66,23 +68,29 @@ def setup_logging() -> None:
     rank = int(os.environ.get("RANK", "0"))
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     logging.getLogger("honing").setLevel(logging.INFO if rank == 0 else logging.WARNING)
-    # torchao, imported by peft and transformers whenever it is installed, registers enums with torch's pytree, which
-    # logs a deprecation notice for each: noise in every run's log that the user can do nothing about
-    logging.getLogger("torch.utils._pytree").setLevel(logging.ERROR)
+    quiet_library_warnings()
 
 
 def run_train(args: argparse.Namespace) -> int:
     """``honing train``: in this process, or in ``--nproc N`` processes under torchrun."""
-    from honing.recipes import recipe_for
-
     path, overrides = split_config_and_overrides(args.config, args.overrides)
-    config = load_any_config(path, overrides)  # checked here, so a bad config fails once, before any launch
+    # checked before torch and transformers are imported (seconds): a typo is answered at once, and once
+    config = load_any_config(path, overrides)
     if args.nproc is not None and "RANK" not in os.environ:
         from honing.parallel_dims import parallel_dims_from
 
         parallel_dims_from(config.parallel, args.nproc)  # a layout that cannot fit fails before any launch
-        return launch_torchrun(args.nproc, path, overrides)
-    recipe_for(config).run()  # the config's own recipe class, if it names one
+        code = launch_torchrun(args.nproc, path, overrides)
+        if code == 0:
+            print(next_steps_line(config.trainer.save_folder, config.method, program_name(sys.argv[0])))
+        return code
+    from honing.recipes import recipe_for
+
+    trainer = recipe_for(config).run()  # the config's own recipe class, if it names one
+    # one process, or rank 0 of a torchrun the user started (under --nproc the launcher says it)
+    launched = USER_ERROR_FILE in os.environ
+    if not getattr(trainer, "canceled", False) and distributed_rank() in (None, 0) and not launched:
+        print(next_steps_line(config.trainer.save_folder, config.method, program_name(sys.argv[0])))
     return 0
 
 

@@ -13,6 +13,7 @@ from honing.config.section import Section
 # Mirrors honing.train.duration's parser (config may not import it): "200steps", "2epochs",
 # "5e6tokens", "1chinchilla" (20 tokens per parameter, times the number given).
 DURATION_PATTERN = r"^\s*\d+(\.\d+)?([eE]\d+)?\s*(steps?|epochs?|tokens?|chinchilla)\s*$"
+BARE_NUMBER = r"^\s*\d+(\.\d+)?([eE]\d+)?\s*$"
 
 
 class StepRange(Section):
@@ -44,7 +45,8 @@ class TrainerSection(Section):
     device: Literal["auto", "cpu", "cuda"] = "auto"
     """Where to train: ``auto`` (this rank's GPU if there is one, else the CPU), ``cpu`` or ``cuda``."""
     num_threads: int | None = Field(default=None, ge=1)
-    """The CPU threads torch uses for its operations; None: torch's default."""
+    """The CPU threads torch uses for its operations; None: ``OMP_NUM_THREADS`` when set, else the cores that
+    other processes leave free (the load average), said in one info line at start."""
     metrics_collect_interval: int = Field(default=10, ge=1)
     """Metrics are reduced over ranks and logged every N steps (the host waits for the device only then)."""
     cancel_check_interval: int = Field(default=1, ge=1)
@@ -63,6 +65,17 @@ class TrainerSection(Section):
     """bf16 asked for on a CPU that only emulates it (~10x slower): warn with the measured factor, or train in fp32."""
     nonfinite_loss: Literal["stop", "skip"] = "stop"
     """A NaN / inf loss stops the run (``stop``), or its step's update is skipped (``skip``: one host sync a step)."""
+
+    @field_validator("max_duration", "hard_stop", mode="before")
+    @classmethod
+    def _has_unit(cls, value: object) -> object:
+        # a bare number (YAML reads ``max_duration: 3`` as an int) could mean steps, epochs or tokens: ask for one
+        if isinstance(value, (int, float, str)) and not isinstance(value, bool) and re.match(BARE_NUMBER, str(value)):
+            number = str(value).strip()
+            raise ValueError(
+                f"a duration needs its unit: did you mean '{number}steps'? (or '{number}epochs', '{number}tokens')"
+            )
+        return value
 
     @field_validator("max_duration", "hard_stop")
     @classmethod

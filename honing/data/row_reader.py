@@ -219,7 +219,7 @@ def _source_examples(
 
     def bad(origin: str, reason: str) -> None:
         if bad_rows == "fail":
-            raise DataError(f"{origin}: {reason}")
+            raise DataError(f"{origin}: {reason}; set data.bad_rows: skip to skip such rows")
         report.add(path, origin, reason)
 
     format = None if fields["format"] == "auto" else fields["format"]

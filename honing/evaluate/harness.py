@@ -102,7 +102,9 @@ def run_harness(model: torch.nn.Module, tokenizer: Any, settings: HarnessSetting
     from lm_eval import simple_evaluate
     from lm_eval.models.huggingface import HFLM
 
-    logging.getLogger("lm_eval").setLevel(logging.WARNING)  # its INFO lines per task and request are noise here
+    # its INFO lines per task and request are noise here; a level set higher (honing's CLI: ERROR) stays
+    lm_eval_log = logging.getLogger("lm_eval")
+    lm_eval_log.setLevel(max(lm_eval_log.getEffectiveLevel(), logging.WARNING))
     manager, names = task_manager(settings)
     template = settings.apply_chat_template
     if template is None:

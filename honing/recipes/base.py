@@ -51,6 +51,7 @@ from honing.recipes.prerequisites import check_model_inputs
 from honing.run.callbacks import build_callbacks
 from honing.run.outputs import RunOutputs
 from honing.train import Callback, Trainer
+from honing.train.cpu_load import choose_num_threads, current_load
 from honing.train.precision import choose_precision, describe_device
 from honing.train.shared_folder import check_shared_folder
 
@@ -172,8 +173,7 @@ class Recipe:
 
     def run(self) -> Trainer:
         """Prepare the environment, build, train, tear down."""
-        if self.config.trainer.num_threads:
-            torch.set_num_threads(self.config.trainer.num_threads)
+        torch.set_num_threads(num_threads(self.config.trainer.num_threads))
         prepare_training_environment(
             seed=self.config.trainer.seed, timeout=timedelta(seconds=self.config.parallel.timeout_seconds)
         )
@@ -416,3 +416,15 @@ def folder_files(save: Any, prefix: str) -> dict[str, bytes]:
             with open(os.path.join(tmp, name), "rb") as handle:
                 out[f"{prefix}/{name}"] = handle.read()
         return out
+
+
+def num_threads(configured: int | None) -> int:
+    """The CPU threads torch uses: ``trainer.num_threads``, else ``OMP_NUM_THREADS`` (torchrun sets it to 1 for
+    several ranks a machine), else the cores other processes leave free, said in one info line."""
+    if configured:
+        return configured
+    if os.environ.get("OMP_NUM_THREADS"):
+        return torch.get_num_threads()  # torch read it at start: the user's (or torchrun's) choice stands
+    threads, why = choose_num_threads(current_load())
+    log.info(why)
+    return threads

@@ -69,6 +69,9 @@ class Duration:
             "tokens": "tokens",
             "chinchilla": "chinchilla",
         }
+        if re.fullmatch(r"\s*\d+(?:\.\d+)?(?:[eE]\d+)?\s*", str(text)):
+            number = str(text).strip()
+            raise ConfigError(f"invalid duration {text!r}: give its unit, e.g. '{number}steps' (or epochs, tokens)")
         if not match or match.group(2) not in units:
             raise ConfigError(
                 f"invalid duration {text!r}: expected e.g. '200steps', '2epochs', '5e6tokens' or '1chinchilla'"

@@ -10,6 +10,8 @@ import time
 
 import torch
 
+from honing.train.cpu_load import CpuLoad, current_load
+
 log = logging.getLogger(__name__)
 
 # Dense (no structured sparsity) FLOP/s per GPU, matched against torch.cuda.get_device_name() in
@@ -109,27 +111,50 @@ def cpu_matmul_flops(dtype: torch.dtype) -> float:
     holds for the many CPU models, and which vector units rarely reach), so an MFU against it
     reads as "fraction of what this machine's matmuls can do".
     """
-    key = f"{cpu_model_name()} | threads={torch.get_num_threads()} | {str(dtype).removeprefix('torch.')}"
+    return probe_cpu_matmul(dtype)[0]
+
+
+def probe_cpu_matmul(dtype: torch.dtype) -> tuple[float, CpuLoad | None]:
+    """``cpu_matmul_flops`` and the load it was measured under now: None when read from the cache, which only
+    holds rates measured while other processes left the probe's threads their cores (a probe that shared them
+    measures the sharing: issue 45's cached peak under which a run reported MFU > 1)."""
+    threads = torch.get_num_threads()
+    key = f"{cpu_model_name()} | threads={threads} | {str(dtype).removeprefix('torch.')}"
     path = peak_flops_cache_path()
     cache = _read_cache(path)
-    if isinstance(cache.get(key), (int, float)):
-        return float(cache[key])
-    log.info("measuring this CPU's %s matmul FLOP/s for MFU (once; cached in %s)", dtype, path)
+    entry = cache.get(key)
+    # a bare number is an entry written before the load was checked: it may be a busy machine's, so measure again
+    if isinstance(entry, dict) and isinstance(entry.get("flops"), (int, float)):
+        return float(entry["flops"]), None
+    load = current_load()
     flops = measure_matmul_flops(dtype)
-    cache[key] = flops
-    _write_cache(path, cache)
-    return flops
+    if load.leaves_free(threads):
+        log.info("measured this CPU's %s matmul rate for MFU: %.3g FLOP/s (cached in %s)", dtype, flops, path)
+        cache[key] = {"flops": flops, "other_load": round(load.other_load, 2)}
+        _write_cache(path, cache)
+    return flops, load
 
 
 def peak_flops(device: torch.device | str, precision: str) -> float | None:
     """Peak FLOP/s of ``device`` at ``precision``: the datasheet number for a known GPU, the probed
-    achievable matmul rate on CPU (see ``cpu_matmul_flops``), None for an unknown GPU or other device."""
+    achievable matmul rate on CPU (see ``cpu_matmul_flops``), None for an unknown GPU or other device, and None
+    on a CPU too busy to measure it (one info line: no MFU this run)."""
     device = torch.device(device)
     if device.type == "cuda":
         return gpu_peak_flops(torch.cuda.get_device_name(device), precision)
-    if device.type == "cpu":
-        return cpu_matmul_flops(precision_dtype(precision))
-    return None
+    if device.type != "cpu":
+        return None
+    flops, load = probe_cpu_matmul(precision_dtype(precision))
+    threads = torch.get_num_threads()
+    if load is not None and not load.leaves_free(threads):
+        log.info(
+            "throughput/mfu not recorded: this CPU's matmul peak cannot be measured while other processes keep it "
+            "busy (%s, %d thread(s) here); a quieter start measures it, or set callbacks.speed_monitor.peak_flops",
+            load.describe(),
+            threads,
+        )
+        return None
+    return flops
 
 
 def _read_cache(path: str) -> dict:

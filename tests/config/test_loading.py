@@ -48,6 +48,9 @@ def test_yaml_and_overrides_resolve(tmp_path):
         ),
         ("trainer.seed=abc", "trainer.seed: Input should be a valid integer"),
         ("trainer.max_duration=10stpes", "trainer.max_duration: expected a duration like"),
+        # a bare number names no unit (issue 45): the answer says which one to add
+        ("trainer.max_duration=3", "trainer.max_duration: a duration needs its unit: did you mean '3steps'?"),
+        ("trainer.hard_stop='250'", "trainer.hard_stop: a duration needs its unit: did you mean '250steps'?"),
         ("optim.lr=-1", "optim.lr: Input should be greater than 0 (got -1)"),
         ("tokenizer.kind=words", "tokenizer.kind: Input should be 'auto', 'byte', 'char', 'bpe' or 'pretrained'"),
         ("storage.work_dir=/scratch", "storage.work_dir: unknown key; did you mean storage.work_folder?"),

@@ -205,6 +205,16 @@ def test_bad_rows_fail_with_file_and_line(tmp_path, line, reason):
         load_examples([{"path": path}])
 
 
+def test_a_broken_json_line_names_the_key_that_skips_it(tmp_path):
+    path = write_jsonl(tmp_path / "data.jsonl", [chat("q", "a")], ['{"messages": [}'])
+    with pytest.raises(DataError) as info:
+        load_examples([{"path": path}])
+    message = str(info.value)
+    assert message.startswith(f"{path}:2: invalid JSON: ")
+    assert message.endswith("; set data.bad_rows: skip to skip such rows") and "\n" not in message
+    assert len(load_examples([{"path": path}], bad_rows="skip").examples) == 1  # and the key does skip it
+
+
 def test_declared_format_is_used_instead_of_detection(tmp_path):
     path = write_jsonl(tmp_path / "data.jsonl", [{"instruction": "i", "output": "o", "text": "t"}])
     assert load_examples([{"path": path, "format": "text"}]).examples == [PlainText(text="t")]

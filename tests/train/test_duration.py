@@ -28,6 +28,12 @@ def test_parse_rejects(text):
         Duration.parse(text)
 
 
+@pytest.mark.parametrize("text", ["3", " 3 ", "1e3"])
+def test_a_bare_number_is_answered_with_its_unit_to_add(text):
+    with pytest.raises(ConfigError, match=f"give its unit, e.g. '{text.strip()}steps'"):
+        Duration.parse(text)
+
+
 def test_chinchilla_arithmetic():
     assert Duration.chinchilla_tokens(1, model_params=1_000_000) == Duration.tokens(20_000_000)
     assert Duration.chinchilla_tokens(0.5, model_params=3_000_000) == Duration.tokens(30_000_000)

@@ -1,11 +1,13 @@
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 import torch
 
 from honing.train import peak_flops as pf
+from honing.train.cpu_load import CpuLoad
 
 
 @pytest.mark.parametrize(
@@ -67,6 +69,7 @@ def probe_calls(tmp_path, monkeypatch):
         return real(dtype, size=128, seconds=0.02)
 
     monkeypatch.setattr(pf, "measure_matmul_flops", probe)
+    monkeypatch.setattr(pf, "current_load", lambda: CpuLoad(cores=torch.get_num_threads() + 1, other_load=0.3))
     return calls
 
 
@@ -75,7 +78,7 @@ def test_cpu_probe_is_cached_and_reused(tmp_path, probe_calls, monkeypatch):
     assert probe_calls == [torch.bfloat16]
     cache = json.loads((tmp_path / "peak_flops.json").read_text())
     key = f"{pf.cpu_model_name()} | threads={torch.get_num_threads()} | bfloat16"
-    assert cache == {key: first}
+    assert cache == {key: {"flops": first, "other_load": 0.3}}
 
     monkeypatch.setattr(pf, "measure_matmul_flops", lambda dtype: pytest.fail("measured again"))
     assert pf.peak_flops("cpu", "bf16") == first
@@ -95,4 +98,39 @@ def test_a_damaged_cache_is_measured_again_and_rewritten(tmp_path, probe_calls):
     (tmp_path / "peak_flops.json").write_text("{not json")
     flops = pf.peak_flops("cpu", "fp32")
     assert probe_calls == [torch.float32]
-    assert list(json.loads((tmp_path / "peak_flops.json").read_text()).values()) == [flops]
+    assert list(json.loads((tmp_path / "peak_flops.json").read_text()).values()) == [
+        {"flops": flops, "other_load": 0.3}
+    ]
+
+
+def busy(monkeypatch):
+    """Other processes keep every core busy (issue 45: a peak measured so made the run's MFU exceed 1)."""
+    threads = torch.get_num_threads()
+    monkeypatch.setattr(pf, "current_load", lambda: CpuLoad(cores=threads, other_load=threads + 0.8))
+
+
+def test_a_busy_machine_gives_no_peak_and_caches_nothing(tmp_path, probe_calls, monkeypatch, caplog):
+    busy(monkeypatch)
+    with caplog.at_level(logging.INFO, logger="honing.train.peak_flops"):
+        assert pf.peak_flops("cpu", "fp32") is None
+        assert pf.peak_flops("cpu", "fp32") is None
+    assert probe_calls == [torch.float32, torch.float32]  # measured each time, never kept
+    assert not (tmp_path / "peak_flops.json").exists()
+    messages = [record.getMessage() for record in caplog.records]
+    assert len(messages) == 2 and "throughput/mfu not recorded" in messages[0]
+    assert "callbacks.speed_monitor.peak_flops" in messages[0]
+    assert pf.cpu_matmul_flops(torch.float32) > 0  # the rate itself still answers bf16's slowdown
+
+
+def test_a_quiet_measure_cached_earlier_serves_a_busy_start(tmp_path, probe_calls, monkeypatch):
+    first = pf.peak_flops("cpu", "fp32")
+    busy(monkeypatch)
+    assert pf.peak_flops("cpu", "fp32") == first
+    assert probe_calls == [torch.float32]
+
+
+def test_a_bare_number_cached_before_the_load_was_checked_is_measured_again(tmp_path, probe_calls):
+    key = f"{pf.cpu_model_name()} | threads={torch.get_num_threads()} | float32"
+    (tmp_path / "peak_flops.json").write_text(json.dumps({key: 1.0}))  # perhaps a busy machine's
+    flops = pf.peak_flops("cpu", "fp32")
+    assert probe_calls == [torch.float32] and flops > 1.0

@@ -94,7 +94,11 @@ class ConsoleCallback(Callback):
             self._last_loss = metrics["train/loss"]
         has_eval = any(name.startswith("eval/") for name in metrics)
         if self._progress is not None:
-            self._progress.update(self._task, completed=step, head=self._head(step), info=self._live_info(metrics))
+            # a line printed above the bar redraws the bar as last rendered (step 0 after the first logs): render
+            # this step's first
+            self._progress.update(
+                self._task, completed=step, head=self._head(step), info=self._live_info(metrics), refresh=has_eval
+            )
             if has_eval:
                 self._print(self._line(step, metrics))
         elif has_eval or step == self.trainer.stop_step or step % self._interval() == 0:

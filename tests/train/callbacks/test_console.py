@@ -129,3 +129,15 @@ def test_rich_mode_stops_on_error(run):
     trainer.emit("on_error", RuntimeError("boom"))
     assert not live_threads()
     assert callback.console.is_terminal
+
+
+def test_rich_mode_redraws_the_bar_at_the_evaluated_step_below_its_line(run, monkeypatch):
+    # the line printed above the bar redraws it: at its last refresh it said step 0/3 (issue 45)
+    monkeypatch.setenv("COLUMNS", "160")
+    trainer, _, stream, steps = run(stop_step=3, plain=False)
+    steps(3, extra={3: {"eval/loss": 2.5}})
+    output = stream.getvalue()
+    trainer.emit("on_train_end")
+    after_eval = output[output.index("eval/loss 2.5000") :]
+    assert "step 3/3" in after_eval
+    assert "step 0/3" not in after_eval
