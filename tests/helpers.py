@@ -81,6 +81,7 @@ def make_trainer(
         micro_batch_size=micro_batch_size,
         grad_clip=1.0,
         scheduler={"name": "cosine", "warmup_steps": 2, "min_lr_ratio": 0.1},
+        precision=trainer_kwargs.get("precision", "fp32"),
     )
     loader = DataLoader(TokenDataset(rows=rows), global_batch_size=global_batch_size, seed=seed)
     all_callbacks = {

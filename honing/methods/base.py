@@ -1,13 +1,13 @@
 """The step plumbing every method shares, so that a method's ``train_batch`` is only its own maths.
 
-Micro-batches (cut by the batch's collator), autocast, gradient sync on the last micro-batch only,
-the non-finite-loss policy, clipping with the grad-norm metric, the LR schedule and the optimizer step.
+Micro-batches (cut by the batch's collator), autocast, fp16's loss scale, gradient sync on the last micro-batch
+only, the non-finite-loss policy, clipping with the grad-norm metric, the LR schedule and the optimizer step.
 """
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 import torch
@@ -15,11 +15,14 @@ import torch
 from honing.data.collate import Collator, stack_collate
 from honing.distributed import get_world_size, is_distributed
 from honing.errors import ConfigError
+from honing.methods.loss_scaling import LossScaler
 from honing.methods.sequence_split import check_splittable, split_model_inputs, split_rows
 from honing.models.parallel import clip_grads, gradient_sync, grads_by_mesh, total_grad_norm
 from honing.optim.schedulers import lr_factor
 from honing.parallel_dims import ParallelDims
 from honing.train.metrics import ReduceType
+from honing.train.precision import LOSS_SCALED_PRECISION
+from honing.train.precision import autocast as precision_autocast
 from honing.train.train_module import TrainModule
 
 #: what a non-finite loss does: stop the run (the Trainer checks before every save) or skip the update
@@ -67,6 +70,18 @@ class BaseTrainModule(TrainModule):
             check_splittable(self)
         self._params: list[torch.nn.Parameter] | None = None
         self._step_loss: torch.Tensor | None = None
+        # fp16-mixed: gradients back-propagated at a dynamic loss scale (honing.methods.loss_scaling); None otherwise
+        self.loss_scaler = self.build_loss_scaler() if precision == LOSS_SCALED_PRECISION else None
+
+    def build_loss_scaler(self) -> LossScaler:
+        """fp16-mixed's loss scaler, over fp32 trainable weights (the scale would not save float16 ones)."""
+        low = sorted({str(p.dtype) for p in self.model.parameters() if p.requires_grad and p.dtype != torch.float32})
+        if low:
+            raise ConfigError(
+                f"trainer.precision: 'fp16-mixed' keeps fp32 weights and autocasts to float16, but the trainable "
+                f"weights are {', '.join(low)} (model.dtype): unset model.dtype, or use trainer.precision 'bf16'"
+            )
+        return LossScaler(self.device)
 
     def on_attach(self, trainer: Any) -> None:
         """Called once by the Trainer: without a policy of its own, the module follows the trainer's."""
@@ -75,11 +90,10 @@ class BaseTrainModule(TrainModule):
             self.nonfinite_loss = trainer.config.nonfinite_loss
 
     # --- what a method's step is made of ----------------------------------------------
-    def autocast(self) -> contextlib.AbstractContextManager:
-        """bf16 autocast for ``bf16-mixed`` (weights and optimizer stay fp32); a no-op otherwise."""
-        if self.precision == "bf16-mixed":
-            return torch.autocast(self.device.type, dtype=torch.bfloat16)
-        return contextlib.nullcontext()
+    def autocast(self) -> AbstractContextManager:
+        """bf16 autocast for ``bf16-mixed``, float16 for ``fp16-mixed`` (weights and optimizer stay fp32); a no-op
+        otherwise."""
+        return precision_autocast(self.precision, self.device.type)
 
     def micro_batches(self, batch: Any) -> list[dict[str, torch.Tensor]]:
         """This rank's batch cut by its collator into micro-batches, on the device; under ``parallel.cp`` each
@@ -114,17 +128,23 @@ class BaseTrainModule(TrainModule):
         loss_fn: Callable[[dict[str, torch.Tensor]], torch.Tensor],
         scale: torch.Tensor | float,
     ) -> torch.Tensor:
-        """Back-propagate ``loss_fn(micro) * scale`` for every micro-batch, gradients reduced over ranks once
-        (after the last); return the sum of the unscaled losses, detached."""
+        """Back-propagate ``loss_fn(micro) * scale`` for every micro-batch (times fp16's loss scale), gradients
+        reduced over ranks once (after the last); return the sum of the unscaled losses, detached."""
         total: torch.Tensor | None = None
         last = len(micro_batches) - 1
+        backward_scale = self.backward_scale(scale)
         for index, micro in enumerate(micro_batches):
             with gradient_sync(self.model, index == last):
                 loss = loss_fn(micro)
-                loss.backward(scale)  # d(loss * scale): no extra multiply in the graph
+                loss.backward(backward_scale)  # d(loss * scale): no extra multiply in the graph
             total = loss.detach() if total is None else total + loss.detach()
         assert total is not None, "a batch has at least one micro-batch"
         return total
+
+    def backward_scale(self, scale: torch.Tensor | float) -> torch.Tensor | float:
+        """What backward is called with for a loss weighted by ``scale``: ``scale``, times the loss scale under
+        ``fp16-mixed`` (a loss that computes its gradients in the forward, the chunked head's, takes this too)."""
+        return scale if self.loss_scaler is None else self.loss_scaler.scaled(scale)
 
     @property
     def grad_divisor(self) -> int:
@@ -172,9 +192,12 @@ class BaseTrainModule(TrainModule):
         return self.collator.num_tokens(batch) * self.data_parallel_size
 
     def current_lr_factor(self, step: int | None = None) -> float:
-        """The schedule's multiplier for the step being taken (or for ``step``)."""
+        """The schedule's multiplier for the step being taken (or for ``step``); under ``fp16-mixed`` the schedule
+        runs behind by the steps skipped for an overflow (as transformers' Trainer's)."""
         if step is None:
             step = self.trainer.global_step if self.trainer is not None else 1
+        if self.loss_scaler is not None:
+            step = max(step - self.loss_scaler.skipped_steps, 1)
         max_steps = self.trainer.max_steps if self.trainer is not None else None
         if max_steps is None and (
             self.scheduler.get("name", "constant") != "constant" or self.scheduler.get("warmup_ratio") is not None
@@ -211,18 +234,45 @@ class BaseTrainModule(TrainModule):
 
     def optim_step(self) -> None:
         """Clip (and log) the gradient norm, set this step's LR, and step the optimizer; under the ``skip``
-        policy a step whose loss is not finite leaves the weights and the optimizer state untouched."""
+        policy a step whose loss is not finite leaves the weights and the optimizer state untouched. Under
+        ``fp16-mixed`` the gradients are unscaled before clipping, and a step whose gradients overflowed is
+        skipped (``optim/skipped_steps``) and the scale backed off (``optim/loss_scale``: the step's scale)."""
         if self.nonfinite_loss == "skip" and not self._loss_is_finite():
             self.optimizer.zero_grad(set_to_none=True)
             if self.trainer is not None:
                 self.trainer.record_metric("optim/skipped_steps", 1, ReduceType.max)
             return
+        scaler = self.loss_scaler
+        if scaler is not None:
+            if self.trainer is not None:
+                self.trainer.record_metric("optim/loss_scale", scaler.scale(), ReduceType.max)
+            scaler.unscale(self.optimizer)
         grad_norm = self.clip_grad_norm(self.grad_clip)
         factor = self.current_lr_factor()
         for group in self.optimizer.param_groups:
             group["lr"] = group["initial_lr"] * factor
-        self.optimizer.step()
+        if scaler is None:
+            self.optimizer.step()
+        elif not scaler.step(self.optimizer):
+            self.optimizer.zero_grad(set_to_none=True)
+            if self.trainer is not None:
+                self.trainer.record_metric("optim/skipped_steps", 1, ReduceType.max)
+            return
         if self.trainer is not None:
             # the norm is of the already-reduced gradients, the same on every rank
             self.trainer.record_metric("optim/grad_norm", grad_norm, ReduceType.max)
             self.trainer.record_metric("optim/lr", self.optimizer.param_groups[0]["lr"], ReduceType.max)
+
+    # --- checkpointed state beside the model and optimizer ------------------------------------
+    def extra_state_dict(self) -> dict[str, Any]:
+        """fp16-mixed's loss scale, its clean-step count and the skipped steps, so a resumed run steps the same."""
+        state = super().extra_state_dict()
+        if self.loss_scaler is not None:
+            state["loss_scaler"] = self.loss_scaler.state_dict()
+        return state
+
+    def load_extra_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Restore what ``extra_state_dict`` returned."""
+        super().load_extra_state_dict(state_dict)
+        if self.loss_scaler is not None and "loss_scaler" in state_dict:
+            self.loss_scaler.load_state_dict(state_dict["loss_scaler"])

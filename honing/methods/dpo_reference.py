@@ -3,7 +3,6 @@ once before training and cached on disk, keyed by the weights, the pairs' token 
 
 from __future__ import annotations
 
-import contextlib
 import os
 from typing import Any
 
@@ -15,6 +14,7 @@ from honing.distributed import get_rank, get_world_size, is_rank0, print0
 from honing.methods.dpo import compute_reference_logps
 from honing.models import unwrap_model
 from honing.models.quantize import plain_parts
+from honing.train.precision import autocast as precision_autocast
 
 
 class PrecomputedReference:
@@ -90,7 +90,5 @@ class PrecomputedReference:
         return content_hash(parts())
 
     def autocast(self) -> Any:
-        """bf16 autocast under ``bf16-mixed``, as the training step runs."""
-        if self.precision == "bf16-mixed":
-            return torch.autocast(self.device.type, dtype=torch.bfloat16)
-        return contextlib.nullcontext()
+        """The mixed precision's autocast (bf16 or float16), as the training step runs."""
+        return precision_autocast(self.precision, self.device.type)

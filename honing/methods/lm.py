@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 from typing import Any
 
 import torch
 
 from honing.chunked_ce import linear_cross_entropy_eval, linear_cross_entropy_sum
+from honing.errors import ConfigError
 from honing.losses import IGNORE_INDEX, batch_targets, count_correct_targets, targets_cross_entropy_sum
 from honing.methods.base import BaseTrainModule
+from honing.methods.neftune import noisy_embeddings
 from honing.models import moe
 from honing.models.output_head import forward_with_head
 from honing.models.wrappers import transformers_model, unwrap_model
@@ -23,7 +26,10 @@ class LMTrainModule(BaseTrainModule):
 
     With ``chunked_loss`` (the default) the LM head and the loss run over chunks of the positions that carry a
     target, inside the model's forward, so the full logits never exist (``honing.chunked_ce``); models whose head
-    is not a plain linear layer get the full logits."""
+    is not a plain linear layer get the full logits.
+
+    ``neftune_noise_alpha`` (SFT's NEFTune): uniform noise on the input embeddings of the training forwards
+    (``honing.methods.neftune``); None: none."""
 
     splits_rows = True  # parallel.cp: the loss reads each rank's slice of targets shifted on whole rows
 
@@ -34,10 +40,17 @@ class LMTrainModule(BaseTrainModule):
         *,
         chunked_loss: bool = True,
         router_aux_loss_coef: float | None = None,
+        neftune_noise_alpha: float | None = None,
         **options,
     ):
         super().__init__(model, optimizer, **options)
         self.chunked_loss = chunked_loss
+        if neftune_noise_alpha is not None and (self.parallel_dims.cp > 1 or self.parallel_dims.tp > 1):
+            raise ConfigError(
+                f"sft.neftune_noise_alpha: not available with parallel.cp={self.parallel_dims.cp} / "
+                f"tp={self.parallel_dims.tp} (the noise is scaled by whole sequences); use cp=1 and tp=1, or unset it"
+            )
+        self.neftune_noise_alpha = neftune_noise_alpha
         config = getattr(transformers_model(model), "config", None)
         # None for a dense model: its forward is asked for no router logits and nothing is added to its loss
         self.router_aux_loss_coef = moe.router_aux_loss_coef(config, router_aux_loss_coef)
@@ -54,7 +67,13 @@ class LMTrainModule(BaseTrainModule):
 
         def run_forward() -> Any:
             nonlocal outputs
-            outputs = self.forward(micro, **options)
+            noise = (
+                contextlib.nullcontext()
+                if self.neftune_noise_alpha is None
+                else noisy_embeddings(self.model, self.neftune_noise_alpha, micro)
+            )
+            with noise:
+                outputs = self.forward(micro, **options)
             return outputs
 
         if self.chunked_loss:
@@ -84,9 +103,10 @@ class LMTrainModule(BaseTrainModule):
         scale = self.grad_divisor / self.sum_over_ranks(local_tokens).clamp(min=1)
         router = None if self.router_aux_loss_coef is None else RouterLoss(self, micro_batches, scale)
         loss_sums: list[torch.Tensor] = []
+        grad_scale = self.backward_scale(scale)  # what backward_each calls backward with (fp16: times the loss scale)
 
         def micro_loss(micro: dict[str, torch.Tensor]) -> torch.Tensor:
-            loss_sum, outputs = self.forward_loss(micro, scale)
+            loss_sum, outputs = self.forward_loss(micro, grad_scale)
             loss_sums.append(loss_sum.detach())
             return loss_sum if router is None else loss_sum + router.loss(micro, outputs)
 

@@ -99,12 +99,17 @@ def apply_activation_checkpointing(blocks: list[nn.ModuleList], mode: str, every
 
 def mixed_precision_policy(mixed_precision: str, *, precision: str, device: torch.device) -> Any:
     """FSDP2's policy: bf16 parameters with fp32 gradient reduction for ``bf16-mixed`` on CUDA
-    (``auto``) or when asked (``bf16``); fp32 throughout otherwise."""
+    (``auto``) or when asked (``bf16``, refused under ``fp16-mixed``); fp32 throughout otherwise."""
     from torch.distributed.fsdp import MixedPrecisionPolicy
 
     if mixed_precision not in MIXED_PRECISION:
         raise ConfigError(
             f"parallel.mixed_precision: expected one of {', '.join(MIXED_PRECISION)}, got {mixed_precision!r}"
+        )
+    if mixed_precision == "bf16" and precision == "fp16-mixed":
+        raise ConfigError(
+            "parallel.mixed_precision: 'bf16' holds bf16 weight copies, but trainer.precision 'fp16-mixed' computes "
+            "in float16; use auto (fp32 weights, cast by autocast) or none"
         )
     bf16 = mixed_precision == "bf16" or (
         mixed_precision == "auto" and precision == "bf16-mixed" and device.type == "cuda"

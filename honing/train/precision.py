@@ -8,6 +8,7 @@ back to fp32, by ``trainer.emulated_bf16``.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,6 +20,18 @@ from honing.train.peak_flops import cpu_matmul_flops, cpu_model_name
 log = logging.getLogger(__name__)
 
 BF16_PRECISIONS = ("bf16", "bf16-mixed")
+#: the mixed precisions: weights and optimizer in fp32, the forward autocast to this dtype
+AUTOCAST_DTYPES = {"bf16-mixed": torch.bfloat16, "fp16-mixed": torch.float16}
+#: the precision whose gradients need a loss scale (float16's range ends at 65504 and 6e-8)
+LOSS_SCALED_PRECISION = "fp16-mixed"
+
+
+def autocast(precision: str, device_type: str) -> contextlib.AbstractContextManager:
+    """Autocast to the mixed precision's dtype (``bf16-mixed``, ``fp16-mixed``); a no-op for the others."""
+    dtype = AUTOCAST_DTYPES.get(precision)
+    if dtype is None:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type, dtype=dtype)
 
 
 def cpu_has_native_bf16() -> bool:
