@@ -13,7 +13,7 @@ from honing.models.loading import auto_model_class, build_model_config, build_mo
 from honing.models.lora import apply_lora
 from honing.models.model_shape import pretrained_config
 from honing.models.quantize import check_has_lora, quantize_base
-from honing.models.quantized_loading import quantizing_load_options
+from honing.models.quantized_loading import load_quantized_pretrained
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +69,18 @@ class ModelBuilder:
                 dtype=self.dtype(),
                 trust_remote_code=cfg.trust_remote_code,
             )
+        if cfg.quantize is not None:  # QLoRA's base, quantized shard by shard as it is read
+            return load_quantized_pretrained(
+                cfg.name_or_path,
+                cfg.quantize,
+                attn_implementation=self.attention_to_build(),
+                dtype=self.dtype(),
+                trust_remote_code=cfg.trust_remote_code,
+                auto_class=auto_class,
+                device=self.device,
+                shards=shards,
+                shape=cfg.shape,
+            )
         return load_pretrained_model(
             cfg.name_or_path,
             attn_implementation=self.attention_to_build(),
@@ -76,14 +88,6 @@ class ModelBuilder:
             trust_remote_code=cfg.trust_remote_code,
             auto_class=auto_class,
             shape=cfg.shape,
-            **quantizing_load_options(
-                cfg.quantize,
-                name_or_path=cfg.name_or_path,
-                auto_class=auto_class,
-                trust_remote_code=cfg.trust_remote_code,
-                device=self.device,
-                shards=shards,
-            ),
         )
 
     def finish(self, model: torch.nn.Module, tokenizer: Any, *, lora: Any, shards: int) -> torch.nn.Module:

@@ -84,8 +84,8 @@ def load_pretrained_model(
 ) -> torch.nn.Module:
     """A causal LM (or ``auto_class``'s model, e.g. ``AutoModelForImageTextToText``) from a local folder or a hub
     name; remote code only when the config allows it. ``quantization_config``, ``device_map`` and ``state_dict``
-    go to transformers as they are (``quantized_loading``: a base quantized as it is read). ``shape`` (the config's
-    ``model.shape``) must match the model's config, checked before any weight is read."""
+    go to transformers as they are (``quantized_loading``'s fallback: a base quantized as it is read). ``shape``
+    (the config's ``model.shape``) must match the model's config, checked before any weight is read."""
     from transformers.utils import logging as hf_logging
 
     check_name_or_path(name_or_path, "model.name_or_path")

@@ -111,11 +111,10 @@ def quantize_model(model: nn.Module, kind: str, *, device: torch.device, shards:
     already quantized while loading (``quantized_loading``) are kept. Returns how many weights are quantized."""
     check_quantize_kind(kind, shards)
     quantize = functools.partial(nf4_weight, shards=shards) if kind == "nf4" else int8_weight
-    count, kept, read_quantized = 0, [], 0
+    count, kept = 0, []
     for name, module in quantized_linears(model):
         if is_quantized(module.weight):
             count += 1
-            read_quantized += 1
             continue
         weight = module.weight.detach().to(device)
         quantized = quantize(weight)
@@ -126,8 +125,6 @@ def quantize_model(model: nn.Module, kind: str, *, device: torch.device, shards:
         count += 1
         del weight
     forget_loading_quantizer(model)
-    if read_quantized:
-        own_unquantized_tensors(model)
     if kept:
         log.warning(
             "model.quantize: %d linear layer(s) kept in full precision (NF4 needs whole blocks of %d weights in "
@@ -166,8 +163,9 @@ def forget_loading_quantizer(model: nn.Module) -> None:
 
 
 def own_unquantized_tensors(model: nn.Module) -> None:
-    """Copy the weights left in full precision (embeddings, head, norms) out of the checkpoint's memory map, so the
-    map is released: every page of it that loading read would otherwise stay in the process's resident set."""
+    """Copy the weights left in full precision (embeddings, head, norms) out of the checkpoint's memory map that
+    transformers' loader left them in, so the map is released: every page of it that loading read would otherwise stay
+    in the process's resident set."""
     with torch.no_grad():
         for tensor in [*model.parameters(), *model.buffers()]:  # tied weights are one parameter, copied once
             if not is_quantized(tensor):

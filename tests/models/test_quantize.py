@@ -62,27 +62,3 @@ def test_quantize_needs_lora_and_a_known_kind():
     check_has_lora(None, None)
     with pytest.raises(ConfigError, match="model.quantize: expected one of nf4, int8"):
         quantize_model(tiny_llama(), "fp4", device=torch.device("cpu"))
-
-
-@pytest.mark.parametrize("kind", ["nf4", "int8"])
-def test_a_pretrained_base_is_quantized_as_it_is_read_into_the_same_weights(tmp_path, kind):
-    from honing.models.loading import load_pretrained_model
-    from honing.models.quantized_loading import quantizing_load_options
-
-    torch.manual_seed(0)
-    tiny_llama(vocab=64, hidden_size=64, intermediate_size=128, num_attention_heads=4).save_pretrained(tmp_path)
-    built = load_pretrained_model(str(tmp_path))  # full precision, then quantized: the model.config path
-    quantize_model(built, kind, device=torch.device("cpu"))
-    options = quantizing_load_options(
-        kind, name_or_path=str(tmp_path), auto_class=None, trust_remote_code=False, device=torch.device("cpu"), shards=1
-    )
-    loaded = load_pretrained_model(str(tmp_path), **options)
-    read_quantized = {name for name, p in loaded.named_parameters() if is_quantized(p)}
-    assert read_quantized == {name for name, p in built.named_parameters() if is_quantized(p)}
-    assert len(read_quantized) == 7 * 2  # every decoder linear, and neither the head nor the embeddings
-    assert quantize_model(loaded, kind, device=torch.device("cpu")) == len(read_quantized)
-    ids = torch.randint(0, 64, (2, 16))
-    with torch.no_grad():
-        assert torch.equal(loaded(input_ids=ids).logits, built(input_ids=ids).logits)  # the same blocks and scales
-    # transformers' record of its quantizer is gone: no saved config.json may claim a quantized checkpoint
-    assert "quantization_config" not in loaded.config.to_dict() and loaded.hf_quantizer is None
