@@ -26,9 +26,9 @@ class KTOSection(Section):
     rows; the paper keeps desirable_weight × desirable rows / (undesirable_weight × undesirable rows) in [1, 4/3])."""
     undesirable_weight: float = Field(default=1.0, gt=0)
     """The undesirable rows' losses are multiplied by it."""
-    reference: Literal["copy", "adapters_off", "precompute"] = "copy"
-    """The reference model: a frozen ``copy``, the LoRA model with its adapters off, or log-probs precomputed once
-    (as ``dpo.reference``)."""
+    reference: Literal["copy", "adapters_off", "precompute", "lazy"] = "copy"
+    """The reference model: a frozen ``copy``, the LoRA model with its adapters off, log-probs precomputed once before
+    the first step, or scored as batches first need them and cached per row (``lazy``; as ``dpo.reference``)."""
     packed_pairs: bool = True
     """A micro-batch's rows (prompt, completion and mismatched completion) in one row without padding, attended row
     by row (sdpa / eager attention; not under ``parallel.compile``); false: one right-padded row each under a dense

@@ -82,7 +82,8 @@ class GRPOSection(ToolUseSection):
 class DPOSection(Section):
     """DPO (``method: dpo``): preference pairs trained with TRL's DPO losses against a frozen reference
     (``copy``: a frozen copy; ``adapters_off``: the LoRA model with its adapters disabled; ``precompute``: the
-    reference's log-probs computed once before training and cached on disk). Defaults are TRL's DPOConfig's."""
+    reference's log-probs computed once before training and cached on disk; ``lazy``: computed as batches first need
+    them and cached per row). Defaults are TRL's DPOConfig's."""
 
     loss_type: Literal["sigmoid", "hinge", "ipo", "robust", "apo_zero"] = "sigmoid"
     """The DPO loss (TRL's ``loss_type``): ``sigmoid`` is the paper's."""
@@ -90,8 +91,11 @@ class DPOSection(Section):
     """How far the policy may move from the reference (the paper's beta; higher: closer to the reference)."""
     label_smoothing: float = Field(default=0.0, ge=0, lt=0.5)
     """``robust`` only: the share of preference labels assumed flipped."""
-    reference: Literal["copy", "adapters_off", "precompute"] = "copy"
-    """The reference model: a frozen ``copy``, the LoRA model with its adapters off, or log-probs precomputed once."""
+    reference: Literal["copy", "adapters_off", "precompute", "lazy"] = "copy"
+    """The reference model: a frozen ``copy``, the LoRA model with its adapters off, log-probs precomputed once for
+    the whole split before the first step (``precompute``: no copy held), or ``lazy``: each pair's log-probs scored
+    the first time a batch holds it (by a frozen copy, or with the adapters off under LoRA) and cached on disk per
+    pair, so the first step starts at once and later epochs and resumed runs read them."""
     rpo_alpha: float | None = Field(default=None, ge=0)
     """Adds ``rpo_alpha`` × the chosen completions' NLL to the loss (RPO); None: not added."""
     packed_pairs: bool = True

@@ -1,9 +1,13 @@
 """DPO's precomputed reference (``dpo.reference: precompute``): the initial model's log-probs of every pair, computed
-once before training and cached on disk, keyed by the weights, the pairs' token ids and the precision."""
+once before training (with a progress line) and cached on disk, keyed by the weights, the pairs' token ids and the
+precision; and the folder of the lazy reference's per-row cache (``reference: lazy``), keyed by the same weights."""
 
 from __future__ import annotations
 
+import itertools
 import os
+import time
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -52,9 +56,16 @@ class PrecomputedReference:
             print0(f"reference log-probs of {len(dataset):,} pairs read from {path}")
             return cached["chosen"], cached["rejected"]
         size = self.batch_size
-        batches = (
-            self.collator([dataset[i] for i in range(start, min(start + size, len(dataset)))])
-            for start in range(0, len(dataset), size)
+        print0(
+            f"scoring the reference log-probs of {len(dataset):,} pairs before the first step (reference: precompute; "
+            "lazy scores each pair as a batch first needs it)"
+        )
+        batches = with_progress(
+            (
+                self.collator([dataset[i] for i in range(start, min(start + size, len(dataset)))])
+                for start in range(0, len(dataset), size)
+            ),
+            total=len(dataset),
         )
         chosen, rejected = compute_reference_logps(
             self.model,
@@ -74,15 +85,9 @@ class PrecomputedReference:
         """A content hash of the model's weights (this rank's shard under FSDP2), the pairs' token ids and the
         precision."""
 
-        def parts():
+        def parts() -> Iterator[str | bytes]:
             yield f"dpo-reference-v1|{self.precision}|{self.attention}"
-            if self.sharded:
-                yield f"rank {get_rank()} of {get_world_size()}"
-            for name, tensor in unwrap_model(self.model).state_dict().items():
-                local = tensor.to_local() if hasattr(tensor, "to_local") else tensor
-                yield name
-                for part in plain_parts(local):  # a quantized (QLoRA) weight: its codes and scales
-                    yield part.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes()
+            yield from weight_parts(self.model, sharded=self.sharded)
             for pair in dataset.pairs:
                 for ids in (pair.prompt_ids, pair.chosen_ids, pair.rejected_ids):
                     yield np.asarray(ids, dtype=np.int64).tobytes()
@@ -92,3 +97,37 @@ class PrecomputedReference:
     def autocast(self) -> Any:
         """The mixed precision's autocast (bf16 or float16), as the training step runs."""
         return precision_autocast(self.precision, self.device.type)
+
+
+def weight_parts(model: torch.nn.Module, *, sharded: bool) -> Iterator[str | bytes]:
+    """What identifies the model's weights in a cache key: each tensor's name and bytes (this rank's shard under
+    FSDP2, with the rank; a quantized weight's codes and scales)."""
+    if sharded:
+        yield f"rank {get_rank()} of {get_world_size()}"
+    for name, tensor in unwrap_model(model).state_dict().items():
+        local = tensor.to_local() if hasattr(tensor, "to_local") else tensor
+        yield name
+        for part in plain_parts(local):  # a quantized (QLoRA) weight: its codes and scales
+            yield part.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes()
+
+
+def lazy_cache_folder(model: torch.nn.Module, *, cache_dir: str, settings: str, sharded: bool) -> str:
+    """The lazy reference's per-row cache of ``model`` as built (the initial weights) under ``settings`` (precision,
+    attention, packing: what a row's log-probs depend on besides its tokens)."""
+    key = content_hash(itertools.chain([f"lazy-reference-v1|{settings}"], weight_parts(model, sharded=sharded)))
+    return os.path.join(cache_dir, "dpo_reference", f"lazy-{key}")
+
+
+def with_progress(batches: Iterable[dict[str, Any]], *, total: int, every: float = 10.0) -> Iterator[dict[str, Any]]:
+    """``batches`` as they are scored, with a line every ``every`` seconds: pairs done of ``total``, time left."""
+    started = last = time.monotonic()
+    done = 0
+    for batch in batches:
+        yield batch
+        done += len(batch["input_ids"])
+        now = time.monotonic()
+        if now - last >= every and done < total:
+            last = now
+            elapsed = now - started
+            left = elapsed / done * (total - done)
+            print0(f"  reference log-probs: {done:,} of {total:,} pairs, {elapsed:.0f} s, about {left:.0f} s left")

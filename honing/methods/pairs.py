@@ -16,14 +16,16 @@ from honing.losses import IGNORE_INDEX, completion_logps
 from honing.methods.base import BaseTrainModule
 from honing.methods.lm import LMTrainModule
 from honing.methods.pair_losses import PairLoss
+from honing.methods.reference_cache import ReferenceCache, row_keys
 from honing.models.output_head import forward_with_head
 from honing.models.pair_attention import enable_pair_attention
 from honing.models.wrappers import is_lora, unwrap_model
 from honing.train.metrics import ReduceType
 
-#: where the reference's log-probs come from: a frozen copy, the LoRA model with its adapters off, or the batch;
-#: ``none`` for a loss that uses no reference
-REFERENCE_MODES = ("none", "copy", "adapters_off", "precompute")
+#: where the reference's log-probs come from: a frozen copy, the LoRA model with its adapters off, the batch
+#: (precomputed), or a per-row cache filled as batches first hold each row (``lazy``); ``none`` for a loss that uses
+#: no reference
+REFERENCE_MODES = ("none", "copy", "adapters_off", "precompute", "lazy")
 #: per-pair sums every step or evaluation adds up (``pairs`` counts them); metrics are their means over pairs
 PAIR_SUMS = (
     "loss_sum",
@@ -48,6 +50,7 @@ class PairTrainModule(BaseTrainModule):
         loss: PairLoss,
         reference: str = "none",
         reference_model: torch.nn.Module | None = None,
+        reference_cache: ReferenceCache | None = None,
         chunked_loss: bool = True,
         packed_pairs: bool = True,
         **options: Any,
@@ -65,8 +68,12 @@ class PairTrainModule(BaseTrainModule):
             raise ConfigError(f"{where} 'copy' needs a reference model")
         if reference == "adapters_off" and not is_lora(model):
             raise ConfigError(f"{where} 'adapters_off' needs a LoRA model (model.lora); use copy or precompute")
+        if reference == "lazy" and reference_model is None and not is_lora(model):
+            raise ConfigError(f"{where} 'lazy' needs a reference model, or a LoRA model to score with its adapters off")
         self.reference = reference
         self.reference_model = reference_model
+        # lazy: each row's log-probs from the first batch that held it (in memory only when no store is given)
+        self.reference_cache = reference_cache if reference_cache is not None else ReferenceCache()
         # a step's pairs in one row without padding, attended pair by pair (honing.models.pair_attention)
         models = [model] if reference_model is None else [model, reference_model]
         self.packed_pairs = packed_pairs and all(enable_pair_attention(m) for m in models)
@@ -74,10 +81,16 @@ class PairTrainModule(BaseTrainModule):
     # --- the maths ------------------------------------------------------------------------------
     def reference_logps(self, micro: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         """The reference's log-probs of each pair's chosen and rejected completion."""
+        if self.reference == "lazy":
+            return self.lazy_reference_logps(micro)
         if "ref_chosen_logps" in micro:
             return micro["ref_chosen_logps"], micro["ref_rejected_logps"]
         if self.reference == "precompute":
             raise RuntimeError("dpo.reference is 'precompute' but the batch carries no reference log-probs")
+        return self.score_reference(micro)
+
+    def score_reference(self, micro: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """One forward of the reference (the copy, or the policy with its adapters off) over the micro-batch."""
         with torch.no_grad(), self._reference_context() as model:
             logps, _ = pair_logps(
                 model,
@@ -89,9 +102,36 @@ class PairTrainModule(BaseTrainModule):
             )
         return logps[:, 0], logps[:, 1]
 
+    def lazy_reference_logps(self, micro: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """The cached log-probs of the micro-batch's rows (``with_cached_reference``); where a row has none yet, the
+        reference scores the whole micro-batch once and its new rows are kept, so a row's reference is the value
+        from the first batch that held it, in every later epoch and resumed run."""
+        chosen, rejected = micro["ref_chosen_logps"], micro["ref_rejected_logps"]
+        missing = torch.isnan(chosen)
+        needed = missing.any().to(torch.int64)
+        if self.data_parallel_size > 1:  # a sharded reference's forward is collective: all ranks run it, or none
+            needed = self.sum_over_ranks(needed)
+        if not bool(needed):
+            return chosen, rejected
+        scored_chosen, scored_rejected = self.score_reference(micro)
+        keys = [bytes(row) for row in micro["reference_keys"].cpu().numpy()]
+        self.reference_cache.store(keys, scored_chosen, scored_rejected)
+        # rows held before keep their first value (computed in another batch: equal, but maybe not to the last bit)
+        return (
+            torch.where(missing, scored_chosen.to(chosen.dtype), chosen),
+            torch.where(missing, scored_rejected.to(rejected.dtype), rejected),
+        )
+
+    def with_cached_reference(self, batch: dict[str, Any]) -> dict[str, Any]:
+        """``batch`` with each row's cached reference log-probs (NaN where none is cached yet) and its row key."""
+        keys = row_keys(batch)
+        chosen, rejected = self.reference_cache.lookup(keys)
+        key_bytes = torch.frombuffer(bytearray(b"".join(keys)), dtype=torch.uint8).reshape(len(keys), -1)
+        return {**batch, "ref_chosen_logps": chosen, "ref_rejected_logps": rejected, "reference_keys": key_bytes}
+
     @contextlib.contextmanager
     def _reference_context(self) -> Iterator[torch.nn.Module]:
-        if self.reference != "adapters_off":
+        if self.reference_model is not None or self.reference not in ("adapters_off", "lazy"):
             yield self.reference_model if self.reference_model is not None else self.model
             return
         # the same weights with peft's adapters bypassed, in eval mode so dropout never touches the reference
@@ -148,7 +188,10 @@ class PairTrainModule(BaseTrainModule):
         return sums
 
     def micro_batches(self, batch: Any) -> list[dict[str, torch.Tensor]]:
-        """The collator's micro-batches; with a loss whose NLL covers the prompt, their targets get its column."""
+        """The collator's micro-batches (with the lazy reference's cached log-probs); with a loss whose NLL covers
+        the prompt, their targets get its column."""
+        if self.reference == "lazy":
+            batch = self.with_cached_reference(batch)
         micro_batches = super().micro_batches(batch)
         return [with_prompt_targets(m) for m in micro_batches] if self.loss.nll_on_prompt else micro_batches
 

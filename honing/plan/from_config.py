@@ -286,12 +286,13 @@ def tokens_per_row(config: RunConfig, nproc: int) -> int:
 
 
 def has_reference_copy(config: RunConfig, lora: bool) -> bool:
-    """Whether the run keeps a frozen copy of the model: DPO's ``reference: copy``; GRPO's KL term without LoRA
-    (LoRA's reference is the model with its adapters off)."""
+    """Whether the run keeps a frozen copy of the model: DPO's and KTO's ``reference: copy`` (and ``lazy`` without
+    LoRA); GRPO's KL term without LoRA (LoRA's reference is the model with its adapters off)."""
+    copied = ("copy", "lazy") if not lora else ("copy",)  # lazy under LoRA scores with the adapters off
     if config.method == "dpo":
-        return (config.dpo.reference if config.dpo is not None else "copy") == "copy"
+        return (config.dpo.reference if config.dpo is not None else "copy") in copied
     if config.method == "kto":  # its rows as DPO's pairs: a completion and a mismatched one
-        return (config.kto.reference if config.kto is not None else "copy") == "copy"
+        return (config.kto.reference if config.kto is not None else "copy") in copied
     return config.method == "grpo" and config.grpo is not None and config.grpo.beta != 0.0 and not lora
 
 

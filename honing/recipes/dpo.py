@@ -17,7 +17,7 @@ from honing.data.preference.preference_rows import PreferenceRows
 from honing.methods.dpo import DPOTrainModule
 from honing.recipes.base import Recipe, train_module_options, use_chat_tokenizer
 from honing.recipes.pair_parts import check_pair_attention, held_out_answers, packed_pairs, preference_rows
-from honing.recipes.reference_parts import build_reference_model, precomputed_reference
+from honing.recipes.reference_parts import build_reference_model, lazy_reference_cache, precomputed_reference
 
 
 class DPORecipe(Recipe):
@@ -65,6 +65,7 @@ class DPORecipe(Recipe):
             rpo_alpha=cfg.rpo_alpha,
             reference=cfg.reference,
             reference_model=self.reference_model,
+            reference_cache=lazy_reference_cache(self, self.dpo.reference, packed=self.packed_pairs),
             packed_pairs=self.packed_pairs,
             **train_module_options(self),
         )

@@ -20,7 +20,7 @@ from honing.methods.kto import KTOTrainModule
 from honing.methods.kto_loss import KTOLoss
 from honing.recipes.base import Recipe, train_module_options, use_chat_tokenizer
 from honing.recipes.pair_parts import check_pair_attention, packed_pairs
-from honing.recipes.reference_parts import build_reference_model, precomputed_reference
+from honing.recipes.reference_parts import build_reference_model, lazy_reference_cache, precomputed_reference
 
 
 class KTORecipe(Recipe):
@@ -85,6 +85,7 @@ class KTORecipe(Recipe):
             loss=self.build_pair_loss(),
             reference=self.kto.reference,
             reference_model=self.reference_model,
+            reference_cache=lazy_reference_cache(self, self.kto.reference, packed=self.packed_pairs),
             packed_pairs=self.packed_pairs,
             **train_module_options(self),
         )

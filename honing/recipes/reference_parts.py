@@ -1,5 +1,6 @@
 """The reference of the methods that train against one (DPO, KTO): a frozen copy of the initial model, the LoRA
-model with its adapters off, or the initial model's log-probs precomputed once (``<method>.reference``)."""
+model with its adapters off, the initial model's log-probs precomputed once before training, or scored lazily as
+batches first need them and cached per row (``<method>.reference``)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ from typing import Any
 
 import torch
 
-from honing.distributed import get_world_size
+from honing.distributed import get_rank, get_world_size, print0
 from honing.errors import ConfigError
-from honing.methods.dpo_reference import PrecomputedReference
+from honing.methods.dpo_reference import PrecomputedReference, lazy_cache_folder
+from honing.methods.reference_cache import ReferenceCache
 from honing.models import is_lora, unwrap_model
 from honing.models.parallel import parallelize_from, resolve_strategy
 from honing.models.quantize import frozen_copy
@@ -17,8 +19,9 @@ from honing.recipes.base import micro_batch_size
 
 
 def build_reference_model(recipe: Any, model: torch.nn.Module, reference: str) -> torch.nn.Module | None:
-    """A frozen copy of the initial model for ``reference: copy``, sharded like the policy under FSDP2 (none for
-    ``adapters_off`` and ``precompute``); a warm start and ``adapters_off`` without LoRA are refused in one line."""
+    """A frozen copy of the initial model for ``reference: copy``, and for ``lazy`` without LoRA (which scores with
+    the adapters off), sharded like the policy under FSDP2 (none for ``adapters_off`` and ``precompute``); a warm
+    start and ``adapters_off`` without LoRA are refused in one line."""
     config = recipe.config
     trainer, method = config.trainer, config.method
     if trainer.load_path and not trainer.load_trainer_state:
@@ -30,7 +33,9 @@ def build_reference_model(recipe: Any, model: torch.nn.Module, reference: str) -
         )
     if reference == "adapters_off" and not is_lora(model):
         raise ConfigError(f"{method}.reference: 'adapters_off' needs model.lora (LoRA); use copy or precompute")
-    if reference != "copy":
+    if reference == "lazy" and is_lora(model):
+        return None  # the adapters-off policy is the initial model (its adapters start at zero): no copy needed
+    if reference not in ("copy", "lazy"):
         return None
     copy = frozen_copy(unwrap_model(model)).eval().requires_grad_(False)
     if resolve_strategy(config.parallel.strategy, get_world_size()) != "fsdp":  # DDP: no wrapper needed
@@ -58,3 +63,21 @@ def precomputed_reference(recipe: Any, collator: Any, *, attention: str, packed:
         sharded=resolve_strategy(config.parallel.strategy, get_world_size()) == "fsdp",
         cache_dir=recipe.cache_dir,
     )
+
+
+def lazy_reference_cache(recipe: Any, reference: str, *, packed: bool) -> ReferenceCache | None:
+    """The per-row store of ``reference: lazy`` (None for the other references), on disk under the cache folder,
+    keyed by the initial weights and what a row's log-probs depend on besides its tokens (precision, attention,
+    packing, the chunked head)."""
+    if reference != "lazy":
+        return None
+    config, attention = recipe.config, recipe.models.attention_name()
+    sharded = resolve_strategy(config.parallel.strategy, get_world_size()) == "fsdp"
+    settings = f"{recipe.precision}|{attention}|packed={packed}|chunked={config.model.chunked_loss}"
+    folder = lazy_cache_folder(recipe.model, cache_dir=recipe.cache_dir, settings=settings, sharded=sharded)
+    cache = ReferenceCache(folder, rank=get_rank())
+    if len(cache):
+        print0(
+            f"reference log-probs of {len(cache):,} rows read from {folder}; the others are scored as batches need them"
+        )
+    return cache

@@ -53,10 +53,10 @@ class VLDPORecipe(VisionModelSteps, DPORecipe):
 
     def build_data(self) -> RunData:
         """Image pair batches (the reference scores them every step: ``copy`` or ``adapters_off``)."""
-        if self.dpo.reference == "precompute":
+        if self.dpo.reference in ("precompute", "lazy"):
             raise ConfigError(
-                "dpo.reference: 'precompute' is not available for image pairs (its cache is keyed by token ids, "
-                "not pixels); use copy or adapters_off"
+                f"dpo.reference: {self.dpo.reference!r} is not available for image pairs (its cache is keyed by token "
+                "ids, not pixels); use copy or adapters_off"
             )
         return build_finetune_data(self.row_kind(), self.config.data, self.data_placement())
 

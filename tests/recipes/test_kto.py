@@ -29,15 +29,15 @@ def metrics(folder):
     return [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
 
 
-def test_three_references_give_the_same_first_steps_from_one_half(tmp_path):
+def test_the_references_give_the_same_first_steps_from_one_half(tmp_path):
     runs = {}
-    for reference in ("copy", "adapters_off", "precompute"):
+    for reference in ("copy", "adapters_off", "precompute", "lazy"):
         recipe = KTORecipe(validate(raw_config(tmp_path, reference, kto={"reference": reference, "beta": 0.5})))
         assert recipe.run().global_step == 3
         runs[reference] = [row for row in metrics(tmp_path / reference) if "train/loss" in row]
     first = runs["copy"][0]
     assert first["train/loss"] == 0.5 and first["train/kl"] == 0.0  # policy = reference: every row loses 1/2
-    for reference in ("adapters_off", "precompute"):
+    for reference in ("adapters_off", "precompute", "lazy"):
         for step, row in enumerate(runs[reference]):
             for name in TRL_METRICS:
                 key = f"train/{name}"

@@ -35,7 +35,7 @@ def check_export(folder):
     assert (folder / "adapter" / "adapter_config.json").exists()
 
 
-@pytest.mark.parametrize("reference", ["adapters_off", "copy", "precompute"])
+@pytest.mark.parametrize("reference", ["adapters_off", "copy", "precompute", "lazy"])
 def test_dpo_on_a_quantized_base(tmp_path, reference):
     raw = dpo_config(tmp_path).model_dump(exclude_unset=True)
     raw["model"]["quantize"] = "nf4"
@@ -47,7 +47,7 @@ def test_dpo_on_a_quantized_base(tmp_path, reference):
         shared = {id(p) for p in recipe.model.parameters() if is_quantized(p)}
         assert shared == {id(p) for p in recipe.reference_model.parameters() if is_quantized(p)}
     else:
-        assert recipe.reference_model is None  # adapters_off: the quantized base itself
+        assert recipe.reference_model is None  # adapters_off (and lazy under LoRA): the quantized base itself
     assert trainer.global_step == 2 and math.isfinite(recipe.trainer.get_metric("train/loss") or 0.0)
     check_export(tmp_path / "run")
 
