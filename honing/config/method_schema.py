@@ -1,5 +1,5 @@
-"""The sections of the methods that have their own: ``grpo``, ``dpo``, ``orpo`` and ``cpo`` (each refused for every
-other method)."""
+"""The sections of the methods that have their own: ``sft``, ``grpo``, ``dpo``, ``orpo`` and ``cpo`` (each refused for
+every other method)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,15 @@ from honing.config.filter_groups_schema import FilterGroupsSection
 from honing.config.grpo_validation_schema import GRPOValidationSection
 from honing.config.section import Section
 from honing.config.tool_use_schema import ToolUseSection
+
+
+class SFTSection(Section):
+    """SFT (``method: sft``): what it adds to the next-token loss. Defaults are TRL's SFTConfig's."""
+
+    neftune_noise_alpha: float | None = Field(default=None, gt=0)
+    """NEFTune: uniform noise of magnitude alpha / sqrt(L · d) on the input embeddings of the training forwards
+    (never evaluation or generation), L the length of each row's own sequence (a packed row's document), d the
+    hidden size (TRL's and transformers' key; the paper uses 5 to 15); None: no noise."""
 
 
 class GRPORewardSection(Section):

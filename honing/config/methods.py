@@ -83,6 +83,9 @@ VISION_ONLY = (
 # Keys only pretraining reads: rows cut from one stream of documents.
 PRETRAIN_ONLY = ("data.document_masking", "data.text_document_separator")
 
+# Named data sets build prompts and conversations from a data set's own columns; pretraining reads documents.
+NAMED_DATASET_KEYS = ("data.train.sources[].dataset", "data.validation.sources[].dataset")
+
 # Names label validation sources' own metrics (eval/<name>/*), which the methods with a validation loss over
 # fine-tuning rows report: a training source has none, and pretraining's and GRPO's validation is not per source.
 TRAIN_SOURCE_NAME = ("data.train.sources[].name",)
@@ -112,11 +115,12 @@ PREFERENCE_PAIRS = Method(
 
 METHODS: dict[str, Method] = {
     "pretrain": Method(
-        unused=FINETUNE_ONLY + VISION_ONLY + TRAIN_SOURCE_NAME + VALIDATION_SOURCE_NAME,
+        unused=FINETUNE_ONLY + VISION_ONLY + TRAIN_SOURCE_NAME + VALIDATION_SOURCE_NAME + NAMED_DATASET_KEYS,
         values=source_formats("auto", "text", "jsonl", "tokens"),
     ),
     # the tokenizer comes from the model or is byte-level: nothing is trained on the rows, so no vocab_size
     "sft": Method(
+        section="sft",
         unused=("tokenizer.vocab_size", *VISION_ONLY, *PRETRAIN_ONLY, *TRAIN_SOURCE_NAME),
         values={
             **source_formats("auto", "text", "conversation", "alpaca", "sharegpt", "prompt_completion"),

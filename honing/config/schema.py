@@ -24,7 +24,14 @@ from honing.config.data_schema import DataSection, SourceSection, SplitSection, 
 from honing.config.distill_schema import DistillSection
 from honing.config.evaluation import HarnessEvalSection, ModelCardSection
 from honing.config.kto_schema import KTOSection
-from honing.config.method_schema import CPOSection, DPOSection, GRPORewardSection, GRPOSection, ORPOSection
+from honing.config.method_schema import (
+    CPOSection,
+    DPOSection,
+    GRPORewardSection,
+    GRPOSection,
+    ORPOSection,
+    SFTSection,
+)
 from honing.config.methods import METHODS, methods_json, refusals
 from honing.config.model_schema import LoraSection, ModelSection
 from honing.config.optim_schema import OptimSection, ParamGroupSection, SchedulerSection
@@ -52,6 +59,7 @@ __all__ = [
     "ParallelSection",
     "ParamGroupSection",
     "RunConfig",
+    "SFTSection",
     "SchedulerSection",
     "Section",
     "SourceSection",
@@ -98,6 +106,8 @@ class RunConfig(Section):
     """How several processes share the training."""
     storage: StorageSection = Field(default_factory=StorageSection)
     """Remote storage for ``s3://`` paths."""
+    sft: SFTSection | None = None
+    """SFT's settings (``method: sft`` only); None: the defaults."""
     grpo: GRPOSection | None = None
     """GRPO's settings (``method: grpo`` and ``vl_grpo`` only)."""
     dpo: DPOSection | None = None

@@ -213,8 +213,14 @@ def plan_inputs(config: RunConfig, *, nproc: int = 1, vocab_size: int | None = N
     model = meta_model(model_config)
     precision = config.trainer.precision
     param_bytes = 2 if precision == "bf16" or config.model.dtype == "bfloat16" else 4
-    autocast = precision == "bf16-mixed"
-    compute_dtype = torch.bfloat16 if param_bytes == 2 or autocast else torch.float32
+    autocast = precision in ("bf16-mixed", "fp16-mixed")  # fp16's activations weigh as bf16's
+    compute_dtype = (
+        torch.float16
+        if precision == "fp16-mixed"
+        else torch.bfloat16
+        if param_bytes == 2 or autocast
+        else torch.float32
+    )
     dims = parallel_dims_from(config.parallel, nproc)
     local_rows = config.data.rows_per_step(dims.dp_size) // dims.dp_size
     micro = min(config.data.micro_batch_size or local_rows, local_rows)
@@ -231,7 +237,7 @@ def plan_inputs(config: RunConfig, *, nproc: int = 1, vocab_size: int | None = N
     block = block_activation_bytes(
         text_config, compute_dtype=compute_dtype, autocast=autocast, weights_dtype=compute_weights_dtype(config, nproc)
     )
-    compute_bytes = 2 if compute_dtype == torch.bfloat16 else 4
+    compute_bytes = 2 if compute_dtype in (torch.bfloat16, torch.float16) else 4
     row_tokens = tokens_per_row(config, nproc)
     plan = PlanInputs(
         tensors=tensors_of(model, config),

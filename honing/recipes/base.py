@@ -271,6 +271,7 @@ class Recipe:
             self.model,
             self.build_optimizer(self.model),
             router_aux_loss_coef=self.config.model.router_aux_loss_coef,  # MoE models' load-balancing loss
+            neftune_noise_alpha=self.config.sft.neftune_noise_alpha if self.config.sft else None,  # SFT's NEFTune
             **train_module_options(self),
         )
 

@@ -235,6 +235,7 @@ def sft(tmp_path: Path) -> Iterator[dict[str, Any]]:
         bad_rows="skip",
     )
     raw["tokenizer"] = {"kind": "byte", "trust_remote_code": False}
+    raw["sft"] = {"neftune_noise_alpha": 5.0}  # NEFTune on packed rows: each document's own length
     raw["callbacks"]["generation_eval"] = {
         "enabled": True,
         "num_prompts": 2,

@@ -91,15 +91,18 @@ def translate_fsdp(t: Translation, fsdp: Keys) -> None:
 
 
 def set_mixed_precision(t: Translation, key: str, dtype: str) -> None:
-    """An engine's mixed precision (``bf16``, ``fp32``) as FSDP2's parameter dtype and ``trainer.precision``."""
+    """An engine's mixed precision (``bf16``, ``fp16``, ``fp32``) as FSDP2's weights dtype and ``trainer.precision``."""
     if dtype in ("bf16", "bfloat16"):
         t.set("parallel.mixed_precision", "bf16")
         if t.get("trainer.precision", "fp32") == "fp32":  # fp32 weights computed in bf16: autocast's bf16-mixed
             t.set("trainer.precision", "bf16-mixed")
+    elif dtype in ("fp16", "float16"):  # fp32 weights computed in float16 with a loss scale: fp16-mixed
+        t.set("parallel.mixed_precision", "none")
+        t.set("trainer.precision", "fp16-mixed")
     elif dtype in ("fp32", "float32", "no", "none"):
         t.set("parallel.mixed_precision", "none")
     else:
-        t.refuse(key, f"{dtype!r} is not available: honing mixes in bf16 only (no fp16 loss scaling)")
+        t.refuse(key, f"{dtype!r} is not available: expected bf16, fp16 or fp32")
 
 
 def translate_deepspeed(t: Translation, deepspeed: Keys) -> None:

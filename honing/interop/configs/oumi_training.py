@@ -159,6 +159,8 @@ def translate_trainer_kwargs(t: Translation, kwargs: Keys, method: str) -> None:
     ``beta``); every other one refused by name."""
     if method in ("sft", "vl_sft", "dpo", "vl_dpo", "kto", "pretrain"):
         kwargs.copy("max_length", "data.seq_len", int)
+    if method == "sft":
+        kwargs.copy("neftune_noise_alpha", "sft.neftune_noise_alpha", float)
     if method == "kto":
         for name, kind in (("beta", float), ("desirable_weight", float), ("undesirable_weight", float)):
             kwargs.copy(name, f"kto.{name}", kind)
@@ -196,10 +198,10 @@ def translate_engine(t: Translation, training: Keys) -> None:
     kwargs.note("use_reentrant", "not needed: honing's activation checkpointing is always non-reentrant")
     kwargs.done("honing checkpoints whole blocks, non-reentrant")
     mixed = str(training.take("mixed_precision_dtype", "NONE")).upper()
-    if mixed == "BF16":
-        t.set("trainer.precision", "bf16-mixed")
+    if mixed in ("BF16", "FP16"):  # transformers' bf16 / fp16: True, autocast over fp32 weights
+        t.set("trainer.precision", f"{mixed.lower()}-mixed")
     elif mixed not in ("NONE", "FP32"):
-        t.refuse("training.mixed_precision_dtype", f"{mixed!r} is not available; honing mixes in bf16 only")
+        t.refuse("training.mixed_precision_dtype", f"{mixed!r} is not available; expected BF16, FP16 or NONE")
     for name, why in MOOT_TRAINING.items():
         if training.peek(name) not in (None, False):
             t.note(f"training.{name}", why)

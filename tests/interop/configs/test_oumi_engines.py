@@ -108,7 +108,7 @@ def test_deepspeed_stages_become_honings_mesh(deepspeed, expected):
 @pytest.mark.parametrize(
     ("section", "values", "refused"),
     [
-        ("fsdp", {"enable_fsdp": True, "mixed_precision": "fp16"}, "fsdp.mixed_precision: 'fp16' is not available"),
+        ("fsdp", {"enable_fsdp": True, "mixed_precision": "fp8"}, "fsdp.mixed_precision: 'fp8' is not available"),
         ("fsdp", {"enable_fsdp": True, "sharding_strategy": "SOMETHING"}, "fsdp.sharding_strategy: 'SOMETHING'"),
         (
             "deepspeed",
@@ -131,3 +131,8 @@ def test_deepspeed_stages_become_honings_mesh(deepspeed, expected):
 def test_what_has_no_equivalent_is_refused_by_name(section, values, refused):
     translation = translate(oumi(**{section: values}))
     assert any(line.startswith(refused) for line in translation.refused), translation.refused
+
+
+def test_fsdp_fp16_is_fp16_mixed_over_fp32_weights():
+    parallel, translation = parallel_of(oumi(fsdp={"enable_fsdp": True, "mixed_precision": "fp16"}))
+    assert parallel["mixed_precision"] == "none" and translation.config["trainer"]["precision"] == "fp16-mixed"

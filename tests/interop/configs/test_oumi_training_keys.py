@@ -139,3 +139,11 @@ def test_peft_keys_become_model_lora_only_with_use_peft():
     full = translated(peft=peft)  # Oumi ignores the section without training.use_peft: every weight trains
     assert full.get("model.lora") is None
     assert "training.use_peft is not true" in [note for note in full.notes if note.startswith("peft:")][0]
+
+
+def test_fp16_mixed_precision_and_neftune():
+    translation = translated(mixed_precision_dtype="FP16", trainer_kwargs={"neftune_noise_alpha": 5})
+    assert values(translation, "trainer.precision", "sft.neftune_noise_alpha") == {
+        "trainer.precision": "fp16-mixed",
+        "sft.neftune_noise_alpha": 5.0,
+    }
