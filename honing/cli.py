@@ -19,7 +19,6 @@ import tempfile
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 from honing.cli_arguments import (
     OneLineErrorParser,
@@ -36,6 +35,12 @@ from honing.cli_arguments import (
     usage_error,
 )
 from honing.cli_checks import check_at_least, check_checkpoint, check_out_dir, check_output_folder, check_positive
+from honing.cli_configs import (
+    QUICKSTART,  # noqa: F401 (honing.cli.QUICKSTART: the quickstart a bare train runs)
+    find_config,
+    split_config_and_overrides,
+)
+from honing.cli_hub import hub_access_for
 from honing.cli_library_warnings import quiet_library_warnings
 from honing.cli_next_steps import next_steps_line, program_name
 from honing.config import ConfigError, HoningError, RunConfig, to_yaml
@@ -48,19 +53,7 @@ from honing.infer.arguments import (
 )
 from honing.interop.configs import convert_file, load_any_config
 
-# An installed wheel carries the example configs as honing/_configs (setup.py); a source tree has them in its configs/.
-PACKAGED_CONFIGS = Path(__file__).resolve().parent / "_configs"
-EXAMPLE_CONFIGS = PACKAGED_CONFIGS if PACKAGED_CONFIGS.is_dir() else PACKAGED_CONFIGS.parent.parent / "configs"
-QUICKSTART = EXAMPLE_CONFIGS / "quickstart.yaml"
-
 Handler = Callable[[argparse.Namespace], int]
-
-
-def split_config_and_overrides(config: str | None, overrides: list[str]) -> tuple[str, list[str]]:
-    """``honing train key=value`` (no file) means the quickstart with those overrides."""
-    if config is None or ("=" in config and not os.path.exists(config)):
-        return str(QUICKSTART), ([config] if config else []) + overrides
-    return config, overrides
 
 
 def setup_logging() -> None:
@@ -333,7 +326,10 @@ def installed_version() -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Carry out one parsed command; returns the exit code."""
-    return VERBS_BY_NAME[args.verb].handler(args)
+    if getattr(args, "config", None) is not None and args.verb != "convert":  # convert reads other systems' files
+        args.config = find_config(args.config)  # a packaged config's name: its file
+    with hub_access_for(args):  # offline unless the command needs the hub and the hub answers
+        return VERBS_BY_NAME[args.verb].handler(args)
 
 
 #: where ``honing train --nproc N`` asks its ranks to leave a user error's message for it to print on one line

@@ -28,8 +28,9 @@ def test_a_parsed_verb_runs_its_handler_and_returns_its_exit_code(monkeypatch):
 def test_overrides_after_options_only_where_the_table_allows_them(monkeypatch, capsys):
     seen = []
     monkeypatch.setitem(VERBS_BY_NAME, "plan", replace(VERBS_BY_NAME["plan"], handler=lambda a: seen.append(a) or 0))
-    assert main(["plan", "c.yaml", "--nproc", "2", "optim.lr=0.1"]) == 0
+    assert main(["plan", "quickstart", "--nproc", "2", "optim.lr=0.1"]) == 0  # a packaged config's name
     assert seen[0].overrides == ["optim.lr=0.1"] and seen[0].nproc == 2
+    assert seen[0].config.endswith("configs/quickstart.yaml")  # the handler gets its file
     with pytest.raises(SystemExit) as exit:
         main(["data", "c.yaml", "-o", "out", "optim.lr=0.1"])  # data takes its overrides before its options only
     assert exit.value.code == 2 and "unrecognized arguments: optim.lr=0.1" in capsys.readouterr().err

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from honing.cli_configs import find_config
 from honing.config import load_config
 from honing.parallel_dims import parallel_dims_from
 
@@ -19,6 +20,12 @@ def train_commands() -> list[list[str]]:
     text = README.replace("\\\n", " ")
     lines = [line.split("#", 1)[0] for line in text.splitlines() if "honing train " in line and "`" not in line]
     return [shlex.split(line.split("honing train ", 1)[1]) for line in lines]
+
+
+def config_file(name: str) -> str:
+    """The file a README command's CONFIG names: a path from the repository's root, else a packaged config's name
+    (``honing train sft-full``), as the CLI finds it."""
+    return str(ROOT / name) if (ROOT / name).exists() else find_config(name)
 
 
 def test_the_readme_is_short_and_opens_with_the_two_commands():
@@ -37,14 +44,14 @@ def test_every_train_command_of_the_readme_is_a_valid_config(arguments):
         nproc = int(arguments[at + 1])
         arguments = arguments[:at] + arguments[at + 2 :]
     config_path, *overrides = arguments
-    config = load_config(str(ROOT / config_path), overrides)
+    config = load_config(config_file(config_path), overrides)
     if nproc is not None:
         parallel_dims_from(config.parallel, nproc)  # raises when the layout cannot fit
 
 
 def test_the_readme_names_an_example_for_every_method():
     configs = {args[0] for args in train_commands()}
-    methods = {load_config(str(ROOT / path), []).method for path in configs}
+    methods = {load_config(config_file(path), []).method for path in configs}
     assert methods >= {"pretrain", "sft", "vl_sft", "dpo", "grpo"}
     assert {"configs/sft-full.yaml", "configs/sft-lora.yaml", "configs/sft-qlora.yaml"} <= configs
 

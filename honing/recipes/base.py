@@ -48,6 +48,7 @@ from honing.models.parallel import fsdp_shards, parallelize_from
 from honing.optim.builder import OptimizerSettings, build_optimizer
 from honing.parallel_dims import ParallelDims, check_divides, parallel_dims_from
 from honing.recipes.prerequisites import check_model_inputs
+from honing.recipes.run_paths import check_run_paths
 from honing.run.callbacks import build_callbacks
 from honing.run.outputs import RunOutputs
 from honing.train import Callback, Trainer
@@ -118,6 +119,7 @@ class Recipe:
         """Run every build step in order and return the Trainer."""
         configure_storage(self.config.storage)
         check_model_inputs(self.config)  # a missing example output: one line with its command, before any hub call
+        check_run_paths(self.config)  # save folder, load path, data paths: one line each, before any model
         layout = self.parallel_dims.describe()  # a layout that cannot fit fails here, before any model is built
         self.build_model_assets()
         try:

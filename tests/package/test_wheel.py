@@ -1,6 +1,6 @@
 """honing as a package: ``python -m build`` gives an sdist and, built from it, a wheel that carries the example configs
 (and no tests); installed into a fresh venv beside the pinned torch, its ``honing`` runs the packaged quickstart from
-another folder."""
+another folder and finds a packaged config by its name."""
 
 from __future__ import annotations
 
@@ -106,6 +106,11 @@ def test_the_built_wheel_installs_and_trains_the_packaged_quickstart_from_anothe
     honing = str(tmp_path / "venv" / "bin" / "honing")
     version = subprocess.run([honing, "--version"], cwd=elsewhere, env=env, capture_output=True, text=True)
     assert (version.returncode, version.stdout.strip()) == (0, f"honing {VERSION}")
+    show = [honing, "config", "show", "sft-full"]
+    by_name = subprocess.run(show, cwd=elsewhere, env=env, capture_output=True, text=True)
+    assert by_name.returncode == 0, by_name.stderr[-2000:]
+    assert "run_name: sft-full\n" in by_name.stdout  # a packaged config named as the docs name it, from elsewhere
+    assert "_configs/sft-full.yaml" in by_name.stderr  # the info line says which file that is
 
     save_folder = tmp_path / "run"
     train = [honing, "train", "trainer.max_duration=3steps", f"trainer.save_folder={save_folder}"]
