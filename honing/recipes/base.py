@@ -46,6 +46,7 @@ from honing.models.builder import ModelBuilder
 from honing.models.model_parallel import check_model_layout
 from honing.models.parallel import fsdp_shards, parallelize_from
 from honing.optim.builder import OptimizerSettings, build_optimizer
+from honing.optim.schedulers import schedule_options
 from honing.parallel_dims import ParallelDims, check_divides, parallel_dims_from
 from honing.recipes.prerequisites import check_model_inputs
 from honing.recipes.run_paths import check_run_paths
@@ -381,16 +382,9 @@ def chat_packed_collate(recipe: Recipe) -> Any:
 def train_module_options(recipe: Recipe) -> dict[str, Any]:
     """The step settings every method's TrainModule takes (``honing.methods.base.BaseTrainModule``)."""
     config, dims = recipe.config, recipe.parallel_dims
-    sched = config.scheduler
     return dict(
         micro_batch_size=micro_batch_size(config, dims),
-        scheduler={
-            "name": sched.name,
-            "warmup_steps": sched.warmup_steps,
-            "warmup_ratio": sched.warmup_ratio,
-            "min_lr_ratio": sched.min_lr_ratio,
-            "decay_fraction": sched.decay_fraction,
-        },
+        scheduler=schedule_options(config.scheduler, config.optim.lr),
         grad_clip=config.optim.grad_clip,
         precision=recipe.precision,
         device=recipe.device,

@@ -10,7 +10,7 @@ from typing import Any
 from honing.interop.configs.axolotl_data import translate_datasets, translate_pretraining, translate_template
 from honing.interop.configs.axolotl_keys import KEYS, SOURCE
 from honing.interop.configs.axolotl_table import TABLE
-from honing.interop.configs.hf_args import duration, set_optimizer, set_schedule, set_warmup
+from honing.interop.configs.hf_args import duration, set_optimizer, set_schedule, set_schedule_defaults, set_warmup
 from honing.interop.configs.hf_engines import lora_targets, set_fp16, translate_deepspeed_file, translate_fsdp_config
 from honing.interop.configs.oumi_model import PAD_TOKEN_NOTE
 from honing.interop.configs.schema_table import finish
@@ -26,8 +26,6 @@ ATTENTION = {
     "flex_attention": "flex_attention",
     "eager_attention": "eager",
 }
-# axolotl's lr_scheduler names honing's schedules cover (transformers' names are read by hf_args)
-SCHEDULES = {"cosine": "cosine", "linear": "linear", "constant": "constant", "constant_with_warmup": "constant"}
 # plugins whose keys are kernels of the same maths (their keys are in the table's plugins group)
 KERNEL_PLUGINS = ("liger", "cut_cross_entropy")
 
@@ -87,8 +85,7 @@ def fill_defaults(t: Translation, method: str) -> None:
     t.default("trainer.save_folder", "./model-out", f"{whose} output_dir")
     t.default("optim.weight_decay", 0.0, f"{whose} weight_decay")
     t.default("optim.betas", [0.9, 0.999], "transformers' TrainingArguments.adam_beta1 / adam_beta2")
-    t.default("scheduler.name", "cosine", f"{whose} lr_scheduler")
-    t.default("scheduler.min_lr_ratio", 0.0, "transformers' schedules decay to 0")
+    set_schedule_defaults(t, "cosine", f"{whose} lr_scheduler")
     t.default("trainer.seed", 42, "transformers' TrainingArguments.seed")
     if method in ("sft", "vl_sft"):
         t.default("data.packing", False, f"{whose} sample_packing")
@@ -221,10 +218,15 @@ def translate_schedule(t: Translation, top: Keys) -> None:
     name = top.take("lr_scheduler")
     kwargs = top.take("lr_scheduler_kwargs")
     if name is not None:
-        set_schedule(t, "lr_scheduler", SCHEDULES.get(str(name), str(name)), kwargs)
+        set_schedule(t, "lr_scheduler", str(name), kwargs)
     ratio = top.number("cosine_min_lr_ratio", float)
     if ratio is not None:
-        t.set("scheduler.min_lr_ratio", ratio)
+        # axolotl's own cosine with a floor is transformers' cosine_with_min_lr, operation for operation
+        if t.get("scheduler.name") == "cosine":
+            t.set("scheduler.name", "cosine_with_min_lr")
+            t.set("scheduler.kwargs.min_lr_rate", ratio)
+        else:
+            t.refuse("cosine_min_lr_ratio", f"read by axolotl with lr_scheduler: cosine only, not {name!r}")
     set_warmup(t, "warmup_steps", top.take("warmup_steps"), "warmup_ratio", top.take("warmup_ratio"))
     embedding_lr, scale = top.number("embedding_lr", float), top.number("embedding_lr_scale", float)
     lr = t.get("optim.lr")

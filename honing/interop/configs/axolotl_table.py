@@ -274,13 +274,15 @@ TOP: dict[str, Entry] = {
     **honoured("optim.name (AdamW, SGD, Adafactor, Muon; 8-bit AdamW states)", "optimizer"),
     **honoured("optim.betas / optim.eps", "adam_beta1", "adam_beta2", "adam_epsilon"),
     **honoured("optim.grad_clip", "max_grad_norm"),
-    **honoured("scheduler.name", "lr_scheduler", "lr_scheduler_kwargs"),
-    **honoured("scheduler.min_lr_ratio", "cosine_min_lr_ratio"),
+    **honoured(
+        "scheduler.name / kwargs (transformers' schedules, step for step)", "lr_scheduler", "lr_scheduler_kwargs"
+    ),
+    **honoured("scheduler.name: cosine_with_min_lr, kwargs.min_lr_rate", "cosine_min_lr_ratio"),
     **honoured("scheduler.warmup_steps / warmup_ratio", "warmup_steps", "warmup_ratio"),
     **honoured("optim.param_groups (the embeddings' learning rate)", "embedding_lr", "embedding_lr_scale"),
     **refused("not translated: give honing's optim.param_groups", "lr_groups"),
     **refused(
-        "not available: honing's schedules are constant, linear, cosine and wsd",
+        "not available: honing's schedules are transformers' own and constant, linear, cosine and wsd",
         "lr_quadratic_warmup",
         "cosine_constant_lr_ratio",
         "lr_div_factor",

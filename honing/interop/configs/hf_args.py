@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from honing.config.optim_schema import METRIC_SCHEDULES, TRANSFORMERS_SCHEDULES
 from honing.config.optimizers import resolve_optimizer
 from honing.interop.configs.translation import Translation, read_number
 
@@ -21,24 +22,21 @@ EIGHT_BIT_ADAMW = ("adamw_8bit", "adamw_bnb_8bit", "paged_adamw_8bit", "adamw_to
 # bitsandbytes' paged 32-bit AdamW: AdamW whose states page to host memory under pressure
 PAGED_ADAMW = ("paged_adamw_32bit", "paged_adamw")
 
-# lr_scheduler_type -> honing's scheduler.name; "constant" has no warmup in transformers, as in honing with 0 steps
-SCHEDULES = {
-    "linear": "linear",
-    "cosine": "cosine",
-    "cosine_with_min_lr": "cosine",
-    "constant": "constant",
-    "constant_with_warmup": "constant",
-}
-
 
 def set_hf_defaults(t: Translation, whose: str = "transformers' TrainingArguments.") -> None:
     """The optimizer and schedule settings a Hugging Face ``Trainer`` run has when its config says nothing
-    (``whose``: the prefix of the field names in the header, e.g. ``Oumi's training.``, which passes the same values);
-    transformers' schedules decay to 0 where honing's end at ``min_lr_ratio`` x lr, 0.1 by default."""
+    (``whose``: the prefix of the field names in the header, e.g. ``Oumi's training.``, which passes the same
+    values)."""
     for field, (path, value) in OPTIM_DEFAULTS.items():
         t.default(path, value, f"{whose}{field}")
-    t.default("scheduler.name", "linear", f"{whose}lr_scheduler_type")
-    t.default("scheduler.min_lr_ratio", 0.0, "transformers' schedules decay to 0")
+    set_schedule_defaults(t, "linear", f"{whose}lr_scheduler_type")
+
+
+def set_schedule_defaults(t: Translation, name: str, whose: str) -> None:
+    """A Hugging Face Trainer's schedule where the file names none: transformers' ``name`` (``whose`` default),
+    step for step as ``transformers.get_scheduler`` (its warmup from 0, its decay to 0)."""
+    t.default("scheduler.semantics", "transformers", "transformers' get_scheduler: each step's LR as the Trainer's")
+    t.default("scheduler.name", name, whose)
 
 
 def set_optimizer(t: Translation, key: str, name: str) -> None:
@@ -79,23 +77,45 @@ def optimizer_family(name: str) -> str:
 
 
 def set_schedule(t: Translation, key: str, name: str, kwargs: dict[str, Any] | None = None) -> None:
-    """A ``lr_scheduler_type`` (and its kwargs) as honing's ``scheduler.*``."""
+    """A ``lr_scheduler_type`` and its ``lr_scheduler_kwargs`` as transformers' own schedule in honing
+    (``scheduler.semantics: transformers``): the LR of every step is the Hugging Face Trainer's."""
+    kwargs_key = key.removesuffix("_type") + "_kwargs"  # lr_scheduler_type -> lr_scheduler_kwargs
     if kwargs is not None and not isinstance(kwargs, dict):
-        t.refuse(f"{key}_kwargs", f"{kwargs!r}: expected a mapping of keys")
+        t.refuse(kwargs_key, f"{kwargs!r}: expected a mapping of keys")
     kwargs = dict(kwargs) if isinstance(kwargs, dict) else {}
-    if name not in SCHEDULES:
-        t.refuse(key, f"{name!r} is not available; expected one of: {', '.join(SCHEDULES)}")
+    if name in METRIC_SCHEDULES:
+        t.refuse(key, f"{name!r} is not available: {METRIC_SCHEDULES[name]}")
         return
-    t.set("scheduler.name", SCHEDULES[name])
-    if name == "cosine_with_min_lr":
-        if "min_lr_rate" in kwargs:
-            ratio = read_number(t, f"{key}_kwargs.min_lr_rate", kwargs.pop("min_lr_rate"), float)
-            if ratio is not None:
-                t.set("scheduler.min_lr_ratio", ratio)
-    if name.startswith("cosine") and kwargs.get("num_cycles") in (0.5, "0.5"):
-        kwargs.pop("num_cycles")  # transformers' default: half a cosine wave, to the end, as honing's
-    for extra in kwargs:
-        t.refuse(f"{key}_kwargs.{extra}", f"not translated for {name!r}")
+    if name not in TRANSFORMERS_SCHEDULES:
+        t.refuse(key, f"{name!r} is not available; expected one of: {', '.join(TRANSFORMERS_SCHEDULES)}")
+        return
+    t.set("scheduler.semantics", "transformers")
+    t.set("scheduler.name", name)
+    reads = TRANSFORMERS_SCHEDULES[name]
+    for extra, value in kwargs.items():
+        if extra in reads:
+            t.set(f"scheduler.kwargs.{extra}", value)
+        elif name in ("constant", "constant_with_warmup"):  # get_scheduler hands these no kwargs at all
+            t.note(f"{kwargs_key}.{extra}", f"ignored by transformers' {name!r}, as here")
+        else:  # transformers' schedule function would fail on it (TypeError)
+            reads_text = ", ".join(reads) or "none"
+            t.refuse(f"{kwargs_key}.{extra}", f"not read by transformers' {name!r} (it reads: {reads_text})")
+    drop_constant_warmup(t, key)
+
+
+def drop_constant_warmup(t: Translation, key: str) -> None:
+    """transformers' ``constant`` ignores the warmup: so does the translation, and its header says so (honing's
+    config refuses a warmup that nothing reads)."""
+    if t.get("scheduler.semantics") != "transformers" or t.get("scheduler.name") != "constant":
+        return
+    if t.get("scheduler.warmup_steps") or t.get("scheduler.warmup_ratio"):
+        t.unset("scheduler.warmup_steps")
+        t.unset("scheduler.warmup_ratio")
+        t.note(
+            key,
+            "the warmup is ignored: transformers' 'constant' schedule has none (the LR is optim.lr from the first "
+            "step), as here; 'constant_with_warmup' warms up",
+        )
 
 
 def set_warmup(t: Translation, steps_key: str, steps: Any, ratio_key: str, ratio: Any) -> None:
@@ -108,6 +128,7 @@ def set_warmup(t: Translation, steps_key: str, steps: Any, ratio_key: str, ratio
             t.note(ratio_key, f"ignored because {steps_key} is set (transformers' rule)")
     elif ratio:
         t.set("scheduler.warmup_ratio", ratio)
+    drop_constant_warmup(t, steps_key if steps else ratio_key)
 
 
 def set_precision(t: Translation, key: str, dtype: str | None) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from honing.interop.configs.hf_args import duration, set_optimizer, set_schedule, set_warmup
+from honing.interop.configs.hf_args import duration, set_optimizer, set_schedule, set_schedule_defaults, set_warmup
 from honing.interop.configs.hf_engines import lora_targets, set_fp16, translate_deepspeed_file, translate_fsdp_config
 from honing.interop.configs.llamafactory_data import translate_data
 from honing.interop.configs.llamafactory_keys import KEYS, SOURCE
@@ -89,8 +89,7 @@ def fill_defaults(t: Translation, method: str) -> None:
     t.default("optim.lr", 5e-5, f"{hf}learning_rate")
     t.default("optim.weight_decay", 0.0, f"{hf}weight_decay")
     t.default("optim.betas", [0.9, 0.999], f"{hf}adam_beta1 / adam_beta2")
-    t.default("scheduler.name", "linear", f"{hf}lr_scheduler_type")
-    t.default("scheduler.min_lr_ratio", 0.0, "transformers' schedules decay to 0")
+    set_schedule_defaults(t, "linear", f"{hf}lr_scheduler_type")
     t.default("trainer.seed", 42, f"{hf}seed")
     t.default("callbacks.checkpointer.save_interval", 500, f"{hf}save_steps")
     t.default("callbacks.console.log_interval", 500, f"{hf}logging_steps")

@@ -23,7 +23,7 @@ DEFAULTS = {
     "optim.weight_decay": 0.01,
     "scheduler.name": "cosine",
     "scheduler.warmup_ratio": 0.1,
-    "scheduler.min_lr_ratio": 0.0,
+    "scheduler.semantics": "transformers",  # its Trainer's get_scheduler, step for step
     "callbacks.evaluator.interval": 500,
     "callbacks.checkpointer.save_interval": 500,
     "callbacks.checkpointer.keep_last": 3,

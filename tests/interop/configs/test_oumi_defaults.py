@@ -47,7 +47,7 @@ def test_a_bare_sft_config_gets_trls_and_transformers_defaults():
     )  # honing's own defaults agree, so nothing is written for them
     assert "eps" not in translation.config["optim"] and "grad_clip" not in translation.config["optim"]
     assert config.scheduler.name == str(getattr(field_default(hf, "lr_scheduler_type"), "value", "linear")) == "linear"
-    assert config.scheduler.min_lr_ratio == 0.0
+    assert config.scheduler.semantics == "transformers"  # its get_scheduler's LR at every step: warmup from 0, to 0
     # Oumi's TrainingParams, passed to TRL explicitly (TRL's own learning rate 2e-5 never applies)
     assert config.optim.name == "adamw_torch" and config.optim.lr == 5e-5
     assert config.trainer.max_duration == "3epochs" and config.trainer.seed == 42
