@@ -53,6 +53,20 @@ class SourceSection(Section):
     default one."""
     name: str | None = Field(default=None, pattern=r"^[\w.-]+$")
     """A validation source's name in its own metrics (``eval/<name>/loss``); None: its file's stem."""
+    dataset: str | None = Field(default=None, min_length=1)
+    """A named data set (``countdown``, ``gsm8k``, ``alpaca``, ... or its hub id, docs/data.md#named-data-sets): the
+    rows at ``path`` (its hub id, or a local file) are in the data set's own columns, and its builder turns each into
+    a prompt or a conversation; None: the rows' keys name their format, or a ``path`` that is a registered hub id
+    names the data set."""
+
+    @model_validator(mode="after")
+    def _dataset_or_format(self) -> SourceSection:
+        if self.dataset is not None and self.format != "auto":
+            raise ValueError(
+                f"give a source's format or its dataset, not both: the named data set {self.dataset!r} builds rows "
+                f"whose format honing detects (remove format: {self.format})"
+            )
+        return self
 
 
 class SplitSection(Section):

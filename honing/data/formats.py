@@ -22,6 +22,7 @@ from honing.data.example_types import (
     PlainText,
     RowError,
 )
+from honing.data.named.registry import suggested_datasets
 from honing.errors import DataError
 
 EXAMPLE_FORMATS = ("conversation", "alpaca", "sharegpt", "prompt_completion", "text", "mllm")
@@ -66,7 +67,7 @@ def detect_format(row: dict[str, Any], *, text_field: str = "text") -> str:
     raise RowError(
         f"cannot detect the format from the keys {_keys(row)}; expected 'messages' (conversation), "
         "'conversations' (sharegpt), either of them + 'images' (mllm), 'instruction' + 'output' (alpaca), "
-        f"'prompt' + 'completion' (prompt_completion) or {text_field!r} (text)"
+        f"'prompt' + 'completion' (prompt_completion) or {text_field!r} (text)" + suggested_datasets(row)
     )
 
 

@@ -34,6 +34,8 @@ from honing.data.formats import (
     resolve_image_paths,
     to_example,
 )
+from honing.data.named.entry import Gives, NamedDataset
+from honing.data.named.registry import check_gives, named_dataset, named_row
 from honing.data.report import BadRowReport
 from honing.data.sources import expand_paths, source_fields, weighted_indices
 from honing.errors import DataError
@@ -77,10 +79,16 @@ class ExampleSet:
     report: BadRowReport
 
 
-def iter_records(path: str, *, on_bad_row: BadRowHandler | None = None, subset: str | None = None) -> Iterator[Record]:
+def iter_records(
+    path: str, *, on_bad_row: BadRowHandler | None = None, subset: str | None = None, dataset: str | None = None
+) -> Iterator[Record]:
     """Every row under ``path``; an unreadable row raises ``DataError`` or, given ``on_bad_row``, is passed to it
     as ``(origin, reason)`` and skipped. ``subset`` names a configuration of a dataset read with
-    ``datasets.load_dataset`` (a hub name or ``folder:split``), as ``load_dataset(path, subset)`` does."""
+    ``datasets.load_dataset`` (a hub name or ``folder:split``), as ``load_dataset(path, subset)`` does; ``dataset``
+    a named data set (``honing.data.named``), whose builder turns each row of its own columns into honing's."""
+    if dataset is not None:
+        yield from _named_records(path, named_dataset(dataset), on_bad_row, subset)
+        return
     target = _datasets_target(path, subset)
     if target is not None:
         yield from target()
@@ -113,6 +121,27 @@ def iter_records(path: str, *, on_bad_row: BadRowHandler | None = None, subset: 
             path,
             unsupported[0],
         )
+
+
+def source_records(
+    fields: Mapping[str, Any], index: int, reads: tuple[Gives, ...], *, on_bad_row: BadRowHandler | None = None
+) -> Iterator[Record]:
+    """The records of a source's fields (``source_fields``); a named data set whose rows are not what the method
+    ``reads`` is refused now, before any row is read."""
+    if fields["dataset"] is not None:
+        check_gives(named_dataset(fields["dataset"]), reads, f"data source {index} ({fields['path']!r})")
+    return iter_records(fields["path"], on_bad_row=on_bad_row, subset=fields["subset"], dataset=fields["dataset"])
+
+
+def _named_records(
+    path: str, entry: NamedDataset, on_bad_row: BadRowHandler | None, subset: str | None
+) -> Iterator[Record]:
+    """The records of ``path`` with each row built by the named data set (a row it cannot build is a bad row)."""
+    for record in iter_records(path, on_bad_row=on_bad_row, subset=subset):
+        try:
+            yield Record(named_row(entry, record.row), record.origin, record.folder)
+        except RowError as error:
+            _bad_row(on_bad_row, record.origin, error.reason)
 
 
 def read_sources(
@@ -225,7 +254,7 @@ def _source_examples(
     format = None if fields["format"] == "auto" else fields["format"]
     detected_at = None
     count = 0
-    for record in iter_records(path, on_bad_row=bad, subset=fields["subset"]):
+    for record in source_records(fields, index, ("conversations", "image conversations"), on_bad_row=bad):
         try:
             if format is None:
                 format, detected_at = detect_format(record.row, text_field=text_field), record.origin

@@ -15,6 +15,7 @@ import fsspec
 import numpy as np
 from fsspec.implementations.local import LocalFileSystem
 
+from honing.data.named.registry import hub_dataset, named_dataset
 from honing.errors import DataError
 
 STDLIB_PLACEHOLDER = "{stdlib}"
@@ -26,6 +27,7 @@ SOURCE_FIELDS = {
     "text_field": "text",
     "max_samples": None,
     "subset": None,
+    "dataset": None,
 }
 
 
@@ -101,6 +103,30 @@ def source_fields(source: Mapping[str, Any] | object, index: int) -> dict[str, A
     if subset is not None and (not isinstance(subset, str) or not subset):
         raise DataError(f"data source {index} ({path!r}): subset must be a non-empty string or null, got {subset!r}")
     fields["weight"] = float(weight)
+    return named_fields(fields, index)
+
+
+def named_fields(fields: dict[str, Any], index: int) -> dict[str, Any]:
+    """The fields with their named data set resolved: ``dataset`` as honing's name (or the data set whose hub id the
+    path is, when the format is ``auto``), and the hub's subset and split where the path is that hub id."""
+    dataset, path = fields.get("dataset"), fields["path"]
+    if dataset is not None and (not isinstance(dataset, str) or not dataset):
+        raise DataError(f"data source {index} ({path!r}): dataset must be a named data set or null, got {dataset!r}")
+    try:
+        entry = named_dataset(dataset) if dataset is not None else None
+    except DataError as error:
+        raise DataError(f"data source {index} ({path!r}): {error}") from None
+    is_hub_id = not os.path.exists(path.split(":", 1)[0]) and hub_dataset(path) is not None
+    if entry is None and is_hub_id and fields.get("format", "auto") == "auto":
+        entry = hub_dataset(path)
+    if entry is None:
+        return fields
+    fields = {**fields, "dataset": entry.name}
+    if is_hub_id and hub_dataset(path) is entry:  # the hub data set itself: its own configuration and split
+        if fields.get("subset") is None and entry.subset is not None:
+            fields["subset"] = entry.subset
+        if ":" not in path and entry.split is not None:
+            fields["path"] = f"{path}:{entry.split}"
     return fields
 
 

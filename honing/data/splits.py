@@ -28,6 +28,7 @@ from honing.data.prepare_finetune import (
 from honing.data.prepared_rows import COLUMNS, PreparedRows, RowSource, column_arrays, is_prepared_folder
 from honing.data.report import MAX_REASONS, BadRowReport
 from honing.data.row_reader import warn_skipped, weighted_picks
+from honing.data.sources import named_fields
 from honing.data.text.corpus import split_documents
 from honing.distributed import barrier, get_local_rank, is_distributed
 from honing.errors import ConfigError, DataError
@@ -242,8 +243,9 @@ def resolve_sources(
     generation eval reads them), and a path ``generated`` recognises is written to ``cache_dir`` by
     ``write_generated`` and read back in ``generated_format``."""
     resolved = []
-    for source in sources:
-        fields = source.model_dump(exclude={"name"})  # a name labels metrics, not rows
+    for index, source in enumerate(sources):
+        # a name labels metrics, not rows; a named data set is resolved now, so that it keys the prepared rows
+        fields = named_fields(source.model_dump(exclude={"name"}), index)
         if is_prepared_folder(fields["path"]):
             inner = PreparedRows(fields["path"]).sources
             resolved += [{**row.fields, "weight": row.fields["weight"] * fields["weight"]} for row in inner]

@@ -25,7 +25,7 @@ from honing.data.preference.pairs import (
     detect_preference_format,
     to_pair,
 )
-from honing.data.row_reader import BadRowReport, iter_records
+from honing.data.row_reader import BadRowReport, source_records
 from honing.data.sources import source_fields
 from honing.errors import DataError
 
@@ -108,7 +108,7 @@ def _source_examples(
         report.add(path, origin, reason)
 
     count = 0
-    for record in iter_records(path, on_bad_row=bad, subset=fields["subset"]):
+    for record in source_records(fields, index, ("preference pairs",), on_bad_row=bad):
         try:
             if format is None:  # a source holds one format: the first row names it
                 format = detect_kto_format(record.row)

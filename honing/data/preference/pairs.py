@@ -20,7 +20,7 @@ from math import inf
 from typing import Any, Literal
 
 from honing.data.formats import ROLES, SHAREGPT_ROLES, RowError
-from honing.data.row_reader import BadRowReport, iter_records
+from honing.data.row_reader import BadRowReport, source_records
 from honing.data.sources import source_fields, weighted_indices
 from honing.errors import DataError
 
@@ -161,7 +161,7 @@ def _source_pairs(
         report.add(path, origin, reason)
 
     count = 0
-    for record in iter_records(path, on_bad_row=bad, subset=fields["subset"]):
+    for record in source_records(fields, index, ("preference pairs",), on_bad_row=bad):
         try:
             if format is None:  # a source holds one format: the first row names it, as for fine-tuning rows
                 format = detect_preference_format(record.row)

@@ -33,7 +33,7 @@ from honing.data.preference.vision_batches import (
     fit_vision_pair,
     tokenize_vision_pair,
 )
-from honing.data.row_reader import BadRowReport, iter_records
+from honing.data.row_reader import BadRowReport, source_records
 from honing.data.sources import source_fields
 from honing.data.vision.images import load_image
 from honing.data.vision.vision_rows import image_stamps
@@ -121,7 +121,7 @@ def read_vision_pair_sources(
             report.add(path, origin, reason)
 
         found: list[tuple[VisionPair, str]] = []
-        for record in iter_records(fields["path"], on_bad_row=bad, subset=fields["subset"]):
+        for record in source_records(fields, index, ("preference pairs",), on_bad_row=bad):
             try:
                 found.append((vision_pair(record.row, record.folder, fields["format"]), record.origin))
             except RowError as error:

@@ -16,7 +16,8 @@ import torch
 
 from honing.data.collate import Collator, padded_rows
 from honing.data.formats import RowError, _messages
-from honing.data.row_reader import iter_records
+from honing.data.named.registry import suggested_datasets
+from honing.data.row_reader import source_records
 from honing.data.sources import source_fields, weighted_indices
 from honing.errors import DataError
 
@@ -46,7 +47,7 @@ def detect_prompt_format(row: Mapping[str, Any]) -> str:
         return "conversation"
     raise RowError(
         f"cannot detect a prompt format from the keys {', '.join(map(repr, row))}; expected 'prompt' (a text or "
-        "a list of messages) or 'messages' (a conversation, its last assistant turn removed)"
+        "a list of messages) or 'messages' (a conversation, its last assistant turn removed)" + suggested_datasets(row)
     )
 
 
@@ -104,7 +105,7 @@ def read_prompt_sources(sources: Sequence[Mapping[str, Any] | object]) -> list[l
                 f"{', '.join(PROMPT_FORMATS)}"
             )
         found: list[tuple[Prompt, str]] = []
-        for record in iter_records(fields["path"], subset=fields["subset"]):
+        for record in source_records(fields, index, ("prompts", "conversations")):
             try:
                 row_format = detect_prompt_format(record.row) if format == "auto" else format
                 found.append((to_prompt(record.row, row_format), record.origin))

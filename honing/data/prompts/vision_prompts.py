@@ -37,7 +37,7 @@ from honing.data.formats import (
 )
 from honing.data.prompts.prompt_rows import PromptRows, check_json_columns
 from honing.data.prompts.prompts import PROMPT_FORMATS, Prompt, PromptCollator, PromptDataset, detect_prompt_format
-from honing.data.row_reader import BadRowReport, iter_records
+from honing.data.row_reader import BadRowReport, source_records
 from honing.data.sources import source_fields
 from honing.data.vision.images import load_image
 from honing.data.vision.processing import process
@@ -137,7 +137,7 @@ def read_vision_prompt_sources(sources: Sequence[Mapping[str, Any] | object]) ->
                 f"{', '.join(PROMPT_FORMATS)}"
             )
         found: list[tuple[Any, str]] = []
-        for record in iter_records(fields["path"], subset=fields["subset"]):
+        for record in source_records(fields, index, ("prompts", "conversations", "image conversations")):
             try:
                 found.append((vision_prompt(record.row, format, record.folder), record.origin))
             except RowError as error:

@@ -24,6 +24,24 @@ FORMAT_DATASETS = {
     "preference_pairs_jsonl": "preference",
     "text": "auto",
 }
+# Oumi's data set names (its registry's, and the hub ids its documents name) -> honing's named data set, which builds
+# rows from the data set's own columns: set on a source read from dataset_path (a local file in the hub's columns);
+# a hub id as the path names the data set itself (honing.data.named)
+NAMED_DATASETS = {
+    "Jiayi-Pan/Countdown-Tasks-3to4": "countdown",
+    "d1shs0ap/countdown": "countdown",
+    "openai/gsm8k": "gsm8k",
+    "hendrycks/competition_math": "math",
+    "lighteval/MATH": "math",
+    "DigitalLearningGmbH/MATH-lighteval": "math",
+    "HuggingFaceH4/MATH-500": "math",
+    "oumi-ai/oumi-letter-count": "letter_count",
+    "trl-lib/tldr": "tldr",
+    "tatsu-lab/alpaca": "alpaca",
+    "yahma/alpaca-cleaned": "alpaca",
+    "HuggingFaceH4/ultrachat_200k": "ultrachat",
+    "hiyouga/geometry3k": "geometry3k",
+}
 # Oumi's registered pretraining datasets (documents packed into rows, whatever the trainer)
 PRETRAINING_DATASETS = frozenset(
     {"text", "HuggingFaceFW/fineweb-edu", "allenai/c4", "allenai/dolma", "EleutherAI/pile", "roneneldan/TinyStories",
@@ -238,6 +256,8 @@ def translate_dataset(t: Translation, item: Keys, method: str) -> dict[str, Any]
     else:
         # a folder saved by datasets holds splits; a file is one split already
         source = {"path": f"{path}:{split}" if os.path.isdir(path) and item.has("split") else path}
+        if name in NAMED_DATASETS:  # the file holds the hub data set's own columns, as Oumi's class reads them
+            source["dataset"] = NAMED_DATASETS[name]
     fmt = FORMAT_DATASETS.get(name, "auto")
     if fmt != "auto":
         source["format"] = fmt

@@ -47,6 +47,11 @@ def local(tmp_path_factory):
     tiny_llama(vocab=len(tokenizer), max_position_embeddings=128, eos_token_id=tokenizer.eos_token_id).save_pretrained(
         model
     )
+    long_model = root / "tiny-llama-1k"  # TinyZero's countdown prompt is ~560 bytes: a byte tokenizer's tokens
+    tokenizer.save_pretrained(long_model)
+    tiny_llama(vocab=len(tokenizer), max_position_embeddings=1024, eos_token_id=tokenizer.eos_token_id).save_pretrained(
+        long_model
+    )
     posts = ["My cat sat on the mat all day.", "The bus was late again.", "I baked bread.", "Rain all week."]
     (root / "tldr.jsonl").write_text("".join(json.dumps({"prompt": f"Summarize: {p}"}) + "\n" for p in posts))
     countdown = [
@@ -60,7 +65,16 @@ def local(tmp_path_factory):
         for a, b in [(79, 8), (3, 4), (10, 2), (5, 6)]
     ]
     pq.write_table(pa.Table.from_pylist(countdown), root / "countdown.parquet")
-    return {"model": str(model), "tldr": str(root / "tldr.jsonl"), "countdown": str(root / "countdown.parquet")}
+    # Jiayi-Pan/Countdown-Tasks-3to4 as the hub holds it: Parquet of target / nums, nothing else
+    hub_rows = [{"target": a + b, "nums": [a, b]} for a, b in [(79, 8), (3, 4), (10, 2), (5, 6)]]
+    pq.write_table(pa.Table.from_pylist(hub_rows), root / "countdown-tasks-3to4.parquet")
+    return {
+        "model": str(model),
+        "long_model": str(long_model),
+        "tldr": str(root / "tldr.jsonl"),
+        "countdown": str(root / "countdown.parquet"),
+        "countdown_hub": str(root / "countdown-tasks-3to4.parquet"),
+    }
 
 
 def converted(tmp_path: Path, document_yaml: str, local_names: list[str]) -> str:
@@ -106,7 +120,7 @@ def test_the_documents_verl_grpo_example_converts_and_trains_with_its_validation
     )
     config = yaml.safe_load(text)
     assert config["grpo"]["use_vllm"] is True and config["data"]["validation"]["sources"] == [
-        {"path": local["countdown"]}
+        {"path": local["countdown"], "dataset": "countdown"}  # verl's rows, made from the data set: read as they are
     ]
     assert "callbacks.evaluator.interval: 1000000000  (verl's trainer.test_freq -1:" in text  # a default filled in
     rows = trained_metrics(tmp_path)
@@ -114,6 +128,49 @@ def test_the_documents_verl_grpo_example_converts_and_trains_with_its_validation
     scored = [row for row in rows if "eval/reward" in row]
     assert [row["step"] for row in scored] == [0, 3]  # verl's val_before_train, then test_freq -1: at the end
     assert "eval/rewards/verl:countdown/mean" in scored[0] and 0.0 <= scored[0]["eval/reward"] <= 1.0
+
+
+def test_the_documents_verl_grpo_example_trains_on_the_hub_data_sets_own_columns(local, tmp_path):
+    """The bare-bones example names Jiayi-Pan/Countdown-Tasks-3to4, whose rows are only target / nums: honing's named
+    data set builds TinyZero's prompt and the columns the countdown reward reads, as Oumi does before verl."""
+    text = converted(
+        tmp_path,
+        OUMI_VERL_GRPO,
+        [
+            f"model.model_name={local['long_model']}",
+            f"data.train.datasets[0].dataset_path={local['countdown_hub']}",
+            f"data.validation.datasets[0].dataset_path={local['countdown_hub']}",
+        ],
+    )
+    config = yaml.safe_load(text)
+    assert config["data"]["train"]["sources"] == [{"path": local["countdown_hub"], "dataset": "countdown"}]
+    assert config["grpo"]["rewards"] == [{"name": "verl:countdown"}]
+    run = tmp_path / "run"
+    # TinyZero's prompt in bytes, rendered with ChatML: seq_len leaves room for it and the 4-token completions
+    assert main(["train", str(tmp_path / "honing.yaml"), f"trainer.save_folder={run}", *SHORT, "data.seq_len=640"]) == 0
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [row["step"] for row in rows if "train/loss" in row] == [1, 2, 3]
+    assert all("train/rewards/verl:countdown/mean" in row for row in rows if "train/loss" in row)
+    scored = [row for row in rows if "eval/reward" in row]
+    assert [row["step"] for row in scored] == [0, 3]  # the held-out prompts, scored by the reward before and at the end
+    assert all(0.0 <= row["eval/rewards/verl:countdown/mean"] <= 1.0 for row in scored)
+
+
+def test_rows_in_the_hub_data_sets_columns_without_a_name_are_refused_in_one_line_naming_it(local, tmp_path, capsys):
+    text = converted(tmp_path, OUMI_VERL_GRPO, [f"model.model_name={local['long_model']}"])
+    config = yaml.safe_load(text)  # the hub id as the path names the data set; a bare local copy needs dataset
+    assert config["data"]["train"]["sources"] == [{"path": "Jiayi-Pan/Countdown-Tasks-3to4:train"}]
+    bare = tmp_path / "bare.yaml"
+    bare.write_text(
+        text.replace("Jiayi-Pan/Countdown-Tasks-3to4:train", local["countdown_hub"]).replace(
+            "Jiayi-Pan/Countdown-Tasks-3to4:test", local["countdown_hub"]
+        )
+    )
+    capsys.readouterr()
+    assert main(["train", str(bare), f"trainer.save_folder={tmp_path / 'run'}", *SHORT, "data.seq_len=640"]) == 2
+    error = capsys.readouterr().err.strip()
+    assert "cannot detect a prompt format from the keys 'target', 'nums'" in error and "\n" not in error
+    assert error.endswith("set the source's dataset: countdown")
 
 
 def translated(raw: dict) -> dict:
