@@ -15,6 +15,10 @@ step 1's line to the last step's: steps 2..N) and the end (final checkpoint, sam
 
 The targets (issue 37): the process peak <= 1.05x the training steps' peak, and QLoRA's anonymous peak over the
 whole run <= 0.7x LoRA's.
+
+``--modes qlora-load`` (not in the default modes) loads the saved model as QLoRA's build does, alone in a fresh
+process, and checks issue 45's bound: the anonymous peak while loading (sampled every millisecond in the process, over
+its baseline after a warm-up load) <= (the quantized model + the largest shard) x 1.2.
 """
 
 from __future__ import annotations
@@ -33,10 +37,11 @@ sys.path.insert(0, os.path.dirname(__file__))
 from memory import SMALL_FREES, llama_shape, native_precision  # noqa: E402  (the benchmarks' shared parts)
 
 MODES = ("lora", "qlora", "fsdp2-lora")
+LOAD_MODE = "qlora-load"  # the load alone (issue 45): opt-in
 MIB = 2**20
 
 
-def save_model(folder: str, hidden: int, layers: int, precision: str) -> int:
+def save_model(folder: str, hidden: int, layers: int, precision: str, shard_size: str | None = None) -> int:
     """A random Llama-shaped model saved to ``folder``; its parameter count."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
@@ -46,7 +51,7 @@ def save_model(folder: str, hidden: int, layers: int, precision: str) -> int:
     torch.manual_seed(0)
     dtype = torch.bfloat16 if precision == "bf16" else torch.float32
     model = AutoModelForCausalLM.from_config(config, dtype=dtype)
-    model.save_pretrained(folder)
+    model.save_pretrained(folder, **({"max_shard_size": shard_size} if shard_size else {}))
     return sum(param.numel() for param in model.parameters())
 
 
@@ -175,6 +180,64 @@ def summarize(mode: str, samples: list, steps: int, exported: list[str], seconds
     }
 
 
+# Run in a fresh process: QLoRA's load alone, its anonymous memory sampled every millisecond from a thread.
+MEASURE_LOAD = """
+import json, sys, threading, time
+import torch
+from honing.models.quantize import plain_parts
+from honing.models.quantized_loading import load_quantized_pretrained
+from transformers import LlamaConfig, LlamaForCausalLM
+
+def anonymous():
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) * 1024 for line in status if line.startswith("RssAnon:"))
+
+def load(folder):
+    return load_quantized_pretrained(folder, "nf4", attn_implementation="sdpa", dtype=getattr(torch, sys.argv[2]),
+                                     trust_remote_code=False, auto_class=None, device=torch.device("cpu"), shards=1)
+
+LlamaForCausalLM(LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=1, num_attention_heads=4,
+                             vocab_size=64)).save_pretrained(sys.argv[3])
+load(sys.argv[3])  # a warm-up: imports and lazily built parts are the baseline, not the load's cost
+baseline, peak, done = anonymous(), [0], threading.Event()
+
+def sample():
+    while not done.is_set():
+        peak[0] = max(peak[0], anonymous())
+        time.sleep(0.001)
+
+sampler = threading.Thread(target=sample)
+sampler.start()
+started = time.monotonic()
+model = load(sys.argv[1])
+seconds = time.monotonic() - started
+done.set()
+sampler.join()
+held = {id(t): t for t in [*model.parameters(), *model.buffers()]}.values()
+model_bytes = sum(part.numel() * part.element_size() for tensor in held for part in plain_parts(tensor.detach()))
+print(json.dumps({"baseline": baseline, "peak": max(peak[0], anonymous()), "model_bytes": model_bytes,
+                  "seconds": seconds}))
+"""
+
+
+def measure_load(model_dir: str, args: argparse.Namespace) -> dict:
+    """QLoRA's load of the saved model alone: its anonymous peak over the process's baseline, against issue 45's
+    bound (the quantized model + the largest shard) x 1.2."""
+    shards = [name for name in os.listdir(model_dir) if name.endswith(".safetensors")]
+    largest = max(os.path.getsize(os.path.join(model_dir, name)) for name in shards)
+    env = {**(os.environ if args.glibc_default else SMALL_FREES), "OMP_NUM_THREADS": str(args.threads)}
+    dtype = "bfloat16" if args.precision == "bf16" else "float32"
+    with tempfile.TemporaryDirectory() as warm_up:
+        result = subprocess.run(
+            [sys.executable, "-c", MEASURE_LOAD, model_dir, dtype, warm_up], capture_output=True, text=True, env=env
+        )
+    if result.returncode != 0:
+        raise SystemExit(f"{LOAD_MODE}: the load failed:\n{result.stderr[-3000:]}")
+    measured = json.loads(result.stdout.strip().splitlines()[-1])
+    bound = (measured["model_bytes"] + largest) * 1.2
+    return {"mode": LOAD_MODE, "shards": len(shards), "largest_shard": largest, **measured, "bound": bound}
+
+
 def mib(value: int) -> str:
     """``1,234 MiB``."""
     return f"{value / MIB:,.0f}"
@@ -196,19 +259,32 @@ def main() -> None:
         help="the saved model's dtype (default: the run's); bf16 with --precision fp32 makes loading convert weights",
     )
     parser.add_argument("--glibc-default", action="store_true", help="leave glibc's malloc thresholds as they are")
+    parser.add_argument("--shard-size", help="the saved model's max_shard_size (default: transformers')")
     args = parser.parse_args()
     if args.precision == "auto":
         args.precision = native_precision("cpu")
     results = []
     with tempfile.TemporaryDirectory() as model_dir:
         saved = args.checkpoint_precision or args.precision
-        params = save_model(model_dir, args.hidden, args.layers, saved)
+        params = save_model(model_dir, args.hidden, args.layers, saved, args.shard_size)
         print(
             f"model: {params / 1e9:.2f} B parameters ({args.hidden} x {args.layers}), saved in {saved}, run in "
             f"{args.precision}",
             flush=True,
         )
         for mode in args.modes.split(","):
+            if mode == LOAD_MODE:
+                loaded = measure_load(model_dir, args)
+                print(json.dumps(loaded), flush=True)
+                over = loaded["peak"] - loaded["baseline"]
+                print(
+                    f"{LOAD_MODE}: anonymous peak while loading {mib(over)} MiB over the baseline "
+                    f"({mib(loaded['baseline'])} MiB); bound (quantized model {mib(loaded['model_bytes'])} + largest "
+                    f"shard {mib(loaded['largest_shard'])}) x 1.2 = {mib(loaded['bound'])} MiB: "
+                    f"{'met' if over <= loaded['bound'] else 'NOT met'}",
+                    flush=True,
+                )
+                continue
             result = measure(mode, model_dir, args)
             results.append(result)
             print(json.dumps(result), flush=True)
