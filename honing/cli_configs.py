@@ -11,11 +11,10 @@ import os
 from pathlib import Path
 
 from honing.errors import ConfigError
+from honing.example_outputs import EXAMPLE_CONFIGS
 
 log = logging.getLogger(__name__)
 
-PACKAGED_CONFIGS = Path(__file__).resolve().parent / "_configs"
-EXAMPLE_CONFIGS = PACKAGED_CONFIGS if PACKAGED_CONFIGS.is_dir() else PACKAGED_CONFIGS.parent.parent / "configs"
 QUICKSTART = EXAMPLE_CONFIGS / "quickstart.yaml"
 CONFIG_SUFFIXES = (".yaml", ".yml")
 
