@@ -35,7 +35,8 @@ class TrainerSection(Section):
     load_strategy: Literal["if_available", "always", "never"] = "if_available"
     """Resume from a checkpoint when there is one (``if_available``), fail without one (``always``), or never."""
     max_duration: str = "100steps"
-    """How long to train: ``200steps``, ``2epochs``, ``5e6tokens`` or ``1chinchilla`` (20 tokens per parameter)."""
+    """How long to train: ``200steps``, ``2epochs`` (``0.5epochs``: ceil(0.5 x the steps of an epoch), as
+    transformers), ``5e6tokens`` or ``1chinchilla`` (20 tokens per parameter)."""
     hard_stop: str | None = None
     """Stop at this duration without changing the LR schedule (set by ``max_duration``); None: no early stop."""
     seed: int = 0

@@ -31,7 +31,8 @@ class TrainerProgress:
         if duration.unit == DurationUnit.steps:
             return duration.value
         if duration.unit == DurationUnit.epochs:
-            return duration.value * self.data_loader.batches_per_epoch
+            steps_per_epoch = self.steps_per_epoch
+            return None if steps_per_epoch is None else duration.epoch_steps(steps_per_epoch)
         if self.tokens_per_batch:
             return math.ceil(duration.value / self.tokens_per_batch)
         return None
@@ -101,7 +102,10 @@ class TrainerProgress:
 
     def _due(self, duration: Duration | None) -> bool:
         return duration is not None and duration.due(
-            step=self.global_step, tokens=self.global_train_tokens_seen, epoch=self.data_loader.epoch
+            step=self.global_step,
+            tokens=self.global_train_tokens_seen,
+            epoch=self.data_loader.epoch,
+            steps_per_epoch=self.steps_per_epoch,
         )
 
     @property

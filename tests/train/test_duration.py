@@ -72,3 +72,46 @@ def test_chinchilla_counts_active_non_embedding_parameters():
 def test_chinchilla_needs_a_positive_parameter_count():
     with pytest.raises(ConfigError, match="positive parameter count"):
         Duration.parse("1chinchilla", model_params=0)
+
+
+def test_a_fraction_of_an_epoch_parses_and_whole_epochs_stay_whole():
+    assert Duration.parse("0.5epochs") == Duration(0.5, DurationUnit.epochs)
+    assert str(Duration.parse("1.5 epochs")) == "1.5epochs"
+    assert Duration.parse("2.0epochs") == Duration.epochs(2) and isinstance(Duration.parse("2.0epochs").value, int)
+    for text in ("0epochs", "0.0epochs"):
+        with pytest.raises(ConfigError, match="positive number of epochs"):
+            Duration.parse(text)
+
+
+@pytest.mark.parametrize("epochs", [0.5, 0.3, 1.25, 2.7, 3.0])
+@pytest.mark.parametrize("batches", [1, 7, 10, 13])
+def test_fractional_epochs_last_as_many_steps_as_transformers_trainer(tmp_path, epochs, batches):
+    # transformers' Trainer: max_steps = ceil(num_train_epochs x update steps per epoch), read from its own code
+    from types import SimpleNamespace
+
+    from transformers import Trainer, TrainingArguments
+
+    args = TrainingArguments(output_dir=str(tmp_path), num_train_epochs=epochs, per_device_train_batch_size=1,
+                             report_to=[], use_cpu=True)  # fmt: skip
+    trainer = SimpleNamespace(get_total_train_batch_size=lambda a: 1, get_sp_size=lambda: 1, num_examples=len)
+    *_, max_steps = Trainer.set_initial_training_values(trainer, args, list(range(batches)))
+    duration = Duration.parse(f"{epochs}epochs")
+    assert duration.epoch_steps(batches) == max_steps
+    if isinstance(duration.value, float):  # counted in steps (whole epochs end with the loader's epoch, as before)
+        assert not duration.due(step=max_steps - 1, tokens=0, epoch=1, steps_per_epoch=batches)
+        assert duration.due(step=max_steps, tokens=0, epoch=1, steps_per_epoch=batches)
+
+
+@pytest.mark.parametrize(("duration", "steps"), [("0.5epochs", 4), ("1.3epochs", 11)])
+def test_a_run_of_a_fractional_epoch_stops_at_its_step(tmp_path, duration, steps):
+    from tests.helpers import make_trainer
+
+    trainer = make_trainer(tmp_path, max_duration=duration)  # 8 steps an epoch
+    assert trainer.max_steps == steps
+    trainer.fit()
+    assert trainer.global_step == steps
+
+
+def test_a_fraction_of_an_epoch_needs_the_loaders_epoch_length():
+    with pytest.raises(ConfigError, match="a fraction of an epoch needs the steps of an epoch"):
+        Duration.parse("0.5epochs").due(step=3, tokens=0, epoch=1)

@@ -268,7 +268,7 @@ TOP: dict[str, Entry] = {
         "batch_size",
     ),  # fmt: skip
     **honoured("callbacks.evaluator.batch_size", "eval_batch_size"),
-    **honoured("trainer.max_duration (whole epochs or max_steps)", "num_epochs", "max_steps"),
+    **honoured("trainer.max_duration (epochs, a fraction too, or max_steps)", "num_epochs", "max_steps"),
     **honoured("optim.lr", "learning_rate"),
     **honoured("optim.weight_decay", "weight_decay"),
     **honoured("optim.name (AdamW, SGD, Adafactor, Muon; 8-bit AdamW states)", "optimizer"),

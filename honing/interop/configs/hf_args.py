@@ -153,7 +153,15 @@ def duration(t: Translation, steps_key: str, steps: Any, epochs_key: str, epochs
     if steps is not None and steps > 0:
         t.set("trainer.max_duration", f"{steps}steps")
     elif epochs is not None:
-        if epochs != int(epochs) or epochs < 1:
-            t.refuse(epochs_key, f"{epochs!r}: honing trains whole epochs; give an integer >= 1 or {steps_key}")
-        else:
-            t.set("trainer.max_duration", f"{int(epochs)}epochs")
+        set_epochs(t, epochs_key, epochs)
+
+
+def set_epochs(t: Translation, key: str, epochs: float) -> None:
+    """``num_train_epochs`` as ``trainer.max_duration``: a fraction lasts ``ceil(epochs x steps per epoch)`` steps,
+    as transformers' Trainer."""
+    if not epochs > 0:
+        t.refuse(key, f"{epochs!r}: give a positive number of epochs")
+    elif epochs == int(epochs):
+        t.set("trainer.max_duration", f"{int(epochs)}epochs")
+    else:
+        t.set("trainer.max_duration", f"{epochs!r}epochs")

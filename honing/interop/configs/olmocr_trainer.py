@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from honing.interop.configs.hf_args import set_optimizer, set_precision, set_schedule, set_warmup
+from honing.interop.configs.hf_args import set_epochs, set_optimizer, set_precision, set_schedule, set_warmup
 from honing.interop.configs.olmocr_pipeline import pipeline_options
 from honing.interop.configs.translation import Keys, Translation
 
@@ -163,10 +163,8 @@ def translate_training(t: Translation, training: Keys, *, run_name: Any) -> None
     folder = training.take("output_dir", "./outputs")
     t.set("trainer.save_folder", f"{str(folder).rstrip('/')}/{run_name}" if run_name else str(folder))
     epochs = training.number("num_train_epochs", float, 1)
-    if epochs is not None and (epochs != int(epochs) or epochs < 1):
-        t.refuse(training.key("num_train_epochs"), f"{epochs!r}: honing trains whole epochs; give an integer >= 1")
-    elif epochs is not None:
-        t.set("trainer.max_duration", f"{int(epochs)}epochs")
+    if epochs is not None:
+        set_epochs(t, training.key("num_train_epochs"), epochs)
     per_device = training.number("per_device_train_batch_size", int, 1)
     accumulation = training.number("gradient_accumulation_steps", int, 8)
     t.set("data.micro_batch_size", per_device)
