@@ -6,6 +6,7 @@ model plus one shard plus 20 %."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -177,3 +178,16 @@ def test_loading_holds_at_most_the_quantized_model_and_one_shard(tmp_path):
     # the fp32 model would be ~400 MB; the quantized one is ~95 MB (NF4 decoder, fp32 embeddings and head)
     assert measured["model_bytes"] < 0.3 * parameters * 4
     assert measured["peak"] - measured["baseline"] <= bound, (measured, largest_shard)
+
+
+def test_a_checkpoint_in_bin_files_is_read_by_transformers_into_the_same_weights(tmp_path, caplog):
+    model = tiny_llama(vocab=64, hidden_size=64, intermediate_size=128, num_attention_heads=4)
+    model.config.save_pretrained(tmp_path)
+    torch.save(model.state_dict(), tmp_path / "pytorch_model.bin")  # no safetensors: honing's reader does not apply
+    with caplog.at_level(logging.INFO, logger="honing.models.quantized_loading"):
+        loaded = read_shard_by_shard(tmp_path, "nf4", torch.float32)
+    assert "read and quantized by transformers' loader" in caplog.text
+    quantize_model(loaded, "nf4", device=CPU)  # as the run does next
+    built = load_pretrained_model(str(tmp_path))
+    quantize_model(built, "nf4", device=CPU)
+    assert_same_model(loaded, built)
