@@ -56,6 +56,29 @@ def count_correct_targets(logits: torch.Tensor, targets: torch.Tensor) -> torch.
 
 GRPO_LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo")
 SCALE_REWARDS = ("group", "batch", "none")
+#: the per-token estimates of KL(policy ‖ reference) from sampled tokens (Schulman, http://joschu.net/blog/kl-approx.html)
+KL_ESTIMATORS = ("k1", "abs", "k2", "k3", "low_var_kl")
+
+
+def kl_estimate(logps: torch.Tensor, ref_logps: torch.Tensor, estimator: str = "k3") -> torch.Tensor:
+    """Per-token estimate of KL(policy ‖ reference) from the sampled tokens' log-probs: ``k1`` log π − log π_ref
+    (unbiased, can be negative), ``abs`` its magnitude, ``k2`` ½(log π − log π_ref)², ``k3`` π_ref/π − log(π_ref/π)
+    − 1 (unbiased, never negative: TRL's GRPO term), ``low_var_kl`` k3 as verl computes it, the log-ratio clamped to
+    [−20, 20] and the estimate to [−10, 10]. The names and formulas are verl's ``kl_penalty_forward``
+    (https://github.com/volcengine/verl/blob/main/verl/trainer/ppo/core_algos.py), which spells k1 ``kl`` and k2
+    ``mse`` too."""
+    if estimator == "k3":  # TRL's expression, term for term, so the default's bits never change
+        return torch.exp(ref_logps - logps) - (ref_logps - logps) - 1
+    if estimator == "k1":
+        return logps - ref_logps
+    if estimator == "abs":
+        return (logps - ref_logps).abs()
+    if estimator == "k2":
+        return 0.5 * (logps - ref_logps).square()
+    if estimator == "low_var_kl":
+        log_ratio = torch.clamp(ref_logps - logps, min=-20, max=20)  # verl's clamps, for numerical stability
+        return torch.clamp(torch.exp(log_ratio) - log_ratio - 1, min=-10, max=10)
+    raise ValueError(f"kl estimator must be one of {KL_ESTIMATORS}, got {estimator!r}")
 
 
 def token_logps(logits: torch.Tensor, tokens: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
@@ -115,13 +138,16 @@ def grpo_per_token_loss(
     epsilon_high: float | None = None,
     ref_logps: torch.Tensor | None = None,
     beta: float = 0.0,
+    kl_estimator: str = "k3",
+    use_bias_correction_kl: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """``(per-token loss, ratio, per-token KL)``: −min(ratio·A, clip(ratio, 1−ε, 1+ε_high)·A) with ratio =
-    exp(logp − old_logp), plus β times the k3 estimate of KL(policy ‖ reference).
+    exp(logp − old_logp), plus β times an estimate of KL(policy ‖ reference) (``kl_estimate``; TRL's is k3).
 
     As TRL does (``use_bias_correction_kl``, its default), the KL term is multiplied by the ratio, not detached:
     its gradient is then the unbiased reverse-KL gradient, and it differs from the plain k3 gradient even
-    on-policy, where the ratio's value is exactly 1.
+    on-policy, where the ratio's value is exactly 1. ``use_bias_correction_kl=False``: the estimate alone (verl's
+    ``use_kl_loss``).
     """
     epsilon_high = epsilon if epsilon_high is None else epsilon_high
     advantages = advantages.unsqueeze(1) if advantages.dim() == 1 else advantages
@@ -132,7 +158,9 @@ def grpo_per_token_loss(
     if beta != 0.0:
         if ref_logps is None:
             raise ValueError("beta != 0 needs the reference model's log-probabilities")
-        kl = (torch.exp(ref_logps - logps) - (ref_logps - logps) - 1) * ratio
+        kl = kl_estimate(logps, ref_logps, kl_estimator)
+        if use_bias_correction_kl:
+            kl = kl * ratio
         loss = loss + beta * kl
     return loss, ratio, kl
 

@@ -48,6 +48,13 @@ class GRPOSection(ToolUseSection):
     """Top-k sampling of completions (0: no top-k filtering)."""
     beta: float = Field(default=0.0, ge=0)
     """The KL penalty's weight against a reference model; 0: no reference model."""
+    kl_estimator: Literal["k1", "abs", "k2", "k3", "low_var_kl"] = "k3"
+    """The per-token estimate of KL(policy ‖ reference) in the loss (verl's ``kl_loss_type`` names): ``k3`` (TRL's)
+    π_ref/π − log(π_ref/π) − 1; ``k1`` log π − log π_ref; ``abs`` its magnitude; ``k2`` ½(log π − log π_ref)²;
+    ``low_var_kl`` k3 with verl's clamps (log-ratio to [−20, 20], estimate to [−10, 10])."""
+    use_bias_correction_kl: bool = True
+    """Multiply the KL term by the probability ratio, so its gradient is the unbiased reverse-KL gradient (TRL's key
+    and default); false: the estimate alone, as verl's ``use_kl_loss``."""
     epsilon: float = Field(default=0.2, ge=0)
     """The clipping range of the probability ratio (its lower side, and its upper one unless ``epsilon_high``)."""
     epsilon_high: float | None = Field(default=None, ge=0)

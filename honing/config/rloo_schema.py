@@ -30,6 +30,9 @@ class RLOOSection(ToolUseSection):
     """Top-k sampling of completions (0: no top-k filtering)."""
     beta: float = Field(default=0.05, ge=0)
     """The weight of the KL to the reference model subtracted from each completion's reward; 0: no reference."""
+    kl_estimator: Literal["k1", "abs", "k2", "k3", "low_var_kl"] = "k1"
+    """The per-token estimate of KL(policy ‖ reference) summed over each completion's tokens before it is weighted
+    and subtracted from its reward (``grpo.kl_estimator``'s names): ``k1`` (TRL's RLOO) log π − log π_ref."""
     epsilon: float = Field(default=0.2, ge=0)
     """The clipping range of the sequence probability ratio (its lower side, and its upper one unless
     ``epsilon_high``)."""

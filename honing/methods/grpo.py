@@ -22,6 +22,7 @@ from honing.data.collate import stack_collate
 from honing.distributed import is_distributed
 from honing.losses import (
     GRPO_LOSS_TYPES,
+    KL_ESTIMATORS,
     combine_rewards,
     group_advantages,
     grpo_loss_scale,
@@ -66,6 +67,8 @@ class GRPOTrainModule(RolloutMetrics, BaseTrainModule):
         top_p: float = 1.0,
         top_k: int = 0,
         beta: float = 0.0,
+        kl_estimator: str = "k3",
+        use_bias_correction_kl: bool = True,
         epsilon: float = 0.2,
         epsilon_high: float | None = None,
         loss_type: str = "dapo",
@@ -97,6 +100,10 @@ class GRPOTrainModule(RolloutMetrics, BaseTrainModule):
         self.top_p = top_p
         self.top_k = top_k
         self.beta = beta
+        if kl_estimator not in KL_ESTIMATORS:
+            raise ValueError(f"kl_estimator must be one of {KL_ESTIMATORS}, got {kl_estimator!r}")
+        self.kl_estimator = kl_estimator
+        self.use_bias_correction_kl = use_bias_correction_kl
         self.epsilon = epsilon
         self.epsilon_high = epsilon if epsilon_high is None else epsilon_high
         self.loss_type = loss_type
@@ -177,6 +184,8 @@ class GRPOTrainModule(RolloutMetrics, BaseTrainModule):
                 epsilon_high=self.epsilon_high,
                 ref_logps=micro.get("ref_logps"),
                 beta=self.beta,
+                kl_estimator=self.kl_estimator,
+                use_bias_correction_kl=self.use_bias_correction_kl,
             )
         else:
             per_token, ratio, kl = gspo_per_token_loss(
@@ -189,6 +198,8 @@ class GRPOTrainModule(RolloutMetrics, BaseTrainModule):
                 epsilon_high=self.epsilon_high,
                 ref_logps=micro.get("ref_logps"),
                 beta=self.beta,
+                kl_estimator=self.kl_estimator,
+                use_bias_correction_kl=self.use_bias_correction_kl,
             )
         stats.add(micro["completion_mask"], ratio.detach(), micro["advantages"], kl, self.epsilon, self.epsilon_high)
         return grpo_loss_sum(per_token, micro["completion_mask"], self.loss_type)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from honing.losses import nanstd
+from honing.losses import kl_estimate, nanstd
 
 IMPORTANCE_SAMPLING_LEVELS = ("token", "sequence", "sequence_token")
 
@@ -28,11 +28,13 @@ def gspo_per_token_loss(
     epsilon_high: float | None = None,
     ref_logps: torch.Tensor | None = None,
     beta: float = 0.0,
+    kl_estimator: str = "k3",
+    use_bias_correction_kl: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """``(loss, ratio, per-token KL)`` of GRPO's clipped objective with GSPO's importance weight: one ratio per
     completion, exp(mean log-ratio), clipped as a whole (``sequence``: shapes ``(B, 1)`` without a KL term, as TRL's;
     ``sequence_token``: GSPO-token, the same value on every token, sg[s_i]·π/sg[π], so each token's gradient is its
-    own). The KL term is TRL's k3 times the ratio, added per token."""
+    own). The KL term is ``kl_estimate`` (TRL's k3) times the ratio (``use_bias_correction_kl``), added per token."""
     if level not in ("sequence", "sequence_token"):
         raise ValueError(f"importance_sampling_level must be 'sequence' or 'sequence_token' here, got {level!r}")
     epsilon_high = epsilon if epsilon_high is None else epsilon_high
@@ -47,7 +49,9 @@ def gspo_per_token_loss(
     if beta != 0.0:
         if ref_logps is None:
             raise ValueError("beta != 0 needs the reference model's log-probabilities")
-        kl = (torch.exp(ref_logps - logps) - (ref_logps - logps) - 1) * ratio
+        kl = kl_estimate(logps, ref_logps, kl_estimator)
+        if use_bias_correction_kl:
+            kl = kl * ratio
         loss = loss + beta * kl
     return loss, ratio, kl
 
@@ -88,7 +92,10 @@ def rloo_sequence_loss(
     return loss, ratio.unsqueeze(-1)
 
 
-def sequence_kl_penalty(policy_logps: torch.Tensor, ref_logps: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """RLOO's KL estimate, subtracted (times beta) from each completion's reward: Σ_t (log π − log π_ref), the
-    first-order estimate of the paper (it can be negative per token, unlike GRPO's k3), ``(B,)``."""
-    return ((policy_logps - ref_logps) * mask.to(policy_logps.dtype)).sum(-1)
+def sequence_kl_penalty(
+    policy_logps: torch.Tensor, ref_logps: torch.Tensor, mask: torch.Tensor, estimator: str = "k1"
+) -> torch.Tensor:
+    """RLOO's KL estimate, subtracted (times beta) from each completion's reward: Σ_t of a per-token estimate,
+    by default k1 = log π − log π_ref, the first-order estimate of the paper (it can be negative per token, unlike
+    GRPO's k3), ``(B,)``."""
+    return (kl_estimate(policy_logps, ref_logps, estimator) * mask.to(policy_logps.dtype)).sum(-1)

@@ -26,10 +26,12 @@ class RLOOTrainModule(GRPOTrainModule):
         *,
         normalize_advantages: bool = False,
         reward_clip_range: tuple[float, float] | None = None,
+        kl_estimator: str = "k1",
         **options: Any,
     ):
-        # RLOOTrainer averages the per-completion losses over the step's completions: GRPO's ``grpo`` normaliser
-        super().__init__(model, optimizer, loss_type="grpo", scale_rewards="none", **options)
+        # RLOOTrainer averages the per-completion losses over the step's completions: GRPO's ``grpo`` normaliser;
+        # its KL is in the reward, summed over each completion's tokens (k1 by default, as TRL's)
+        super().__init__(model, optimizer, loss_type="grpo", scale_rewards="none", kl_estimator=kl_estimator, **options)
         self.normalize_advantages = normalize_advantages
         self.reward_clip_range = reward_clip_range
 
@@ -46,7 +48,7 @@ class RLOOTrainModule(GRPOTrainModule):
                     [self.completion_logps(self.model, micro) for micro in self.micro_rollouts(rollouts)]
                 )
             reference = self.reference_logps(rollouts)
-            kl = sequence_kl_penalty(policy, reference, mask)
+            kl = sequence_kl_penalty(policy, reference, mask, self.kl_estimator)
             rewards = rewards - self.beta * kl.to(rewards)
             if self.trainer is not None and not dry_run:
                 totals = self.sum_over_ranks(torch.stack([kl.sum(), mask.sum().to(kl)]).float()).cpu()

@@ -33,7 +33,7 @@ def estimator_parts(method: str, section: Any) -> tuple[type, dict[str, Any]]:
         from honing.methods.rloo import RLOOTrainModule
 
         options = dict(normalize_advantages=section.normalize_advantages, reward_clip_range=section.reward_clip_range)
-        return RLOOTrainModule, options
+        return RLOOTrainModule, dict(options, kl_estimator=section.kl_estimator)
     from honing.methods.grpo import GRPOTrainModule
 
     level = section.importance_sampling_level
@@ -44,6 +44,7 @@ def estimator_parts(method: str, section: Any) -> tuple[type, dict[str, Any]]:
             section.loss_type,
         )
     options = dict(loss_type=section.loss_type, scale_rewards=section.scale_rewards)
+    options.update(kl_estimator=section.kl_estimator, use_bias_correction_kl=section.use_bias_correction_kl)
     if level != "token":
         options["importance_sampling_level"] = level
     return GRPOTrainModule, options

@@ -20,6 +20,7 @@ VERL_KEYS: dict[str, tuple[str, Any]] = {
     "actor_rollout_ref.actor.clip_ratio_low": ("grpo.epsilon", float),
     "actor_rollout_ref.actor.clip_ratio_high": ("grpo.epsilon_high", float),
     "actor_rollout_ref.actor.kl_loss_coef": ("grpo.beta", float),
+    "actor_rollout_ref.actor.ppo_epochs": ("grpo.num_iterations", int),  # passes over each rollout batch
     "trainer.total_training_steps": ("trainer.max_duration", lambda value: f"{int(value)}steps"),
     "trainer.total_epochs": ("trainer.max_duration", lambda value: f"{int(value)}epochs"),
     "trainer.save_freq": ("callbacks.checkpointer.save_interval", int),
@@ -34,6 +35,21 @@ VERL_KEYS: dict[str, tuple[str, Any]] = {
     "actor_rollout_ref.rollout.val_kwargs.temperature": ("grpo.validation.temperature", float),
     "actor_rollout_ref.rollout.val_kwargs.top_p": ("grpo.validation.top_p", float),
     "actor_rollout_ref.rollout.val_kwargs.top_k": ("grpo.validation.top_k", lambda value: max(0, int(value))),
+}
+
+# verl's kl_loss_type -> honing's grpo.kl_estimator (verl's core_algos.kl_penalty_forward; its k3 is clamped)
+KL_LOSS_TYPES = {"kl": "k1", "k1": "k1", "abs": "abs", "mse": "k2", "k2": "k2", "low_var_kl": "low_var_kl"}
+KL_LOSS_TYPES["k3"] = "low_var_kl"
+VERL_KL_LOSS_TYPE = "low_var_kl"  # verl's actor default
+
+# settings of how verl lays out its work that change no loss or update of honing's run
+MOOT_VERL_KEYS = {
+    "actor_rollout_ref.model.use_remove_padding": "a speed setting of verl's forward (padding removed); the losses "
+    "are the same, and honing's loss head computes completion positions only",
+    "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu": "honing scores the old policy's log-probs in "
+    "micro-batches of data.micro_batch_size prompts",
+    "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu": "honing scores the reference's log-probs in "
+    "micro-batches of data.micro_batch_size prompts",
 }
 
 # verl's loss_agg_mode -> honing's grpo.loss_type (the same normalisations, as TRL names them)
@@ -59,6 +75,9 @@ def translate_verl_overrides(t: Translation, overrides: Keys) -> None:
     use_kl = flat.pop("actor_rollout_ref.actor.use_kl_loss", None)
     max_prompt = flat.pop("data.max_prompt_length", None)
     do_sample = flat.pop("actor_rollout_ref.rollout.val_kwargs.do_sample", None)
+    kl_loss_type = flat.pop("actor_rollout_ref.actor.kl_loss_type", VERL_KL_LOSS_TYPE)
+    mini_batch = flat.pop("actor_rollout_ref.actor.ppo_mini_batch_size", None)
+    micro_batch = flat.pop("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", None)
     for key, value in flat.items():
         full = f"{overrides.prefix}.{key}"
         if key in VERL_KEYS:
@@ -67,6 +86,14 @@ def translate_verl_overrides(t: Translation, overrides: Keys) -> None:
                 t.set(path, convert(value))
             except (TypeError, ValueError, OverflowError):
                 t.refuse(full, f"{value!r} cannot be read (for honing's {path})")
+        elif key in ("data.train_files", "data.val_files"):
+            # verl's Parquet files (one path or a list), read as the split's sources: Oumi's advice for one's own
+            split = "train" if key == "data.train_files" else "validation"
+            files = [value] if isinstance(value, str) else value if isinstance(value, list) else None
+            if not files or not all(isinstance(path, str) for path in files):
+                t.refuse(full, f"{value!r}: expected a Parquet file's path or a list of them")
+            else:
+                t.set(f"data.{split}", {"sources": [{"path": path} for path in files]})
         elif key == "actor_rollout_ref.actor.loss_agg_mode" and value in LOSS_AGG_MODES:
             t.set("grpo.loss_type", LOSS_AGG_MODES[value])
         elif key == "algorithm.adv_estimator" and value == "grpo":
@@ -78,6 +105,10 @@ def translate_verl_overrides(t: Translation, overrides: Keys) -> None:
         elif key == "actor_rollout_ref.model.enable_gradient_checkpointing":
             if value:
                 t.set("parallel.activation_checkpointing", "full")
+        elif key in MOOT_VERL_KEYS:
+            t.note(full, MOOT_VERL_KEYS[key])
+        elif key == "data.filter_overlong_prompts" and value:
+            t.note(full, "honing drops every prompt that leaves fewer than max_completion_length tokens of seq_len")
         elif key == "data.image_key" and value == "images" and t.get("method") == "vl_grpo":
             t.note(full, "honing's image prompts read their images from the 'images' column, as here")
         elif key == "trainer.logger":
@@ -88,9 +119,55 @@ def translate_verl_overrides(t: Translation, overrides: Keys) -> None:
             t.refuse(full, f"{value!r}: not translated (honing's GRPO has no such setting)")
     if use_kl is False:
         t.set("grpo.beta", 0.0)
+    elif use_kl:
+        translate_kl_loss(t, f"{overrides.prefix}.actor_rollout_ref.actor.kl_loss_type", kl_loss_type)
+    translate_actor_batches(t, overrides.prefix, mini_batch, micro_batch)
     if not do_sample and t.get("grpo.validation.temperature"):  # verl's default do_sample false: greedy whatever
         t.set("grpo.validation.temperature", 0.0)  # val_kwargs.temperature says
     max_prompt = read_number(t, f"{overrides.prefix}.data.max_prompt_length", max_prompt, int) if max_prompt else None
     if max_prompt is not None:
         # honing keeps a prompt when it leaves max_completion_length tokens of data.seq_len
         t.set("data.seq_len", max_prompt + int(t.get("grpo.max_completion_length", 256)))
+
+
+def translate_kl_loss(t: Translation, key: str, kl_loss_type: Any) -> None:
+    """verl's ``use_kl_loss``: β × ``kl_loss_type``'s estimate in the loss, not multiplied by the ratio."""
+    if kl_loss_type not in KL_LOSS_TYPES:
+        t.refuse(
+            key,
+            f"{kl_loss_type!r}: honing's grpo.kl_estimator has {sorted(KL_LOSS_TYPES)} (verl's '+' "
+            "straight-through variants and 'full' are not built)",
+        )
+        return
+    t.set("grpo.kl_estimator", KL_LOSS_TYPES[kl_loss_type])
+    t.set("grpo.use_bias_correction_kl", False)
+
+
+def translate_actor_batches(t: Translation, prefix: str, mini_batch: Any, micro_batch: Any) -> None:
+    """``ppo_mini_batch_size`` (prompts per optimizer step) and ``ppo_micro_batch_size_per_gpu`` (completions per
+    forward) as honing's batch keys."""
+    prompts = int(t.get("data.global_batch_size", 0))
+    if mini_batch is not None:
+        key = f"{prefix}.actor_rollout_ref.actor.ppo_mini_batch_size"
+        mini_batch = read_number(t, key, mini_batch, int)
+        if mini_batch is not None and mini_batch != prompts:
+            t.refuse(
+                key,
+                f"{mini_batch}: {prompts // max(mini_batch, 1) or 'several'} optimizer steps per rollout "
+                f"batch of data.train_batch_size ({prompts}) are not built in honing (TRL's "
+                "steps_per_generation); set it to data.train_batch_size",
+            )
+    if micro_batch is not None:
+        key = f"{prefix}.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"
+        micro_batch = read_number(t, key, micro_batch, int)
+        group = int(t.get("grpo.num_generations", 8))
+        if micro_batch is None:
+            return
+        if micro_batch % group:
+            t.refuse(
+                key,
+                f"{micro_batch} completions: honing's micro-batches hold whole groups, so a multiple of "
+                f"actor_rollout_ref.rollout.n ({group})",
+            )
+        else:
+            t.set("data.micro_batch_size", micro_batch // group)  # prompts per micro-batch
