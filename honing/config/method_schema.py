@@ -68,7 +68,12 @@ class GRPOSection(ToolUseSection):
     log-ratio (``sequence``; GSPO pairs it with ``loss_type: grpo``), or GSPO-token (``sequence_token``: that value
     on each token, each token's own gradient)."""
     num_iterations: int = Field(default=1, ge=1)
-    """Optimizer steps per rollout batch."""
+    """Passes over each rollout batch (μ of the GRPO paper; TRL's key): each an optimizer step per
+    ``steps_per_generation`` part, the ratio clipped to the log-probs of the policy that sampled."""
+    steps_per_generation: int = Field(default=1, ge=1)
+    """Optimizer steps each rollout batch (the step's ``data.global_batch_size`` prompts, sampled once) is cut into,
+    whole groups each, the ratio clipped to the log-probs of the policy that sampled (TRL's key; verl's
+    ``train_batch_size / ppo_mini_batch_size``). The prompts on each rank must divide by it (checked at launch)."""
     rewards: list[GRPORewardSection] = Field(default_factory=list)
     """The rewards each completion is scored with; at least one (checked by the recipe)."""
     sample_interval: int | None = Field(default=10, ge=1)

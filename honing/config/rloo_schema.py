@@ -39,7 +39,9 @@ class RLOOSection(ToolUseSection):
     epsilon_high: float | None = Field(default=None, ge=0)
     """The upper clipping range; None: ``epsilon``."""
     num_iterations: int = Field(default=1, ge=1)
-    """Optimizer steps per rollout batch."""
+    """Passes over each rollout batch (TRL's key), as ``grpo.num_iterations``."""
+    steps_per_generation: int = Field(default=1, ge=1)
+    """Optimizer steps each rollout batch is cut into, as ``grpo.steps_per_generation`` (TRL's key)."""
     normalize_advantages: bool = False
     """Standardise the advantages over the step's completions (every rank's)."""
     reward_clip_range: tuple[float, float] | None = None

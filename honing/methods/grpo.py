@@ -2,9 +2,10 @@
 policy-gradient step (TRL's GRPOTrainer maths, ``honing.losses``), inside the same loop as every method.
 
 A step is one rollout batch: the loader's prompts are generated from (rows of each rank's batch, G completions
-each), scored by the rewards, turned into advantages, and trained on ``num_iterations`` times (the first
-``num_iterations - 1`` optimizer steps inside ``train_batch``, the last one the loop's ``optim_step``), so nothing
-of a rollout outlives its step and a resumed run is exact: the rollout randomness comes from (seed, step, prompt
+each), scored by the rewards, turned into advantages, cut into ``steps_per_generation`` optimizer steps of whole
+groups and trained on ``num_iterations`` times (every optimizer step but the last inside ``train_batch``, the last
+one the loop's ``optim_step``; verl's ``ppo_mini_batch_size`` and ``ppo_epochs``), so nothing of a rollout outlives
+its step and a resumed run is exact: the rollout randomness comes from (seed, step, prompt
 index, generation index) alone.
 """
 
@@ -74,6 +75,7 @@ class GRPOTrainModule(RolloutMetrics, BaseTrainModule):
         loss_type: str = "dapo",
         scale_rewards: str = "group",
         num_iterations: int = 1,
+        steps_per_generation: int = 1,
         reference_model: torch.nn.Module | None = None,
         seed: int = 0,
         sample_interval: int | None = None,
@@ -109,6 +111,7 @@ class GRPOTrainModule(RolloutMetrics, BaseTrainModule):
         self.loss_type = loss_type
         self.scale_rewards = scale_rewards
         self.num_iterations = num_iterations
+        self.steps_per_generation = steps_per_generation  # optimizer steps a rollout batch is cut into
         self.reference_model = reference_model
         self.seed = seed
         self.sample_interval = sample_interval
@@ -138,37 +141,52 @@ class GRPOTrainModule(RolloutMetrics, BaseTrainModule):
         self.learn(self.rollout(batch, dry_run=dry_run), dry_run=dry_run)
 
     def learn(self, rollouts: dict[str, torch.Tensor], *, dry_run: bool = False) -> None:
-        """Back-propagate the GRPO loss of a rollout batch (``num_iterations`` passes, an optimizer step between
-        two), recording ``train/loss`` and the KL and clipping metrics."""
+        """Back-propagate the GRPO loss of a rollout batch: cut into ``steps_per_generation`` optimizer steps of
+        whole groups, the cut passed over ``num_iterations`` times (an optimizer step between two; the loop takes
+        the last), recording ``train/loss`` (the last step's) and the KL and clipping metrics."""
         width = self.micro_batch_size * self.num_generations  # micro-batches hold whole groups
-        micro_batches = stack_collate.split(
-            {k: rollouts[k] for k in self.rollout_keys + self._logp_keys(rollouts)}, width
-        )
+        rows = {k: rollouts[k] for k in self.rollout_keys + self._logp_keys(rollouts)}
         completions = int(rollouts["completion_mask"].shape[0])
-        global_tokens = self.sum_over_ranks(rollouts["completion_mask"].sum())
-        scale = grpo_loss_scale(
-            self.loss_type,
-            sequences=completions * self.data_parallel_size,
-            tokens=global_tokens,
-            micro_batches=len(micro_batches),
-            max_completion_length=self.max_completion_length,
-            world_size=self.grad_divisor,
+        steps = (
+            [rows]
+            if self.steps_per_generation == 1
+            else stack_collate.split(rows, completions // self.steps_per_generation)
         )
-        scale = torch.as_tensor(scale, dtype=torch.float32, device=self.device)  # backward takes a tensor
-        if self.num_iterations > 1:  # the policy that sampled, for the clipped ratio of every later pass
+        steps_micro = [stack_collate.split(step, width) for step in steps]
+        global_tokens = self.sum_over_ranks(rollouts["completion_mask"].sum())
+        if self.steps_per_generation > 1:  # TRL's dapo normaliser: the generation batch's tokens / its steps
+            global_tokens = global_tokens / self.steps_per_generation
+        scales = [
+            torch.as_tensor(  # backward takes a tensor
+                grpo_loss_scale(
+                    self.loss_type,
+                    sequences=completions // len(steps) * self.data_parallel_size,
+                    tokens=global_tokens,
+                    micro_batches=len(micro_batches),
+                    max_completion_length=self.max_completion_length,
+                    world_size=self.grad_divisor,
+                ),
+                dtype=torch.float32,
+                device=self.device,
+            )
+            for micro_batches in steps_micro
+        ]
+        if self.num_iterations > 1 or self.steps_per_generation > 1:
+            # the policy that sampled, for the clipped ratio of every update after the first
             with torch.no_grad():
-                for micro in micro_batches:
+                for micro in (micro for micro_batches in steps_micro for micro in micro_batches):
                     micro["old_logps"] = self.completion_logps(self.model, micro)
         stats = LossStats()
-        for iteration in range(self.num_iterations):
-            if iteration:  # the previous pass's update; the loop takes the last one
+        updates = [(i, k) for i in range(self.num_iterations) for k in range(len(steps))]  # TRL's and verl's order
+        for update, (_, k) in enumerate(updates):
+            if update:  # the previous update's optimizer step; the loop takes the last one
                 self._inner_optim_step()
                 self.zero_grads()
             stats = LossStats()
-            loss_sum = self.backward_each(micro_batches, partial(self._micro_loss, stats=stats), scale)
-            # every pass's loss feeds the non-finite policy; the last pass's is the step's train/loss
-            last = iteration == self.num_iterations - 1
-            self.record_loss(loss_sum * scale, cross_entropy=False, dry_run=dry_run or not last)
+            loss_sum = self.backward_each(steps_micro[k], partial(self._micro_loss, stats=stats), scales[k])
+            # every update's loss feeds the non-finite policy; the last one's is the step's train/loss
+            last = update == len(updates) - 1
+            self.record_loss(loss_sum * scales[k], cross_entropy=False, dry_run=dry_run or not last)
         if self.trainer is not None and not dry_run:
             self._record_loss_stats(stats)
 
@@ -418,7 +436,10 @@ class GRPOTrainModule(RolloutMetrics, BaseTrainModule):
         return ("ref_logps",) if "ref_logps" in rollouts else ()
 
     def _inner_optim_step(self) -> None:
-        # an update between two passes over one rollout batch; the loop's optim_step records the step's metrics
+        # an update between two of a rollout batch's; the loop's optim_step records the step's metrics
+        if self.trainer is None:
+            self.optim_step()
+            return
         trainer, self.trainer = self.trainer, _Unrecorded(self.trainer)
         try:
             self.optim_step()

@@ -144,19 +144,17 @@ def translate_kl_loss(t: Translation, key: str, kl_loss_type: Any) -> None:
 
 
 def translate_actor_batches(t: Translation, prefix: str, mini_batch: Any, micro_batch: Any) -> None:
-    """``ppo_mini_batch_size`` (prompts per optimizer step) and ``ppo_micro_batch_size_per_gpu`` (completions per
-    forward) as honing's batch keys."""
+    """``ppo_mini_batch_size`` (prompts per optimizer step: ``grpo.steps_per_generation`` updates per rollout batch)
+    and ``ppo_micro_batch_size_per_gpu`` (completions per forward: ``data.micro_batch_size`` in prompts)."""
     prompts = int(t.get("data.global_batch_size", 0))
     if mini_batch is not None:
         key = f"{prefix}.actor_rollout_ref.actor.ppo_mini_batch_size"
         mini_batch = read_number(t, key, mini_batch, int)
-        if mini_batch is not None and mini_batch != prompts:
-            t.refuse(
-                key,
-                f"{mini_batch}: {prompts // max(mini_batch, 1) or 'several'} optimizer steps per rollout "
-                f"batch of data.train_batch_size ({prompts}) are not built in honing (TRL's "
-                "steps_per_generation); set it to data.train_batch_size",
-            )
+        if mini_batch is not None and (mini_batch < 1 or prompts % mini_batch):
+            t.refuse(key, f"{mini_batch} must divide data.train_batch_size ({prompts}), as in verl")
+        elif mini_batch is not None:
+            # train_batch_size / ppo_mini_batch_size updates per rollout batch, each of whole groups
+            t.set("grpo.steps_per_generation", prompts // mini_batch)
     if micro_batch is not None:
         key = f"{prefix}.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"
         micro_batch = read_number(t, key, micro_batch, int)

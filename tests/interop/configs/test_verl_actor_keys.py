@@ -1,5 +1,6 @@
 """verl's actor keys under ``training.verl_config_overrides``: ``use_kl_loss`` with ``kl_loss_type`` as
-``grpo.kl_estimator``, ``ppo_epochs``, ``ppo_mini_batch_size`` and the micro-batch and speed settings."""
+``grpo.kl_estimator``, ``ppo_epochs`` as ``grpo.num_iterations``, ``ppo_mini_batch_size`` as
+``grpo.steps_per_generation``, and the micro-batch and speed settings."""
 
 from __future__ import annotations
 
@@ -45,17 +46,18 @@ def test_kl_loss_types_not_built_are_refused_by_name(kl_loss_type):
     assert "verl_config_overrides.actor_rollout_ref.actor.kl_loss_type" in translation.refused[0]
 
 
-def test_ppo_epochs_and_a_whole_batch_mini_batch_are_honoured_and_micro_batches_count_prompts():
-    actor = {"ppo_epochs": 2, "ppo_mini_batch_size": 128, "ppo_micro_batch_size_per_gpu": 8}
+def test_ppo_epochs_mini_and_micro_batches_become_num_iterations_steps_per_generation_and_micro_batches():
+    actor = {"ppo_epochs": 2, "ppo_mini_batch_size": 32, "ppo_micro_batch_size_per_gpu": 8}
     translation = translated(with_overrides(actor))
     assert translation.get("grpo.num_iterations") == 2
+    assert translation.get("grpo.steps_per_generation") == 128 // 32  # updates per rollout batch of 128 prompts
     assert translation.get("data.micro_batch_size") == 8 // 4  # 8 completions of groups of 4: 2 prompts
 
 
-def test_several_mini_batches_per_rollout_and_split_groups_are_refused():
-    translation = translate(with_overrides({"ppo_mini_batch_size": 32, "ppo_micro_batch_size_per_gpu": 6}))
+def test_mini_batches_that_do_not_divide_the_batch_and_split_groups_are_refused():
+    translation = translate(with_overrides({"ppo_mini_batch_size": 48, "ppo_micro_batch_size_per_gpu": 6}))
     refused = "\n".join(translation.refused)
-    assert "actor.ppo_mini_batch_size: 32: 4 optimizer steps per rollout batch" in refused
+    assert "actor.ppo_mini_batch_size: 48 must divide data.train_batch_size (128)" in refused
     assert "actor.ppo_micro_batch_size_per_gpu: 6 completions" in refused
 
 

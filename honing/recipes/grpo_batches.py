@@ -1,0 +1,21 @@
+"""The checks of a GRPO / RLOO step's batch that need the run's data-parallel size, known only at launch."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from honing.errors import ConfigError
+
+
+def generation_steps(config: Any, section: Any, dp_size: int) -> int:
+    """``steps_per_generation`` once each rank's prompts are known to divide into that many optimizer steps of whole
+    groups (one line naming the keys otherwise)."""
+    steps = section.steps_per_generation
+    prompts = config.data.rows_per_step(dp_size) // dp_size
+    if prompts % steps:
+        name = config.method if config.method == "rloo" else "grpo"
+        raise ConfigError(
+            f"{name}.steps_per_generation ({steps}) must divide the prompts of each rank's rollout batch ({prompts}: "
+            f"data.global_batch_size over {dp_size} data-parallel ranks); change one of them"
+        )
+    return steps
