@@ -8,6 +8,24 @@ from pydantic import Field, model_validator
 
 from honing.config.section import Section
 
+# from_pretrained arguments honing sets from its own keys -> the key to use instead (never trust_remote_code this way)
+LOAD_KWARGS_REFUSED = {
+    "trust_remote_code": "set model.trust_remote_code (only for a folder you trust)",
+    "code_revision": "remote code is set by model.trust_remote_code alone",
+    "pretrained_model_name_or_path": "set model.name_or_path",
+    "config": "set model.config_overrides",
+    "dtype": "set model.dtype",
+    "torch_dtype": "set model.dtype",
+    "attn_implementation": "set model.attn_implementation",
+    "quantization_config": "set model.quantize",
+    "load_in_4bit": "set model.quantize: nf4",
+    "load_in_8bit": "set model.quantize: int8",
+    "device_map": "honing places the model on trainer.device and shards it by parallel.*",
+    "state_dict": "honing reads the weights from model.name_or_path",
+    "token": "give the hub token as HF_TOKEN (never in a config)",
+    "use_auth_token": "give the hub token as HF_TOKEN (never in a config)",
+}
+
 
 class LoraSection(Section):
     """LoRA adapters through peft (absent or null: full fine-tuning)."""
@@ -51,6 +69,14 @@ class ModelSection(Section):
     with packed rows a varlen kernel (flash attention if installed, else flex_attention)."""
     trust_remote_code: bool = False
     """Run the model folder's own Python code (only for a folder you trust)."""
+    config_overrides: dict[str, Any] = Field(default_factory=dict)
+    """``name_or_path``'s config with these fields replaced before the model is built, e.g. ``rope_scaling:
+    {rope_type: yarn, factor: 4.0, original_max_position_embeddings: 32768}`` or ``max_position_embeddings``; a field
+    the config does not have is refused. The export's config carries them."""
+    load_kwargs: dict[str, Any] = Field(default_factory=dict)
+    """Further keyword arguments of transformers' ``from_pretrained`` (``revision``, ``subfolder``, ``variant``,
+    ``use_safetensors``, ...); one that honing sets from a key of its own (``trust_remote_code``, ``dtype``,
+    ``attn_implementation``, ``config``, ...) is refused, naming that key."""
     dtype: Literal["float32", "bfloat16", "float16"] | None = None
     """The dtype the weights are held in; None: from ``trainer.precision``."""
     lora: LoraSection | None = None
@@ -81,6 +107,14 @@ class ModelSection(Section):
             )
         if self.shape is not None and self.name_or_path is None:
             raise ValueError("model.shape describes the model.name_or_path model; model.config is its own shape")
+        for key in self.load_kwargs:
+            if key in LOAD_KWARGS_REFUSED:
+                raise ValueError(f"model.load_kwargs.{key}: not passed through; {LOAD_KWARGS_REFUSED[key]}")
+        for name in ("config_overrides", "load_kwargs"):
+            if getattr(self, name) and self.name_or_path is None:
+                raise ValueError(f"model.{name}: read with model.name_or_path; model.config gives a new model's fields")
+        if self.load_kwargs and not self.pretrained_weights:
+            raise ValueError("model.load_kwargs: read when weights are loaded; model.pretrained_weights is false")
         if self.shape is not None and not isinstance(self.shape.get("model_type"), str):
             raise ValueError("model.shape.model_type: required (the config.json's model_type, e.g. llama, qwen2)")
         return self

@@ -8,7 +8,9 @@ from typing import Any
 
 import torch
 
+from honing.errors import ConfigError
 from honing.models.attention_choice import AUTO, AttentionChoice, choose_attention
+from honing.models.config_overrides import apply_config_overrides
 from honing.models.loading import auto_model_class, build_model_config, build_model_from_config, load_pretrained_model
 from honing.models.lora import apply_lora
 from honing.models.model_shape import pretrained_config
@@ -58,10 +60,12 @@ class ModelBuilder:
         """``model.name_or_path`` in the run's dtype (``auto_class``: transformers' Auto class, None for a causal
         LM); under ``model.quantize`` the decoder's linears are quantized as they are read."""
         cfg = self.cfg
+        overrides, load_kwargs = cfg.config_overrides, cfg.load_kwargs
         if not cfg.pretrained_weights:  # the architecture alone: its config read, its weights random
             config = pretrained_config(
                 cfg.name_or_path, shape=cfg.shape, trust_remote_code=cfg.trust_remote_code, use_shape_offline=False
             )
+            config = apply_config_overrides(config, overrides)
             log.info("model.pretrained_weights: false: %s's architecture with random weights", cfg.name_or_path)
             return (auto_class or auto_model_class(config)).from_config(
                 config,
@@ -70,6 +74,9 @@ class ModelBuilder:
                 trust_remote_code=cfg.trust_remote_code,
             )
         if cfg.quantize is not None:  # QLoRA's base, quantized shard by shard as it is read
+            if overrides or load_kwargs:
+                given = "config_overrides" if overrides else "load_kwargs"
+                raise ConfigError(f"model.{given}: not yet with model.quantize (a quantized base reads its own config)")
             return load_quantized_pretrained(
                 cfg.name_or_path,
                 cfg.quantize,
@@ -81,6 +88,12 @@ class ModelBuilder:
                 shards=shards,
                 shape=cfg.shape,
             )
+        config = None
+        if overrides:
+            config = pretrained_config(cfg.name_or_path, shape=cfg.shape, trust_remote_code=cfg.trust_remote_code,
+                                       use_shape_offline=False)  # fmt: skip
+            config = apply_config_overrides(config, overrides)
+            log.info("model.config_overrides: %s", ", ".join(sorted(overrides)))
         return load_pretrained_model(
             cfg.name_or_path,
             attn_implementation=self.attention_to_build(),
@@ -88,6 +101,8 @@ class ModelBuilder:
             trust_remote_code=cfg.trust_remote_code,
             auto_class=auto_class,
             shape=cfg.shape,
+            config=config,
+            load_kwargs=load_kwargs,
         )
 
     def finish(self, model: torch.nn.Module, tokenizer: Any, *, lora: Any, shards: int) -> torch.nn.Module:

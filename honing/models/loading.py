@@ -81,18 +81,27 @@ def load_pretrained_model(
     device_map: Any = None,
     state_dict: Any = None,
     shape: Mapping[str, Any] | None = None,
+    config: PretrainedConfig | None = None,
+    load_kwargs: Mapping[str, Any] | None = None,
 ) -> torch.nn.Module:
     """A causal LM (or ``auto_class``'s model, e.g. ``AutoModelForImageTextToText``) from a local folder or a hub
     name; remote code only when the config allows it. ``quantization_config``, ``device_map`` and ``state_dict``
     go to transformers as they are (``quantized_loading``'s fallback: a base quantized as it is read). ``shape``
-    (the config's ``model.shape``) must match the model's config, checked before any weight is read."""
+    (the config's ``model.shape``) must match the model's config, checked before any weight is read. ``config``: the
+    model's config with ``model.config_overrides`` applied; ``load_kwargs``: ``model.load_kwargs``, further arguments
+    of ``from_pretrained`` (the schema refuses those honing sets itself)."""
     from transformers.utils import logging as hf_logging
 
     check_name_or_path(name_or_path, "model.name_or_path")
     if shape is not None:
         pretrained_config(name_or_path, shape=shape, trust_remote_code=trust_remote_code, use_shape_offline=False)
     hf_logging.disable_progress_bar()  # a bar per shard of a small model is noise in the run's log
-    placement = {"quantization_config": quantization_config, "device_map": device_map, "state_dict": state_dict}
+    placement = {
+        "quantization_config": quantization_config,
+        "device_map": device_map,
+        "state_dict": state_dict,
+        "config": config,
+    }
     try:
         return (auto_class or AutoModelForCausalLM).from_pretrained(
             name_or_path,
@@ -100,9 +109,15 @@ def load_pretrained_model(
             dtype=dtype,
             trust_remote_code=trust_remote_code,
             **{key: value for key, value in placement.items() if value is not None},
+            **(load_kwargs or {}),
         )
     except OSError as error:  # one line: a hub name out of reach, missing or gated says which, and the fix
         raise hub_load_error("model.name_or_path", name_or_path, error) from None
+    except (TypeError, ValueError) as error:
+        if not load_kwargs:
+            raise
+        # e.g. an argument no model takes, or a subfolder without a config: transformers' message, on one line
+        raise ConfigError(f"model.load_kwargs: {error}".splitlines()[0]) from None
 
 
 def count_parameters(model: torch.nn.Module, *, trainable_only: bool = False, non_embedding: bool = False) -> int:

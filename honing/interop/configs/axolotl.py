@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from honing.config.model_schema import LOAD_KWARGS_REFUSED
 from honing.interop.configs.axolotl_data import translate_datasets, translate_pretraining, translate_template
 from honing.interop.configs.axolotl_keys import KEYS, SOURCE
 from honing.interop.configs.axolotl_table import TABLE
@@ -103,12 +104,31 @@ def translate_model(t: Translation, top: Keys) -> None:
         t.set("tokenizer.kind", "pretrained")
         t.set("tokenizer.path", str(tokenizer))
     top.copy("trust_remote_code", "model.trust_remote_code", bool)
+    translate_model_kwargs(t, top)
     if top.take("reinit_weights"):
         t.set("model.pretrained_weights", False)
     tokens = top.peek("special_tokens")
     if isinstance(tokens, dict) and set(tokens) == {"pad_token"}:
         top.take("special_tokens")
         t.note("special_tokens.pad_token", PAD_TOKEN_NOTE)
+
+
+def translate_model_kwargs(t: Translation, top: Keys) -> None:
+    """``model_config`` (axolotl's overrides of the model's config) and ``rope_scaling`` as ``model.config_overrides``;
+    ``model_kwargs`` (handed to ``from_pretrained``) as ``model.load_kwargs``, but for arguments honing sets itself."""
+    for name, path in (("model_config", "model.config_overrides"), ("model_kwargs", "model.load_kwargs")):
+        values = top.take(name)
+        if values is not None and not isinstance(values, dict):
+            t.refuse(name, f"{values!r}: expected a mapping of keys")
+            continue
+        for key, value in (values or {}).items():
+            if path == "model.load_kwargs" and key in LOAD_KWARGS_REFUSED:
+                t.refuse(f"{name}.{key}", f"not passed through; {LOAD_KWARGS_REFUSED[key]}")
+            else:
+                t.set(f"{path}.{key}", value)
+    rope = top.take("rope_scaling")
+    if rope is not None:
+        t.set("model.config_overrides.rope_scaling", rope)
 
 
 def translate_lora(t: Translation, top: Keys) -> None:

@@ -32,9 +32,8 @@ TOP: dict[str, Entry] = {
     **honoured("tokenizer.kind: pretrained, tokenizer.path", "tokenizer_config"),
     **honoured("model.trust_remote_code", "trust_remote_code"),
     **honoured("model.pretrained_weights: false", "reinit_weights"),
-    **refused(
-        "not available: honing loads the model's config as it is (model.config builds a new model)", "model_config"
-    ),  # fmt: skip
+    **honoured("model.config_overrides", "model_config", "rope_scaling"),
+    **honoured("model.load_kwargs (but for arguments honing sets from its own keys)", "model_kwargs"),
     **moot("not needed: honing loads any causal LM with AutoModelForCausalLM", "model_type", "tokenizer_type"),
     **moot("not needed: honing loads the model's fast tokenizer", "tokenizer_use_fast", "tokenizer_legacy"),
     **moot(
@@ -50,7 +49,6 @@ TOP: dict[str, Entry] = {
         "cls_model_config",
     ),  # fmt: skip
     **refused("not available: honing loads the hub's default revision", "model_revision"),
-    **refused("not translated: give honing's model.* keys", "model_kwargs"),
     **refused("not available: honing loads Hugging Face tokenizers", "tokenizer_use_mistral_common"),
     **refused(
         "not translated: honing builds the processor of the model (vl_sft)", "processor_type", "processor_kwargs"
@@ -66,7 +64,6 @@ TOP: dict[str, Entry] = {
         "shrink_embeddings",
         "fix_untrained_tokens",
     ),  # fmt: skip
-    **refused("not available: honing's RoPE is the model config's (set rope_scaling in model.config)", "rope_scaling"),
     **moot(
         "not needed: honing moves the model to its device itself",
         "experimental_skip_move_to_device",

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from honing.config.model_schema import LOAD_KWARGS_REFUSED
 from honing.interop.configs.hf_args import set_precision
 from honing.interop.configs.translation import Keys, Translation
 
+# AutoConfig.from_pretrained's own arguments among model_kwargs (where the config is read), not config fields
+HUB_ARGUMENTS = ("revision", "subfolder", "cache_dir", "local_files_only", "force_download")
 # Oumi's chat template names -> honing's named templates
 CHAT_TEMPLATES = {"llama3-instruct": "llama3", "chat_ml": "chatml", "chatml": "chatml"}
 # Oumi's templates for one model family -> words of that family's model names: for a model of the family the
@@ -128,7 +131,23 @@ def translate_kwargs(t: Translation, model: Keys, method: str) -> None:
             "transformers applies on loading (de-quantized where its kernels cannot run)",
         )
     model_kwargs.copy("disable_dropout", "model.disable_dropout", bool)
-    model_kwargs.done("honing passes no extra keyword arguments to from_pretrained")
+    translate_model_kwargs(t, model_kwargs)
+    model_kwargs.done("honing sets it from a key of its own")
+
+
+def translate_model_kwargs(t: Translation, kwargs: Keys) -> None:
+    """The rest of ``model_kwargs``, which Oumi hands to ``AutoConfig.from_pretrained``: config fields (YaRN's
+    ``rope_scaling``, ``max_position_embeddings``) as ``model.config_overrides`` (checked against the model's config
+    when it is loaded), the hub's own arguments as ``model.load_kwargs``; one honing sets itself is refused, naming
+    honing's key."""
+    for name in [name for name in kwargs.values if name not in kwargs.taken]:
+        if name == "quantization_config":  # a checkpoint's own quantization is noted above; others are refused
+            continue
+        if name in LOAD_KWARGS_REFUSED:
+            kwargs.refuse(name, f"not passed through; {LOAD_KWARGS_REFUSED[name]}")
+            continue
+        path = "model.load_kwargs" if name in HUB_ARGUMENTS else "model.config_overrides"
+        t.set(f"{path}.{name}", kwargs.take(name))
 
 
 def translate_pixels(t: Translation, kwargs: Keys, method: str) -> None:
