@@ -147,6 +147,8 @@ class GRPOTrainModule(RolloutMetrics, BaseTrainModule):
         width = self.micro_batch_size * self.num_generations  # micro-batches hold whole groups
         rows = {k: rollouts[k] for k in self.rollout_keys + self._logp_keys(rollouts)}
         completions = int(rollouts["completion_mask"].shape[0])
+        if completions % (self.steps_per_generation * self.num_generations):  # the recipe checks it at launch
+            raise ValueError(f"{completions} completions do not cut into {self.steps_per_generation} parts of groups")
         steps = (
             [rows]
             if self.steps_per_generation == 1
