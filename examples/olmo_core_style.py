@@ -23,18 +23,19 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from honing.data.loader import DataLoader
-from honing.interop.olmo_core import CheckpointerConfig, TrainerConfig
-from honing.methods.lm import LMTrainModule
-from honing.optim.param_groups import build_adamw
-from honing.train import (
+from honing.interop.olmo_core import (  # olmo_core.train's names, only the import root changed
     Callback,
     Checkpointer,
+    CheckpointerConfig,
     Duration,
     LoadStrategy,
     Trainer,
+    TrainerConfig,
     prepare_training_environment,
     teardown_training_environment,
 )
+from honing.methods.lm import LMTrainModule
+from honing.optim.param_groups import build_adamw
 
 LOSSES_FILE = "losses.jsonl"
 

@@ -8,7 +8,7 @@ slice at a time, so a loader over billions of rows holds no order. Batch indices
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -66,6 +66,7 @@ class DataLoader:
         self.batches_consumed = 0
         self._length = len(dataset)
         self._order_cache: tuple[int, np.ndarray | Arange | SeededPermutation] | None = None
+        self._tokens_per_row: int | None | object = _UNKNOWN  # found once, when first asked
         # Length grouping needs every row's length up front; the order stays a pure function of
         # (seed, epoch, lengths), so it is resumable and the same global batch on every rank.
         self._lengths: np.ndarray | None = None
@@ -84,10 +85,18 @@ class DataLoader:
         return self._length // self.global_batch_size
 
     @property
+    def total_batches(self) -> int:
+        """OLMo-core's name for ``batches_per_epoch``: the batches one epoch holds."""
+        return self.batches_per_epoch
+
+    @property
     def tokens_per_batch(self) -> int | None:
-        """Global tokens per batch when every row is full (the dataset has ``tokens_per_row``), else None."""
-        tokens_per_row = getattr(self.dataset, "tokens_per_row", None)
-        return None if tokens_per_row is None else tokens_per_row * self.global_batch_size
+        """Global tokens per batch when every row holds the same number (the dataset's ``tokens_per_row``, or
+        rows held in a list that all have that many, stacked as they are), else None."""
+        if self._tokens_per_row is _UNKNOWN:
+            counted = rows_token_count(self.dataset) if self.collate_fn is stack_collate else None  # rows as they are
+            self._tokens_per_row = getattr(self.dataset, "tokens_per_row", None) or counted
+        return None if self._tokens_per_row is None else self._tokens_per_row * self.global_batch_size
 
     def order(self, epoch: int) -> np.ndarray:
         """The dataset indices in the order epoch ``epoch`` (1-based) visits them, all of them in one array."""
@@ -188,6 +197,28 @@ class DataLoader:
             )
         self.epoch = epoch
         self.batches_consumed = min(consumed, self.batches_per_epoch)
+
+
+_UNKNOWN = object()
+
+
+def rows_token_count(dataset: Any) -> int | None:
+    """The tokens every row of an in-memory list of rows holds, when they all hold the same number: each an
+    ``input_ids`` of one length with no padding (no ``attention_mask`` zeros, no ``num_real_tokens``, the counts
+    the collators report), else None. Other datasets are not read ahead (they may be lazy or large)."""
+    if not isinstance(dataset, (list, tuple)) or not dataset:
+        return None
+    lengths = set()
+    for row in dataset:
+        if not isinstance(row, Mapping) or "input_ids" not in row or "num_real_tokens" in row:
+            return None
+        mask = row.get("attention_mask")
+        if mask is not None and not bool(torch.as_tensor(mask).bool().all()):
+            return None
+        lengths.add(int(torch.as_tensor(row["input_ids"]).numel()))
+        if len(lengths) > 1:
+            return None
+    return lengths.pop()
 
 
 class _BatchIndices:

@@ -3,9 +3,10 @@
     TrainerConfig(save_folder=..., work_dir=..., max_duration=..., checkpointer=CheckpointerConfig(...))
         .with_callback(name, callback).build(train_module, data_loader).fit()
 
-runs on honing. ``build`` turns the dataclass into honing's ``TrainerSection`` and makes the same ``Trainer`` a
-recipe makes, with callbacks written under OLMo-core's event names adapted to honing's and, as OLMo-core's
-trainer does, a console, checkpointer, speed monitor and garbage collector unless the config has its own
+runs on honing. ``build`` makes OLMo-core's ``Trainer`` (``olmo_core_trainer.py``: the document's constructor over
+the ``Trainer`` a recipe makes, with the document's checkpoint-loading meaning), with callbacks written under
+OLMo-core's event names adapted to honing's and, as OLMo-core's trainer does, a console, checkpointer, speed monitor
+and garbage collector unless the config has its own
 (``olmo_core_defaults.py``). Fields and defaults follow OLMo-core's document; where honing's differ,
 docs/coming-from.md says why.
 """
@@ -18,24 +19,43 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from honing.config.schema import StorageSection, TrainerSection
+from honing.distributed import prepare_training_environment, teardown_training_environment
 from honing.errors import ConfigError
-from honing.interop.callback_names import with_honing_event_names
-from honing.interop.olmo_core_defaults import with_default_callbacks
+from honing.interop.olmo_core_trainer import Checkpointer, OLMoCoreTrainerSection, Trainer, olmo_core_section
+from honing.interop.olmo_core_unshard import unshard_checkpoint
 from honing.train.callbacks.base import Callback
-from honing.train.checkpoint import Checkpointer
-from honing.train.common import LoadStrategy, StepSkipRange
-from honing.train.duration import Duration
-from honing.train.remote import Uploader
+from honing.train.common import LoadStrategy, StepSkipRange, StrEnum
+from honing.train.duration import Duration, DurationUnit
+from honing.train.metrics import MetricMergeStrategy, ReduceType
 from honing.train.train_module import TrainModule
-from honing.train.trainer import Trainer
+
+# every name of ``olmo_core.train``: a script's ``from olmo_core.train import ...`` becomes this module's
+__all__ = [
+    "Callback",
+    "Checkpointer",
+    "CheckpointerConfig",
+    "Duration",
+    "DurationUnit",
+    "LoadStrategy",
+    "LogFilterType",
+    "MetricMergeStrategy",
+    "OLMoCoreTrainerSection",
+    "ReduceType",
+    "StepSkipRange",
+    "Trainer",
+    "TrainerConfig",
+    "prepare_training_environment",
+    "teardown_training_environment",
+    "unshard_checkpoint",  # olmo_core.distributed.checkpoint's, named by the Trainer's checkpointer field
+]
 
 
-class OLMoCoreTrainerSection(TrainerSection):
-    """honing's trainer section with OLMo-core's default for ``load_trainer_state``."""
+class LogFilterType(StrEnum):
+    """Which ranks log below WARNING (OLMo-core's, for ``prepare_training_environment(log_filter_type=...)``)."""
 
-    load_trainer_state: bool | None = None
-    """None (OLMo-core's default): a checkpoint's trainer state is loaded when it has one."""
+    rank0_only = "rank0_only"
+    local_rank0_only = "local_rank0_only"
+    all_ranks = "all_ranks"
 
 
 @dataclass
@@ -65,13 +85,11 @@ class CheckpointerConfig:
         work_dir: str | None = None,
     ) -> Checkpointer:
         """The Checkpointer these settings describe (the trainer's ``save_overwrite`` / ``work_dir`` fill gaps)."""
-        storage = StorageSection(work_folder=self.work_dir or work_dir)
         return Checkpointer(
-            process_group=process_group,
+            self.work_dir or work_dir,
             save_overwrite=save_overwrite if self.save_overwrite is None else self.save_overwrite,
-            uploader=Uploader(storage),
-            storage=storage,
             pre_download=self.pre_download,
+            process_group=process_group,
             save_thread_count=self.save_thread_count,
             load_thread_count=self.load_thread_count,
             throttle_uploads=self.throttle_uploads,
@@ -130,17 +148,13 @@ class TrainerConfig:
 
     def section(self) -> OLMoCoreTrainerSection:
         """These settings as honing's trainer section (the fields of the same name; durations as text)."""
-        values: dict[str, Any] = {
-            item.name: getattr(self, item.name)
-            for item in fields(self)
-            if item.name in OLMoCoreTrainerSection.model_fields and item.name != "device"
-        }
-        for name in ("max_duration", "hard_stop"):
-            if isinstance(values[name], Duration):
-                values[name] = str(values[name])
-        values["load_strategy"] = LoadStrategy(values["load_strategy"]).value
-        values["steps_to_skip"] = [{"start": skip.start, "stop": skip.stop} for skip in values["steps_to_skip"] or []]
-        return OLMoCoreTrainerSection(**values)
+        return olmo_core_section(
+            **{
+                item.name: getattr(self, item.name)
+                for item in fields(self)
+                if item.name in OLMoCoreTrainerSection.model_fields and item.name != "device"
+            }
+        )
 
     def build(
         self,
@@ -153,21 +167,29 @@ class TrainerConfig:
         """Create the Trainer for this train module and data loader: ``checkpointer_pg`` is the group checkpoints
         are written and read with (None: a gloo group of every rank for asynchronous saves, else the default
         group); ``dp_process_group`` None is every rank (a smaller group is refused)."""
-        section = self.section()
-        trainer = Trainer(
-            section,
+        return Trainer(
+            work_dir=self.work_dir,
             train_module=train_module,
             data_loader=data_loader,
-            callbacks=with_default_callbacks(self.callbacks, train_module),
-            checkpointer=self.checkpointer.build(
-                process_group=checkpointer_pg, save_overwrite=section.save_overwrite, work_dir=self.work_dir
-            ),
-            callback_adapter=with_honing_event_names,
-            work_dir=self.work_dir,
             device=self.device,
+            save_folder=self.save_folder,
+            checkpointer=self.checkpointer.build(
+                process_group=checkpointer_pg, save_overwrite=self.save_overwrite, work_dir=self.work_dir
+            ),
+            callbacks=self.callbacks,
+            max_duration=self.max_duration,
+            save_overwrite=self.save_overwrite,
+            load_path=self.load_path,
+            load_strategy=self.load_strategy,
+            load_trainer_state=self.load_trainer_state,
+            load_optim_state=self.load_optim_state,
+            metrics_collect_interval=self.metrics_collect_interval,
             dp_process_group=dp_process_group,
+            cancel_check_interval=self.cancel_check_interval,
+            hard_stop=self.hard_stop,
             async_bookkeeping=self.async_bookkeeping,
             bookkeeping_soft_timeout=self.bookkeeping_soft_timeout,
+            no_checkpoints=self.no_checkpoints,
+            no_evals=self.no_evals,
+            steps_to_skip=self.steps_to_skip,
         )
-        trainer.no_checkpoints, trainer.no_evals = self.no_checkpoints, self.no_evals
-        return trainer

@@ -117,9 +117,9 @@ class Checkpointer(CheckpointerRemote):
         dir: str,
         train_module: ModelState,
         train_state: dict[str, Any],
+        ephemeral: bool = False,
         *,
         extra_files: dict[str, str | bytes] | None = None,
-        ephemeral: bool = False,
     ) -> None:
         """Write a checkpoint of ``train_module`` and ``train_state`` to ``dir`` and return when it is complete.
         ``ephemeral`` is recorded in the marker's metadata (as OLMo-core does); removing it is the
@@ -134,9 +134,9 @@ class Checkpointer(CheckpointerRemote):
         dir: str,
         train_module: ModelState,
         train_state: dict[str, Any],
+        ephemeral: bool = False,
         *,
         extra_files: dict[str, str | bytes] | None = None,
-        ephemeral: bool = False,
     ) -> Future:
         """Copy the state to CPU memory, then write it in a background thread; the future completes
         when ``dir`` is a complete checkpoint."""
@@ -352,28 +352,29 @@ class Checkpointer(CheckpointerRemote):
         return storage.exists(storage.join(dir, MARKER))
 
     @classmethod
-    def find_checkpoints(cls, folder: str, ephemeral: bool | None = None) -> list[tuple[int, str]]:
-        """The complete ``stepN`` checkpoints in ``folder`` as ``(step, path)``, oldest first; ``ephemeral`` True
+    def find_checkpoints(cls, dir: str, ephemeral: bool | None = None) -> list[tuple[int, str]]:
+        """The complete ``stepN`` checkpoints in ``dir`` as ``(step, path)``, oldest first; ``ephemeral`` True
         or False keeps only those whose marker says they are (or are not) ephemeral (OLMo-core's filter)."""
         found = []
-        for name in storage.listdir(folder):
+        for name in storage.listdir(dir):
             match = STEP_DIR.match(name)
-            path = storage.join(folder, name)
+            path = storage.join(dir, name)
             if match and cls.dir_is_checkpoint(path) and (ephemeral is None or is_ephemeral(path) == ephemeral):
                 found.append((int(match.group(1)), path))
         return sorted(found)
 
     @classmethod
-    def contains_checkpoint(cls, folder: str) -> bool:
-        """True when ``folder`` holds at least one complete ``stepN`` checkpoint."""
-        return bool(cls.find_checkpoints(folder))
+    def contains_checkpoint(cls, dir: str) -> bool:
+        """True when ``dir`` is a complete checkpoint or holds at least one complete ``stepN`` checkpoint (as
+        OLMo-core's)."""
+        return cls.dir_is_checkpoint(dir) or bool(cls.find_checkpoints(dir))
 
     @classmethod
-    def latest_checkpoint(cls, folder: str) -> str:
-        """The path of the newest complete checkpoint in ``folder``."""
-        found = cls.find_checkpoints(folder)
+    def latest_checkpoint(cls, dir: str) -> str:
+        """The path of the newest complete checkpoint in ``dir``."""
+        found = cls.find_checkpoints(dir)
         if not found:
-            raise FileNotFoundError(f"no complete checkpoint (stepN folder with a {MARKER} marker) in {folder}")
+            raise FileNotFoundError(f"no complete checkpoint (stepN folder with a {MARKER} marker) in {dir}")
         return found[-1][1]
 
     @classmethod

@@ -7,7 +7,18 @@ from dataclasses import dataclass
 from enum import Enum
 
 
-class LoadStrategy(str, Enum):
+class StrEnum(str, Enum):
+    """An enum of strings whose ``str()`` and ``format()`` are the value, as Python 3.11's ``enum.StrEnum`` (3.10
+    has none): ``str(DurationUnit.steps) == "steps"``."""
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
+class LoadStrategy(StrEnum):
     """Whether ``fit`` loads a checkpoint first."""
 
     if_available = "if_available"

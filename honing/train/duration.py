@@ -5,14 +5,14 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from enum import Enum
 
 from honing.errors import ConfigError
+from honing.train.common import StrEnum
 
 CHINCHILLA_TOKENS_PER_PARAM = 20  # Hoffmann et al. 2022: compute-optimal ≈ 20 tokens per parameter
 
 
-class DurationUnit(str, Enum):
+class DurationUnit(StrEnum):
     """The unit a Duration counts in."""
 
     steps = "steps"

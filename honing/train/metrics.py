@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from enum import Enum
 
 import torch
 import torch.distributed as dist
+
+from honing.train.common import StrEnum
 
 log = logging.getLogger(__name__)
 
 MetricValue = torch.Tensor | float | int
 
 
-class ReduceType(str, Enum):
+class ReduceType(StrEnum):
     """How a metric is combined across ranks. Recording with ``reduce_type=None`` (OLMo-core's default)
     reduces nothing: every rank keeps its own value, and what rank 0 logs is rank 0's."""
 
@@ -24,7 +25,7 @@ class ReduceType(str, Enum):
     l2_norm = "l2_norm"
 
 
-class MetricMergeStrategy(str, Enum):
+class MetricMergeStrategy(StrEnum):
     """What to do when the same metric is recorded twice in one step (as OLMo-core): ``warn`` keeps the
     first value and warns, ``latest`` / ``oldest`` keep the last / first silently, the others combine them
     (``mean``, as OLMo-core's document says: the average of the new value with the last one, not a running mean)."""
@@ -150,6 +151,10 @@ class MetricsBuffer:
     def get(self, step: int, name: str) -> MetricValue | None:
         """The value recorded for ``name`` at ``step``, if any (not yet collected)."""
         return self._values.get(step, {}).get(name)
+
+    def names_at(self, step: int) -> list[str]:
+        """The names recorded for ``step`` that are not yet collected."""
+        return list(self._values.get(step, {}))
 
     def values_of(self, name: str) -> list[tuple[int, MetricValue]]:
         """``(step, value)`` of every pending (not yet collected) step that recorded ``name``, oldest first."""

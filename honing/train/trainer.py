@@ -76,7 +76,10 @@ class TrainerSetting:
 
 def check_warm_start(config: TrainerSection) -> None:
     """``load_trainer_state`` / ``load_optim_state`` say what ``load_path``'s checkpoint restores: set without it
-    they would change nothing, so they are refused (one line naming the key)."""
+    they would change nothing, so they are refused (one line naming the key). A section whose class says these
+    settings apply to every load (``LOAD_SETTINGS_APPLY_TO_RESUME``) takes them without ``load_path``."""
+    if getattr(type(config), "LOAD_SETTINGS_APPLY_TO_RESUME", False):
+        return
     for key in ("load_trainer_state", "load_optim_state"):
         if config.load_path is None and getattr(config, key) != type(config).model_fields[key].default:
             raise ConfigError(

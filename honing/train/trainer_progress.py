@@ -73,8 +73,10 @@ class TrainerProgress:
 
     @property
     def steps_per_epoch(self) -> int | None:
-        """Training steps in one epoch, when the data loader knows it."""
-        return getattr(self.data_loader, "batches_per_epoch", None)
+        """Training steps in one epoch, when the data loader knows it (its ``batches_per_epoch``, or
+        ``total_batches``: a loader written for OLMo-core)."""
+        steps = getattr(self.data_loader, "batches_per_epoch", None)
+        return getattr(self.data_loader, "total_batches", None) if steps is None else steps
 
     @property
     def tokens_per_epoch(self) -> int | None:

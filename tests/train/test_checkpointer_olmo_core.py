@@ -127,3 +127,14 @@ def test_find_checkpoints_filters_ephemeral_ones(tmp_path):
     assert Checkpointer.find_checkpoints(str(tmp_path)) == everything
     assert Checkpointer.find_checkpoints(str(tmp_path), ephemeral=True) == everything[1:]
     assert Checkpointer.find_checkpoints(str(tmp_path), ephemeral=False) == everything[:1]
+
+
+def test_contains_checkpoint_is_true_for_a_checkpoint_itself_and_save_takes_ephemeral_by_position(tmp_path):
+    module, checkpointer = Module(seed=0), Checkpointer()
+    checkpointer.save(str(tmp_path / "step2"), module, {"global_step": 2}, True)  # the document's (dir, ..., ephemeral)
+    checkpointer.save_async(str(tmp_path / "step3"), module, {"global_step": 3}, False).result()
+    assert Checkpointer.find_checkpoints(str(tmp_path), ephemeral=True) == [(2, str(tmp_path / "step2"))]
+    # OLMo-core's "is a checkpoint directory or contains a child checkpoint directory"
+    assert Checkpointer.contains_checkpoint(str(tmp_path / "step2")) and Checkpointer.contains_checkpoint(str(tmp_path))
+    (tmp_path / "empty").mkdir()
+    assert not Checkpointer.contains_checkpoint(str(tmp_path / "empty"))
