@@ -41,6 +41,22 @@ def micro_batches_of(trainer: Any) -> list[dict[str, Any]]:
     return collator.split(batch, size)
 
 
+def step_loss_dict(trainer: Any) -> dict[str, Any]:
+    """VeOmni's ``loss_dict`` of the step: the parts of its loss the method recorded (``train/<part>_loss``, as
+    ``aux_loss``); a next-token method's loss, which has no parts, as ``ce_loss`` (VeOmni's name), any other as
+    ``loss``."""
+    names = trainer._metrics.names_at(trainer.global_step)
+    parts = {
+        name.removeprefix("train/"): trainer.get_metric(name)
+        for name in names
+        if name.startswith("train/") and name != "train/loss" and name.endswith("loss")
+    }
+    if parts:
+        return parts
+    key = "ce_loss" if hasattr(trainer.train_module, "forward_loss") else "loss"
+    return {key: trainer.get_metric("train/loss")}
+
+
 #: VeOmni's events and the keyword arguments each passes after ``state``, read from the trainer when it is called
 VEOMNI_KEYWORDS: dict[str, Callable[[Any], dict[str, Any]]] = {
     "on_train_begin": lambda trainer: {},
@@ -49,6 +65,7 @@ VEOMNI_KEYWORDS: dict[str, Callable[[Any], dict[str, Any]]] = {
     # still tensors on the device: nothing syncs unless the callback reads them
     "on_step_end": lambda trainer: {
         "loss": trainer.get_metric("train/loss"),
+        "loss_dict": step_loss_dict(trainer),
         "grad_norm": trainer.get_metric("optim/grad_norm"),
     },
     "on_epoch_end": lambda trainer: {},

@@ -47,6 +47,7 @@ from honing.interop.veomni_arguments import (
 )
 from honing.interop.veomni_callbacks import Callback, CallbackHandler, LoopEvents, in_veomni_form
 from honing.interop.veomni_collate import DataCollateInfo
+from honing.interop.veomni_functions import TRAINERS_OF_MODELS, build_processor, veomni_clip_grad_norm
 from honing.interop.veomni_step import LRScheduler, NextTokenLoss
 from honing.models.parallel import gradient_sync
 from honing.train.metrics import ReduceType
@@ -57,7 +58,9 @@ __all__ = [
     "DataCollateInfo",
     "TrainingArguments",
     "VeOmniArguments",
+    "build_processor",
     "parse_args",
+    "veomni_clip_grad_norm",
 ]
 
 
@@ -131,8 +134,6 @@ class BaseTrainer:
         gradients clipped, the optimizer and LR scheduler stepped, and the gradients zeroed."""
         micro_batches: list[dict[str, Any]] = next(data_iterator)
         self.callbacks.call("on_step_begin", self.state, micro_batches=micro_batches)
-        self.train_module.start_step()
-        self.next_token.begin(micro_batches)  # the step's target tokens over every rank: what the loss averages
         total_loss: Any = 0.0
         total_loss_dict: dict[str, Any] = defaultdict(float)
         last = len(micro_batches) - 1
@@ -191,6 +192,8 @@ class BaseTrainer:
         trainer = super().build_trainer()
         self.check_step()
         self.lr_scheduler = LRScheduler(self.train_module)
+        TRAINERS_OF_MODELS[self.model] = self  # veomni_clip_grad_norm(self.model, ...) clips as this trainer does
+        self.args.attach_loop(trainer)
         trainer.step_runner = self._run_step
         trainer.add_callback("veomni_loop_events", LoopEvents(self))
         for callback in self._honing_callbacks:
@@ -220,6 +223,26 @@ class BaseTrainer:
             )
 
     def _run_step(self, batch: Any, emit: Any) -> None:
-        """The Trainer's step runner: ``train_step`` over this step's micro-batches (``emit``: honing's events)."""
+        """The Trainer's step runner: ``train_step`` over this step's micro-batches (``emit``: honing's events).
+        The step is begun here, not in ``train_step``, so that one written as VeOmni's document writes it (no
+        honing calls in it) trains too; its loss is recorded after it when it did not record it itself."""
         self.callbacks.emit = emit
-        self.train_step(iter([micro_batches_of(self.trainer)]))
+        micro_batches = micro_batches_of(self.trainer)
+        self.train_module.start_step()
+        if self.next_token is not None:  # the step's target tokens over every rank: what the loss averages
+            self.next_token.begin(micro_batches)
+        self.train_step(iter([micro_batches]))
+        if self.next_token is not None and not self.next_token.recorded and torch.is_tensor(self.next_token.total):
+            self.next_token.record(self.next_token.total)  # a train_step without honing's record: its shares
+
+    # --- VeOmni's loop counters (its train() reads them; honing's Trainer.fit runs the loop) ----------------
+    @property
+    def start_epoch(self) -> int:
+        """The epoch (from 0, as VeOmni counts) the run starts or resumes in."""
+        return max(self.trainer.epoch - 1, 0)
+
+    @property
+    def start_step(self) -> int:
+        """The step within that epoch the run starts or resumes at (from 0)."""
+        per_epoch = self.trainer.steps_per_epoch
+        return self.trainer.global_step % per_epoch if per_epoch else self.trainer.global_step

@@ -93,6 +93,26 @@ class ArgumentsView:
     def __init__(self, config: Any, sections: dict[str, type]):
         self.config = config
         self.sections = sections
+        self.loop: Any = None  # honing's Trainer, once built: the loop's counts
+
+    def attach_loop(self, trainer: Any) -> None:
+        """Read ``train_steps`` / ``num_train_epochs`` from ``trainer`` (the run's length and its data)."""
+        self.loop = trainer
+
+    def loop_count(self, name: str) -> int:
+        """VeOmni's loop counts: ``train_steps`` the steps of one epoch, ``num_train_epochs`` the epochs the run
+        spans (``trainer.max_duration``, rounded up to whole epochs)."""
+        if self.loop is None:
+            raise AttributeError(f"args.{name}: the run's loop is not built yet (read it from build_trainer on)")
+        per_epoch, total = self.loop.steps_per_epoch, self.loop.max_steps
+        if name == "train_steps":
+            return per_epoch if per_epoch else total
+        return -(-total // per_epoch) if per_epoch and total else 1
+
+    @property
+    def train_steps(self) -> int:
+        """VeOmni's ``args.train_steps``: the optimizer steps of one epoch."""
+        return self.loop_count("train_steps")
 
     def section(self, name: str) -> Any:
         """The config's section ``name``; a declared section the config was validated without: its defaults."""
@@ -128,8 +148,12 @@ class ArgumentsView:
             "global_batch_size": lambda: data.global_batch_size,
             "micro_batch_size": lambda: data.micro_batch_size,
             "output_dir": lambda: trainer.save_folder,
+            "num_train_epochs": lambda: self.loop_count("num_train_epochs"),
+            "train_steps": lambda: self.loop_count("train_steps"),
         }
         own = self.section("train")
+        if own is None or "vit_lr" not in type(own).model_fields:  # the recipe's own key first, else honing's
+            aliases["vit_lr"] = lambda: optim.vision_lr if optim.vision_lr is not None else optim.lr
         return SectionView("train", [trainer] if own is None else [own, trainer], aliases)
 
     def __getattr__(self, name: str) -> Any:

@@ -1,5 +1,8 @@
 """VeOmni's recipe steps as its document writes them, adapted once when a recipe class is defined: honing's
-``freeze_module(model)`` is VeOmni's ``freeze_module(self)``, which reads the model as ``self.model``."""
+``freeze_module(model)`` is VeOmni's ``freeze_module(self)``, which reads the model as ``self.model``; a
+``build_model_assets`` that sets only ``self.processor`` (VeOmni's ``build_processor(...)``) also gives the recipe its
+tokenizer (the processor's, or the processor itself for a tokenizer-only model) and what else the recipe's own step
+sets (``complete_model_assets``: VL SFT's family and chat template)."""
 
 from __future__ import annotations
 
@@ -10,13 +13,57 @@ from typing import Any
 
 def adapt_recipe_steps(cls: type) -> None:
     """Give ``cls``'s VeOmni-form steps honing's arguments, in place (a class in honing's form is left as it is)."""
+    assets = vars(cls).get("build_model_assets")
+    own = assets is not None and not (assets.__module__ or "").startswith("honing.")
+    if own and not hasattr(assets, "completes_tokenizer"):
+        cls.build_model_assets = with_tokenizer(assets)
     freeze = vars(cls).get("freeze_module")
     if freeze is None or list(inspect.signature(freeze).parameters) != ["self"]:
         return
 
     @functools.wraps(freeze)
     def freeze_module(self: Any, model: Any) -> None:
-        self.model = model  # what VeOmni's step freezes
+        self.model = InnerModelFallback(model)  # what VeOmni's step freezes (build sets self.model after it)
         freeze(self)
 
     cls.freeze_module = freeze_module
+
+
+def with_tokenizer(build_model_assets: Any) -> Any:
+    """``build_model_assets`` that, when it leaves ``self.tokenizer`` unset, takes it from ``self.processor``."""
+
+    @functools.wraps(build_model_assets)
+    def completed(self: Any) -> Any:
+        assets = build_model_assets(self)
+        processor = getattr(self, "processor", None)
+        if getattr(self, "tokenizer", None) is None and processor is not None:
+            complete = getattr(self, "complete_model_assets", None)  # a recipe's own (VL SFT: family, template)
+            if complete is not None:
+                complete()
+            else:
+                self.tokenizer = getattr(processor, "tokenizer", None) or processor
+        return assets
+
+    completed.completes_tokenizer = True  # type: ignore[attr-defined]
+    return completed
+
+
+class InnerModelFallback:
+    """The model as VeOmni's ``freeze_module`` reads it: an attribute the model lacks is its inner model's
+    (transformers 5 moved ``visual`` from ``Qwen2VLForConditionalGeneration`` to its ``.model``)."""
+
+    def __init__(self, model: Any):
+        self.__dict__["_wrapped"] = model
+
+    def __getattr__(self, name: str) -> Any:
+        model = self.__dict__["_wrapped"]
+        try:
+            return getattr(model, name)
+        except AttributeError:
+            inner = getattr(model, "model", None)
+            if inner is None or not hasattr(inner, name):
+                raise
+            return getattr(inner, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self.__dict__["_wrapped"], name, value)

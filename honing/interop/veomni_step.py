@@ -40,6 +40,8 @@ class NextTokenLoss:
         # as LMTrainModule.train_batch: the update is the mean over every target token of the step
         self.scale = module.grad_divisor / module.sum_over_ranks(self.local_tokens).clamp(min=1)
         self.router = None
+        self.total: Any = 0.0  # the step's loss so far (the micro-batches' shares), recorded once
+        self.recorded = False
         if module.router_aux_loss_coef is not None:
             routed = [
                 {key: micro[key].to(module.device) for key in ("input_ids", "attention_mask") if key in micro}
@@ -62,11 +64,14 @@ class NextTokenLoss:
             loss = loss + aux
             loss_dict["aux_loss"] = aux.detach() * self.scale
         # (loss_sum + aux) · scale, backward with 1: the gradients backward(scale) gives honing's own step
-        return loss * self.scale, loss_dict
+        share = loss * self.scale
+        self.total = self.total + share.detach()
+        return share, loss_dict
 
     def record(self, loss: torch.Tensor) -> None:
         """The step's ``train/loss`` (for the non-finite policy too), target tokens and router metrics."""
         module = self.module
+        self.recorded = True
         module.record_loss(loss, cross_entropy=True)
         if module.trainer is not None:
             module.trainer.record_metric("train/target_tokens", module.count_once(self.local_tokens), ReduceType.sum)

@@ -75,6 +75,12 @@ class VLSFTRecipe(VisionModelSteps, Recipe):
         self.tokenizer = self.processor.tokenizer
         return [self.processor]
 
+    def complete_model_assets(self) -> None:
+        """After a ``build_model_assets`` of a subclass that only loaded ``self.processor`` (VeOmni's): the
+        tokenizer, family and chat template this recipe reads, as its own step sets them."""
+        self.tokenizer = self.processor.tokenizer
+        self.family, self.chat_template = processor_settings(self.config, self.processor)
+
     def build_model(self) -> torch.nn.Module:
         """``AutoModelForImageTextToText`` from ``model.name_or_path`` or ``model.config``; LoRA on the language
         model by default (``model.lora: null`` trains every weight)."""
@@ -195,11 +201,18 @@ def vl_processor(config: Any, cache_dir: str) -> tuple[Any, VLFamily, str]:
         raise ConfigError(f"cannot load the processor of {name!r}: {reason}") from None
     if getattr(processor, "tokenizer", None) is None or getattr(processor, "image_processor", None) is None:
         raise ConfigError(f"{name!r} has no image processor and tokenizer: vl_sft needs a multimodal processor")
-    family = family_for(model_type, processor=processor)
+    family, chat_template = processor_settings(config, processor, model_type)
+    return processor, family, chat_template
+
+
+def processor_settings(config: Any, processor: Any, model_type: str | None = None) -> tuple[VLFamily, str]:
+    """The processor's family, with the run's pixel bounds and chat template set on it (also for a processor a
+    recipe step loaded itself, VeOmni's ``build_processor``)."""
+    family = family_for(model_type or vl_model_type(config.model), processor=processor)
     set_pixel_limits(processor, family, config.data.min_pixels, config.data.max_pixels)
     chat_template = resolve_chat_template(processor, config.data.chat_template)
     processor.chat_template = chat_template  # saved with the processor in checkpoints and exports
-    return processor, family, chat_template
+    return family, chat_template
 
 
 def vl_model_type(model: Any) -> str:

@@ -32,6 +32,16 @@ class VeOmniSteps(Callback):
         return {"steps": len(self.ended)}
 
 
+class VeOmniPositional(Callback):
+    """VeOmni's ``on_step_end`` with its keywords as named parameters, none of them defaulted (issue 44)."""
+
+    def __init__(self):
+        self.seen: list[tuple[float, dict[str, float], float]] = []
+
+    def on_step_end(self, state, loss, loss_dict, grad_norm):
+        self.seen.append((float(loss), {key: float(value) for key, value in loss_dict.items()}, float(grad_norm)))
+
+
 class OLMoCoreSteps(Callback):
     """OLMo-core's names only."""
 
@@ -81,7 +91,7 @@ def test_veomni_events_get_the_trainer_as_state_and_their_keywords(tmp_path):
     trainer.add_callback("tracker", Tracker())
     trainer.fit()
     assert steps.rows == [[4, 4]] * 4  # micro_batches: the step's batch of 8 rows as its micro-batches of 4
-    assert steps.ended == [(step, ["grad_norm", "loss"]) for step in (1, 2, 3, 4)]
+    assert steps.ended == [(step, ["grad_norm", "loss", "loss_dict"]) for step in (1, 2, 3, 4)]
     assert len(steps.losses) == 4 and steps.finished_at == 4
     # registered as the user's callback: its class, attributes and state
     assert trainer.has_callback(VeOmniSteps) and isinstance(trainer.callbacks["veomni"], VeOmniSteps)
@@ -111,3 +121,16 @@ def test_the_trainer_calls_only_the_events_a_callback_implements(tmp_path):
     assert all(
         getattr(h, "__self__", None) is not trainer.callbacks["olmo"] for h in trainer._handlers_for("on_step_end")
     )
+
+
+def test_a_veomni_step_end_naming_loss_dict_gets_the_steps_loss_parts(tmp_path):
+    """``on_step_end(self, state, loss, loss_dict, grad_norm)`` is called with all three (it raised TypeError
+    when honing passed no ``loss_dict``); a loss without parts is its one entry."""
+    seen = VeOmniPositional()
+    trainer = make_trainer(
+        tmp_path, max_duration="2steps", callbacks={"v": seen}, callback_adapter=with_honing_event_names
+    )
+    trainer.fit()
+    assert len(seen.seen) == 2
+    for loss, loss_dict, grad_norm in seen.seen:
+        assert list(loss_dict.values()) == [loss] and len(loss_dict) == 1 and grad_norm > 0

@@ -267,8 +267,6 @@ def test_verl_config_overrides_map_to_honings_keys_and_others_are_refused_by_nam
     overrides["actor_rollout_ref"]["actor"]["use_kl_loss"] = False
     assert translated(raw).get("grpo.beta") == 0.0
     for key, value in (
-        ("data.train_files", "train.parquet"),
-        ("data.val_files", "valid.parquet"),
         ("actor_rollout_ref.model.path", "Qwen/Qwen2-0.5B-Instruct"),
         ("actor_rollout_ref.rollout.gpu_memory_utilization", 0.5),
         ("trainer.resume_mode", "auto"),
@@ -282,6 +280,21 @@ def test_verl_config_overrides_map_to_honings_keys_and_others_are_refused_by_nam
         assert translate(raw).refused == [
             f"training.verl_config_overrides.{key}: {value!r}: not translated (honing's GRPO has no such setting)"
         ]
+
+
+def test_verl_train_files_in_the_overrides_are_the_splits_sources():
+    """The document's advice: your own Parquet files as ``verl_config_overrides.data.train_files`` (and
+    ``val_files``), over the datasets the file names; a value that is no path is refused by name."""
+    raw = copy.deepcopy(VERL_GRPO)
+    raw["training"]["verl_config_overrides"] = {"data": {"train_files": ["a.parquet", "b.parquet"],
+                                                         "val_files": "valid.parquet"}}  # fmt: skip
+    translation = translated(raw)
+    assert translation.get("data.train.sources") == [{"path": "a.parquet"}, {"path": "b.parquet"}]
+    assert translation.get("data.validation.sources") == [{"path": "valid.parquet"}]
+    raw["training"]["verl_config_overrides"] = {"data": {"train_files": 3}}
+    assert translate(raw).refused == [
+        "training.verl_config_overrides.data.train_files: 3: expected a Parquet file's path or a list of them"
+    ]
 
 
 def test_the_oumi_fields_verl_reads_are_honings_keys():
