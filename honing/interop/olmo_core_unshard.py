@@ -33,9 +33,7 @@ def unshard_checkpoint(
     refused unless ``save_overwrite``."""
     dir, target = str(dir), Path(target_dir)
     if storage.is_url(dir) or not Checkpointer.dir_is_checkpoint(dir):
-        raise CheckpointError(
-            f"{dir}: not a complete local checkpoint (a SAVE_FOLDER/stepN that a run finished)"
-        )
+        raise CheckpointError(f"{dir}: not a complete local checkpoint (a SAVE_FOLDER/stepN that a run finished)")
     model_dir = os.path.join(dir, MODEL_AND_OPTIM_DIR)
     optim = has_optimizer_state(model_dir) if optim is None else optim
     model_path = target / ("model.safetensors" if use_safetensors else "model.pt")
