@@ -23,7 +23,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["AUTO", "AttentionChoice", "attention_kernel", "choose_attention", "installed_flash_attention", "is_flash"]
+from honing.errors import ConfigError
+
+__all__ = [
+    "AUTO",
+    "AttentionChoice",
+    "attention_kernel",
+    "check_attention_available",
+    "choose_attention",
+    "installed_flash_attention",
+    "is_flash",
+]
 
 AUTO = "auto"
 #: transformers' names for the flash-attention packages, best first (FA3 runs on Hopper only)
@@ -61,6 +71,32 @@ def installed_flash_attention() -> str | None:
     if is_flash_attn_2_available():
         return "flash_attention_2"
     return None
+
+
+def check_attention_available(
+    requested: str | None, *, device_type: str, available: Callable[[str], bool] | None = None
+) -> None:
+    """A flash-attention kernel asked for where it cannot run: one line naming ``model.attn_implementation`` and the
+    fix, before any model is read (transformers answers with an ImportError traceback at load). ``available``: whether
+    an implementation's package is installed and usable here (default: transformers' own checks)."""
+    if not is_flash(requested):
+        return
+    key = f"model.attn_implementation: {requested!r}"
+    if device_type != "cuda":
+        raise ConfigError(f"{key} runs on CUDA GPUs only and this run is on {device_type}; set it to sdpa (or auto)")
+    if not (available or flash_attention_usable)(str(requested)):
+        package = "flash-attn-3 (flash_attn_interface)" if requested == "flash_attention_3" else "flash-attn"
+        raise ConfigError(
+            f"{key} needs the {package} package, which is not installed here: pip install it, or set "
+            "model.attn_implementation to sdpa (or auto: flex_attention for packed rows)"
+        )
+
+
+def flash_attention_usable(name: str) -> bool:
+    """Whether transformers can run flash-attention implementation ``name`` here (its package installed, on CUDA)."""
+    from transformers.utils import is_flash_attn_2_available, is_flash_attn_3_available
+
+    return is_flash_attn_3_available() if name == "flash_attention_3" else is_flash_attn_2_available()
 
 
 def choose_attention(

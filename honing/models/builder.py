@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from honing.errors import ConfigError
-from honing.models.attention_choice import AUTO, AttentionChoice, choose_attention
+from honing.models.attention_choice import AUTO, AttentionChoice, check_attention_available, choose_attention
 from honing.models.config_overrides import apply_config_overrides
 from honing.models.loading import auto_model_class, build_model_config, build_model_from_config, load_pretrained_model
 from honing.models.lora import apply_lora
@@ -25,6 +25,7 @@ class ModelBuilder:
 
     def __init__(self, model: Any, *, device: torch.device, precision: str, packed_rows: bool = False):
         self.cfg, self.device, self.precision, self.packed_rows = model, device, precision, packed_rows
+        check_attention_available(model.attn_implementation, device_type=device.type)  # before any model is read
         self.attention: AttentionChoice | None = None  # set once the model exists
 
     def dtype(self) -> torch.dtype:

@@ -326,7 +326,9 @@ class Recipe:
 def run_device(choice: str) -> torch.device:
     """The device from ``trainer.device`` (``auto``: this rank's GPU if there is one)."""
     if choice == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("trainer.device: 'cuda' was asked for but no CUDA device is available")
+        raise ConfigError(
+            "trainer.device: 'cuda', but this machine has no CUDA device; set trainer.device: auto (or cpu)"
+        )
     return default_device() if choice == "auto" else torch.device(choice)
 
 

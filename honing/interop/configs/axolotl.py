@@ -13,6 +13,7 @@ from honing.interop.configs.axolotl_keys import KEYS, SOURCE
 from honing.interop.configs.axolotl_table import TABLE
 from honing.interop.configs.hf_args import duration, set_optimizer, set_schedule, set_schedule_defaults, set_warmup
 from honing.interop.configs.hf_engines import lora_targets, set_fp16, translate_deepspeed_file, translate_fsdp_config
+from honing.interop.configs.machine_options import set_attention
 from honing.interop.configs.oumi_model import PAD_TOKEN_NOTE
 from honing.interop.configs.schema_table import finish
 from honing.interop.configs.translation import Keys, Translation, schema_has
@@ -339,9 +340,9 @@ def translate_engine(t: Translation, top: Keys, config_path: str | None) -> None
     chosen = [name for name in ATTENTION if top.take(name)]
     implementation = top.take("attn_implementation")
     if implementation is not None:
-        t.set("model.attn_implementation", str(implementation))
+        set_attention(t, "attn_implementation", str(implementation))
     elif chosen:
-        t.set("model.attn_implementation", ATTENTION[chosen[0]])
+        set_attention(t, chosen[0], ATTENTION[chosen[0]])
     if top.take("gradient_checkpointing"):
         t.set("parallel.activation_checkpointing", "full")
     kwargs = t.section(top.take("gradient_checkpointing_kwargs"), "gradient_checkpointing_kwargs")

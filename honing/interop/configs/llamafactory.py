@@ -13,6 +13,7 @@ from honing.interop.configs.hf_engines import lora_targets, set_fp16, translate_
 from honing.interop.configs.llamafactory_data import translate_data
 from honing.interop.configs.llamafactory_keys import KEYS, SOURCE
 from honing.interop.configs.llamafactory_table import TABLE
+from honing.interop.configs.machine_options import set_attention
 from honing.interop.configs.schema_table import finish
 from honing.interop.configs.translation import Keys, Translation, schema_has
 
@@ -112,7 +113,7 @@ def translate_model(t: Translation, top: Keys, method: str) -> None:
         t.set("model.pretrained_weights", False)
     attention = str(top.take("flash_attn", "auto"))
     if attention in ATTENTION:
-        t.set("model.attn_implementation", ATTENTION[attention])
+        set_attention(t, "flash_attn", ATTENTION[attention])
     elif attention != "auto":
         t.refuse("flash_attn", f"{attention!r} is not available; expected auto, disabled, sdpa or fa2")
     top.copy("moe_aux_loss_coef", "model.router_aux_loss_coef", float)

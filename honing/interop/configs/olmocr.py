@@ -19,6 +19,7 @@ from honing.interop.configs.hf_args import (
     set_schedule,
     set_warmup,
 )
+from honing.interop.configs.machine_options import set_attention
 from honing.interop.configs.translation import Keys, Translation, read_number, schema_has
 
 OLMOCR_SECTIONS = ("hparams", "train_data", "valid_data", "save", "aws", "generate")
@@ -71,7 +72,7 @@ def translate_model(t: Translation, model: Keys) -> None:
     model.allow("arch", ("causal",), "is not available: honing trains with transformers ('causal')")
     set_precision(t, model.key("dtype"), model.take("dtype"))
     if model.take("use_flash_attn"):
-        t.set("model.attn_implementation", "flash_attention_2")
+        set_attention(t, model.key("use_flash_attn"), "flash_attention_2")
     model.copy("trust_remote_code", "model.trust_remote_code", bool)
     if model.has("low_cpu_mem_usage"):
         t.note(model.key("low_cpu_mem_usage"), "honing loads weights straight into the model (no second copy)")

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from honing.interop.configs.hf_args import set_epochs, set_optimizer, set_precision, set_schedule, set_warmup
+from honing.interop.configs.machine_options import set_attention
 from honing.interop.configs.olmocr_pipeline import pipeline_options
 from honing.interop.configs.translation import Keys, Translation
 
@@ -83,7 +84,7 @@ def translate_model(t: Translation, model: Keys) -> None:
         set_precision(t, model.key("torch_dtype"), dtype)
     kernel = model.take("attn_implementation")
     if model.take("use_flash_attention", True) and kernel is not None:
-        t.set("model.attn_implementation", str(kernel))
+        set_attention(t, model.key("attn_implementation"), str(kernel))
     if model.take("load_in_4bit"):
         t.set("model.quantize", "nf4")
     if model.take("load_in_8bit"):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from honing.config.model_schema import LOAD_KWARGS_REFUSED
 from honing.interop.configs.hf_args import set_precision
+from honing.interop.configs.machine_options import set_attention
 from honing.interop.configs.translation import Keys, Translation
 
 # AutoConfig.from_pretrained's own arguments among model_kwargs (where the config is read), not config fields
@@ -58,7 +59,7 @@ def translate_model(t: Translation, model: Keys, method: str) -> None:
         set_precision(t, model.key("torch_dtype_str"), dtype)
     attention = model.take("attn_implementation")
     if attention is not None:
-        t.set("model.attn_implementation", attention)
+        set_attention(t, model.key("attn_implementation"), str(attention))
     model.copy("compile", "parallel.compile", bool)
     model.copy("freeze_layers", "model.freeze_layers", list)
     translate_chat_template(t, model, method)

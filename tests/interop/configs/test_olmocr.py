@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from honing.config import validate
-from honing.interop.configs import translate
+from honing.interop.configs import machine_options, translate
 
 PUBLISHED = yaml.safe_load((Path(__file__).parents[2] / "e2e" / "olmocr_qwen2vl_7b_lora.yaml").read_text())
 # the published file's anchor-text lengths: olmOCR's own prompt builder, which honing's rows do not need
@@ -80,10 +80,11 @@ def test_every_section_of_the_published_train_config_is_read_as_written():
     ]
 
 
-def test_model_keys():
+def test_model_keys(monkeypatch):
+    monkeypatch.setattr(machine_options, "flash_attention_installed", lambda name: True)
     config = translated().config
     assert config["model"]["name_or_path"] == "Qwen/Qwen2-VL-7B-Instruct"
-    assert config["model"]["attn_implementation"] == "flash_attention_2"  # use_flash_attn: true
+    assert config["model"]["attn_implementation"] == "flash_attention_2"  # use_flash_attn: true, flash-attn here
     assert config["trainer"]["precision"] == "bf16"  # olmOCR loads the model in bfloat16
     changed = translated(**{"model.dtype": "float32", "model.trust_remote_code": True, "model.use_flash_attn": False})
     assert changed.get("trainer.precision") == "fp32" and changed.get("model.trust_remote_code") is True
