@@ -89,6 +89,6 @@ def schedule_options(section: SchedulerSection, base_lr: float) -> dict[str, Any
         "warmup_ratio": section.warmup_ratio,
         "min_lr_ratio": section.min_lr_ratio,
         "decay_fraction": section.decay_fraction,
-        "kwargs": kwargs.model_dump(exclude_none=True),
+        "kwargs": kwargs.model_dump(),  # all handed on (None: transformers' default); honing's semantics refuses them
         "base_lr": base_lr,
     }
