@@ -101,5 +101,7 @@ def dataset_needs(config: Any) -> Iterator[HubNeed]:
         for index, source in enumerate(section.sources if section is not None else []):
             match = SPLIT_SUFFIX.match(source.path)
             base = match["base"] if match else source.path
+            if "://" in base:  # a URL (s3://, gs://, hf://...) is its storage's, never a hub data set's name;
+                continue  # asking whether one is would reach that storage before the run starts
             if not os.path.exists(base) and reads_with_datasets(source.path):
                 yield HubNeed(f"data.{split}.sources[{index}].path", base)
