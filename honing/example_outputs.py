@@ -112,6 +112,11 @@ def python_command() -> str:
 
 
 def shown(path: str) -> str:
-    """``path`` relative to the working folder when it is below it (``configs/sft-full.yaml``), else absolute."""
+    """``path`` relative to the working folder when it is below it (``configs/sft-full.yaml``); else an example
+    config's name (``sft-full``: the CLI finds packaged configs by name from any folder), else absolute."""
     relative = os.path.relpath(path)
-    return path if relative.startswith("..") else relative
+    if not relative.startswith(".."):
+        return relative
+    if os.path.dirname(os.path.abspath(path)) == os.path.abspath(EXAMPLE_CONFIGS):
+        return Path(path).stem
+    return path

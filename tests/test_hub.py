@@ -41,7 +41,7 @@ def test_a_missing_tokenizer_folder_names_both_keys_that_give_it(tmp_path, monke
     monkeypatch.chdir(tmp_path)
     with pytest.raises(
         ConfigError,
-        match=r"^model.name_or_path / tokenizer.path: the folder runs/quickstart/hf "
-        r"does not exist .*run `make train` \(the quickstart\) first$",
+        match=r"^model.name_or_path / tokenizer.path: runs/quickstart/hf does not exist: it is the output of "
+        r"quickstart; run `(\.venv/bin/)?honing train quickstart` first$",
     ):
         load_pretrained_tokenizer("runs/quickstart/hf")

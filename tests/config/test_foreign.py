@@ -63,7 +63,8 @@ def test_an_oumi_config_becomes_honing_keys():
         "load_strategy": "never",  # Oumi's: start afresh (an earlier run's checkpoints are kept: honing's rule)
     }  # fmt: skip
     assert config["optim"]["lr"] == 2.0e-4 and config["optim"]["betas"] == [0.9, 0.999]
-    assert config["scheduler"] == {"name": "cosine", "min_lr_ratio": 0.0, "warmup_ratio": 0.1}
+    # transformers' own cosine (to 0), step by step: the translation keeps the Trainer's schedule exactly
+    assert config["scheduler"] == {"semantics": "transformers", "name": "cosine", "warmup_ratio": 0.1}
     assert config["callbacks"]["checkpointer"]["save_interval"] == 10
     assert config["callbacks"]["evaluator"]["interval"] == 5 and config["callbacks"]["console"]["log_interval"] == 2
     assert config["parallel"]["activation_checkpointing"] == "full"
@@ -108,11 +109,9 @@ def test_verl_grpo_maps_trainer_rewards_and_verl_overrides():
         },
     }
     translation = translate(raw)
-    assert translation.refused == [
-        "training.verl_config_overrides.actor_rollout_ref.actor.ppo_epochs: 2: not translated (honing's GRPO has no "
-        "such setting)"
-    ]
+    assert translation.refused == []
     config = translation.config
+    assert config["grpo"]["num_iterations"] == 2  # verl's ppo_epochs: passes over each rollout batch
     assert config["method"] == "grpo" and config["data"]["global_batch_size"] == 16
     assert config["grpo"]["rewards"] == [{"name": "verl:countdown"}, {"name": "verl:mypkg.rewards:score"}]
     assert config["grpo"]["beta"] == 0.01 and config["grpo"]["num_generations"] == 4

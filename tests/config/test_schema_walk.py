@@ -404,6 +404,7 @@ def distill(tmp_path: Path) -> Iterator[dict[str, Any]]:
     )
     for raw, section in zip(sft(tmp_path), sections):
         raw["data"].pop("packing", None)
+        raw.pop("sft", None)  # NEFTune is SFT's own; distillation refuses its section
         if "teacher_model_name_or_path" in section:
             section["teacher_model_init_kwargs"] = {"dtype": "float32", "attn_implementation": "sdpa"}
         yield {**raw, "method": "distill", "distill": section}

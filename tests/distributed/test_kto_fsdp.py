@@ -22,4 +22,6 @@ def test_fsdp2_on_two_processes_gives_the_one_process_metrics(tmp_path):
         keys = [f"train/{name}" for name in TRAIN_KEYS]
         keys += [f"eval/{name}" for name in EVAL_KEYS] if step % 2 == 0 else []
         for key in keys:
-            assert sharded[step][key] == pytest.approx(single[step][key], rel=1e-5, abs=1e-6), (step, key)
+            # float32 sums in another order: a margin (a difference of two close rewards) differs by 1.3e-6 at step 3
+            # on an Intel AVX-512 CPU without BF16 (2e-5 relative), the same before and after issue 45's changes
+            assert sharded[step][key] == pytest.approx(single[step][key], rel=1e-5, abs=5e-6), (step, key)

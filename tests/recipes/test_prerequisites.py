@@ -31,10 +31,9 @@ def test_a_missing_input_names_the_config_that_writes_it(tmp_path, monkeypatch, 
     config = load_config(str(EXAMPLE_CONFIGS / f"{name}.yaml"), [])
     with pytest.raises(ConfigError) as raised:
         check_model_inputs(config)
-    producer_config = EXAMPLE_CONFIGS / f"{producer}.yaml"  # outside this folder: its absolute path
+    # outside this folder: the example's name, which the CLI finds from any folder
     assert str(raised.value) == (
-        f"{key}: runs/{producer}/hf does not exist: it is the output of {producer_config}; "
-        f"run `honing train {producer_config}` first"
+        f"{key}: runs/{producer}/hf does not exist: it is the output of {producer}; run `honing train {producer}` first"
     )
 
 
