@@ -6,7 +6,6 @@ import pytest
 import torch
 
 from honing.errors import ConfigError
-from honing.example_outputs import EXAMPLE_CONFIGS
 from honing.models.loading import load_pretrained_model
 from tests.helpers import tiny_llama
 
@@ -23,10 +22,10 @@ def test_the_quickstarts_missing_export_names_the_quickstart_config(tmp_path, mo
     monkeypatch.chdir(tmp_path)  # configs/sft-lora.yaml before the quickstart: no runs/quickstart/hf here
     with pytest.raises(ConfigError) as raised:
         load_pretrained_model("runs/quickstart/hf")
-    quickstart = EXAMPLE_CONFIGS / "quickstart.yaml"  # outside this folder: named by its absolute path
+    # outside this folder: named as the CLI finds it from any folder, by the example's name
     assert str(raised.value) == (
-        f"model.name_or_path: runs/quickstart/hf does not exist: it is the output of {quickstart}; "
-        f"run `honing train {quickstart}` first"
+        "model.name_or_path: runs/quickstart/hf does not exist: it is the output of quickstart; "
+        "run `honing train quickstart` first"
     )
 
 
