@@ -5,26 +5,9 @@ every key of the schema is here and nothing else is."""
 
 from __future__ import annotations
 
+from honing.interop.configs import axolotl_reasons as why
+from honing.interop.configs.axolotl_nested_table import DATASET, PLUGINS, PRETRAINING_DATASET, TRL
 from honing.interop.configs.schema_table import Entry, honoured, moot, refused
-
-OWN_LOOP = "not needed: honing runs its own loop, not the transformers Trainer this setting tunes"
-INTERNAL = "axolotl's own bookkeeping, filled in by axolotl as it runs; nothing to translate"
-DEPRECATED = "a deprecated axolotl key; use its replacement (axolotl's docs name it)"
-TRACKER = "not available: honing logs to W&B, TensorBoard and metrics.jsonl"
-PREPROCESS = "not needed: honing prepares rows once into its cache (data.cache_dir) on the first run"
-KERNEL = (
-    "not needed: a fused kernel of the same maths; honing's chunked loss (model.chunked_loss) never holds full logits"
-)
-LOADER = "not needed: honing's loader (data.num_workers) reads and collates whole batches ahead of training"
-NO_METHOD = "not available: honing has no such training method"
-NO_OPTIMIZER = "not available: honing's optimizers are AdamW, SGD, Adafactor and Muon (optim.name)"
-GENERATION = "not available: honing samples text during training with callbacks.sample (its own keys)"
-ATTENTION = "not available: honing's attention kernels are sdpa, flex_attention, eager and flash_attention_2"
-PARALLEL_MESH = "not translated: give honing's mesh (parallel.dp_replicate, dp_shard, tp, cp, ep)"
-QUANT = "not available: honing quantizes a QLoRA base to NF4 or int8 (torchao) only"
-EXPORT = "not needed: honing exports hf/ (merged when LoRA, safetensors) and adapter/ at the end of every run"
-HUB = "not available in a training config: `honing push SAVE_FOLDER/hf REPO` uploads a finished model"
-TOKENS = "not available: honing trains with the tokenizer's own vocabulary"
 
 TOP: dict[str, Entry] = {
     # the model
@@ -53,9 +36,9 @@ TOP: dict[str, Entry] = {
     **refused(
         "not translated: honing builds the processor of the model (vl_sft)", "processor_type", "processor_kwargs"
     ),  # fmt: skip
-    **moot(EXPORT, "tokenizer_save_jinja_files", "save_safetensors"),
+    **moot(why.EXPORT, "tokenizer_save_jinja_files", "save_safetensors"),
     **refused(
-        TOKENS,
+        why.TOKENS,
         "special_tokens",
         "tokens",
         "added_tokens_overrides",
@@ -71,7 +54,7 @@ TOP: dict[str, Entry] = {
     ),  # fmt: skip
     **refused("not available: honing uses transformers' models as they are (no hub kernels)", "use_kernels"),
     **refused(
-        QUANT,
+        why.QUANT,
         "model_quantization_config",
         "model_quantization_config_kwargs",
         "use_onebitllms",
@@ -133,7 +116,7 @@ TOP: dict[str, Entry] = {
         "not available: honing starts LoRA from fresh adapters (load a full checkpoint with trainer.load_path)",
         "lora_model_dir",
     ),  # fmt: skip
-    **moot(EXPORT, "merge_lora", "merge_method", "lora_on_cpu"),
+    **moot(why.EXPORT, "merge_lora", "merge_method", "lora_on_cpu"),
     **moot("not needed: honing loads a QLoRA base and shards it with FSDP2 as it is", "qlora_sharded_model_loading"),
     **refused(
         "not available: honing's LoRA kernels are peft's",
@@ -156,12 +139,12 @@ TOP: dict[str, Entry] = {
     **honoured("dpo.reference: precompute", "precompute_ref_log_probs"),
     **honoured("grpo.* (TRL's GRPO keys)", "trl"),
     **refused("not available: honing's DPO sums one loss", "dpo_loss_weights", "dpo_use_weighting"),
-    **moot(KERNEL, "dpo_use_liger_kernel"),
+    **moot(why.KERNEL, "dpo_use_liger_kernel"),
     **moot("not needed: honing packs a pair's two sequences without padding (dpo.packed_pairs)", "dpo_padding_free"),
     **moot("not needed: honing computes log-probabilities of the completions only", "dpo_use_logits_to_keep"),
     **refused("not available: honing's DPO loss sums, it is not length-normalised (use rl: simpo)", "dpo_norm_loss"),
-    **moot(GENERATION, "dpo_generate_during_eval"),
-    **refused(NO_METHOD, "process_reward_model", "ebft", "trainer_cls", "lisa_n_layers", "lisa_step_interval"),
+    **moot(why.GENERATION, "dpo_generate_during_eval"),
+    **refused(why.NO_METHOD, "process_reward_model", "ebft", "trainer_cls", "lisa_n_layers", "lisa_step_interval"),
     **moot("unused without lisa_n_layers", "lisa_layers_attribute"),
     **refused("not available: honing's reward model has no mean-zero penalty", "center_rewards_coefficient"),
     **refused("not available: honing's reward head scores with one label", "num_labels"),
@@ -183,7 +166,7 @@ TOP: dict[str, Entry] = {
     **honoured("data.group_by_length", "group_by_length"),
     **honoured("data.num_workers", "dataloader_num_workers"),
     **moot(
-        PREPROCESS,
+        why.PREPROCESS,
         "dataset_prepared_path",
         "skip_prepare_dataset",
         "num_dataset_shards_to_save",
@@ -194,7 +177,7 @@ TOP: dict[str, Entry] = {
         "preprocess_iterable",
         "push_dataset_to_hub",
     ),  # fmt: skip
-    **moot(LOADER, "dataloader_pin_memory", "dataloader_prefetch_factor"),
+    **moot(why.LOADER, "dataloader_pin_memory", "dataloader_prefetch_factor"),
     **refused("not available: honing's loader batches an epoch's last rows itself", "dataloader_drop_last"),
     **moot(
         "not needed: a packed row is filled to data.seq_len; padded rows are cut to the longest of the batch",
@@ -288,7 +271,7 @@ TOP: dict[str, Entry] = {
         "jagged_restart_anneal_steps",
     ),  # fmt: skip
     **refused(
-        NO_OPTIMIZER,
+        why.NO_OPTIMIZER,
         "optim_args",
         "optim_target_modules",
         "torchdistx_path",
@@ -345,7 +328,7 @@ TOP: dict[str, Entry] = {
         "attn_implementation",
     ),  # fmt: skip
     **refused(
-        ATTENTION,
+        why.ATTENTION,
         "xformers_attention",
         "sage_attention",
         "flash_optimum",
@@ -361,7 +344,7 @@ TOP: dict[str, Entry] = {
         "llama4_linearized_experts",
     ),  # fmt: skip
     **moot("not needed: honing compiles blocks with parallel.compile's own options", "flex_attn_compile_kwargs"),
-    **moot(KERNEL, "flash_attn_cross_entropy", "chunked_cross_entropy", "chunked_cross_entropy_num_chunks"),
+    **moot(why.KERNEL, "flash_attn_cross_entropy", "chunked_cross_entropy", "chunked_cross_entropy_num_chunks"),
     **refused("not available: honing's MLPs run whole", "tiled_mlp", "tiled_mlp_num_shards"),
     **moot("unused without tiled_mlp", "tiled_mlp_use_original_mlp"),
     **honoured("parallel.compile", "torch_compile"),
@@ -448,7 +431,7 @@ TOP: dict[str, Entry] = {
         "bench_split",
     ),  # fmt: skip
     **moot("unused without the W&B tracker's extras", "wandb_run_id", "wandb_watch", "wandb_log_model"),
-    **refused(TRACKER, "use_mlflow", "use_comet", "use_trackio", "use_otel_metrics"),
+    **refused(why.TRACKER, "use_mlflow", "use_comet", "use_trackio", "use_otel_metrics"),
     **moot(
         "unused: honing has no such tracker",
         "mlflow_tracking_uri",
@@ -468,9 +451,9 @@ TOP: dict[str, Entry] = {
         "otel_metrics_host",
         "otel_metrics_port",
     ),  # fmt: skip
-    **refused(HUB, "hub_model_id", "hub_strategy", "hub_revision"),
+    **refused(why.HUB, "hub_model_id", "hub_strategy", "hub_revision"),
     **moot("not needed: the environment's token (HF_TOKEN) is used", "hf_use_auth_token"),
-    **refused(GENERATION, "generate_samples", "eval_table_size", "eval_max_new_tokens"),
+    **refused(why.GENERATION, "generate_samples", "eval_table_size", "eval_max_new_tokens"),
     **moot(
         "unused without generate_samples",
         "num_generation_samples",
@@ -493,154 +476,10 @@ TOP: dict[str, Entry] = {
     **refused("not available: honing stops and resumes by its cancel file and checkpoints", "dynamic_checkpoint"),
     **honoured("the plugins' keys: liger and cut_cross_entropy kernels are moot (honing's chunked loss)", "plugins"),
     **moot("not needed: honing's config is validated strictly always", "strict"),
-    **moot(INTERNAL, "total_num_tokens", "total_supervised_tokens", "sample_packing_eff_est", "axolotl_config_path"),
-    **refused(DEPRECATED, "max_packed_sequence_len", "evaluation_strategy"),
-}
-
-DATASET: dict[str, Entry] = {
-    **honoured("the source's path (a file, folder or hub name)", "path", "data_files"),
-    **honoured("the source's format (alpaca, chat_template, completion, sharegpt, preference types)", "type"),
-    **honoured("a hub source's split (path:split)", "split"),
-    **honoured("the source's subset", "name"),
-    **honoured("the source's text_field", "field"),
-    **honoured(
-        "conversation (messages) or sharegpt (conversations)",
-        "field_messages",
-        "message_property_mappings",
-        "message_field_role",
-        "message_field_content",
-    ),  # fmt: skip
-    **honoured("data.chat_template", "chat_template", "chat_template_jinja"),
-    **honoured("data.train_on (roles trained: the assistant's or every one)", "roles_to_train"),
-    **honoured("preference pairs' chosen / rejected columns", "field_chosen", "field_rejected"),
-    **moot("the tokenizer and data are read with model.trust_remote_code", "trust_remote_code"),
-    **moot("not needed: honing reads the file's format from its name (json, jsonl, parquet, csv)", "ds_type"),
-    **moot("not needed: a conversation ends its turns as the chat template does", "train_on_eos", "train_on_eot"),
-    **refused("not available: honing's rows keep the tools column 'tools'", "field_tools"),
-    **refused(
-        "not available: honing reads the roles user / assistant / system / tool (sharegpt: human / gpt)", "roles"
-    ),  # fmt: skip
-    **refused(
-        "not available: honing trains on every assistant turn of a row",
-        "message_field_training",
-        "message_field_training_detail",
-    ),  # fmt: skip
-    **refused("not available: honing keeps a row's system message", "drop_system_message"),
-    **refused(
-        "not available: honing renders reasoning as the chat template does",
-        "field_thinking",
-        "template_thinking_key",
-        "split_thinking",
-    ),  # fmt: skip
-    **refused(
-        "not available: honing distils from a teacher model (method: distill), not stored log-probabilities",
-        "logprobs_field",
-        "temperature",
-    ),  # fmt: skip
-    **refused("not available: honing reads whole sources", "shards", "shards_idx", "preprocess_shards"),
-    **refused(
-        "not available: give the rows in a format honing reads",
-        "input_transform",
-        "input_format",
-        "conversation",
-        "field_human",
-        "field_model",
-    ),  # fmt: skip
-    **refused("not available: honing reads the hub's default revision", "revision"),
-    **refused(NO_METHOD, "step_separator", "train_on_last_step_only"),
-    **refused("not available: give grpo.max_completion_length", "max_completion_length"),
-}
-
-PRETRAINING_DATASET: dict[str, Entry] = {
-    **honoured("the source's path", "path", "data_files"),
-    **honoured("a hub source's subset and split", "name", "split"),
-    **honoured("the source's text_field", "text_column"),
-    **honoured("pretraining documents (type: pretrain)", "type"),
-    **moot("the tokenizer and data are read with model.trust_remote_code", "trust_remote_code"),
-    **refused("not available: honing reads a source from its first row", "skip"),
-}
-
-TRL: dict[str, Entry] = {
-    **honoured("the method's beta", "beta"),
-    **honoured("grpo.max_completion_length", "max_completion_length"),
-    **honoured("grpo.num_generations", "num_generations"),
-    **honoured("grpo.temperature / top_p / top_k", "temperature", "top_p", "top_k"),
-    **honoured("grpo.epsilon / epsilon_high", "epsilon", "epsilon_high"),
-    **honoured("grpo.loss_type", "loss_type"),
-    **honoured("grpo.num_iterations", "num_iterations"),
-    **honoured("grpo.scale_rewards", "scale_rewards"),
-    **honoured("grpo.importance_sampling_level", "importance_sampling_level"),
-    **honoured("grpo.rewards (name, weight)", "reward_funcs", "reward_weights"),
-    **honoured(
-        "grpo.use_vllm / vllm_mode / vllm_server_*",
-        "use_vllm",
-        "vllm_mode",
-        "vllm_server_host",
-        "vllm_server_port",
-        "vllm_server_timeout",
-    ),  # fmt: skip
-    **honoured("grpo.sample_interval (completions logged to samples.jsonl)", "log_completions"),
-    **moot("honing logs every sampled completion to samples.jsonl", "num_completions_to_print"),
-    **refused(
-        "not available: honing samples with temperature, top_p and top_k",
-        "min_p",
-        "repetition_penalty",
-        "generation_kwargs",
-        "vllm_guided_decoding_regex",
-    ),  # fmt: skip
-    **refused("not available: honing's reference model is fixed", "sync_ref_model"),
-    **moot("unused without sync_ref_model", "ref_model_mixup_alpha", "ref_model_sync_steps"),
-    **refused(
-        "not available: honing samples one batch of prompts per step",
-        "generation_batch_size",
-        "use_data_producer",
-        "async_prefetch",
-        "prefetch_depth",
-        "streaming_partial_batch",
-        "streaming_min_groups",
-        "replay_buffer_size",
-        "reroll_start_fraction",
-        "reroll_max_groups",
-    ),  # fmt: skip
-    **moot("unused without a replay buffer", "replay_recompute_logps"),
-    **refused("not available: honing renders prompts without extra chat template arguments", "chat_template_kwargs"),
-    **moot(KERNEL, "use_liger_loss"),
-    **refused("not available: truncated completions are trained as sampled", "mask_truncated_completions"),
     **moot(
-        "not needed: a setting of the vLLM server honing's rollout server starts itself",
-        "vllm_enable_sleep_mode",
-        "vllm_lora_sync",
-        "vllm_sync_interval",
-    ),  # fmt: skip
-    **refused("not available: honing's rollouts are its own (grpo.tools for multi-turn)", "rollout_func"),
-    **refused("not available: honing sums weighted rewards", "multi_objective_aggregation"),
-    **refused(
-        "not available: honing's GRPO has no importance-sampling correction of vLLM's samples",
-        "vllm_importance_sampling_correction",
-        "vllm_importance_sampling_mode",
-        "vllm_importance_sampling_cap",
-        "off_policy_mask_threshold",
-        "use_bias_correction_kl",
-    ),  # fmt: skip
-    **moot("not needed: honing's rewards run in the training process", "reward_num_workers"),
-    **moot(
-        "not needed: honing's filter_groups (grpo.filter_groups) drops zero-advantage groups when asked",
-        "skip_zero_advantage_batches",
-    ),  # fmt: skip
-}
-
-PLUGINS: dict[str, Entry] = {
-    **moot(KERNEL, "cut_cross_entropy", "liger_cross_entropy", "liger_fused_linear_cross_entropy"),
-    **moot(
-        "not needed: a fused kernel of the same layer; honing runs transformers' own",
-        "liger_rope",
-        "liger_rms_norm",
-        "liger_rms_norm_gated",
-        "liger_layer_norm",
-        "liger_swiglu",
-        "liger_glu_activation",
-    ),  # fmt: skip
-    **refused("not available: honing's loss is cross-entropy on the labels", "liger_use_token_scaling"),
+        why.INTERNAL, "total_num_tokens", "total_supervised_tokens", "sample_packing_eff_est", "axolotl_config_path"
+    ),
+    **refused(why.DEPRECATED, "max_packed_sequence_len", "evaluation_strategy"),
 }
 
 TABLE: dict[str, dict[str, Entry]] = {
