@@ -43,6 +43,11 @@ def test_checkpoint_upload_callback_copies_each_saved_checkpoint_and_wandb_gets_
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_DIR", str(tmp_path))
     monkeypatch.setenv("WANDB_SILENT", "true")
+    import wandb
+
+    # wandb reads the environment once, when its process-wide settings are first made: a test earlier in this
+    # worker may have made them with WANDB_MODE unset (online, asking for a login CI does not have)
+    wandb.teardown()
     model = get_peft_model(tiny_llama(), LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]))
     rows = [{"input_ids": torch.arange(8) + i, "labels": torch.arange(8) + i} for i in range(4)]
     remote = tmp_path / "remote"
@@ -58,8 +63,6 @@ def test_checkpoint_upload_callback_copies_each_saved_checkpoint_and_wandb_gets_
         copied = {p.relative_to(remote / name) for p in (remote / name).rglob("*") if p.is_file()}
         assert local and local <= copied
     update_wandb_config(TrainConfig(), trainer, model)
-    import wandb
-
     assert wandb.run.config["script"] == {"model": {"name_or_path": "Qwen/Qwen2-VL-7B-Instruct"}, "max_steps": 2}
     assert wandb.run.config["peft"]["default"]["r"] == 4
     wandb.finish()
