@@ -64,7 +64,8 @@ class WandbCallback(TrackerCallback):
                 name=self.name,
                 tags=self.tags or None,
                 group=self.group,
-                mode=self.mode,
+                # read now: wandb reads WANDB_MODE once per process, when its settings are first made
+                mode=self.mode or os.environ.get("WANDB_MODE") or None,
                 dir=self.trainer.work_folder,
                 id=self.run_id,
                 resume="allow",
