@@ -31,8 +31,9 @@ class ParallelSection(Section):
     """Recompute activations in backward: in no block, every block (``full``) or every N-th (``every_n``)."""
     activation_checkpointing_every: int = Field(default=2, ge=1)
     """``every_n``: the N-th, 2N-th, ... block is checkpointed."""
-    compile: bool = False
-    """``torch.compile`` each block."""
+    compile: bool | Literal["auto"] = "auto"
+    """``torch.compile`` each block (regional compile); ``auto``: on CUDA unless the method decodes in its step or
+    packs preference pairs (``honing.models.compile_choice``), off on CPU; the choice is printed at start."""
     mixed_precision: Literal["auto", "none", "bf16"] = "auto"
     """FSDP2's parameter dtype: bf16, none (the weights' own), or ``auto``: bf16 for bf16-mixed on CUDA."""
     timeout_seconds: float = Field(default=600, gt=0)

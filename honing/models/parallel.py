@@ -120,10 +120,18 @@ def mixed_precision_policy(mixed_precision: str, *, precision: str, device: torc
 
 
 def parallelize_from(
-    model: nn.Module, parallel: Any, *, dims: ParallelDims, device: torch.device, precision: str, frozen: bool = False
+    model: nn.Module,
+    parallel: Any,
+    *,
+    dims: ParallelDims,
+    device: torch.device,
+    precision: str,
+    frozen: bool = False,
+    compile_blocks: bool | None = None,
 ) -> nn.Module:
     """``parallelize`` as the run's ``parallel`` section says; ``frozen``: a frozen copy (DPO's reference) sharded
-    like the policy under FSDP2, with no activation checkpointing, compile or offload (it takes no gradients)."""
+    like the policy under FSDP2, with no activation checkpointing, compile or offload (it takes no gradients);
+    ``compile_blocks``: ``parallel.compile`` resolved (``honing.models.compile_choice``), else an explicit true."""
     if frozen:
         return parallelize(
             model,
@@ -142,7 +150,7 @@ def parallelize_from(
         reshard_after_forward=parallel.reshard_after_forward,
         activation_checkpointing=parallel.activation_checkpointing,
         activation_checkpointing_every=parallel.activation_checkpointing_every,
-        compile=parallel.compile,
+        compile=parallel.compile is True if compile_blocks is None else compile_blocks,
         mixed_precision=parallel.mixed_precision,
         precision=precision,
         offload=parallel.offload,

@@ -43,6 +43,7 @@ from honing.interop.veomni_collate import collator_from_info
 from honing.interop.veomni_recipe import adapt_recipe_steps
 from honing.models import count_parameters, freeze_layers, is_lora, unwrap_model
 from honing.models.builder import ModelBuilder
+from honing.models.compile_choice import allow_eager_fallback, choose_compile
 from honing.models.model_parallel import check_model_layout
 from honing.models.parallel import fsdp_shards, parallelize_from
 from honing.optim.builder import OptimizerSettings, build_optimizer
@@ -214,9 +215,23 @@ class Recipe:
         """Apply ``parallel.*`` from outside the model: activation checkpointing, per-block compile, then
         DDP or FSDP2 (``auto``: FSDP2 with several processes). Returns the model to train."""
         check_model_layout(model, self.parallel_dims, lora=is_lora(model), seq_len=self.config.data.seq_len)
+        choice = choose_compile(self.config.parallel.compile, self.device, self.compile_blockers())
+        print0(choice.line)
+        if choice.enabled and choice.automatic:
+            allow_eager_fallback()
         return parallelize_from(
-            model, self.config.parallel, dims=self.parallel_dims, device=self.device, precision=self.precision
+            model,
+            self.config.parallel,
+            dims=self.parallel_dims,
+            device=self.device,
+            precision=self.precision,
+            compile_blocks=choice.enabled,
         )
+
+    def compile_blockers(self) -> list[str]:
+        """What in this method's step would recompile compiled blocks every step (turns ``parallel.compile: auto``
+        off): packed preference pairs, by default."""
+        return ["packed preference pairs"] if getattr(self, "packed_pairs", False) else []
 
     def build_reference_model(self, model: torch.nn.Module) -> torch.nn.Module | None:
         """A frozen model the method compares against (DPO, GRPO's KL), from the unparallelised ``model``; none by

@@ -38,6 +38,10 @@ class DistillRecipe(Recipe):
         """A byte-level or pretrained tokenizer with the run's chat template (the teacher's must be the same)."""
         return use_chat_tokenizer(self)
 
+    def compile_blockers(self) -> list[str]:
+        """On-policy rows are decoded in the step (``distill.lmbda`` > 0): each new length would recompile."""
+        return ["the student's decoding"] if self.distill.lmbda > 0 else []
+
     def build_reference_model(self, model: torch.nn.Module) -> torch.nn.Module | None:
         """The frozen teacher (``distill.teacher_model_name_or_path``, or a copy of the student as built)."""
         return build_teacher(self, model)

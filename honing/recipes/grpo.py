@@ -45,6 +45,10 @@ class GRPORecipe(Recipe):
         """A byte-level or pretrained tokenizer with the run's chat template."""
         return use_chat_tokenizer(self)
 
+    def compile_blockers(self) -> list[str]:
+        """Rollouts decode in the step: each new length would recompile the blocks."""
+        return ["the rollouts' decoding"]
+
     def build_reference_model(self, model: torch.nn.Module) -> torch.nn.Module | None:
         """A frozen copy of the policy as built (``grpo.beta`` > 0, full fine-tuning); None with LoRA (its adapters
         are disabled instead) or beta = 0 (no KL term)."""

@@ -13,8 +13,9 @@ from honing.models.attention_choice import is_flash
 
 
 def packed_pairs(config: Any, section: Any) -> bool:
-    """``<section>.packed_pairs``, off under ``parallel.compile`` (the per-pair loop would recompile every step)."""
-    if section.packed_pairs and config.parallel.compile:
+    """``<section>.packed_pairs``, off under ``parallel.compile: true`` (the per-pair loop would recompile every
+    step); under ``auto`` packed pairs win and the blocks stay eager (``Recipe.compile_blockers``)."""
+    if section.packed_pairs and config.parallel.compile is True:
         print0(f"{config.method}.packed_pairs is off under parallel.compile: padded rows with a dense 4D mask")
         return False
     return section.packed_pairs
