@@ -1,14 +1,42 @@
 """Oumi's conversation types (``oumi.core.types.conversation``) by its names: ``Conversation``, ``Message``,
 ``ContentItem`` are honing's own classes (``honing.data.example_types``), and ``Role`` / ``Type`` Oumi's enums,
-whose members are the strings honing's classes hold (``Role.USER == "user"``)."""
+whose members are the strings honing's classes hold (``Role.USER == "user"``); and its data sets
+(``oumi.core.datasets``, ``oumi.datasets.grpo``, ``oumi.core.registry``): ``BaseExperimentalGrpoDataset``, Oumi's
+GRPO data sets and ``register_dataset`` (``honing.interop.oumi_datasets``)."""
 
 from __future__ import annotations
 
 import enum
 
 from honing.data.example_types import ContentItem, Conversation, Message
+from honing.interop.oumi_datasets import (
+    REGISTRY,
+    BaseExperimentalGrpoDataset,
+    BaseMapDataset,
+    BerryBenchGrpoDataset,
+    CountdownGrpoDataset,
+    Gsm8kGrpoDataset,
+    LetterCountGrpoDataset,
+    TldrGrpoDataset,
+    register_dataset,
+)
 
-__all__ = ["ContentItem", "Conversation", "Message", "Role", "Type"]
+__all__ = [
+    "REGISTRY",
+    "BaseExperimentalGrpoDataset",
+    "BaseMapDataset",
+    "BerryBenchGrpoDataset",
+    "ContentItem",
+    "Conversation",
+    "CountdownGrpoDataset",
+    "Gsm8kGrpoDataset",
+    "LetterCountGrpoDataset",
+    "Message",
+    "Role",
+    "TldrGrpoDataset",
+    "Type",
+    "register_dataset",
+]
 
 
 class Role(str, enum.Enum):

@@ -23,10 +23,11 @@ COUNTDOWN_PROMPT = (
 GSM8K_INSTRUCTION = "Let's solve this step by step and provide the final answer after ####."
 # verl's MATH preprocessing (examples/data_preprocess/math_dataset.py) appends this to the problem
 MATH_INSTRUCTION = "Let's think step by step and output the final answer within \\boxed{}."
-# Oumi's LetterCountGrpoDataset puts this system turn before the question
+# Oumi's LetterCountGrpoDataset puts this system turn before the question (its text since Oumi's PR 1625, which the
+# Oumi document's TRL_GRPO row shows)
 LETTER_COUNT_SYSTEM = (
-    'Your final answer should be written as digits and formatted as "\\boxed{your_answer}". For example, if the '
-    'answer is 42, make sure to output "\\boxed{42}".'
+    'Your final answer should be an integer written as digits and formatted as "\\boxed{your_answer}". For example, '
+    'if the answer is 42, you should output "\\boxed{42}".'
 )
 
 
@@ -119,7 +120,7 @@ REASONING = (
     ),
     NamedDataset(
         name="letter_count",
-        aliases=("oumi-ai/oumi-letter-count",),
+        aliases=("oumi-ai/oumi-letter-count", "oumi-ai/oumi-letter-count-clean"),
         columns=(("messages", "metadata"),),
         gives="prompts",
         build=letter_count_row,

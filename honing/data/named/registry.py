@@ -33,6 +33,18 @@ def named_dataset(name: str) -> NamedDataset:
     return entry
 
 
+def register_named_dataset(entry: NamedDataset) -> None:
+    """Add a data set registered at run time (Oumi's ``@register_dataset`` class, ``honing.interop.oumi``); it
+    replaces one registered before under its name, and a name of honing's own data sets is a DataError."""
+    built_in = {name.lower() for named in NAMED_DATASETS for name in named.names}
+    if entry.name.lower() in built_in:
+        raise DataError(
+            f"dataset name {entry.name!r} is one of honing's named data sets (docs/data.md): register the class "
+            "under another name"
+        )
+    _BY_NAME[entry.name.lower()] = entry
+
+
 def hub_dataset(path: str) -> NamedDataset | None:
     """The data set whose hub id ``path`` is (``owner/name`` or ``owner/name:split``), if one is registered."""
     entry = _BY_NAME.get(path.split(":", 1)[0].lower())

@@ -36,6 +36,7 @@ NAMED_DATASETS = {
     "DigitalLearningGmbH/MATH-lighteval": "math",
     "HuggingFaceH4/MATH-500": "math",
     "oumi-ai/oumi-letter-count": "letter_count",
+    "oumi-ai/oumi-letter-count-clean": "letter_count",
     "trl-lib/tldr": "tldr",
     "tatsu-lab/alpaca": "alpaca",
     "yahma/alpaca-cleaned": "alpaca",
