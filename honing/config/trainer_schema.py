@@ -41,9 +41,11 @@ class TrainerSection(Section):
     """Stop at this duration without changing the LR schedule (set by ``max_duration``); None: no early stop."""
     seed: int = 0
     """The seed of weights initialisation, data order, dropout and sampling: the same seed gives the same losses."""
-    precision: Literal["fp32", "bf16-mixed", "fp16-mixed", "bf16"] = "fp32"
+    precision: Literal["fp32", "bf16-mixed", "fp16-mixed", "bf16", "fp8"] = "fp32"
     """``fp32``, ``bf16-mixed`` (autocast with fp32 master weights), ``fp16-mixed`` (float16 autocast, fp32 master
-    weights and a dynamic loss scale: GPUs without bf16, V100 / T4) or ``bf16`` (weights and compute in bf16)."""
+    weights and a dynamic loss scale: GPUs without bf16, V100 / T4), ``bf16`` (weights and compute in bf16) or
+    ``fp8`` (``bf16-mixed`` with the blocks' linear layers in float8 through torchao: GPUs of compute capability
+    8.9+, Ada / Hopper; ``honing.models.float8``)."""
     device: Literal["auto", "cpu", "cuda"] = "auto"
     """Where to train: ``auto`` (this rank's GPU if there is one, else the CPU), ``cpu`` or ``cuda``."""
     num_threads: int | None = Field(default=None, ge=1)

@@ -120,7 +120,7 @@ def choose_attention(
     if not packed_rows:
         return AttentionChoice("sdpa", "auto: rows without packed documents")
     flash = (flash_available or installed_flash_attention)() if supports_flash else None
-    if flash and precision in ("bf16", "bf16-mixed"):
+    if flash and precision in ("bf16", "bf16-mixed", "fp8"):
         return AttentionChoice(flash, "auto: packed rows on CUDA, varlen flash attention")
     if supports_flex:
         why = "flash-attn not installed" if flash is None else f"{flash} needs bf16 and precision is {precision}"

@@ -112,7 +112,7 @@ def mixed_precision_policy(mixed_precision: str, *, precision: str, device: torc
             "in float16; use auto (fp32 weights, cast by autocast) or none"
         )
     bf16 = mixed_precision == "bf16" or (
-        mixed_precision == "auto" and precision == "bf16-mixed" and device.type == "cuda"
+        mixed_precision == "auto" and precision in ("bf16-mixed", "fp8") and device.type == "cuda"
     )
     if bf16:
         return MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)

@@ -213,7 +213,7 @@ def plan_inputs(config: RunConfig, *, nproc: int = 1, vocab_size: int | None = N
     model = meta_model(model_config)
     precision = config.trainer.precision
     param_bytes = 2 if precision == "bf16" or config.model.dtype == "bfloat16" else 4
-    autocast = precision in ("bf16-mixed", "fp16-mixed")  # fp16's activations weigh as bf16's
+    autocast = precision in ("bf16-mixed", "fp16-mixed", "fp8")  # fp16's activations weigh as bf16's
     compute_dtype = (
         torch.float16
         if precision == "fp16-mixed"

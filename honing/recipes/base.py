@@ -44,8 +44,9 @@ from honing.interop.veomni_recipe import adapt_recipe_steps
 from honing.models import count_parameters, freeze_layers, is_lora, unwrap_model
 from honing.models.builder import ModelBuilder
 from honing.models.compile_choice import allow_eager_fallback, choose_compile
+from honing.models.float8 import FP8, check_fp8_device, convert_linears_to_float8
 from honing.models.model_parallel import check_model_layout
-from honing.models.parallel import fsdp_shards, parallelize_from
+from honing.models.parallel import fsdp_shards, parallelize_from, resolve_strategy
 from honing.optim.builder import OptimizerSettings, build_optimizer
 from honing.optim.schedulers import schedule_options
 from honing.parallel_dims import ParallelDims, check_divides, parallel_dims_from
@@ -215,6 +216,8 @@ class Recipe:
         """Apply ``parallel.*`` from outside the model: activation checkpointing, per-block compile, then
         DDP or FSDP2 (``auto``: FSDP2 with several processes). Returns the model to train."""
         check_model_layout(model, self.parallel_dims, lora=is_lora(model), seq_len=self.config.data.seq_len)
+        if self.precision == FP8:
+            use_float8_linears(model, self.config.parallel.strategy)
         choice = choose_compile(self.config.parallel.compile, self.device, self.compile_blockers())
         print0(choice.line)
         if choice.enabled and choice.automatic:
@@ -349,11 +352,23 @@ def run_device(choice: str) -> torch.device:
 
 def run_precision(trainer: Any, device: torch.device) -> str:
     """``trainer.precision``, unless it asks for bf16 on a CPU that only emulates it (see
-    ``honing.train.precision``): then a warning with the measured slowdown, or fp32 by policy."""
+    ``honing.train.precision``): then a warning with the measured slowdown, or fp32 by policy. ``fp8`` is refused
+    here, before any model is read, on a device without float8 matmuls."""
+    if trainer.precision == FP8:
+        check_fp8_device(device)
     choice = choose_precision(trainer.precision, device, policy=trainer.emulated_bf16)
     if choice.warning and is_rank0():
         log.warning(choice.warning)
     return choice.precision
+
+
+def use_float8_linears(model: torch.nn.Module, strategy: str) -> None:
+    """``trainer.precision: fp8``: the blocks' linear layers to torchao's float8 ones, said in one line."""
+    if is_lora(model):
+        raise ConfigError("trainer.precision: fp8 does not combine with model.lora yet: use bf16-mixed")
+    fsdp = resolve_strategy(strategy, get_world_size()) == "fsdp"
+    count = convert_linears_to_float8(unwrap_model(model), fsdp_float8_all_gather=fsdp)
+    print0(f"trainer.precision: fp8 -> {count} linear layers in float8 (torchao, tensorwise scales); the LM head bf16")
 
 
 def configure_storage(cfg: Any) -> None:

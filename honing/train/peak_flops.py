@@ -50,7 +50,7 @@ PROBE_SECONDS = 0.4
 
 def precision_dtype(precision: str) -> torch.dtype:
     """The matmul dtype a training precision runs at: bf16 for ``bf16`` and ``bf16-mixed``, else fp32."""
-    if precision in ("bf16", "bf16-mixed"):
+    if precision in ("bf16", "bf16-mixed", "fp8"):  # fp8's MFU against the bf16 peak, as torchtitan reports it
         return torch.bfloat16
     if precision in ("fp16", "fp16-mixed"):
         return torch.float16

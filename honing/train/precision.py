@@ -19,9 +19,10 @@ from honing.train.peak_flops import cpu_matmul_flops, cpu_model_name
 
 log = logging.getLogger(__name__)
 
-BF16_PRECISIONS = ("bf16", "bf16-mixed")
-#: the mixed precisions: weights and optimizer in fp32, the forward autocast to this dtype
-AUTOCAST_DTYPES = {"bf16-mixed": torch.bfloat16, "fp16-mixed": torch.float16}
+BF16_PRECISIONS = ("bf16", "bf16-mixed", "fp8")
+#: the mixed precisions: weights and optimizer in fp32, the forward autocast to this dtype (``fp8``: what its float8
+#: linear layers leave in bf16)
+AUTOCAST_DTYPES = {"bf16-mixed": torch.bfloat16, "fp16-mixed": torch.float16, "fp8": torch.bfloat16}
 #: the precision whose gradients need a loss scale (float16's range ends at 65504 and 6e-8)
 LOSS_SCALED_PRECISION = "fp16-mixed"
 
