@@ -124,7 +124,8 @@ def test_trl_grpo_batch_counts_completions():
         "data": {"train": {"datasets": [{"dataset_name": "trl-lib/tldr"}]}},
         "training": {"trainer_type": "TRL_GRPO", "per_device_train_batch_size": 16, "grpo": {"num_generations": 4}},
     }
-    assert translate(raw).config["data"]["global_batch_size"] == 4
+    data = translate(raw).config["data"]
+    assert data["batch_size_per_rank"] == 16 // 4 and "global_batch_size" not in data  # per process, as TRL's
 
 
 OLMOCR = """

@@ -7,6 +7,12 @@ from __future__ import annotations
 from honing.interop.configs.hf_args import duration, optimizer_family, set_optimizer, set_schedule, set_warmup
 from honing.interop.configs.oumi_distill import translate_distill
 from honing.interop.configs.translation import Keys, Translation, read_number
+from honing.interop.configs.trl_grpo_batch import (
+    set_grpo_batch,
+    steps_as_rollout_batches,
+    trl_generation_keys,
+    trl_grpo_batch,
+)
 from honing.interop.configs.verl import translate_verl_overrides
 
 # TRL's GRPOConfig default: completions per prompt
@@ -48,7 +54,7 @@ def translate_training(t: Translation, training: Keys, *, method: str, verl: boo
         "training.num_train_epochs",
         training.take("num_train_epochs"),
     )
-    translate_batch(t, training, method, verl)
+    updates = translate_batch(t, training, method, verl)
     translate_optimizer(t, training)
     training.copy("seed", "trainer.seed", int)
     if training.has("data_seed") and training.peek("data_seed") != t.get("trainer.seed"):
@@ -73,7 +79,8 @@ def translate_training(t: Translation, training: Keys, *, method: str, verl: boo
     else:
         training.refuse("verl_config_overrides", "used by trainer_type VERL_GRPO only")
     training.take("use_peft")  # read with the peft section
-    translate_trainer_kwargs(t, t.section(training.take("trainer_kwargs"), "training.trainer_kwargs"), method)
+    kwargs = t.section(training.take("trainer_kwargs"), "training.trainer_kwargs")
+    translate_trainer_kwargs(t, kwargs, method, trl_grpo=method in ("grpo", "vl_grpo") and not verl)
     if training.peek("dataloader_num_workers") == "auto":  # Oumi: as many as the machine suits; honing's default
         training.take("dataloader_num_workers")
         t.note(
@@ -87,18 +94,20 @@ def translate_training(t: Translation, training: Keys, *, method: str, verl: boo
     if minutes is not None:
         t.set("parallel.timeout_seconds", minutes * 60)
     translate_engine(t, training)
+    if updates > 1:  # after every step count is written: TRL's count optimizer steps, honing's rollout batches
+        steps_as_rollout_batches(t, updates, "training.", "training.trainer_kwargs")
     training.allow("enable_mlflow", (False,), "is not available: honing logs to W&B, TensorBoard and metrics.jsonl")
     training.done()
 
 
-def translate_batch(t: Translation, training: Keys, method: str, verl: bool) -> None:
-    """``per_device_train_batch_size`` x ``gradient_accumulation_steps``: rows per micro-batch and per step."""
+def translate_batch(t: Translation, training: Keys, method: str, verl: bool) -> int:
+    """``per_device_train_batch_size`` x ``gradient_accumulation_steps``: rows per micro-batch and per step; the
+    optimizer steps one honing step takes (GRPO: TRL's steps per rollout batch; else 1)."""
     given = training.has("per_device_train_batch_size")
     per_device = training.number("per_device_train_batch_size", int, OUMI_PER_DEVICE_BATCH)
     accumulation = training.number("gradient_accumulation_steps", int, 1)
     if method in ("grpo", "vl_grpo"):
-        grpo_batch(t, training, per_device * accumulation, verl)
-        return
+        return grpo_batch(t, training, per_device, accumulation, verl)
     # per device, as the HF Trainer reads them: under torchrun each process steps on this many rows
     if given:
         t.set("data.micro_batch_size", per_device)
@@ -107,6 +116,7 @@ def translate_batch(t: Translation, training: Keys, method: str, verl: bool) -> 
         whose = "Oumi's training.per_device_train_batch_size"
         t.default("data.micro_batch_size", per_device, whose)
         t.default("data.batch_size_per_rank", per_device * accumulation, f"{whose} x gradient_accumulation_steps")
+    return 1
 
 
 def translate_optimizer(t: Translation, training: Keys) -> None:
@@ -154,7 +164,7 @@ def translate_optimizer(t: Translation, training: Keys) -> None:
     )
 
 
-def translate_trainer_kwargs(t: Translation, kwargs: Keys, method: str) -> None:
+def translate_trainer_kwargs(t: Translation, kwargs: Keys, method: str, *, trl_grpo: bool = False) -> None:
     """``trainer_kwargs``: extra arguments of TRL's config that honing has a key for (``max_length``, DPO's
     ``beta``); every other one refused by name."""
     if method in ("sft", "vl_sft", "dpo", "vl_dpo", "kto", "pretrain"):
@@ -177,6 +187,14 @@ def translate_trainer_kwargs(t: Translation, kwargs: Keys, method: str) -> None:
         kwargs.refuse(
             "max_prompt_length",
             "not available: honing cuts a pair's prompt from its start so the pair fits data.seq_len",
+        )
+    if trl_grpo:  # TRL's GRPOConfig: steps_per_generation read with the batch (translate_batch)
+        kwargs.take("steps_per_generation")
+        kwargs.copy("num_iterations", "grpo.num_iterations", int)
+        kwargs.refuse(
+            "generation_batch_size",
+            "not translated: its optimizer steps per generation depend on the processes; give steps_per_generation "
+            "(generation_batch_size / (per_device_train_batch_size x processes))",
         )
     kwargs.note("remove_unused_columns", "not needed: honing's rows keep the columns their method reads")
     kwargs.done("not an argument honing has a key for; give honing's own keys")
@@ -209,27 +227,45 @@ def translate_engine(t: Translation, training: Keys) -> None:
     training.note("label_ignore_index", "not needed: honing marks unlabelled positions itself (-100)")
 
 
-def grpo_batch(t: Translation, training: Keys, completions: int, verl: bool) -> None:
-    """GRPO's prompts per step: verl's ``data.train_batch_size``; TRL's batch counts completions, G per prompt."""
+def grpo_batch(t: Translation, training: Keys, per_device: int, accumulation: int, verl: bool) -> int:
+    """GRPO's prompts per step: verl's ``data.train_batch_size``; TRL's batch counts completions per device, G per
+    prompt (``honing.interop.configs.trl_grpo_batch``). Returns the optimizer steps of one honing step."""
     if verl:
         t.set("data.global_batch_size", VERL_TRAIN_BATCH_SIZE)  # verl's default; its overrides may change it
         for name in ("per_device_train_batch_size", "gradient_accumulation_steps"):
             if training.has(name):
                 t.note(f"training.{name}", "not read by verl (its data.train_batch_size counts prompts)")
-        return
+        return 1
     grpo = training.peek("grpo")
     generations = grpo.get("num_generations") if isinstance(grpo, dict) else None
     generations = read_number(t, "training.grpo.num_generations", generations or TRL_NUM_GENERATIONS, int)
-    if not generations or generations < 1:
-        return
-    if completions % generations:
-        t.refuse(
-            "training.per_device_train_batch_size",
-            f"x gradient_accumulation_steps ({completions}) must be a "
-            f"multiple of training.grpo.num_generations ({generations}), as in TRL",
-        )
-        return
-    t.set("data.global_batch_size", completions // generations)
+    steps, iterations = trl_generation_keys(training.peek("trainer_kwargs"))
+    kwargs = "training.trainer_kwargs"
+    steps = read_number(t, f"{kwargs}.steps_per_generation", steps, int) if steps is not None else None
+    iterations = read_number(t, f"{kwargs}.num_iterations", iterations, int, 1) if iterations is not None else 1
+    if not generations or generations < 1 or (steps is not None and steps < 1) or not iterations or iterations < 1:
+        return 1  # refused where it is read (honing's own bounds)
+    keys = {
+        "per_device": "training.per_device_train_batch_size",
+        "accumulation": "training.gradient_accumulation_steps",
+        "generations": "training.grpo.num_generations",
+        "steps_per_generation": f"{kwargs}.steps_per_generation",
+    }
+    batch = trl_grpo_batch(
+        t,
+        keys,
+        per_device=per_device,
+        accumulation=accumulation,
+        generations=generations,
+        steps_per_generation=steps,
+        num_iterations=iterations,
+    )
+    if batch is None:
+        return 1
+    given = training.has("per_device_train_batch_size") or training.has("gradient_accumulation_steps")
+    whose = "Oumi's training.per_device_train_batch_size x gradient_accumulation_steps / TRL's num_generations"
+    set_grpo_batch(t, batch, given or steps is not None, whose)
+    return batch.updates
 
 
 def translate_checkpoints(t: Translation, training: Keys) -> None:

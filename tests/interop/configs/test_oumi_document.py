@@ -238,7 +238,7 @@ def test_grpo_keys():
         "epsilon": 0.3,
     }
     assert translation.get("data.seq_len") == 100 + 64  # prompt + completion
-    assert translation.get("data.global_batch_size") == 8 * 2 // 4  # TRL counts completions: prompts per step
+    assert translation.get("data.batch_size_per_rank") == 8 * 2 // 4  # TRL counts completions per device: prompts
 
 
 def test_verl_config_overrides_map_to_honings_keys_and_others_are_refused_by_name():

@@ -22,7 +22,8 @@ from tests.helpers import tiny_llama
 
 FOREIGN = Path(__file__).resolve().parents[3].parent / "shared" / "foreign-configs"
 MOLMO_GRPO = FOREIGN / "oumi" / "recipes" / "vision" / "molmo" / "grpo" / "train.yaml"
-# what the tiny run changes in the converted honing config: 3 short steps in the test's folder
+# what the tiny run changes in the converted honing config: 3 short steps in the test's folder (2 prompts a step:
+# verl's train_batch_size is global; TRL's batch, per process, is data.batch_size_per_rank)
 SHORT = [
     "trainer.max_duration=3steps",
     "data.global_batch_size=2",
@@ -89,10 +90,10 @@ def converted(tmp_path: Path, document_yaml: str, local_names: list[str]) -> str
     return out.read_text()
 
 
-def trained_metrics(tmp_path: Path) -> list[dict]:
+def trained_metrics(tmp_path: Path, short: list[str] = SHORT) -> list[dict]:
     """Train the converted config 3 short steps; every metrics.jsonl row."""
     run = tmp_path / "run"
-    assert main(["train", str(tmp_path / "honing.yaml"), f"trainer.save_folder={run}", *SHORT]) == 0
+    assert main(["train", str(tmp_path / "honing.yaml"), f"trainer.save_folder={run}", *short]) == 0
     return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
 
 
@@ -103,7 +104,8 @@ def test_the_documents_trl_grpo_example_converts_and_trains(local, tmp_path):
         [f"model.model_name={local['model']}", f"data.train.datasets[0].dataset_path={local['tldr']}"],
     )
     assert "use_vllm: true" in text  # honing's own decoder samples where vLLM cannot (an info line at the run)
-    rows = trained_metrics(tmp_path)
+    per_rank = [change.replace("global_batch_size", "batch_size_per_rank") for change in SHORT]
+    rows = trained_metrics(tmp_path, per_rank)
     assert [row["step"] for row in rows] == [1, 2, 3]
     assert all("train/rewards/soft_20tokens_completions/mean" in row for row in rows)
 

@@ -1,0 +1,153 @@
+"""TRL's GRPO batch as honing's keys. TRL counts completions per device and its steps are optimizer steps; honing
+counts prompts per rank and its GRPO steps are rollout batches (one generation each, several optimizer steps).
+
+TRL (``GRPOConfig.__post_init__``, ``GRPOTrainer._prepare_inputs``): an optimizer step trains on
+``per_device_train_batch_size x processes x gradient_accumulation_steps`` completions, i.e. that / ``num_generations``
+prompts; a generation samples ``per_device_train_batch_size x processes x steps_per_generation`` completions
+(``steps_per_generation`` counts per-device batches, default ``gradient_accumulation_steps``) and is trained on for
+``steps_per_generation x num_iterations`` per-device batches: that / ``gradient_accumulation_steps`` optimizer steps.
+honing's ``data.batch_size_per_rank`` (prompts) makes the global batch follow the processes of the run, as TRL's.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from honing.interop.configs.translation import Translation
+
+# the honing keys that count steps, and the TRL keys they come from (those count optimizer steps)
+STEP_INTERVALS = (
+    ("callbacks.checkpointer.save_interval", "save_steps"),
+    ("callbacks.evaluator.interval", "eval_steps"),
+    ("callbacks.console.log_interval", "logging_steps"),
+)
+
+
+@dataclass(frozen=True)
+class GRPOBatch:
+    """One honing GRPO step as TRL's keys ask for it."""
+
+    prompts_per_rank: int
+    """``data.batch_size_per_rank``: the prompts one rank samples per rollout batch (G completions each)."""
+    micro_prompts: int | None
+    """``data.micro_batch_size``: TRL's per-device forward in prompts; None where it is not whole groups."""
+    steps_per_generation: int
+    """``grpo.steps_per_generation``: optimizer steps each rollout batch is cut into."""
+    updates: int
+    """Optimizer steps per honing step: ``steps_per_generation x num_iterations`` (TRL's steps per honing step)."""
+
+
+def trl_grpo_batch(
+    t: Translation,
+    keys: dict[str, str],
+    *,
+    per_device: int,
+    accumulation: int,
+    generations: int,
+    steps_per_generation: int | None = None,
+    num_iterations: int = 1,
+) -> GRPOBatch | None:
+    """TRL's batch keys as one honing step, or None with one refusal line naming the key and the fix (``keys``:
+    the foreign names of ``per_device``, ``accumulation``, ``generations``, ``steps_per_generation``)."""
+    spg = accumulation if steps_per_generation is None else steps_per_generation
+    if spg < accumulation and (accumulation % spg or num_iterations > 1):
+        # TRL then samples accumulation / spg generations per optimizer step; with the same weights (no update
+        # between them) that is one generation of the whole step, which honing samples; μ > 1 reuses a generation
+        # inside one step's accumulation, which honing has no form for
+        t.refuse(
+            keys["steps_per_generation"],
+            f"{spg} with {keys['accumulation']} {accumulation}"
+            + (f" and num_iterations {num_iterations}" if num_iterations > 1 else "")
+            + f": give a multiple of {accumulation} (honing's generations span whole optimizer steps)",
+        )
+        return None
+    if spg % accumulation and spg > accumulation:
+        t.refuse(
+            keys["steps_per_generation"],
+            f"{spg} must be a multiple of {keys['accumulation']} ({accumulation}): honing's generations span whole "
+            f"optimizer steps (TRL trains {spg} / {accumulation} of them per generation)",
+        )
+        return None
+    spg = max(spg, accumulation)  # per-device batches per generation
+    completions = per_device * spg
+    if completions % generations:
+        t.refuse(
+            keys["per_device"],
+            f"{per_device} x {spg} per-device batches per generation = {completions} completions per rank must be a "
+            f"multiple of {keys['generations']} ({generations}): honing samples a prompt's whole group on one rank "
+            f"(TRL may split one over ranks); set {keys['per_device']} to a multiple of "
+            f"{generations // math.gcd(generations, spg)}",
+        )
+        return None
+    micro = per_device // generations if per_device % generations == 0 else None
+    steps = spg // accumulation
+    return GRPOBatch(completions // generations, micro, steps, steps * num_iterations)
+
+
+def set_grpo_batch(t: Translation, batch: GRPOBatch, given: bool, whose: str) -> None:
+    """Write ``batch`` as honing's keys (the file's own values, or ``whose`` defaults when it gives no batch)."""
+    values = {"data.batch_size_per_rank": batch.prompts_per_rank, "data.micro_batch_size": batch.micro_prompts}
+    if batch.steps_per_generation > 1:
+        values["grpo.steps_per_generation"] = batch.steps_per_generation
+    for path, value in values.items():
+        if value is None:
+            continue
+        if given:
+            t.set(path, value)
+        else:
+            t.default(path, value, whose)
+
+
+def steps_as_rollout_batches(t: Translation, updates: int, prefix: str, why: str) -> None:
+    """TRL's step counts (optimizer steps) as honing's (rollout batches of ``updates`` optimizer steps each): the
+    duration and the warmup exactly (refused in one line when not a multiple), the intervals rounded up; ``why``:
+    the foreign key that makes a generation several optimizer steps, noted once."""
+    if updates == 1:
+        return
+    duration = t.get("trainer.max_duration")
+    if isinstance(duration, str) and duration.endswith("steps"):
+        steps = int(duration[: -len("steps")])
+        if steps % updates:
+            t.refuse(
+                f"{prefix}max_steps",
+                f"{steps} optimizer steps must be a multiple of the {updates} each generation trains (honing's "
+                f"steps are rollout batches); set it to {math.ceil(steps / updates) * updates}",
+            )
+        else:
+            t.set("trainer.max_duration", f"{steps // updates}steps")
+    warmup = t.get("scheduler.warmup_steps")
+    if warmup:
+        if warmup % updates:
+            t.refuse(
+                f"{prefix}warmup_steps",
+                f"{warmup} optimizer steps must be a multiple of the {updates} each generation trains (honing's "
+                f"schedule steps once per rollout batch); set it to {math.ceil(warmup / updates) * updates} or "
+                "give warmup_ratio",
+            )
+        else:
+            t.set("scheduler.warmup_steps", warmup // updates)
+    for path, name in STEP_INTERVALS:
+        value = t.get(path)
+        if not value:
+            continue
+        scaled = max(1, math.ceil(value / updates))
+        if path in t.defaults:
+            t.default(path, scaled, f"{t.defaults[path]} / {updates} optimizer steps per rollout batch")
+        else:
+            t.set(path, scaled)
+        if value % updates:
+            t.note(f"{prefix}{name}", f"{value} optimizer steps: every {scaled} rollout batches ({updates} each)")
+    t.note(
+        why,
+        f"each honing step is one generation trained on for {updates} optimizer steps: max_steps, warmup and the "
+        "intervals count rollout batches, and the LR is set once per rollout batch (TRL's at each optimizer step)",
+    )
+
+
+def trl_generation_keys(values: Any) -> tuple[Any, Any]:
+    """``(steps_per_generation, num_iterations)`` of TRL's GRPOConfig arguments ``values`` (a mapping or None)."""
+    if not isinstance(values, dict):
+        return None, None
+    return values.get("steps_per_generation"), values.get("num_iterations")

@@ -1,0 +1,116 @@
+"""An Oumi ``TRL_GRPO`` config's batch on 1, 2 and 4 processes: honing trains on as many prompts per optimizer step
+and per generation, and as many optimizer steps, as TRL's own ``GRPOConfig`` computes at that world size (its
+``world_size`` monkeypatched; honing's global batch follows the data-parallel size at launch)."""
+
+from __future__ import annotations
+
+import pytest
+from trl import GRPOConfig
+
+from honing.config import validate
+from honing.interop.configs import translate
+from honing.recipes.grpo_batches import generation_steps
+
+pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")  # transformers on TRL's gradient_checkpointing
+
+
+def oumi_grpo(per_device: int, accumulation: int, generations: int, **trainer_kwargs) -> dict:
+    """An Oumi TRL_GRPO config with this batch (``trainer_kwargs``: TRL's GRPOConfig arguments)."""
+    training = {
+        "trainer_type": "TRL_GRPO",
+        "per_device_train_batch_size": per_device,
+        "gradient_accumulation_steps": accumulation,
+        "grpo": {"num_generations": generations},
+        "reward_functions": ["soft_20tokens_completions"],
+    }
+    if trainer_kwargs:
+        training["trainer_kwargs"] = trainer_kwargs
+    return {"model": {"model_name": "m"}, "data": {"train": {"datasets": [{"dataset_name": "trl-lib/tldr"}]}},
+            "training": training}  # fmt: skip
+
+
+def trl_config(monkeypatch, world: int, per_device: int, accumulation: int, generations: int, **kwargs) -> GRPOConfig:
+    """TRL's GRPOConfig as ``world`` processes see it."""
+    monkeypatch.setattr(GRPOConfig, "world_size", property(lambda self: world))
+    return GRPOConfig(
+        output_dir="unused",
+        per_device_train_batch_size=per_device,
+        gradient_accumulation_steps=accumulation,
+        num_generations=generations,
+        report_to=[],
+        bf16=False,
+        use_cpu=True,
+        **kwargs,
+    )
+
+
+@pytest.mark.parametrize(
+    ("per_device", "accumulation", "generations", "kwargs"),
+    [
+        (8, 1, 8, {}),  # Oumi's per-device default: one prompt per process
+        (16, 2, 4, {}),
+        (4, 2, 8, {"steps_per_generation": 8, "num_iterations": 2}),  # 4 optimizer steps a generation, twice
+        (6, 4, 3, {"steps_per_generation": 4}),
+    ],
+)
+@pytest.mark.parametrize("world", [1, 2, 4])
+def test_prompts_and_optimizer_steps_per_generation_are_trls_at_any_world_size(
+    monkeypatch, world, per_device, accumulation, generations, kwargs
+):
+    translation = translate(oumi_grpo(per_device, accumulation, generations, **kwargs))
+    assert translation.refused == []
+    config = validate(translation.config, source="oumi")
+    trl = trl_config(monkeypatch, world, per_device, accumulation, generations, **kwargs)
+    steps = generation_steps(config, config.grpo, world)  # the launch check passes on this many ranks
+    prompts = config.data.rows_per_step(world)  # one rollout batch: one generation
+    assert prompts == trl.generation_batch_size // generations
+    assert steps * config.grpo.num_iterations == trl.steps_per_generation * trl.num_iterations // accumulation
+    # TRL's prompts per optimizer step: per device x processes x accumulation / G (a group may span processes)
+    assert prompts // steps == per_device * world * accumulation // generations
+
+
+def test_a_generation_of_fewer_batches_than_the_accumulation_is_one_of_the_whole_step(monkeypatch):
+    """TRL samples 2 generations per optimizer step (no update between them: the same policy); honing one."""
+    config = validate(translate(oumi_grpo(8, 4, 8, steps_per_generation=2)).config, source="oumi")
+    for world in (1, 2, 4):
+        assert config.data.rows_per_step(world) == 8 * world * 4 // 8  # prompts per optimizer step, as TRL's
+        assert generation_steps(config, config.grpo, world) == 1
+
+
+def test_trls_optimizer_steps_become_rollout_batches_of_that_many_updates():
+    raw = oumi_grpo(4, 2, 8, steps_per_generation=8, num_iterations=2)  # 8 optimizer steps per generation
+    raw["training"].update(max_steps=96, warmup_steps=16, save_steps=20)
+    translation = translate(raw)
+    assert translation.refused == []
+    config = validate(translation.config, source="oumi")
+    updates = config.grpo.steps_per_generation * config.grpo.num_iterations
+    assert int(config.trainer.max_duration.removesuffix("steps")) * updates == 96  # TRL's optimizer steps
+    assert config.scheduler.warmup_steps * updates == 16
+    assert config.callbacks.checkpointer.save_interval == 3  # 20 optimizer steps: rounded up to rollout batches
+    assert "training.save_steps: 20 optimizer steps: every 3 rollout batches (8 each)" in translation.notes
+
+
+def test_steps_that_end_inside_a_generation_are_refused_naming_the_key_and_the_fix():
+    raw = oumi_grpo(4, 2, 8, steps_per_generation=8)
+    raw["training"]["max_steps"] = 98  # 4 optimizer steps per generation (8 per-device batches / 2 accumulated)
+    assert translate(raw).refused == [
+        "training.max_steps: 98 optimizer steps must be a multiple of the 4 each generation trains (honing's steps "
+        "are rollout batches); set it to 100"
+    ]
+
+
+def test_a_group_split_over_processes_is_refused_with_the_fix():
+    """TRL splits a prompt's group over processes (it gathers the rewards); honing samples a group on one rank."""
+    refused = translate(oumi_grpo(4, 1, 8)).refused
+    assert len(refused) == 1 and refused[0].startswith("training.per_device_train_batch_size: 4 x 1 per-device")
+    assert refused[0].endswith("set training.per_device_train_batch_size to a multiple of 8")
+    assert translate(oumi_grpo(4, 2, 8)).refused == []  # 8 completions per process per generation: one group
+
+
+def test_generation_batch_size_depends_on_the_processes_and_is_refused_naming_steps_per_generation():
+    refused = translate(oumi_grpo(8, 1, 8, generation_batch_size=64)).refused
+    assert refused == [
+        "training.trainer_kwargs.generation_batch_size: not translated: its optimizer steps per generation depend "
+        "on the processes; give steps_per_generation (generation_batch_size / (per_device_train_batch_size x "
+        "processes))"
+    ]
