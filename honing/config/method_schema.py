@@ -69,11 +69,16 @@ class GRPOSection(ToolUseSection):
     on each token, each token's own gradient)."""
     num_iterations: int = Field(default=1, ge=1)
     """Passes over each rollout batch (μ of the GRPO paper; TRL's key): each an optimizer step per
-    ``steps_per_generation`` part, the ratio clipped to the log-probs of the policy that sampled."""
+    ``steps_per_generation`` part, the ratio clipped to the log-probs of the policy that sampled; all inside the one
+    trainer step of the rollout batch."""
     steps_per_generation: int = Field(default=1, ge=1)
     """Optimizer steps each rollout batch (the step's ``data.global_batch_size`` prompts, sampled once) is cut into,
-    whole groups each, the ratio clipped to the log-probs of the policy that sampled (TRL's key; verl's
-    ``train_batch_size / ppo_mini_batch_size``). The prompts on each rank must divide by it (checked at launch)."""
+    whole groups each, the ratio clipped to the log-probs of the policy that sampled (verl's ``train_batch_size /
+    ppo_mini_batch_size``; TRL's key counts per-device batches instead: TRL's ``steps_per_generation`` /
+    ``gradient_accumulation_steps``). A trainer step is the whole rollout batch, its ``steps_per_generation`` x
+    ``num_iterations`` optimizer steps inside it: ``max_duration``, the intervals and the LR schedule count rollout
+    batches (the LR held for its updates, as verl's; TRL's count optimizer steps). The prompts on each rank must
+    divide by it (checked at launch)."""
     rewards: list[GRPORewardSection] = Field(default_factory=list)
     """The rewards each completion is scored with; at least one (checked by the recipe)."""
     sample_interval: int | None = Field(default=10, ge=1)

@@ -41,7 +41,8 @@ class RLOOSection(ToolUseSection):
     num_iterations: int = Field(default=1, ge=1)
     """Passes over each rollout batch (TRL's key), as ``grpo.num_iterations``."""
     steps_per_generation: int = Field(default=1, ge=1)
-    """Optimizer steps each rollout batch is cut into, as ``grpo.steps_per_generation`` (TRL's key)."""
+    """Optimizer steps each rollout batch is cut into, as ``grpo.steps_per_generation`` (TRL's key counts per-device
+    batches: TRL's / ``gradient_accumulation_steps``; a trainer step is the whole rollout batch)."""
     normalize_advantages: bool = False
     """Standardise the advantages over the step's completions (every rank's)."""
     reward_clip_range: tuple[float, float] | None = None
