@@ -9,7 +9,10 @@ from trl import GRPOConfig
 
 from honing.config import validate
 from honing.interop.configs import translate
+from honing.methods.grpo import GRPOTrainModule
+from honing.recipes.grpo import GRPORecipe
 from honing.recipes.grpo_batches import generation_steps
+from tests.recipes.test_grpo import grpo_raw
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")  # transformers on TRL's gradient_checkpointing
 
@@ -114,3 +117,25 @@ def test_generation_batch_size_depends_on_the_processes_and_is_refused_naming_st
         "on the processes; give steps_per_generation (generation_batch_size / (per_device_train_batch_size x "
         "processes))"
     ]
+
+
+def test_the_translated_run_takes_trls_optimizer_steps_and_generations(tmp_path, monkeypatch):
+    """TRL: 4 optimizer steps of 4 completions (one prompt), generating 8 completions every 2 of them."""
+    raw = oumi_grpo(4, 1, 4, steps_per_generation=2)
+    raw["training"]["max_steps"] = 4
+    translated = validate(translate(raw).config, source="oumi")
+    run = grpo_raw(tmp_path, steps_per_generation=translated.grpo.steps_per_generation)
+    del run["data"]["global_batch_size"]
+    run["data"].update(batch_size_per_rank=translated.data.batch_size_per_rank, micro_batch_size=1)
+    run["trainer"]["max_duration"] = translated.trainer.max_duration
+    counts = {"generate": 0, "optim_step": 0}
+    for name in counts:
+        function = getattr(GRPOTrainModule, name)
+
+        def counted(self, *args, _name=name, _function=function, **kwargs):
+            counts[_name] += 1
+            return _function(self, *args, **kwargs)
+
+        monkeypatch.setattr(GRPOTrainModule, name, counted)
+    GRPORecipe(validate(run)).run()
+    assert counts == {"generate": 2, "optim_step": 4}  # TRL's generations and max_steps
