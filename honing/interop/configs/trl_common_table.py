@@ -1,0 +1,45 @@
+"""The verdicts TRL's config classes share: the fields ``_BaseConfig``'s subclasses each declare again (model
+loading, dropout, padding, tokens), and the reasons the family tables give. ``trl_args.py`` reads the honoured
+ones."""
+
+from __future__ import annotations
+
+from honing.interop.configs.axolotl_reasons import GENERATION, PREPROCESS, TOKENS
+from honing.interop.configs.schema_table import Entry, honoured, moot, refused
+
+PADDING = "not needed: honing pads each batch itself and masks padding by position"
+NO_SYNC = "not available: honing's reference model is fixed (TRL's TR-DPO reference sync)"
+UNUSED_WITHOUT_SYNC = "unused without sync_ref_model"
+NEFTUNE_SFT_ONLY = "not available for this method: honing adds NEFTune noise to SFT only (sft.neftune_noise_alpha)"
+# TrainingArguments' verdicts a class other than SFT / GKD changes
+NOT_SFT: dict[str, Entry] = refused(NEFTUNE_SFT_ONLY, "neftune_noise_alpha")
+
+LOADING: dict[str, Entry] = {
+    **honoured("model.load_kwargs (a mapping; a JSON string is refused)", "model_init_kwargs"),
+    **honoured("model.trust_remote_code", "trust_remote_code"),
+}
+MODEL: dict[str, Entry] = {**LOADING, **moot(PREPROCESS, "dataset_num_proc")}
+ROUTER: dict[str, Entry] = honoured("model.router_aux_loss_coef", "router_aux_loss_coef")
+NO_ROUTER: dict[str, Entry] = refused(
+    "not available for this method: honing adds the router's load-balancing loss to pretraining and SFT only",
+    "router_aux_loss_coef",
+)
+DROPOUT: dict[str, Entry] = honoured("model.disable_dropout (TRL's default filled in: honing's is false)",
+                                     "disable_dropout")  # fmt: skip
+LENGTH: dict[str, Entry] = honoured("data.seq_len (TRL's default 1024 filled in)", "max_length")
+PAD: dict[str, Entry] = moot(PADDING, "pad_to_multiple_of")
+PAD_TOKEN: dict[str, Entry] = moot(PADDING, "pad_token")
+OFFLOAD: dict[str, Entry] = honoured("parallel.activation_offload", "activation_offloading")
+REFERENCE_SYNC: dict[str, Entry] = {
+    **refused(NO_SYNC, "sync_ref_model"),
+    **moot(UNUSED_WITHOUT_SYNC, "ref_model_mixup_alpha", "ref_model_sync_steps"),
+}
+TEMPLATE: dict[str, Entry] = {
+    **refused("not translated: give data.chat_template (a template's name or its Jinja text)", "chat_template_path"),
+    **refused(TOKENS, "eos_token"),
+}
+ENCODER_DECODER: dict[str, Entry] = {
+    **refused("not available: honing trains decoder-only (causal) models", "is_encoder_decoder"),
+    **refused(GENERATION, "generate_during_eval"),
+}
+PADDING_VALUE: dict[str, Entry] = moot(PADDING, "padding_value")

@@ -1,0 +1,179 @@
+"""Each TRL config class's own keys (beside ``TrainingArguments``') as honing's method section, model and data keys:
+one reader per class (``READERS``), each taking the keys its verdict table honours; ``trl_args`` calls them and
+``schema_table.finish`` notes or refuses the rest."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from honing.interop.configs.schema_table import schema_default
+from honing.interop.configs.translation import Keys, Translation, schema_has
+from honing.interop.configs.trl_keys import KEYS
+from honing.interop.configs.trl_online_table import SAME_NAME
+
+# the methods honing's DPO loss types are (TRL 1.16 takes a list of losses and their weights)
+DPO_LOSSES = ("sigmoid", "hinge", "ipo", "robust", "apo_zero")
+
+
+def class_fields(config_class: str) -> dict[str, tuple[str, str]]:
+    """Every field of ``config_class``: key -> (type, default as source text)."""
+    return {**KEYS["TrainingArguments"], **KEYS[config_class]}
+
+
+def class_default(config_class: str, key: str) -> Any:
+    """A field's default in ``config_class``."""
+    return schema_default(class_fields(config_class)[key][1])
+
+
+def read_model(t: Translation, top: Keys, config_class: str) -> None:
+    """``model_init_kwargs``, ``trust_remote_code``, ``disable_dropout`` (TRL's default filled in),
+    ``router_aux_loss_coef`` (SFT only), ``max_length`` (TRL's 1024 filled in), ``activation_offloading``."""
+    kwargs = top.take("model_init_kwargs")
+    if isinstance(kwargs, dict):
+        t.set("model.load_kwargs", dict(kwargs))
+    elif kwargs is not None:
+        t.refuse("model_init_kwargs", f"{kwargs!r}: give a mapping of from_pretrained's keyword arguments")
+    top.copy("trust_remote_code", "model.trust_remote_code", bool)
+    if "disable_dropout" in class_fields(config_class):
+        if top.has("disable_dropout"):
+            top.copy("disable_dropout", "model.disable_dropout", bool)
+        elif class_default(config_class, "disable_dropout"):
+            t.default("model.disable_dropout", True, f"{config_class}.disable_dropout")
+    if config_class == "SFTConfig":
+        top.copy("router_aux_loss_coef", "model.router_aux_loss_coef", float)
+    if "max_length" in class_fields(config_class):
+        if top.has("max_length"):
+            top.copy("max_length", "data.seq_len", int)
+        else:
+            t.default("data.seq_len", class_default(config_class, "max_length"), f"{config_class}.max_length")
+    top.copy("activation_offloading", "parallel.activation_offload", bool)
+
+
+def read_training_arguments(t: Translation, top: Keys, config_class: str) -> None:
+    """Plain ``TrainingArguments``: nothing of its own."""
+
+
+def read_sft(t: Translation, top: Keys, config_class: str) -> None:
+    """``SFTConfig``: packing (TRL's false filled in), which tokens train, truncation, the loss."""
+    read_model(t, top, config_class)
+    if top.has("packing"):
+        top.copy("packing", "data.packing", bool)
+    elif config_class == "SFTConfig":
+        t.default("data.packing", False, f"{config_class}.packing")
+    assistant, completion = top.take("assistant_only_loss"), top.take("completion_only_loss")
+    if assistant or completion:
+        t.set("data.train_on", "assistant")
+    elif assistant is False and completion is False or completion is False:
+        t.set("data.train_on", "all")
+    else:  # TRL trains on every token of a conversation unless assistant_only_loss
+        t.default("data.train_on", "all", f"{config_class}.assistant_only_loss")
+    mode = top.take("truncation_mode")
+    if mode == "keep_start":
+        t.set("data.overlong", "truncate")
+    elif mode is not None:
+        t.refuse("truncation_mode", f"{mode!r} is not available: honing keeps an example's start ('keep_start')")
+    loss = top.take("loss_type")
+    if loss not in (None, "nll"):
+        t.refuse("loss_type", f"{loss!r} is not available: honing's SFT loss is cross-entropy ('nll')")
+
+
+def read_gkd(t: Translation, top: Keys, config_class: str) -> None:
+    """``GKDConfig``: an SFT config with the distillation's keys as ``distill.*``."""
+    read_sft(t, top, config_class)
+    for name, kind in (("temperature", float), ("lmbda", float), ("beta", float), ("max_new_tokens", int),
+                       ("teacher_model_name_or_path", str), ("seq_kd", bool)):  # fmt: skip
+        top.copy(name, f"distill.{name}", kind)
+    kwargs = top.take("teacher_model_init_kwargs")
+    if isinstance(kwargs, dict):
+        t.set("distill.teacher_model_init_kwargs", dict(kwargs))
+    elif kwargs is not None:
+        t.refuse("teacher_model_init_kwargs", f"{kwargs!r}: give a mapping of from_pretrained's keyword arguments")
+
+
+def read_dpo(t: Translation, top: Keys, config_class: str) -> None:
+    """``DPOConfig``: beta, label smoothing, one loss type, the reference precomputed."""
+    read_model(t, top, config_class)
+    top.copy("beta", "dpo.beta", float)
+    top.copy("label_smoothing", "dpo.label_smoothing", float)
+    losses = top.take("loss_type")
+    names = [losses] if isinstance(losses, str) else losses
+    if names is not None and names != ["sigmoid"]:
+        if isinstance(names, list) and len(names) == 1 and names[0] in DPO_LOSSES:
+            t.set("dpo.loss_type", names[0])
+        else:
+            t.refuse("loss_type", f"{losses!r} is not available: honing trains one of {', '.join(DPO_LOSSES)}")
+    if top.take("precompute_ref_log_probs"):
+        t.set("dpo.reference", "precompute")
+
+
+def read_kto(t: Translation, top: Keys, config_class: str) -> None:
+    """``KTOConfig``: beta, the loss type, the weights, the reference precomputed."""
+    read_model(t, top, config_class)
+    for name, kind in (("beta", float), ("desirable_weight", float), ("undesirable_weight", float),
+                       ("loss_type", str)):  # fmt: skip
+        top.copy(name, f"kto.{name}", kind)
+    if top.take("precompute_ref_log_probs"):
+        t.set("kto.reference", "precompute")
+
+
+def read_orpo(t: Translation, top: Keys, config_class: str) -> None:
+    """``ORPOConfig``: beta."""
+    read_model(t, top, config_class)
+    top.copy("beta", "orpo.beta", float)
+
+
+def read_cpo(t: Translation, top: Keys, config_class: str) -> None:
+    """``CPOConfig`` (CPO and SimPO): beta, the loss, its terms' weights."""
+    read_model(t, top, config_class)
+    for name, kind in (("beta", float), ("label_smoothing", float), ("loss_type", str), ("cpo_alpha", float),
+                       ("simpo_gamma", float), ("alpha", float)):  # fmt: skip
+        top.copy(name, f"cpo.{name}", kind)
+
+
+def read_reward(t: Translation, top: Keys, config_class: str) -> None:
+    """``RewardConfig``: the centring of the rewards."""
+    read_model(t, top, config_class)
+    top.copy("center_rewards_coefficient", "reward.center_rewards_coefficient", float)
+
+
+def read_online(t: Translation, top: Keys, config_class: str) -> None:
+    """``GRPOConfig`` / ``RLOOConfig``: sampling, clipping, KL and the rollout server as ``grpo.*`` / ``rloo.*``."""
+    read_model(t, top, config_class)
+    section = "grpo" if config_class == "GRPOConfig" else "rloo"
+    for name in SAME_NAME:
+        kind = {"int": int, "float": float, "bool": bool, "str": str}.get(class_fields(config_class)[name][0])
+        top.copy(name, f"{section}.{name}", kind)
+    if not top.has("max_completion_length"):
+        t.default(f"{section}.max_completion_length", 512, f"{config_class}.max_completion_length")
+    if top.peek("use_vllm") and not top.has("vllm_mode"):
+        t.set(f"{section}.vllm_mode", "colocate")  # TRL's default; honing's is a server
+    if section == "rloo":
+        top.copy("normalize_advantages", "rloo.normalize_advantages", bool)
+        clip = top.take("reward_clip_range")
+        if clip is not None:
+            t.set("rloo.reward_clip_range", [float(bound) for bound in clip])
+        return
+    top.copy("importance_sampling_level", "grpo.importance_sampling_level", str)
+    top.copy("loss_type", "grpo.loss_type", str)
+    top.copy("use_bias_correction_kl", "grpo.use_bias_correction_kl", bool)
+    scale = top.take("scale_rewards")
+    if scale is not None:
+        t.set("grpo.scale_rewards", "group" if scale is True else "none" if scale is False else str(scale))
+    iterations = top.number("max_tool_calling_iterations", int)
+    if iterations is not None and schema_has("grpo.max_turns"):
+        t.set("grpo.max_turns", iterations + 1)
+
+
+READERS: dict[str, Callable[[Translation, Keys, str], None]] = {
+    "TrainingArguments": read_training_arguments,
+    "SFTConfig": read_sft,
+    "GKDConfig": read_gkd,
+    "DPOConfig": read_dpo,
+    "KTOConfig": read_kto,
+    "ORPOConfig": read_orpo,
+    "CPOConfig": read_cpo,
+    "RewardConfig": read_reward,
+    "GRPOConfig": read_online,
+    "RLOOConfig": read_online,
+}

@@ -1,0 +1,123 @@
+"""The verdicts of the fields TRL's online configs add to ``TrainingArguments``: ``GRPOConfig`` (as ``grpo.*``) and
+``RLOOConfig`` (as ``rloo.*``) (``trl_keys.KEYS[class]``). ``trl_args.py`` reads the honoured ones."""
+
+from __future__ import annotations
+
+from honing.interop.configs.axolotl_reasons import HUB, KERNEL
+from honing.interop.configs.schema_table import Entry, honoured, moot, refused
+from honing.interop.configs.trl_common_table import DROPOUT, LOADING, NO_ROUTER, NOT_SFT, PAD, REFERENCE_SYNC
+
+SAMPLING = "not available: honing samples with temperature, top_p and top_k"
+VLLM_SERVER = "not needed: a setting of the vLLM server honing's rollout server starts itself (serve.py's flags)"
+LOGGED = "not needed: completions and rewards go to samples.jsonl every sample_interval steps"
+# the keys GRPOConfig and RLOOConfig share, each becoming <section>.<key> where honoured
+SAME_NAME = ("num_generations", "max_completion_length", "temperature", "top_p", "top_k", "beta", "epsilon",
+             "epsilon_high", "num_iterations", "steps_per_generation", "use_vllm", "vllm_mode", "vllm_server_base_url",
+             "vllm_server_host", "vllm_server_port", "vllm_server_timeout")  # fmt: skip
+
+
+def shared(section: str) -> dict[str, Entry]:
+    """The rows GRPOConfig and RLOOConfig share, honoured keys becoming ``section``'s."""
+    rows: dict[str, Entry] = {key: ("honoured", f"{section}.{key}") for key in SAME_NAME}
+    rows["max_completion_length"] = ("honoured", f"{section}.max_completion_length (TRL's default 512 filled in)")
+    rows["vllm_mode"] = ("honoured", f"{section}.vllm_mode (TRL's default 'colocate' filled in with use_vllm)")
+    return {
+        **NOT_SFT,
+        **LOADING,
+        **NO_ROUTER,
+        **DROPOUT,
+        **PAD,
+        **REFERENCE_SYNC,
+        **rows,
+        **refused(
+            "not available: honing samples the prompts of one step's batch (data.global_batch_size)",
+            "generation_batch_size",
+        ),  # fmt: skip
+        **moot("not needed: honing's loader shuffles the prompts each epoch (data.shuffle)", "shuffle_dataset"),
+        **moot("not needed: honing's sampling runs outside DeepSpeed", "ds3_gather_for_generation"),
+        **refused(
+            "not available: the sampling eval uses grpo.validation.num_generations / rloo's", "num_generations_eval"
+        ),
+        **refused(SAMPLING, "min_p", "generation_kwargs", "repetition_penalty", "cache_implementation"),
+        **refused(
+            "not available: honing renders prompts without extra chat template arguments", "chat_template_kwargs"
+        ),
+        **moot(
+            VLLM_SERVER,
+            "vllm_model_impl",
+            "vllm_enable_sleep_mode",
+            "vllm_group_port",
+            "vllm_gpu_memory_utilization",
+            "vllm_max_model_length",
+            "vllm_tensor_parallel_size",
+        ),  # fmt: skip
+        **refused(
+            "not available: honing's rollout server samples without structured outputs", "vllm_structured_outputs_regex"
+        ),  # fmt: skip
+        **refused(
+            "not translated: give the rewards and their weights as grpo.rewards / rloo.rewards (name, weight)",
+            "reward_weights",
+        ),  # fmt: skip
+        **refused("not available: truncated completions are trained as sampled", "mask_truncated_completions"),
+        **moot(LOGGED, "log_completions", "num_completions_to_print", "log_unique_prompts"),
+        **moot("not needed: honing logs no images of multimodal rollouts", "log_multimodal"),
+        **refused(
+            "not available: honing samples with its own decoder or the rollout server (use_vllm)",
+            "use_transformers_continuous_batching",
+            "transformers_continuous_batching_config",
+            "use_transformers_paged",
+        ),  # fmt: skip
+    }
+
+
+GRPO: dict[str, Entry] = {
+    **shared("grpo"),
+    **moot(KERNEL, "cast_lm_head_to_fp32"),
+    **refused("not available: honing clips the ratio with epsilon / epsilon_high (no two-sided delta)", "delta"),
+    **refused(
+        "not available: honing's GRPO losses are grpo, bnpo, dr_grpo and dapo",
+        "sapo_temperature_neg",
+        "sapo_temperature_pos",
+        "vespo_k_pos",
+        "vespo_lambda_pos",
+        "vespo_k_neg",
+        "vespo_lambda_neg",
+    ),  # fmt: skip
+    **honoured("grpo.importance_sampling_level", "importance_sampling_level"),
+    **refused("not available: honing sums weighted rewards, then normalises", "multi_objective_aggregation"),
+    **honoured("grpo.scale_rewards (true: 'group', false: 'none')", "scale_rewards"),
+    **honoured("grpo.loss_type (grpo, bnpo, dr_grpo, dapo)", "loss_type"),
+    **refused(
+        "not available: honing trains on every completion token (no entropy-quantile masking)", "top_entropy_quantile"
+    ),  # fmt: skip
+    **refused(
+        "not available: honing's GRPO loss has no entropy bonus",
+        "entropy_coef",
+        "use_adaptive_entropy",
+        "entropy_coef_min",
+        "entropy_coef_max",
+        "entropy_coef_delta",
+        "entropy_target",
+    ),  # fmt: skip
+    **honoured(
+        "grpo.max_turns: iterations + 1 (each round of tool calls adds an assistant turn)",
+        "max_tool_calling_iterations",
+    ),
+    **refused(
+        "not available: honing's GRPO has no importance-sampling correction of vLLM's samples",
+        "vllm_importance_sampling_correction",
+        "vllm_importance_sampling_mode",
+        "vllm_importance_sampling_clip_max",
+        "vllm_importance_sampling_clip_min",
+        "vllm_importance_sampling_cap",
+        "off_policy_mask_threshold",
+    ),  # fmt: skip
+    **honoured("grpo.use_bias_correction_kl", "use_bias_correction_kl"),
+    **refused(HUB, "log_completions_hub_repo"),
+}
+
+RLOO: dict[str, Entry] = {
+    **shared("rloo"),
+    **honoured("rloo.normalize_advantages", "normalize_advantages"),
+    **honoured("rloo.reward_clip_range", "reward_clip_range"),
+}

@@ -1,0 +1,111 @@
+"""The verdicts of the fields TRL's offline preference configs add to ``TrainingArguments``: ``DPOConfig``,
+``KTOConfig``, ``ORPOConfig``, ``CPOConfig`` and ``RewardConfig`` (``trl_keys.KEYS[class]``). ``trl_args.py`` reads
+the honoured ones; ``test_trl_schema_walk.py`` checks every installed field has a row."""
+
+from __future__ import annotations
+
+from honing.interop.configs.schema_table import Entry, honoured, moot, refused
+from honing.interop.configs.trl_common_table import (
+    DROPOUT,
+    ENCODER_DECODER,
+    LENGTH,
+    MODEL,
+    NO_ROUTER,
+    NOT_SFT,
+    OFFLOAD,
+    PAD,
+    PAD_TOKEN,
+    PADDING_VALUE,
+    REFERENCE_SYNC,
+    TEMPLATE,
+)
+
+PRECOMPUTE = {
+    **honoured(
+        "dpo.reference / kto.reference: precompute (the reference's scores once, before training)",
+        "precompute_ref_log_probs",
+    ),  # fmt: skip
+    **moot("not needed: honing scores the reference with the training batch size", "precompute_ref_batch_size"),
+}
+TRUNCATION = "not available: honing cuts a pair's prompt from its start so the pair fits data.seq_len"
+PAIR_LENGTH = "not available: honing cuts a pair to data.seq_len (its prompt from the start); no separate limit"
+
+DPO: dict[str, Entry] = {
+    **NOT_SFT,
+    **PAD_TOKEN,
+    **MODEL,
+    **NO_ROUTER,
+    **DROPOUT,
+    **LENGTH,
+    **PAD,
+    **OFFLOAD,
+    **REFERENCE_SYNC,
+    **PRECOMPUTE,
+    **refused(TRUNCATION, "truncation_mode"),
+    **moot("not needed: honing packs pairs itself when asked (dpo.packed_pairs)", "padding_free"),
+    **honoured(
+        "dpo.loss_type (one of honing's: sigmoid, hinge, ipo, robust, apo_zero; several losses refused)", "loss_type"
+    ),  # fmt: skip
+    **refused("not available: honing's DPO trains one loss (dpo.loss_type), not a weighted mix", "loss_weights"),
+    **refused("not available: honing's DPO has no length-desensitised (LD-DPO) weighting", "ld_alpha"),
+    **refused(
+        "not available: honing's DPO divergence is the reverse KL of TRL's default",
+        "f_divergence_type",
+        "f_alpha_divergence_coef",
+    ),  # fmt: skip
+    **refused("not available: honing's DPO has no WPO weighting of pairs", "use_weighting"),
+    **refused(
+        "not available: honing's DPO losses are sigmoid, hinge, ipo, robust and apo_zero (no discopop)", "discopop_tau"
+    ),  # fmt: skip
+    **honoured("dpo.label_smoothing", "label_smoothing"),
+    **honoured("dpo.beta", "beta"),
+}
+
+KTO: dict[str, Entry] = {
+    **NOT_SFT,
+    **MODEL,
+    **NO_ROUTER,
+    **DROPOUT,
+    **LENGTH,
+    **PAD,
+    **OFFLOAD,
+    **REFERENCE_SYNC,
+    **PRECOMPUTE,
+    **honoured("kto.loss_type", "loss_type"),
+    **honoured("kto.beta", "beta"),
+    **honoured("kto.desirable_weight", "desirable_weight"),
+    **honoured("kto.undesirable_weight", "undesirable_weight"),
+}
+
+ORPO: dict[str, Entry] = {
+    **NOT_SFT,
+    **MODEL,
+    **DROPOUT,
+    **LENGTH,
+    **ENCODER_DECODER,
+    **PADDING_VALUE,
+    **refused(PAIR_LENGTH, "max_completion_length"),
+    **honoured("orpo.beta", "beta"),
+}
+
+CPO: dict[str, Entry] = {
+    **{key: entry for key, entry in ORPO.items() if key != "padding_value"},
+    **honoured("cpo.beta", "beta"),
+    **honoured("cpo.label_smoothing", "label_smoothing"),
+    **honoured("cpo.loss_type (sigmoid, hinge, ipo, simpo)", "loss_type"),
+    **honoured("cpo.cpo_alpha", "cpo_alpha"),
+    **honoured("cpo.simpo_gamma", "simpo_gamma"),
+    **honoured("cpo.alpha", "alpha"),
+}
+
+REWARD: dict[str, Entry] = {
+    **NOT_SFT,
+    **PAD_TOKEN,
+    **MODEL,
+    **DROPOUT,
+    **LENGTH,
+    **PAD,
+    **OFFLOAD,
+    **TEMPLATE,
+    **honoured("reward.center_rewards_coefficient", "center_rewards_coefficient"),
+}
