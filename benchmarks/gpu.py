@@ -1,38 +1,42 @@
-"""One accelerator, a ~0.5B Llama-shaped model at sequence 2,048: tokens/s, MFU and peak memory of honing with its
-switches (compile, activation checkpointing, the chunked loss) against the transformers ``Trainer`` and a hand loop.
+"""One accelerator, Llama-shaped models of Qwen2.5-0.5B's and Qwen2.5-1.5B's shapes at sequence 2,048: tokens/s,
+MFU, peak memory and loss curves of honing at its defaults (and with switches, fp8 among them) against the
+transformers ``Trainer``, TRL's ``SFTTrainer`` and a hand-written loop (issue 48).
 
-Shared by every variant: a random Llama from a ``LlamaConfig`` (``--size 0.5b``: Qwen2.5-0.5B's shape, hidden 896 x
-24 layers, 14 heads, 2 KV heads, MLP 4,864, tied embeddings; seed 0, sdpa) at each vocabulary (32,000 and 151,936 by
-default), ``--batch`` rows of ``--seq-len`` seeded random tokens a step (every position carries a loss), fused AdamW
-(lr 3e-4, betas 0.9 / 0.95, eps 1e-8, decay 0.1), clipping at 1.0, a constant LR, ``--precision`` (``bf16-mixed``:
-fp32 master weights and optimizer under bf16 autocast; on CUDA FSDP2 gathers the weights in bf16 and reduces
-gradients in fp32), and FSDP2 on one device: a one-rank process group (nccl for CUDA tensors, gloo for CPU ones),
-each decoder layer and then the root ``fully_shard``-ed.
+Shared by every variant: a random Llama from a ``LlamaConfig`` (``--size 0.5b``: hidden 896 x 24 layers, 14 heads,
+2 KV heads, MLP 4,864; ``1.5b``: hidden 1,536 x 28 layers, 12 heads, 2 KV heads, MLP 8,960; tied embeddings,
+vocabulary 151,936, seed 0, sdpa), ``--batch`` rows of ``--seq-len`` tokens a step (``benchmarks/gpu_runners.py``:
+the standard library's source as bytes by default, every position carrying a loss), AdamW (lr 3e-4, betas 0.9 /
+0.95, eps 1e-8, decay 0.1; fused), clipping at 1.0, a constant LR, ``--precision`` (``bf16-mixed``: fp32 master
+weights and optimizer under bf16 autocast; FSDP2 gathers the weights in bf16 and reduces gradients in fp32), FSDP2
+on one device (a one-rank group; each decoder layer and then the root ``fully_shard``-ed), the loss read every 10
+steps.
 
 Variants (``--only NAME``, repeatable):
-- ``honing``: ``LMTrainModule`` + ``Trainer`` (metrics file, speed monitor, GC callbacks; no checkpoints) on
-  ``parallelize(strategy="fsdp")`` with the defaults of ``parallel.*`` and ``model.chunked_loss`` (compile off,
-  activation checkpointing off, chunked loss on). honing resolves ``fsdp`` on one process to ``none`` (nothing to
-  shard); here FSDP2 is kept, since its sharded path is what every rank of a multi-GPU run executes;
-- ``compile``, ``ac``, ``no-chunked``: that baseline with one switch flipped (``parallel.compile=true``,
-  ``parallel.activation_checkpointing=full``, ``model.chunked_loss=false``); ``compile-no-chunked``: two flipped;
-- ``trainer``: ``transformers.Trainer`` (``optim=adamw_torch_fused``, ``bf16=True`` for bf16-mixed) with FSDP2
-  through accelerate (``fsdp_config={"version": 2}``); accelerate shards on accelerators only: unsharded on CPU;
+- ``honing``: ``LMTrainModule`` + ``Trainer`` at the defaults a config gets: ``parallel.compile: auto`` (on CUDA:
+  each block compiled), the chunked loss (liger-kernel's fused linear cross-entropy where it is installed), FSDP2
+  kept on one process (honing resolves ``fsdp`` there to ``none``; its sharded path is what every rank of a
+  multi-GPU run executes);
+- ``fp8``: those defaults at ``trainer.precision: fp8`` (torchao's float8 linear layers);
+- ``no-liger``: the defaults where liger-kernel is not installed (the chunked loss's own chunks);
+- ``no-compile``, ``ac``, ``no-chunked``: one switch flipped (``parallel.compile=false``,
+  ``parallel.activation_checkpointing=full``, ``model.chunked_loss=false``);
+- ``trainer``: ``transformers.Trainer`` (``optim=adamw_torch_fused``, ``bf16=True``) with FSDP2 through accelerate
+  (``fsdp_config={"version": 2}``; unsharded on CPU); ``trl``: TRL's ``SFTTrainer`` the same way, at its defaults;
 - ``hand``: a torchtitan-style loop: ``fully_shard`` by hand, forward, full-logits cross-entropy, backward, clip,
-  step, ``loss.item()``.
+  step.
 
 Each variant runs alone in a fresh interpreter (``common.measure_in_subprocess``), one after another. A step's end
-is timed after a device sync; tokens/s is a step's tokens over the MEDIAN step time of the ``--steps`` timed steps
-after ``--warmup`` (compilation stays in warm-up). MFU = FLOPs per token x tokens/s / the device's peak, FLOPs per
-token by honing's ``LMTrainModule.num_flops_per_token``: 6 x the matmul weights (the LM head's included, tied or
-not) + 12 x layers x hidden x seq_len for attention (PaLM, appendix B; recomputation is not counted). The peak: the
-datasheet's dense bf16 (fp32 for ``fp32``) figure of a known GPU (``honing.train.peak_flops``); on CPU the probed
-matmul rate honing's speed monitor uses. Peak memory: ``torch.cuda.max_memory_allocated`` over the timed steps; on
-CPU the process's peak RSS (imports included). A variant that fails (OOM, compile error) is reported with its
-error's last line and the rest go on.
+is timed after a device sync; tokens/s is a step's tokens over the MEDIAN step time of the steps after
+``--warmup`` (compilation stays in warm-up); ``honing`` and ``fp8`` run ``--curve-steps`` steps, so that their loss
+curves can be compared (the fp8 target: within 1% of bf16's). MFU = FLOPs per token x tokens/s / the device's
+dense bf16 peak (fp8 too, as torchtitan reports it), FLOPs per token by ``LMTrainModule.num_flops_per_token``:
+6 x the matmul weights (the LM head's included) + 12 x layers x hidden x seq_len for attention. Peak memory:
+``torch.cuda.max_memory_allocated`` over the timed steps (on CPU the process's peak RSS). A variant that fails is
+reported with its error's last line and the rest go on; ``--budget-s`` skips what would not finish in time, and the
+JSON is rewritten after every variant, so a run cut short keeps what it measured.
 
-    .venv/bin/python benchmarks/gpu.py --size 0.5b [--vocab 151936] [--batch 8] [--json gpu.json]
-    .venv/bin/python benchmarks/gpu.py --size tiny --device cpu --steps 5 --warmup 2   # the CPU smoke run
+    python3 benchmarks/gpu.py --json benchmarks/results/gpu-h200.json        # the issue-48 plan, both sizes
+    .venv/bin/python benchmarks/gpu.py --size tiny --device cpu --steps 5 --warmup 2 --curve-steps 10
 """
 
 from __future__ import annotations
@@ -48,232 +52,57 @@ import time
 from typing import Any
 
 import common  # benchmarks/common.py: this folder is on sys.path when a script runs
-from timed_steps import StepClock, force_fsdp_on_one_process, free_port, join_one_rank_group
-from trainer_overhead import Rows  # {"input_ids", "labels"} rows that both trainers accept
+from gpu_runners import LOG_EVERY, RUNNERS, Losses, model_config
+from timed_steps import StepClock, free_port, join_one_rank_group
 
-SEED = 0
-LR, WEIGHT_DECAY, BETAS, EPS = 3e-4, 0.1, (0.9, 0.95), 1e-8
 SIZES = {
-    # Qwen2.5-0.5B's shape (its 151,936 vocabulary is the second default): ~494M parameters at that vocabulary
-    "0.5b": dict(
-        hidden=896, layers=24, heads=14, kv_heads=2, mlp=4864, vocabs=(32_000, 151_936), seq_len=2048, batch=8
-    ),
+    # Qwen2.5-0.5B's shape: ~494M parameters at its 151,936 vocabulary
+    "0.5b": dict(hidden=896, layers=24, heads=14, kv_heads=2, mlp=4864, vocab=151_936, seq_len=2048, batch=8),
+    # Qwen2.5-1.5B's shape: ~1.54B parameters
+    "1.5b": dict(hidden=1536, layers=28, heads=12, kv_heads=2, mlp=8960, vocab=151_936, seq_len=2048, batch=8),
     # the CPU smoke run: every variant end to end in seconds
-    "tiny": dict(hidden=64, layers=2, heads=4, kv_heads=2, mlp=128, vocabs=(512, 1024), seq_len=64, batch=2),
+    "tiny": dict(hidden=64, layers=2, heads=4, kv_heads=2, mlp=128, vocab=1024, seq_len=64, batch=2),
 }
-# name → (label, system, options of that system's runner)
+# name → (label, system, switches of that system's runner)
 VARIANTS: dict[str, tuple[str, str, dict[str, Any]]] = {
-    "honing": ("honing", "honing", {}),
-    "compile": ("honing + compile", "honing", {"compile": True}),
+    "honing": ("honing (defaults)", "honing", {}),
+    "fp8": ("honing, precision fp8", "honing", {"precision": "fp8"}),
+    "no-liger": ("honing, no liger-kernel", "honing", {"liger": False}),
+    "no-compile": ("honing, compile off", "honing", {"compile": False}),
     "ac": ("honing + activation ckpt", "honing", {"activation_checkpointing": "full"}),
     "no-chunked": ("honing, chunked loss off", "honing", {"chunked_loss": False}),
-    "compile-no-chunked": ("honing + compile, chunked off", "honing", {"compile": True, "chunked_loss": False}),
     "trainer": ("transformers Trainer", "trainer", {}),
+    "trl": ("TRL SFTTrainer", "trl", {}),
     "hand": ("hand loop", "hand", {}),
 }
-TARGETS = "MFU >= 40%, >= the Trainer's tokens/s, >= 0.97x the hand loop"
-
-
-# --- what every variant shares (in the measuring process) ----------------------------------------------------
-def model_config(settings: dict[str, Any]) -> Any:
-    """The benchmark's ``LlamaConfig`` for ``settings``' size, vocabulary and sequence length."""
-    from transformers import LlamaConfig
-
-    size = SIZES[settings["size"]]
-    return LlamaConfig(
-        hidden_size=size["hidden"],
-        num_hidden_layers=size["layers"],
-        num_attention_heads=size["heads"],
-        num_key_value_heads=size["kv_heads"],
-        intermediate_size=size["mlp"],
-        tie_word_embeddings=True,
-        vocab_size=settings["vocab"],
-        max_position_embeddings=settings["seq_len"],
-        attn_implementation="sdpa",
-    )
-
-
-def build(settings: dict[str, Any], device: Any) -> tuple[Any, Any]:
-    """The random model (seed 0) on ``device`` (bf16 weights for ``bf16``, else fp32) and the token rows."""
-    import torch
-    from transformers import LlamaForCausalLM
-
-    torch.manual_seed(SEED)
-    with torch.device(device):  # initialised in place: a 0.5B model built on the host first takes seconds more
-        model = LlamaForCausalLM(model_config(settings))
-    if settings["precision"] == "bf16":
-        model = model.to(torch.bfloat16)
-    rows = settings["batch"] * (settings["warmup"] + settings["steps"])  # every step a fresh batch
-    generator = torch.Generator().manual_seed(SEED)
-    data = torch.randint(0, settings["vocab"], (rows, settings["seq_len"]), generator=generator)
-    return model, data
-
-
-# --- the three systems ---------------------------------------------------------------------------------------
-def run_honing(
-    settings: dict[str, Any], device: Any, clock: StepClock, *, chunked_loss: bool = True, **parallel_options: Any
-) -> bool:
-    """honing's LMTrainModule and Trainer, with its default bookkeeping callbacks, on FSDP2; ``parallel_options``
-    go to ``parallelize`` as the recipe passes ``parallel.*`` (``compile``, ``activation_checkpointing``)."""
-    import tempfile
-
-    from honing.data.loader import DataLoader
-    from honing.interop.olmo_core import TrainerConfig
-    from honing.methods.lm import LMTrainModule
-    from honing.models import parallel
-    from honing.optim.param_groups import build_adamw
-    from honing.parallel_dims import ParallelDims
-    from honing.train import Callback
-    from honing.train.callbacks.gc import GarbageCollectorCallback
-    from honing.train.callbacks.metrics_file import MetricsFileCallback
-    from honing.train.callbacks.speed_monitor import SpeedMonitorCallback
-
-    class Timer(Callback):
-        def on_step_end(self):
-            clock.step_end(self.step)
-
-    precision = settings["precision"]
-    model, data = build(settings, device)
-    force_fsdp_on_one_process()
-    dims = ParallelDims(world_size=1)
-    dims.build_mesh(device.type)
-    model = parallel.parallelize(
-        model, strategy="fsdp", dims=dims, device=device, precision=precision, **parallel_options
-    )
-    optimizer = build_adamw(model, lr=LR, weight_decay=WEIGHT_DECAY, betas=BETAS, eps=EPS)
-    module = LMTrainModule(
-        model,
-        optimizer,
-        micro_batch_size=settings["batch"],
-        grad_clip=1.0,
-        precision=precision,
-        device=device,
-        scheduler={"name": "constant"},
-        chunked_loss=chunked_loss,
-    )
-    loader = DataLoader(Rows(data), global_batch_size=settings["batch"], seed=SEED, shuffle=False)
-    with tempfile.TemporaryDirectory() as folder:
-        TrainerConfig(
-            save_folder=folder,
-            max_duration=f"{settings['warmup'] + settings['steps']}steps",
-            metrics_collect_interval=10,
-            no_checkpoints=True,
-            no_evals=True,
-            callbacks={
-                "metrics_file": MetricsFileCallback(),
-                "timer": Timer(),
-                "speed_monitor": SpeedMonitorCallback(seq_len=settings["seq_len"], precision=precision, device=device),
-                "gc": GarbageCollectorCallback(interval=100),
-            },
-        ).build(module, loader).fit()
-    return parallel.is_fsdp(model)
-
-
-def run_trainer(settings: dict[str, Any], device: Any, clock: StepClock) -> bool:
-    """transformers.Trainer with the same model, data, batch and optimizer; FSDP2 through accelerate on CUDA."""
-    import tempfile
-
-    from torch.distributed.fsdp import FSDPModule
-    from transformers import Trainer, TrainerCallback, TrainingArguments
-
-    class Timer(TrainerCallback):
-        def on_step_end(self, args, state, control, **kwargs):
-            clock.step_end(state.global_step)
-
-    model, data = build(settings, device)
-    cuda = device.type == "cuda"
-    # accelerate shards only on accelerators (FSDP is no distributed type for CPU processes)
-    sharding = dict(fsdp=True, fsdp_config={"version": 2, "reshard_after_forward": True}) if cuda else {}
-    with tempfile.TemporaryDirectory() as folder:
-        args = TrainingArguments(
-            output_dir=folder,
-            per_device_train_batch_size=settings["batch"],
-            max_steps=settings["warmup"] + settings["steps"],
-            learning_rate=LR,
-            weight_decay=WEIGHT_DECAY,
-            adam_beta1=BETAS[0],
-            adam_beta2=BETAS[1],
-            adam_epsilon=EPS,
-            optim="adamw_torch_fused",
-            max_grad_norm=1.0,
-            lr_scheduler_type="constant",
-            logging_steps=10,
-            save_strategy="no",
-            report_to=[],
-            use_cpu=not cuda,
-            bf16=settings["precision"] == "bf16-mixed",
-            dataloader_num_workers=0,
-            seed=SEED,
-            disable_tqdm=True,
-            **sharding,
-        )
-        trainer = Trainer(model=model, args=args, train_dataset=Rows(data), callbacks=[Timer()])
-        trainer.train()
-    return any(isinstance(module, FSDPModule) for module in trainer.model.modules())
-
-
-def run_hand(settings: dict[str, Any], device: Any, clock: StepClock) -> bool:
-    """The minimal FSDP2 loop (torchtitan's wrapping): forward, full-logits loss, backward, clip, fused AdamW."""
-    import contextlib
-
-    import torch
-    import torch.nn.functional as F
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
-
-    model, data = build(settings, device)
-    mixed = settings["precision"] == "bf16-mixed"
-    policy = MixedPrecisionPolicy()
-    if mixed and device.type == "cuda":
-        policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
-    mesh = init_device_mesh(device.type, (1,))
-    layers = model.model.layers
-    for index, layer in enumerate(layers):
-        # the last layer stays gathered after forward: backward starts with it
-        fully_shard(layer, mesh=mesh, mp_policy=policy, reshard_after_forward=index < len(layers) - 1)
-    fully_shard(model, mesh=mesh, mp_policy=policy)
-    optimizer = torch.optim.AdamW(
-        model.parameters(), lr=LR, weight_decay=WEIGHT_DECAY, betas=BETAS, eps=EPS, fused=True
-    )
-    autocast = torch.autocast(device.type, dtype=torch.bfloat16) if mixed else contextlib.nullcontext()
-    model.train()
-    batch_size = settings["batch"]
-    for step in range(1, settings["warmup"] + settings["steps"] + 1):
-        batch = data[(step - 1) * batch_size : step * batch_size].to(device, non_blocking=True)
-        with autocast:
-            logits = model(input_ids=batch, use_cache=False).logits
-        loss = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]).float(), batch[:, 1:].reshape(-1))
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        loss.item()  # a loop that never looks at its loss is not a realistic baseline
-        clock.step_end(step)
-    return True
-
-
-RUNNERS = {"honing": run_honing, "trainer": run_trainer, "hand": run_hand}
+CURVE_VARIANTS = ("honing", "fp8")
+#: the issue-48 plan, most wanted first (a short lease measures the head of the list): (size, variant)
+PLAN = [
+    ("1.5b", "honing"), ("1.5b", "trainer"), ("0.5b", "honing"), ("0.5b", "trainer"), ("1.5b", "fp8"),
+    ("1.5b", "trl"), ("0.5b", "trl"), ("1.5b", "hand"), ("0.5b", "hand"), ("1.5b", "no-liger"),
+]  # fmt: skip
+TARGETS = "defaults >= 1.3x the Trainer at both sizes, MFU >= 40% at the larger, peak memory <= the Trainer's"
 
 
 def measure(variant: str, settings: dict[str, Any]) -> dict[str, Any]:
-    """Run ``variant`` in this process: its timing and peak memory, the device's name and peak FLOP/s."""
+    """Run ``variant`` in this process: its timing, peak memory and losses, the device's name and peak FLOP/s."""
     import torch
     import torch.distributed as dist
 
     from honing.train.peak_flops import cpu_model_name, peak_flops
     from honing.train.precision import emulates_bf16
 
-    _, system, options = VARIANTS[variant]
+    _, system, switches = VARIANTS[variant]
     device = torch.device("cuda", 0) if settings["device"] == "cuda" else torch.device(settings["device"])
-    if system != "trainer" or device.type == "cuda":  # the Trainer joins the group itself, through accelerate
-        join_one_rank_group(device, settings["port"], init=system != "trainer")
-    clock = StepClock(device, settings["warmup"], settings["steps"])
+    if system not in ("trainer", "trl") or device.type == "cuda":  # those join the group through accelerate
+        join_one_rank_group(device, settings["port"], init=system not in ("trainer", "trl"))
+    clock, losses = StepClock(device, settings["warmup"], settings["steps"]), Losses()
     try:
-        sharded = RUNNERS[system](settings, device, clock, **options)
+        facts = RUNNERS[system](settings, device, clock, losses, **switches)
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()
-    result = {**clock.result(settings["batch"] * settings["seq_len"]), "fsdp2": sharded}
+    result = {**clock.result(settings["batch"] * settings["seq_len"]), **facts, "losses": losses.points}
     # bf16 that a CPU only emulates has no honest peak (honing's speed monitor records no MFU there either)
     emulated = emulates_bf16(device, settings["precision"])
     result["peak_flops"] = None if emulated else peak_flops(device, settings["precision"])
@@ -304,126 +133,192 @@ def ratio(results: dict[str, dict[str, Any]], variant: str, baseline: str) -> fl
     return results[variant]["tokens_per_s"] / results[baseline]["tokens_per_s"]
 
 
-def table(vocab: int, params: int, results: dict[str, dict[str, Any]], memory: str) -> list[str]:
-    """One markdown row per variant of one vocabulary."""
+def curve_gap(results: dict[str, dict[str, Any]], variant: str, baseline: str = "honing") -> float | None:
+    """The largest relative difference of ``variant``'s logged losses from ``baseline``'s at the same steps."""
+    if "losses" not in results.get(variant, {}) or "losses" not in results.get(baseline, {}):
+        return None
+    base = dict((int(step), loss) for step, loss in results[baseline]["losses"])
+    gaps = [
+        abs(loss - base[int(step)]) / base[int(step)] for step, loss in results[variant]["losses"] if int(step) in base
+    ]
+    return max(gaps) if gaps else None
+
+
+def table(size: str, params: int, results: dict[str, dict[str, Any]], memory: str) -> list[str]:
+    """One markdown row per variant of one size."""
     rows = []
     for variant, result in results.items():
         label = VARIANTS[variant][0] + ("" if result.get("fsdp2", True) else " (unsharded)")
         if "error" in result:
-            rows.append(f"| {vocab:,} | {params / 1e6:,.3g}M | {label} | failed: {result['error']} | | | | |")
+            rows.append(f"| {size} | {params / 1e6:,.0f}M | {label} | {result['error']} | | | | | |")
             continue
         mfu = "n/a" if result["mfu"] is None else f"{result['mfu']:.1%}"
         shown = [
             f"{value:.3f}" if value is not None else "n/a"
-            for value in (ratio(results, variant, "hand"), ratio(results, variant, "trainer"))
+            for value in (ratio(results, variant, "trainer"), ratio(results, variant, "hand"))
         ]
+        last = f"{result['losses'][-1][1]:.3f} @ {result['losses'][-1][0]:.0f}" if result.get("losses") else "n/a"
         rows.append(
-            f"| {vocab:,} | {params / 1e6:,.3g}M | {label} | {result['tokens_per_s']:,.0f} | {mfu} | "
-            f"{result['peak_memory_mib']:,.0f} {memory} | {shown[0]} | {shown[1]} |"
+            f"| {size} | {params / 1e6:,.0f}M | {label} | {result['tokens_per_s']:,.0f} | {mfu} | "
+            f"{result['peak_memory_mib']:,.0f} {memory} | {shown[0]} | {shown[1]} | {last} |"
         )
     return rows
 
 
-def target_lines(vocab: int, results: dict[str, dict[str, Any]]) -> list[str]:
-    """Whether honing's baseline met the issue's targets at this vocabulary."""
-    base = results.get("honing", {})
-    if "tokens_per_s" not in base:
-        return [f"- vocab {vocab:,}: honing's baseline did not run; no targets checked"]
+def size_summary(params: int, results: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The JSON's per-size keys the issue names, and the ratios and checks behind its targets."""
+    honing, trainer = results.get("honing", {}), results.get("trainer", {})
+    summary = {
+        "params": params,
+        "honing_default_tokens_per_s": honing.get("tokens_per_s"),
+        "trainer_tokens_per_s": trainer.get("tokens_per_s"),
+        "honing_default_mfu": honing.get("mfu"),
+        "honing_vs_trainer": ratio(results, "honing", "trainer"),
+        "honing_vs_trl": ratio(results, "honing", "trl"),
+        "honing_vs_hand": ratio(results, "honing", "hand"),
+        "honing_peak_mib": honing.get("peak_memory_mib"),
+        "trainer_peak_mib": trainer.get("peak_memory_mib"),
+    }
+    if "fp8" in results:
+        summary["fp8_vs_bf16"] = ratio(results, "fp8", "honing")
+        summary["fp8_loss_curve_max_gap"] = curve_gap(results, "fp8")
+    return summary
+
+
+def target_lines(size: str, summary: dict[str, Any], larger: bool) -> list[str]:
+    """Whether honing's defaults met the issue's targets at this size."""
     checks = []
-    if base["mfu"] is not None:
-        checks.append(f"MFU {base['mfu']:.1%} ({'met' if base['mfu'] >= 0.40 else 'NOT met'}, >= 40%)")
-    for other, label, target in (("trainer", "the Trainer", 1.0), ("hand", "the hand loop", 0.97)):
-        value = ratio(results, "honing", other)
-        if value is not None:
-            checks.append(f"{value:.3f}x {label} ({'met' if value >= target else 'NOT met'}, >= {target})")
-    return [f"- vocab {vocab:,}, honing baseline: " + "; ".join(checks or ["nothing to compare"])]
+    speed = summary["honing_vs_trainer"]
+    if speed is not None:
+        checks.append(f"{speed:.3f}x the Trainer ({'met' if speed >= 1.3 else 'NOT met'}, >= 1.3)")
+    if larger and summary["honing_default_mfu"] is not None:
+        mfu = summary["honing_default_mfu"]
+        checks.append(f"MFU {mfu:.1%} ({'met' if mfu >= 0.40 else 'NOT met'}, >= 40%)")
+    if summary["honing_peak_mib"] is not None and summary["trainer_peak_mib"] is not None:
+        fits = summary["honing_peak_mib"] <= summary["trainer_peak_mib"]
+        checks.append(
+            f"peak {summary['honing_peak_mib']:,.0f} vs {summary['trainer_peak_mib']:,.0f} MiB "
+            f"({'met' if fits else 'NOT met'})"
+        )
+    if summary.get("fp8_vs_bf16") is not None:
+        fp8, gap = summary["fp8_vs_bf16"], summary["fp8_loss_curve_max_gap"]
+        checks.append(f"fp8 {fp8:.3f}x bf16 ({'met' if fp8 >= 1.2 else 'NOT met'}, >= 1.2)")
+        if gap is not None:
+            checks.append(f"fp8 loss curve within {gap:.2%} of bf16's ({'met' if gap <= 0.01 else 'NOT met'}, <= 1%)")
+    return [f"- {size}: " + "; ".join(checks or ["nothing to compare"])]
+
+
+def versions() -> dict[str, str | None]:
+    """The versions of the packages the figures depend on (None: not installed)."""
+    found: dict[str, str | None] = {}
+    for name in ("torch", "transformers", "trl", "accelerate", "liger-kernel", "torchao", "triton", "flash-attn"):
+        try:
+            found[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            found[name] = None
+    return found
 
 
 def main() -> None:
-    """Run the chosen variants at each vocabulary, one subprocess at a time; print the tables and a RESULTS block."""
+    """Run the plan (or the chosen sizes and variants), one subprocess at a time; print the tables; write the JSON."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--size", choices=sorted(SIZES), default="0.5b")
-    parser.add_argument("--vocab", type=int, action="append", help="repeatable (default: the size's two)")
-    parser.add_argument("--seq-len", type=int, help="default: 2,048 (0.5b), 64 (tiny)")
-    parser.add_argument("--batch", type=int, help="rows a step, one micro-batch; default: 8 (0.5b), 2 (tiny)")
-    parser.add_argument("--steps", type=int, default=20, help="timed steps")
+    parser.add_argument("--size", choices=sorted(SIZES), action="append", help="repeatable (default: the plan)")
+    parser.add_argument("--seq-len", type=int, help="default: the size's (2,048; 64 for tiny)")
+    parser.add_argument("--batch", type=int, help="rows a step, one micro-batch; default: the size's (8; 2 for tiny)")
+    parser.add_argument("--steps", type=int, default=15, help="timed steps")
     parser.add_argument("--warmup", type=int, default=5, help="untimed steps first (compile happens here)")
+    parser.add_argument("--curve-steps", type=int, default=50, help="steps of the honing and fp8 runs (loss curves)")
     parser.add_argument("--precision", choices=["bf16-mixed", "bf16", "fp32"], default="bf16-mixed")
+    parser.add_argument("--data", choices=["bytes", "random"], default="bytes")
     parser.add_argument("--device", choices=["cuda", "cpu"], help="default: cuda when there is one")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="torch threads in each run")
     parser.add_argument("--only", action="append", choices=list(VARIANTS), help="a variant to run (repeatable)")
-    parser.add_argument("--json", help="write the raw results here")
+    parser.add_argument("--budget-s", type=float, default=0, help="skip variants that would start after this")
+    parser.add_argument("--json", help="write the raw results here (rewritten after every variant)")
     args = parser.parse_args()
     if args.warmup < 1 or args.steps < 1:
         parser.error("--warmup and --steps must be >= 1 (the clock starts at the end of the last warm-up step)")
     import torch  # after parsing: --help stays quick
 
-    size = SIZES[args.size]
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    base = dict(
-        size=args.size,
-        seq_len=args.seq_len or size["seq_len"],
-        batch=args.batch or size["batch"],
-        warmup=args.warmup,
-        steps=args.steps,
-        precision=args.precision,
-        device=device,
-    )
-    variants = [name for name in VARIANTS if name in args.only] if args.only else list(VARIANTS)
+    if args.size or args.only:
+        sizes = args.size or ["0.5b"]
+        plan = [(size, name) for size in sizes for name in VARIANTS if not args.only or name in args.only]
+    else:
+        plan = PLAN
+    command = " ".join(["python3", "benchmarks/gpu.py", *sys.argv[1:]])
     memory = "MiB allocated" if device == "cuda" else "MiB RSS"
-    everything: dict[str, Any] = {"args": vars(args), "settings": base, "vocabs": {}}
-    rows: list[str] = []
-    targets: list[str] = []
+    everything: dict[str, Any] = {
+        "command": command, "date": datetime.date.today().isoformat(), "device": device, "machine": platform.machine(),
+        "versions": versions(), "args": vars(args), "sizes": {}, "results": {},
+    }  # fmt: skip
     started = time.perf_counter()
-    for vocab in args.vocab or size["vocabs"]:
-        flops_per_token, params = model_flops({**base, "vocab": vocab})
-        print(f"\nvocab {vocab:,}: {params:,} parameters, {flops_per_token / 1e9:.3f} GFLOP per token", flush=True)
-        results: dict[str, dict[str, Any]] = {}
-        for variant in variants:
-            settings = {**base, "vocab": vocab, "port": free_port()}
-            began = time.perf_counter()
-            try:
-                result = common.measure_in_subprocess(
-                    "gpu", f"b.measure({variant!r}, {settings!r})", threads=args.threads
-                )
-            except RuntimeError as error:
-                results[variant] = {"error": str(error)}
-                print(f"  {VARIANTS[variant][0]:26s} FAILED: {error}", flush=True)
-                continue
+    results: dict[str, dict[str, dict[str, Any]]] = {}
+    facts: dict[str, tuple[float, int]] = {}
+    for size, variant in plan:
+        shape = SIZES[size]
+        base = dict(
+            size=size, shape=shape, vocab=shape["vocab"], seq_len=args.seq_len or shape["seq_len"],
+            batch=args.batch or shape["batch"], warmup=args.warmup, precision=args.precision, device=device,
+            data=args.data,
+        )  # fmt: skip
+        if size not in facts:
+            facts[size] = model_flops(base)
+            print(f"\n{size}: {facts[size][1]:,} parameters, {facts[size][0] / 1e9:.3f} GFLOP per token", flush=True)
+        flops_per_token, params = facts[size]
+        total = (
+            max(args.curve_steps, args.warmup + args.steps) if variant in CURVE_VARIANTS else args.warmup + args.steps
+        )
+        settings = {**base, "steps": total - args.warmup, "total_steps": total, "port": free_port()}
+        elapsed = time.perf_counter() - started
+        outcome = results.setdefault(size, {})
+        if args.budget_s and elapsed > args.budget_s:
+            outcome[variant] = {"error": f"skipped: {elapsed:.0f} s of the {args.budget_s:.0f} s budget spent"}
+            print(f"  {VARIANTS[variant][0]:28s} skipped (budget)", flush=True)
+            continue
+        began = time.perf_counter()
+        try:
+            result = common.measure_in_subprocess("gpu", f"b.measure({variant!r}, {settings!r})", threads=args.threads)
+        except RuntimeError as error:
+            outcome[variant] = {"error": f"failed: {error}"}
+            print(f"  {VARIANTS[variant][0]:28s} FAILED: {error}", flush=True)
+        else:
             peak = result["peak_flops"]
             result["mfu"] = flops_per_token * result["tokens_per_s"] / peak if peak else None
-            results[variant] = result
+            result["seconds"] = time.perf_counter() - began
+            outcome[variant] = result
             print(
-                f"  {VARIANTS[variant][0]:26s} {result['tokens_per_s']:12,.0f} tokens/s  MFU "
+                f"  {VARIANTS[variant][0]:28s} {result['tokens_per_s']:12,.0f} tokens/s  MFU "
                 f"{'n/a' if result['mfu'] is None else format(result['mfu'], '.1%')}  peak "
-                f"{result['peak_memory_mib']:,.0f} {memory}  ({time.perf_counter() - began:.0f} s)",
+                f"{result['peak_memory_mib']:,.0f} {memory}  ({result['seconds']:.0f} s)",
                 flush=True,
             )
-        everything["vocabs"][vocab] = {"params": params, "flops_per_token": flops_per_token, "results": results}
-        rows += table(vocab, params, results, memory)
-        targets += target_lines(vocab, results)
+        everything["results"] = results
+        everything["sizes"] = {name: size_summary(facts[name][1], found) for name, found in results.items()}
+        if args.json:
+            with open(args.json, "w", encoding="utf-8") as handle:
+                json.dump(everything, handle, indent=1)
 
-    measured = [r for v in everything["vocabs"].values() for r in v["results"].values() if "device" in r]
+    measured = [r for found in results.values() for r in found.values() if "device" in r]
     device_name = measured[0]["device"] if measured else device
-    torch_version = measured[0]["torch"] if measured else torch.__version__
     threads = f", {args.threads} threads" if device == "cpu" else ""
-    command = " ".join([".venv/bin/python", "benchmarks/gpu.py", *sys.argv[1:]])
     print(
-        f"\n### gpu.py: {args.size} Llama-shaped model, FSDP2 on one device (issue 15)\n\n"
-        f"{device_name} ({device}{threads}, {platform.machine()}); torch {torch_version}, transformers "
-        f"{importlib.metadata.version('transformers')}; precision {args.precision}; {base['batch']} rows x "
-        f"{base['seq_len']:,} tokens a step; tokens/s at the median of {args.steps} timed steps after "
-        f"{args.warmup} warm-up; {datetime.date.today().isoformat()}; {time.perf_counter() - started:.0f} s in all.\n"
-        f"Command: `{command}`\n\n"
-        "| vocab | params | variant | tokens/s | MFU | peak memory | vs hand loop | vs Trainer |\n"
-        "| --- | --- | --- | --- | --- | --- | --- | --- |"
+        f"\n### gpu.py (issue 48)\n\n{device_name} ({device}{threads}, {platform.machine()}); "
+        + ", ".join(f"{name} {version}" for name, version in everything["versions"].items() if version)
+        + f"; precision {args.precision}; data {args.data}; tokens/s at the median of the steps after {args.warmup}"
+        f" warm-up ({args.steps} timed; honing and fp8 {args.curve_steps} steps in all); loss read every {LOG_EVERY}"
+        f" steps; {everything['date']}; {time.perf_counter() - started:.0f} s in all.\nCommand: `{command}`\n\n"
+        "| size | params | variant | tokens/s | MFU | peak memory | vs Trainer | vs hand loop | last loss |\n"
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
     )
-    print("\n".join(rows))
-    print(f"\nTargets ({TARGETS}):")
-    print("\n".join(targets))
+    larger = max(results, key=lambda name: facts[name][1]) if results else None
+    lines: list[str] = []
+    for size, found in results.items():
+        print("\n".join(table(size, facts[size][1], found, memory)))
+        lines += target_lines(size, everything["sizes"][size], larger=size == larger)
+    print(f"\nTargets ({TARGETS}; fp8 >= 1.2x bf16 within 1% of its loss curve):")
+    print("\n".join(lines))
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as handle:
-            json.dump(everything, handle, indent=1)
         print(f"\nraw results: {args.json}")
 
 
