@@ -17,6 +17,11 @@ from honing.interop.configs.machine_options import set_attention
 from honing.interop.configs.oumi_model import PAD_TOKEN_NOTE
 from honing.interop.configs.schema_table import finish
 from honing.interop.configs.translation import Keys, Translation, schema_has
+from honing.interop.configs.trl_grpo_batch import (
+    TRL_NUM_GENERATIONS,
+    steps_as_rollout_batches,
+    translate_trl_grpo_batch,
+)
 
 SCHEMA = f"axolotl ({SOURCE})"
 # rl -> honing's method (and the section its beta goes to)
@@ -51,11 +56,13 @@ def translate_axolotl(raw: dict[str, Any], config_path: str | None = None) -> Tr
     if method == "pretrain":
         translate_pretraining(t, top)
     translate_datasets(t, top, method)
-    translate_data_keys(t, top, method)
+    updates = translate_data_keys(t, top, method)
     translate_schedule(t, top)
     translate_method_keys(t, top, method)
     translate_engine(t, top, config_path)
     translate_outputs(t, top)
+    if updates > 1:  # after every step count is written: TRL's count optimizer steps, honing's rollout batches
+        steps_as_rollout_batches(t, updates, "", "trl.num_iterations")
     translate_plugins(t, top)
     finish(top, TABLE[""], KEYS[""], SCHEMA)
     return t
@@ -175,7 +182,7 @@ def translate_lora(t: Translation, top: Keys) -> None:
         t.set("model.quantize", "int8")
 
 
-def translate_data_keys(t: Translation, top: Keys, method: str) -> None:
+def translate_data_keys(t: Translation, top: Keys, method: str) -> int:
     """Length, packing, masking, template, validation share and the batch."""
     top.copy("sequence_len", "data.seq_len", int)
     if method in ("sft", "vl_sft"):
@@ -212,10 +219,39 @@ def translate_data_keys(t: Translation, top: Keys, method: str) -> None:
     if total is not None and not top.has("gradient_accumulation_steps"):
         accumulation = max(total // micro, 1)  # axolotl's batch_size: rows per step on one device
     given = any(top.has(name) for name in ("micro_batch_size", "gradient_accumulation_steps", "batch_size"))
+    top.copy("eval_batch_size", "callbacks.evaluator.batch_size", int)
+    if method == "grpo":  # TRL's GRPO batch counts completions per device: prompts per rank and generations
+        return grpo_batch(t, top.peek("trl"), micro, accumulation, given)
     write = t.set if given else lambda path, value: t.default(path, value, "axolotl's micro_batch_size: 1")
     write("data.micro_batch_size", micro)
     write("data.batch_size_per_rank", micro * accumulation)  # per device, as the Trainer reads them
-    top.copy("eval_batch_size", "callbacks.evaluator.batch_size", int)
+    return 1
+
+
+def grpo_batch(t: Translation, trl: Any, micro: int, accumulation: int, given: bool) -> int:
+    """``micro_batch_size`` x ``gradient_accumulation_steps`` completions as TRL's GRPOTrainer reads them
+    (``trl_grpo_batch``): the optimizer steps of one honing step."""
+    trl = trl if isinstance(trl, dict) else {}
+    generations, iterations = trl.get("num_generations") or TRL_NUM_GENERATIONS, trl.get("num_iterations") or 1
+    if not all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in (generations, iterations)):
+        return 1  # refused where the trl section is read, or by honing's bounds
+    keys = {
+        "per_device": "micro_batch_size",
+        "accumulation": "gradient_accumulation_steps",
+        "generations": "trl.num_generations",
+        "steps_per_generation": "gradient_accumulation_steps",
+    }
+    whose = "axolotl's micro_batch_size: 1 / TRL's num_generations"
+    return translate_trl_grpo_batch(
+        t,
+        keys,
+        given=given,
+        whose=whose,
+        per_device=micro,
+        accumulation=accumulation,
+        generations=generations,
+        num_iterations=iterations,
+    )
 
 
 def translate_schedule(t: Translation, top: Keys) -> None:

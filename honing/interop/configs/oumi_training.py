@@ -8,15 +8,13 @@ from honing.interop.configs.hf_args import duration, optimizer_family, set_optim
 from honing.interop.configs.oumi_distill import translate_distill
 from honing.interop.configs.translation import Keys, Translation, read_number
 from honing.interop.configs.trl_grpo_batch import (
-    set_grpo_batch,
+    TRL_NUM_GENERATIONS,
     steps_as_rollout_batches,
+    translate_trl_grpo_batch,
     trl_generation_keys,
-    trl_grpo_batch,
 )
 from honing.interop.configs.verl import translate_verl_overrides
 
-# TRL's GRPOConfig default: completions per prompt
-TRL_NUM_GENERATIONS = 8
 # verl's default data.train_batch_size (prompts per step), used by VERL_GRPO when the overrides do not set it
 VERL_TRAIN_BATCH_SIZE = 1024
 # Oumi's TrainingParams defaults that decide honing keys below
@@ -243,29 +241,29 @@ def grpo_batch(t: Translation, training: Keys, per_device: int, accumulation: in
     kwargs = "training.trainer_kwargs"
     steps = read_number(t, f"{kwargs}.steps_per_generation", steps, int) if steps is not None else None
     iterations = read_number(t, f"{kwargs}.num_iterations", iterations, int, 1) if iterations is not None else 1
-    if not generations or generations < 1 or (steps is not None and steps < 1) or not iterations or iterations < 1:
-        return 1  # refused where it is read (honing's own bounds)
+    if steps is not None and steps < 1:
+        t.refuse(f"{kwargs}.steps_per_generation", f"{steps}: give a positive number of per-device batches")
+        return 1
+    if not generations or generations < 1 or not iterations or iterations < 1:
+        return 1  # refused by honing's own bounds (grpo.num_generations, grpo.num_iterations)
     keys = {
         "per_device": "training.per_device_train_batch_size",
         "accumulation": "training.gradient_accumulation_steps",
         "generations": "training.grpo.num_generations",
         "steps_per_generation": f"{kwargs}.steps_per_generation",
     }
-    batch = trl_grpo_batch(
+    given = training.has("per_device_train_batch_size") or training.has("gradient_accumulation_steps")
+    return translate_trl_grpo_batch(
         t,
         keys,
+        given=given or steps is not None,
+        whose="Oumi's training.per_device_train_batch_size x gradient_accumulation_steps / TRL's num_generations",
         per_device=per_device,
         accumulation=accumulation,
         generations=generations,
         steps_per_generation=steps,
         num_iterations=iterations,
     )
-    if batch is None:
-        return 1
-    given = training.has("per_device_train_batch_size") or training.has("gradient_accumulation_steps")
-    whose = "Oumi's training.per_device_train_batch_size x gradient_accumulation_steps / TRL's num_generations"
-    set_grpo_batch(t, batch, given or steps is not None, whose)
-    return batch.updates
 
 
 def translate_checkpoints(t: Translation, training: Keys) -> None:

@@ -17,6 +17,8 @@ from typing import Any
 
 from honing.interop.configs.translation import Translation
 
+# TRL's GRPOConfig default: completions per prompt
+TRL_NUM_GENERATIONS = 8
 # the honing keys that count steps, and the TRL keys they come from (those count optimizer steps)
 STEP_INTERVALS = (
     ("callbacks.checkpointer.save_interval", "save_steps"),
@@ -84,6 +86,16 @@ def trl_grpo_batch(
     micro = per_device // generations if per_device % generations == 0 else None
     steps = spg // accumulation
     return GRPOBatch(completions // generations, micro, steps, steps * num_iterations)
+
+
+def translate_trl_grpo_batch(t: Translation, keys: dict[str, str], *, given: bool, whose: str, **batch: Any) -> int:
+    """``trl_grpo_batch`` written as honing's keys (``set_grpo_batch``); the optimizer steps of one honing step
+    (1 when refused)."""
+    grpo_batch = trl_grpo_batch(t, keys, **batch)
+    if grpo_batch is None:
+        return 1
+    set_grpo_batch(t, grpo_batch, given, whose)
+    return grpo_batch.updates
 
 
 def set_grpo_batch(t: Translation, batch: GRPOBatch, given: bool, whose: str) -> None:

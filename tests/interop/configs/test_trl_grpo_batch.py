@@ -139,3 +139,18 @@ def test_the_translated_run_takes_trls_optimizer_steps_and_generations(tmp_path,
         monkeypatch.setattr(GRPOTrainModule, name, counted)
     GRPORecipe(validate(run)).run()
     assert counts == {"generate": 2, "optim_step": 4}  # TRL's generations and max_steps
+
+
+@pytest.mark.parametrize("world", [1, 2, 4])
+def test_an_axolotl_grpo_batch_counts_completions_per_device_as_trl(monkeypatch, world):
+    """axolotl hands micro_batch_size x gradient_accumulation_steps (completions) to TRL's GRPOTrainer."""
+    raw = {"base_model": "m", "rl": "grpo", "micro_batch_size": 8, "gradient_accumulation_steps": 2, "max_steps": 40,
+           "trl": {"num_generations": 4, "num_iterations": 2}}  # fmt: skip
+    translation = translate(raw)
+    assert not [line for line in translation.refused if line.startswith(("micro_batch_size", "max_steps", "trl."))]
+    trl = trl_config(monkeypatch, world, 8, 2, 4, num_iterations=2)
+    per_rank, steps = translation.get("data.batch_size_per_rank"), translation.get("grpo.steps_per_generation", 1)
+    assert per_rank * world == trl.generation_batch_size // 4  # the prompts of a generation
+    updates = steps * translation.get("grpo.num_iterations")
+    assert updates == trl.steps_per_generation * trl.num_iterations // 2  # optimizer steps per generation
+    assert int(translation.get("trainer.max_duration").removesuffix("steps")) * updates == 40
