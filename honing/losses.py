@@ -204,9 +204,7 @@ def grpo_loss_scale(
     raise ValueError(f"loss_type must be one of {GRPO_LOSS_TYPES}, got {loss_type!r}")
 
 
-# --- DPO (direct preference optimisation), TRL's definitions (trl/trainer/dpo_trainer.py, _compute_loss) ------
-
-DPO_LOSS_TYPES = ("sigmoid", "hinge", "ipo", "robust", "apo_zero")
+# --- preference pairs: each completion's summed log-prob (DPO's losses: honing.dpo_losses) ---------------------
 
 
 def completion_logps(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -218,47 +216,6 @@ def completion_logps(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch
     picked = logits.gather(-1, targets.clamp(min=0))  # (rows, length, K)
     logps = (picked - logits.logsumexp(-1, keepdim=True)).masked_fill(~mask, 0.0)
     return logps.sum(1), mask.sum(1)
-
-
-def dpo_loss(
-    policy_chosen: torch.Tensor,
-    policy_rejected: torch.Tensor,
-    ref_chosen: torch.Tensor,
-    ref_rejected: torch.Tensor,
-    *,
-    beta: float = 0.1,
-    loss_type: str = "sigmoid",
-    label_smoothing: float = 0.0,
-    chosen_lengths: torch.Tensor | None = None,
-    rejected_lengths: torch.Tensor | None = None,
-) -> torch.Tensor:
-    """The loss of each pair (not reduced) from sequence log-probs of the policy and the reference.
-
-    With Δ = (logπ(y+) − logπref(y+)) − (logπ(y−) − logπref(y−)): ``sigmoid`` −logσ(βΔ) (DPO); ``hinge``
-    relu(1 − βΔ) (SLiC); ``ipo`` (Δ' − 1/(2β))² where Δ' uses log-ratios divided by the completions' token counts
-    (TRL normalises by length, as the IPO authors confirmed); ``robust`` [−(1−ε)logσ(βΔ) + ε·logσ(−βΔ)]/(1−2ε)
-    with ε = ``label_smoothing`` (rDPO); ``apo_zero`` (1 − σ(β·chosen log-ratio)) + σ(β·rejected log-ratio) (APO).
-    """
-    chosen_ratio, rejected_ratio = policy_chosen - ref_chosen, policy_rejected - ref_rejected
-    delta = chosen_ratio - rejected_ratio
-    if loss_type == "sigmoid":
-        return -F.logsigmoid(beta * delta)
-    if loss_type == "hinge":
-        return torch.relu(1 - beta * delta)
-    if loss_type == "ipo":
-        if chosen_lengths is None or rejected_lengths is None:
-            raise ValueError("the ipo loss needs chosen_lengths and rejected_lengths (completion token counts)")
-        normalised = chosen_ratio / chosen_lengths.clamp(min=1) - rejected_ratio / rejected_lengths.clamp(min=1)
-        return (normalised - 1 / (2 * beta)) ** 2
-    if loss_type == "robust":
-        if not 0.0 <= label_smoothing < 0.5:
-            raise ValueError(f"the robust loss needs 0 <= label_smoothing < 0.5, got {label_smoothing}")
-        clean = -(1 - label_smoothing) * F.logsigmoid(beta * delta)
-        flipped = -label_smoothing * F.logsigmoid(-beta * delta)
-        return (clean - flipped) / (1 - 2 * label_smoothing)
-    if loss_type == "apo_zero":
-        return (1 - torch.sigmoid(beta * chosen_ratio)) + torch.sigmoid(beta * rejected_ratio)
-    raise ValueError(f"loss_type must be one of {DPO_LOSS_TYPES}, got {loss_type!r}")
 
 
 # --- reference-free preference losses: ORPO and CPO / SimPO, TRL's definitions (trl/experimental/orpo, cpo) ------

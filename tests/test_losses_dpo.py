@@ -10,7 +10,8 @@ import math
 import pytest
 import torch
 
-from honing.losses import IGNORE_INDEX, completion_logps, dpo_loss
+from honing.dpo_losses import dpo_loss
+from honing.losses import IGNORE_INDEX, completion_logps
 
 PAIR = dict(
     policy_chosen=torch.tensor([-1.0]),

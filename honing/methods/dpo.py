@@ -3,11 +3,13 @@ and the reference's log-probs computed once before training (``dpo.reference: pr
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import torch
 from torch.distributed.fsdp import FSDPModule
 
+from honing.methods.dpo_token_terms import length_desensitized, with_tail_targets
 from honing.methods.pair_losses import DPOLoss
 from honing.methods.pairs import PairTrainModule, pair_logps
 from honing.models.pair_attention import enable_pair_attention
@@ -16,24 +18,26 @@ from honing.models.wrappers import unwrap_model
 __all__ = ["DPOTrainModule", "compute_reference_logps", "pair_logps"]
 
 
+#: the keyword arguments of ``DPOTrainModule`` that are the loss's settings (``DPOLoss``'s fields, the ``dpo``
+#: section's keys of the same names)
+DPO_LOSS_SETTINGS = tuple(field.name for field in dataclasses.fields(DPOLoss))
+
+
 class DPOTrainModule(PairTrainModule):
-    """The mean over the step's pairs of the DPO loss (+ ``rpo_alpha`` times the chosen completions' token-mean
-    negative log-likelihood) against ``reference``: the pair step with ``DPOLoss`` as its loss part."""
+    """The mean over the step's pairs of the DPO loss (+ the weight of ``sft`` and ``rpo_alpha`` times the chosen
+    completions' token-mean negative log-likelihood) against ``reference``: the pair step with ``DPOLoss`` (built
+    from the ``DPO_LOSS_SETTINGS`` among ``options``) as its loss part."""
 
     def __init__(
         self,
         model: torch.nn.Module,
         optimizer: torch.optim.Optimizer,
         *,
-        beta: float = 0.1,
-        loss_type: str = "sigmoid",
-        label_smoothing: float = 0.0,
-        rpo_alpha: float | None = None,
         reference: str = "copy",
         reference_model: torch.nn.Module | None = None,
         **options: Any,
     ):
-        loss = DPOLoss(beta=beta, loss_type=loss_type, label_smoothing=label_smoothing, rpo_alpha=rpo_alpha)
+        loss = DPOLoss(**{name: options.pop(name) for name in DPO_LOSS_SETTINGS if name in options})
         super().__init__(model, optimizer, loss=loss, reference=reference, reference_model=reference_model, **options)
 
 
@@ -47,10 +51,11 @@ def compute_reference_logps(
     autocast: Any,
     chunked: bool = True,
     packed: bool = True,
+    ld_alpha: float | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The log-probs of every pair's chosen and rejected completion under ``model`` (in eval mode), batch by batch
     in order: the ``precompute`` reference, computed once before training (``packed``: in packed rows, where
-    the model's attention allows it)."""
+    the model's attention allows it; ``ld_alpha``: LD-DPO's, the tail past the shorter reply weighted by it)."""
     packed = packed and enable_pair_attention(model)
     inner = unwrap_model(model)
     was_training = inner.training
@@ -60,7 +65,11 @@ def compute_reference_logps(
         for batch in batches:
             for micro in collator.split(batch, len(batch["input_ids"])):  # one micro-batch: cut to its width
                 micro = {key: value.to(device) for key, value in micro.items()}
+                if ld_alpha is not None:
+                    micro = with_tail_targets(micro)
                 logps, _ = pair_logps(model, micro, collator, autocast=autocast, chunked=chunked, packed=packed)
+                if ld_alpha is not None:
+                    logps = length_desensitized(logps[:, :2], logps[:, 2:4], ld_alpha)
                 chosen.append(logps[:, 0].double().cpu())
                 rejected.append(logps[:, 1].double().cpu())
     finally:

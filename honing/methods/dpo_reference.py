@@ -38,10 +38,11 @@ class PrecomputedReference:
         packed: bool,
         sharded: bool,
         cache_dir: str,
+        ld_alpha: float | None = None,
     ):
         self.model, self.collator, self.device, self.precision = model, collator, device, precision
         self.attention, self.batch_size, self.chunked, self.packed = attention, batch_size, chunked, packed
-        self.sharded, self.cache_dir = sharded, cache_dir
+        self.sharded, self.cache_dir, self.ld_alpha = sharded, cache_dir, ld_alpha
 
     def attach(self, dataset: Any) -> None:
         """Give ``dataset`` its reference log-probs (``PairDataset.with_reference``)."""
@@ -75,6 +76,7 @@ class PrecomputedReference:
             autocast=self.autocast,
             chunked=self.chunked,
             packed=self.packed,
+            ld_alpha=self.ld_alpha,
         )
         if is_rank0() or self.sharded:
             atomic_write(path, lambda handle: torch.save({"chosen": chosen, "rejected": rejected}, handle))
@@ -82,11 +84,13 @@ class PrecomputedReference:
         return chosen, rejected
 
     def key(self, dataset: Any) -> str:
-        """A content hash of the model's weights (this rank's shard under FSDP2), the pairs' token ids and the
-        precision."""
+        """A content hash of the model's weights (this rank's shard under FSDP2), the pairs' token ids, the
+        precision and LD-DPO's ``ld_alpha``."""
 
         def parts() -> Iterator[str | bytes]:
             yield f"dpo-reference-v1|{self.precision}|{self.attention}"
+            if self.ld_alpha is not None:  # LD-DPO's log-probs are other numbers (unset: the keys as before)
+                yield f"ld_alpha={self.ld_alpha!r}"
             yield from weight_parts(self.model, sharded=self.sharded)
             for pair in dataset.pairs:
                 for ids in (pair.prompt_ids, pair.chosen_ids, pair.rejected_ids):

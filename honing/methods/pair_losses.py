@@ -14,8 +14,10 @@ from typing import ClassVar
 import torch
 import torch.nn.functional as F
 
+from honing.dpo_losses import DPO_LOSS_TYPES, SORTING_LOSS_TYPES, dpo_loss, wpo_weights
 from honing.errors import ConfigError
-from honing.losses import CPO_LOSS_TYPES, DPO_LOSS_TYPES, cpo_loss, cpo_rewards, dpo_loss, orpo_loss
+from honing.losses import CPO_LOSS_TYPES, cpo_loss, cpo_rewards, orpo_loss
+from honing.methods.dpo_token_terms import length_desensitized, with_tail_targets
 
 Terms = dict[str, torch.Tensor]
 
@@ -40,11 +42,30 @@ class PairLoss:
         """The weight of the chosen sequences' token-mean NLL added to the mean pair loss (0: none)."""
         return 0.0
 
+    @property
+    def needs_square_sums(self) -> bool:
+        """Whether ``terms`` reads each completion's sum of log Σ_v p(v)² (``square_sums``)."""
+        return False
+
+    def with_targets(self, micro: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """A micro-batch with the target columns the part reads besides the chosen and rejected replies'."""
+        return micro
+
+    def sequence_logps(self, logps: torch.Tensor) -> torch.Tensor:
+        """The chosen and rejected log-probs (pairs, 2) the part compares, from the columns it scored: what a
+        reference stores."""
+        return logps[:, :2]
+
     def terms(
-        self, logps: torch.Tensor, lengths: torch.Tensor, reference: tuple[torch.Tensor, torch.Tensor] | None
+        self,
+        logps: torch.Tensor,
+        lengths: torch.Tensor,
+        reference: tuple[torch.Tensor, torch.Tensor] | None,
+        square_sums: torch.Tensor | None = None,
     ) -> Terms:
         """``losses`` (per pair), ``chosen`` / ``rejected`` (the log-probs it logs), ``chosen_rewards`` /
-        ``rejected_rewards`` (detached) and its ``extra_metrics``, from ``logps`` and ``lengths`` (pairs, 2)."""
+        ``rejected_rewards`` (detached) and its ``extra_metrics``, from ``logps`` and ``lengths`` (pairs, K: the
+        chosen and rejected replies first, then the columns ``with_targets`` adds)."""
         raise NotImplementedError
 
 
@@ -55,41 +76,94 @@ def token_means(logps: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
 
 @dataclass(frozen=True)
 class DPOLoss(PairLoss):
-    """TRL's DPO losses against the reference (``honing.losses.dpo_loss``), RPO's ``rpo_alpha`` × the chosen
-    replies' NLL; rewards β·(logπ − logπref)."""
+    """TRL's DPO losses against the reference (``honing.dpo_losses``): one ``loss_type`` or the ``loss_weights``
+    weighted sum of several (MPO), on f-DPO's scores, LD-DPO's reply log-probs (``ld_alpha``: the logps columns
+    2 and 3 are the replies' tails, ``with_tail_targets``), each pair weighted by WPO's weights (``use_weighting``);
+    ``sft`` in the list, and RPO's ``rpo_alpha``, weigh the chosen replies' NLL; rewards β·(logπ − logπref)."""
 
     section: ClassVar[str] = "dpo"
     uses_reference: ClassVar[bool] = True
 
     beta: float = 0.1
-    loss_type: str = "sigmoid"
+    loss_type: str | tuple[str, ...] = "sigmoid"
+    loss_weights: tuple[float, ...] | None = None
     label_smoothing: float = 0.0
     rpo_alpha: float | None = None
+    f_divergence_type: str = "reverse_kl"
+    f_alpha_divergence_coef: float = 0.5
+    discopop_tau: float = 0.05
+    ld_alpha: float | None = None
+    use_weighting: bool = False
 
     def __post_init__(self) -> None:
-        if self.loss_type not in DPO_LOSS_TYPES:
-            raise ConfigError(f"dpo.loss_type: expected one of {', '.join(DPO_LOSS_TYPES)}, got {self.loss_type!r}")
+        for name in self.loss_types:
+            if name not in DPO_LOSS_TYPES:
+                raise ConfigError(f"dpo.loss_type: expected one of {', '.join(DPO_LOSS_TYPES)}, got {name!r}")
+        if len(self.weights) != len(self.loss_types):
+            raise ConfigError(
+                f"dpo.loss_weights: {len(self.weights)} weights for {len(self.loss_types)} loss types; give one each"
+            )
+        if self.use_weighting and {"sft", *SORTING_LOSS_TYPES} & set(self.loss_types):
+            raise ConfigError("dpo.use_weighting: not available with loss_type sft, aot or aot_unpaired; remove one")
+
+    @property
+    def loss_types(self) -> tuple[str, ...]:
+        """The loss types, a single one as a tuple of one."""
+        return (self.loss_type,) if isinstance(self.loss_type, str) else tuple(self.loss_type)
+
+    @property
+    def weights(self) -> tuple[float, ...]:
+        """Each loss type's weight (1 each when ``loss_weights`` is unset, as TRL)."""
+        return tuple(self.loss_weights) if self.loss_weights is not None else (1.0,) * len(self.loss_types)
 
     @property
     def nll_weight(self) -> float:
-        """``rpo_alpha`` (0 when unset)."""
-        return self.rpo_alpha or 0.0
+        """``rpo_alpha`` (0 when unset) plus the weights of ``sft`` in the loss types."""
+        sft = sum(weight for name, weight in zip(self.loss_types, self.weights, strict=True) if name == "sft")
+        return (self.rpo_alpha or 0.0) + sft
 
-    def terms(self, logps, lengths, reference):
-        """DPO's loss of each pair against the reference's log-probs."""
-        chosen, rejected = logps[:, 0], logps[:, 1]
+    @property
+    def needs_square_sums(self) -> bool:
+        """WPO's weights read each reply position's log Σ p²."""
+        return self.use_weighting
+
+    def with_targets(self, micro: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """LD-DPO: the replies' tails as two more target columns."""
+        return micro if self.ld_alpha is None else with_tail_targets(micro)
+
+    def sequence_logps(self, logps: torch.Tensor) -> torch.Tensor:
+        """The replies' log-probs (pairs, 2) as the loss reads them: LD-DPO's where ``ld_alpha`` is set."""
+        if self.ld_alpha is None:
+            return logps[:, :2]
+        return length_desensitized(logps[:, :2], logps[:, 2:4], self.ld_alpha)
+
+    def terms(self, logps, lengths, reference, square_sums=None):
+        """The weighted sum of the loss types' losses of each pair against the reference's log-probs."""
+        chosen, rejected = self.sequence_logps(logps).unbind(1)
         ref_chosen, ref_rejected = (ref.to(chosen.dtype) for ref in reference)
-        losses = dpo_loss(
-            chosen,
-            rejected,
-            ref_chosen,
-            ref_rejected,
-            beta=self.beta,
-            loss_type=self.loss_type,
-            label_smoothing=self.label_smoothing,
-            chosen_lengths=lengths[:, 0],
-            rejected_lengths=lengths[:, 1],
-        )
+        losses = torch.zeros_like(chosen)
+        for name, weight in zip(self.loss_types, self.weights, strict=True):
+            if name == "sft":  # the chosen replies' NLL: the step adds it (nll_weight)
+                continue
+            losses = losses + weight * dpo_loss(
+                chosen,
+                rejected,
+                ref_chosen,
+                ref_rejected,
+                beta=self.beta,
+                loss_type=name,
+                label_smoothing=self.label_smoothing,
+                chosen_lengths=lengths[:, 0],
+                rejected_lengths=lengths[:, 1],
+                f_divergence_type=self.f_divergence_type,
+                f_alpha_divergence_coef=self.f_alpha_divergence_coef,
+                discopop_tau=self.discopop_tau,
+            )
+        if self.use_weighting:
+            if square_sums is None:
+                raise ValueError("dpo.use_weighting needs the replies' sums of log Σ p² (pair_scores)")
+            aligned = logps[:, :2] - square_sums[:, :2]  # the whole replies' log-probs, not LD-DPO's
+            losses = losses * wpo_weights(aligned[:, 0], aligned[:, 1], lengths[:, 0], lengths[:, 1])
         return {
             "losses": losses,
             "chosen": chosen,

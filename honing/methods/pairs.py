@@ -14,6 +14,7 @@ from honing import chunked_ce
 from honing.errors import ConfigError
 from honing.losses import IGNORE_INDEX, completion_logps
 from honing.methods.base import BaseTrainModule
+from honing.methods.dpo_token_terms import square_sums_from_hidden, square_sums_from_logits
 from honing.methods.lm import LMTrainModule
 from honing.methods.pair_losses import PairLoss
 from honing.methods.reference_cache import ReferenceCache, row_keys
@@ -100,7 +101,7 @@ class PairTrainModule(BaseTrainModule):
                 chunked=self.chunked_loss,
                 packed=self.packed_pairs,
             )
-        return logps[:, 0], logps[:, 1]
+        return self.loss.sequence_logps(logps).unbind(1)
 
     def lazy_reference_logps(self, micro: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         """The cached log-probs of the micro-batch's rows (``with_cached_reference``); where a row has none yet, the
@@ -147,16 +148,18 @@ class PairTrainModule(BaseTrainModule):
     def pair_terms(self, micro: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """Per-pair losses, log-probs and metrics of one micro-batch (one policy forward for chosen and rejected),
         and the chosen sequences' summed negative log-likelihood and token count (the NLL term)."""
-        logps, lengths = pair_logps(
+        logps, lengths, square_sums = pair_scores(
             self.model,
             micro,
             self.collator,
             autocast=self.autocast,
             chunked=self.chunked_loss,
             packed=self.packed_pairs,
+            square_sums=self.loss.needs_square_sums,
         )
         reference = self.reference_logps(micro) if self.loss.uses_reference else None
-        terms = self.loss.terms(logps[:, :2], lengths[:, :2], reference)
+        options = {"square_sums": square_sums} if square_sums is not None else {}
+        terms = self.loss.terms(logps, lengths, reference, **options)
         chosen_nll, chosen_tokens = -logps[:, 0].sum(), lengths[:, 0].sum()
         if self.loss.nll_on_prompt:  # the third column: the prompt's own next tokens (with_prompt_targets)
             chosen_nll, chosen_tokens = chosen_nll - logps[:, 2].sum(), chosen_tokens + lengths[:, 2].sum()
@@ -188,11 +191,11 @@ class PairTrainModule(BaseTrainModule):
         return sums
 
     def micro_batches(self, batch: Any) -> list[dict[str, torch.Tensor]]:
-        """The collator's micro-batches (with the lazy reference's cached log-probs); with a loss whose NLL covers
-        the prompt, their targets get its column."""
+        """The collator's micro-batches (with the lazy reference's cached log-probs), with the target columns the
+        loss reads besides the replies' (with a loss whose NLL covers the prompt, its column)."""
         if self.reference == "lazy":
             batch = self.with_cached_reference(batch)
-        micro_batches = super().micro_batches(batch)
+        micro_batches = [self.loss.with_targets(m) for m in super().micro_batches(batch)]
         return [with_prompt_targets(m) for m in micro_batches] if self.loss.nll_on_prompt else micro_batches
 
     def train_batch(self, batch: dict[str, Any], dry_run: bool = False) -> None:
@@ -206,7 +209,9 @@ class PairTrainModule(BaseTrainModule):
         scale = self.grad_divisor / step_pairs
         nll_weight, step_tokens = None, None
         if self.loss.nll_weight or self.loss.reports_nll:
-            step_tokens = self.sum_over_ranks(sum(nll_token_count(m) for m in micro_batches)).clamp(min=1)
+            step_tokens = self.sum_over_ranks(
+                sum(nll_token_count(m, self.loss.nll_on_prompt) for m in micro_batches)
+            ).clamp(min=1)
             if self.loss.nll_weight:
                 nll_weight = self.loss.nll_weight * step_pairs / step_tokens
         sums: dict[str, torch.Tensor] = {}
@@ -263,12 +268,12 @@ class PairTrainModule(BaseTrainModule):
         return flops * 8 // 6
 
 
-def nll_token_count(micro: dict[str, torch.Tensor]) -> torch.Tensor:
-    """The tokens the NLL term is over: the chosen reply's (column 0), and the prompt's where a third column
-    carries them."""
+def nll_token_count(micro: dict[str, torch.Tensor], with_prompt: bool = False) -> torch.Tensor:
+    """The tokens the NLL term is over: the chosen reply's (column 0), and with ``with_prompt`` the prompt's (the
+    third column, ``with_prompt_targets``)."""
     targets = micro["targets"]
     count = (targets[..., 0] != IGNORE_INDEX).sum()
-    return count + (targets[..., 2] != IGNORE_INDEX).sum() if targets.shape[-1] > 2 else count
+    return count + (targets[..., 2] != IGNORE_INDEX).sum() if with_prompt else count
 
 
 def with_prompt_targets(micro: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -296,7 +301,24 @@ def pair_logps(
     ``packed``, its real tokens in one row under the pair attention (``enable_pair_attention`` done on
     ``model``); with ``chunked``, from chunks of the completion positions inside the forward
     (``honing.chunked_ce``), where the model allows it."""
+    logps, lengths, _ = pair_scores(model, micro, collator, autocast=autocast, chunked=chunked, packed=packed)
+    return logps, lengths
+
+
+def pair_scores(
+    model: torch.nn.Module,
+    micro: dict[str, torch.Tensor],
+    collator: Any,
+    *,
+    autocast: Any = contextlib.nullcontext,
+    chunked: bool = True,
+    packed: bool = False,
+    square_sums: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """``pair_logps``, and with ``square_sums`` each completion's sum of log Σ_v p(v)² from the same forward
+    (WPO's weights; None without)."""
     targets = micro["targets"]
+    sums: list[torch.Tensor] = []
     if packed:
         inputs = collator.packed_model_inputs(micro)
 
@@ -314,12 +336,16 @@ def pair_logps(
         with autocast():
             return model(**inputs, use_cache=False)
 
+    def head(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+        hidden = unpack(hidden)
+        if square_sums:
+            sums.append(square_sums_from_hidden(hidden, weight, bias, targets))
+        return chunked_ce.completion_logps(hidden, weight, bias, targets)[0]
+
     if chunked:
-        logps = forward_with_head(
-            model,
-            lambda hidden, weight, bias: chunked_ce.completion_logps(unpack(hidden), weight, bias, targets)[0],
-            run_forward,
-        )
+        logps = forward_with_head(model, head, run_forward)
         if logps is not None:
-            return logps, (targets != IGNORE_INDEX).sum(1)
-    return completion_logps(unpack(run_forward().logits), targets)
+            return logps, (targets != IGNORE_INDEX).sum(1), sums[-1] if sums else None
+    logits = unpack(run_forward().logits)
+    logps, lengths = completion_logps(logits, targets)
+    return logps, lengths, square_sums_from_logits(logits, targets) if square_sums else None

@@ -14,7 +14,7 @@ import torch
 from honing.config.schema import DPOSection
 from honing.data.finetune_data import RunData, build_finetune_data
 from honing.data.preference.preference_rows import PreferenceRows
-from honing.methods.dpo import DPOTrainModule
+from honing.methods.dpo import DPO_LOSS_SETTINGS, DPOTrainModule
 from honing.recipes.base import Recipe, train_module_options, use_chat_tokenizer
 from honing.recipes.pair_parts import check_pair_attention, held_out_answers, packed_pairs, preference_rows
 from honing.recipes.reference_parts import build_reference_model, lazy_reference_cache, precomputed_reference
@@ -48,7 +48,9 @@ class DPORecipe(Recipe):
         kind = self.row_kind()
         reference = None
         if self.dpo.reference == "precompute":
-            reference = precomputed_reference(self, kind.collator, attention=attention, packed=self.packed_pairs)
+            reference = precomputed_reference(
+                self, kind.collator, attention=attention, packed=self.packed_pairs, ld_alpha=self.dpo.ld_alpha
+            )
         return build_finetune_data(
             kind, self.config.data, self.data_placement(), finish=reference.attach if reference else None
         )
@@ -59,13 +61,12 @@ class DPORecipe(Recipe):
         return DPOTrainModule(
             self.model,
             self.build_optimizer(self.model),
-            beta=cfg.beta,
-            loss_type=cfg.loss_type,
-            label_smoothing=cfg.label_smoothing,
-            rpo_alpha=cfg.rpo_alpha,
+            **{name: getattr(cfg, name) for name in DPO_LOSS_SETTINGS},
             reference=cfg.reference,
             reference_model=self.reference_model,
-            reference_cache=lazy_reference_cache(self, self.dpo.reference, packed=self.packed_pairs),
+            reference_cache=lazy_reference_cache(
+                self, self.dpo.reference, packed=self.packed_pairs, ld_alpha=cfg.ld_alpha
+            ),
             packed_pairs=self.packed_pairs,
             **train_module_options(self),
         )

@@ -45,9 +45,11 @@ def build_reference_model(recipe: Any, model: torch.nn.Module, reference: str) -
     )
 
 
-def precomputed_reference(recipe: Any, collator: Any, *, attention: str, packed: bool) -> PrecomputedReference | None:
-    """What scores each dataset with the initial model before training (``reference: precompute``); None when no
-    model is built (``honing data``)."""
+def precomputed_reference(
+    recipe: Any, collator: Any, *, attention: str, packed: bool, ld_alpha: float | None = None
+) -> PrecomputedReference | None:
+    """What scores each dataset with the initial model before training (``reference: precompute``; ``ld_alpha``:
+    DPO's LD-DPO log-probs); None when no model is built (``honing data``)."""
     if recipe.model is None:
         return None
     config = recipe.config
@@ -62,18 +64,23 @@ def precomputed_reference(recipe: Any, collator: Any, *, attention: str, packed:
         packed=packed,
         sharded=resolve_strategy(config.parallel.strategy, get_world_size()) == "fsdp",
         cache_dir=recipe.cache_dir,
+        ld_alpha=ld_alpha,
     )
 
 
-def lazy_reference_cache(recipe: Any, reference: str, *, packed: bool) -> ReferenceCache | None:
+def lazy_reference_cache(
+    recipe: Any, reference: str, *, packed: bool, ld_alpha: float | None = None
+) -> ReferenceCache | None:
     """The per-row store of ``reference: lazy`` (None for the other references), on disk under the cache folder,
     keyed by the initial weights and what a row's log-probs depend on besides its tokens (precision, attention,
-    packing, the chunked head)."""
+    packing, the chunked head, DPO's ``ld_alpha``)."""
     if reference != "lazy":
         return None
     config, attention = recipe.config, recipe.models.attention_name()
     sharded = resolve_strategy(config.parallel.strategy, get_world_size()) == "fsdp"
     settings = f"{recipe.precision}|{attention}|packed={packed}|chunked={config.model.chunked_loss}"
+    if ld_alpha is not None:  # LD-DPO's log-probs are other numbers (unset: the folders as before)
+        settings += f"|ld_alpha={ld_alpha!r}"
     folder = lazy_cache_folder(recipe.model, cache_dir=recipe.cache_dir, settings=settings, sharded=sharded)
     cache = ReferenceCache(folder, rank=get_rank())
     if len(cache):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 
 import pytest
@@ -200,3 +201,64 @@ def test_each_reply_is_scored_as_in_its_own_sequence():
                     assert counts[row, side] == len(item[key])
     filler = collator.filler(batch)
     assert (filler["targets"] == -100).all() and filler["num_real_tokens"].sum() == 0
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"loss_type": ["sigmoid", "bco_pair", "sft"], "loss_weights": [0.8, 0.2, 1.0]},  # MPO
+        {"loss_type": "sigmoid", "ld_alpha": 0.5},
+        {"loss_type": "sigmoid", "use_weighting": True},
+        {"loss_type": "ipo", "use_weighting": True},
+        {"loss_type": "sigmoid", "use_weighting": True, "chunked_loss": False},  # log Σ p² from the full logits
+        {"loss_type": "exo_pair", "label_smoothing": 1e-3, "f_divergence_type": "js_divergence", "ld_alpha": 0.3},
+        {"loss_type": "aot", "label_smoothing": 0.1},
+    ],
+    ids=["mpo", "ld_alpha", "wpo", "wpo-ipo", "wpo-logits", "exo-js-ld", "aot"],
+)
+def test_loss_options_and_gradients_equal_trl(trl_trainer, settings):
+    """TRL's DPOTrainer and honing's module on the same model and pairs: the loss and every weight's gradient."""
+    trainer, items = trl_trainer
+    types = [settings["loss_type"]] if isinstance(settings["loss_type"], str) else settings["loss_type"]
+    trainer.loss_types, trainer.loss_weights = types, settings.get("loss_weights", [1.0] * len(types))
+    trainer.label_smoothing = settings.get("label_smoothing", 0.0)
+    trainer.ld_alpha, trainer.use_weighting = settings.get("ld_alpha"), settings.get("use_weighting", False)
+    trainer.f_divergence_type = settings.get("f_divergence_type", "reverse_kl")
+    if trainer.use_weighting:  # TRL's fused head computes log Σ p² only when built with use_weighting
+        from trl.trainer.utils import add_fused_lm_head
+
+        add_fused_lm_head(trainer.model, outputs=("log_probs", "entropy", "mean_logits", "is_top1", "log_sum_sq_probs"))
+    try:
+        trainer.model.zero_grad(set_to_none=True)
+        trl_loss = trainer.compute_loss(trainer.model, trainer.data_collator(items))
+        trl_loss.backward()
+        trl_grads = [p.grad.clone() for p in trainer.model.parameters()]
+        trainer.model.zero_grad(set_to_none=True)
+        module = honing_module(trainer.model, trainer.ref_model, micro_batch_size=len(items), **settings)
+        module.train_batch(PairCollator(0)(items))
+        honing_grads = [p.grad for p in trainer.model.parameters()]
+    finally:
+        trainer.model.zero_grad(set_to_none=True)
+        trainer.ld_alpha, trainer.use_weighting, trainer.f_divergence_type = None, False, "reverse_kl"
+    # relative above 1: ipo's losses near 20 differ by their float32 spacing (2e-6)
+    assert module.trainer.metrics["train/loss"] == pytest.approx(trl_loss.item(), rel=1e-6, abs=1e-6)
+    largest = max((t - h).abs().max().item() for t, h in zip(trl_grads, honing_grads, strict=True))
+    biggest = max(g.abs().max().item() for g in trl_grads)
+    assert largest < 1e-6 * max(1.0, biggest) and biggest > 1e-3  # ipo's gradients reach 3: relative there
+
+
+def test_precomputed_reference_is_ld_dpos_when_ld_alpha_is_set():
+    """``reference: precompute`` scores each pair as the copy reference does under LD-DPO (tail weighted by alpha)."""
+    from honing.methods.dpo import compute_reference_logps
+
+    items = random_pairs(4, seed=7)
+    model = tiny_llama(seed=8)
+    collator = PairCollator(0)
+    module = honing_module(model, copy.deepcopy(model), micro_batch_size=4, ld_alpha=0.4)
+    micro = module.micro_batches(collator(items))[0]
+    expected = torch.stack(module.score_reference(micro), 1)
+    options = {"collator": collator, "device": torch.device("cpu"), "autocast": contextlib.nullcontext}
+    precomputed = torch.stack(compute_reference_logps(model, [collator(items)], ld_alpha=0.4, **options), 1)
+    plain = torch.stack(compute_reference_logps(model, [collator(items)], **options), 1)
+    torch.testing.assert_close(precomputed.float(), expected, atol=1e-5, rtol=0)
+    assert (precomputed - plain).abs().max() > 1e-3  # replies of other lengths: the tails weigh less
