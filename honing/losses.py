@@ -54,7 +54,9 @@ def count_correct_targets(logits: torch.Tensor, targets: torch.Tensor) -> torch.
 
 # --- GRPO (group-relative policy optimisation), TRL's definitions (trl/trainer/grpo_trainer.py) ---------------
 
-GRPO_LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo")
+GRPO_LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo", "cispo", "sapo", "luspo", "vespo")
+#: the loss types whose ratio is clipped PPO's way, −min(ratio·A, clip(ratio)·A) (the others: ``grpo_soft_losses``)
+CLIPPED_LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo", "luspo")
 SCALE_REWARDS = ("group", "batch", "none")
 #: the per-token estimates of KL(policy ‖ reference) from sampled tokens (Schulman, http://joschu.net/blog/kl-approx.html)
 KL_ESTIMATORS = ("k1", "abs", "k2", "k3", "low_var_kl")
@@ -106,6 +108,19 @@ def combine_rewards(rewards_per_func: torch.Tensor, weights: torch.Tensor) -> to
     return rewards.masked_fill(torch.isnan(rewards_per_func).all(dim=1), float("nan"))
 
 
+def normalized_reward_sum(rewards_per_func: torch.Tensor, weights: torch.Tensor, num_generations: int) -> torch.Tensor:
+    """GDPO's ``normalize_then_sum`` (TRL's ``multi_objective_aggregation``): each reward function's rewards
+    standardised within its group (nan-aware mean, Bessel std + 1e-4), then their weighted sum; NaN where no function
+    applies. The advantages then standardise these over the whole batch."""
+    functions = rewards_per_func.shape[1]
+    grouped = rewards_per_func.view(-1, num_generations, functions)
+    mean = torch.nanmean(grouped, dim=1, keepdim=True)
+    std = nanstd(grouped, dim=1).unsqueeze(1) if num_generations > 1 else torch.zeros_like(mean)
+    normalized = ((grouped - mean) / (std + 1e-4)).view(-1, functions)
+    rewards = (normalized * weights.to(normalized).unsqueeze(0)).nansum(dim=1)
+    return rewards.masked_fill(torch.isnan(rewards_per_func).all(dim=1), float("nan"))
+
+
 def group_advantages(
     rewards: torch.Tensor, num_generations: int, scale_rewards: str = "group"
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -140,9 +155,14 @@ def grpo_per_token_loss(
     beta: float = 0.0,
     kl_estimator: str = "k3",
     use_bias_correction_kl: bool = True,
+    delta: float | None = None,
+    policy_mask: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """``(per-token loss, ratio, per-token KL)``: −min(ratio·A, clip(ratio, 1−ε, 1+ε_high)·A) with ratio =
     exp(logp − old_logp), plus β times an estimate of KL(policy ‖ reference) (``kl_estimate``; TRL's is k3).
+    ``delta``: the unclipped ratio also capped at delta (INTELLECT-2's two-sided clipping; the returned ratio is the
+    capped one, as TRL's clip metrics read it); ``policy_mask``: multiplies the policy term, not the KL (TRL's
+    ``top_entropy_quantile`` mask).
 
     As TRL does (``use_bias_correction_kl``, its default), the KL term is multiplied by the ratio, not detached:
     its gradient is then the unbiased reverse-KL gradient, and it differs from the plain k3 gradient even
@@ -152,29 +172,61 @@ def grpo_per_token_loss(
     epsilon_high = epsilon if epsilon_high is None else epsilon_high
     advantages = advantages.unsqueeze(1) if advantages.dim() == 1 else advantages
     ratio = torch.exp(logps - old_logps)
+    loss, capped = clipped_policy_loss(ratio, advantages, epsilon, epsilon_high, delta)
+    kl = kl_term(logps, ref_logps, ratio, beta, kl_estimator, use_bias_correction_kl)
+    return with_kl(loss, kl, beta, policy_mask), capped, kl
+
+
+def clipped_policy_loss(
+    ratio: torch.Tensor, advantages: torch.Tensor, epsilon: float, epsilon_high: float, delta: float | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(−min(ratio·A, clip(ratio, 1−ε, 1+ε_high)·A), the ratio as used)``: PPO's clipped surrogate, the unclipped
+    ratio capped at ``delta`` when given (TRL's two-sided clipping, after the clipped copy is taken)."""
     clipped = torch.clamp(ratio, 1 - epsilon, 1 + epsilon_high)
-    loss = -torch.min(ratio * advantages, clipped * advantages)
-    kl = None
-    if beta != 0.0:
-        if ref_logps is None:
-            raise ValueError("beta != 0 needs the reference model's log-probabilities")
-        kl = kl_estimate(logps, ref_logps, kl_estimator)
-        if use_bias_correction_kl:
-            kl = kl * ratio
-        loss = loss + beta * kl
-    return loss, ratio, kl
+    if delta is not None:
+        ratio = torch.clamp(ratio, max=delta)
+    return -torch.min(ratio * advantages, clipped * advantages), ratio
+
+
+def kl_term(
+    logps: torch.Tensor,
+    ref_logps: torch.Tensor | None,
+    ratio: torch.Tensor,
+    beta: float,
+    kl_estimator: str = "k3",
+    use_bias_correction_kl: bool = True,
+) -> torch.Tensor | None:
+    """The per-token KL estimate of the loss (None when ``beta`` is 0), times the probability ratio (not detached)
+    under ``use_bias_correction_kl``, as TRL's GRPOTrainer."""
+    if beta == 0.0:
+        return None
+    if ref_logps is None:
+        raise ValueError("beta != 0 needs the reference model's log-probabilities")
+    kl = kl_estimate(logps, ref_logps, kl_estimator)
+    return kl * ratio if use_bias_correction_kl else kl
+
+
+def with_kl(
+    policy_loss: torch.Tensor, kl: torch.Tensor | None, beta: float, policy_mask: torch.Tensor | None = None
+) -> torch.Tensor:
+    """The per-token loss: the policy term (times ``policy_mask`` when given) plus beta × the KL term, in TRL's
+    order."""
+    if policy_mask is not None:
+        policy_loss = policy_loss * policy_mask
+    return policy_loss if kl is None else policy_loss + beta * kl
 
 
 def grpo_loss_sum(per_token_loss: torch.Tensor, mask: torch.Tensor, loss_type: str) -> torch.Tensor:
-    """A micro-batch's share of the GRPO loss before its normaliser (``grpo_normaliser``): the sum of the
-    per-sequence token means for ``grpo``, the token mean for ``bnpo`` (TRL normalises it per micro-batch),
-    and the token sum for ``dr_grpo`` and ``dapo``."""
+    """A micro-batch's share of the GRPO loss before its normaliser (``grpo_loss_scale``): the sum of the
+    per-sequence token means for ``grpo`` and ``sapo``, the token mean for ``bnpo`` (TRL normalises it per
+    micro-batch), and the token sum for ``dr_grpo``, ``dapo``, ``cispo``, ``vespo`` and ``luspo`` (LUSPO: each
+    sequence's sum, its loss times its length, averaged over sequences by the scale)."""
     mask = mask.to(per_token_loss.dtype)
-    if loss_type == "grpo":
+    if loss_type in ("grpo", "sapo"):
         return ((per_token_loss * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).sum()
     if loss_type == "bnpo":
         return (per_token_loss * mask).sum() / mask.sum().clamp(min=1.0)
-    if loss_type in ("dr_grpo", "dapo"):
+    if loss_type in ("dr_grpo", "dapo", "cispo", "vespo", "luspo"):
         return (per_token_loss * mask).sum()
     raise ValueError(f"loss_type must be one of {GRPO_LOSS_TYPES}, got {loss_type!r}")
 
@@ -190,16 +242,17 @@ def grpo_loss_scale(
 ) -> float | torch.Tensor:
     """What this rank multiplies its summed ``grpo_loss_sum`` values by, given the step's completions and
     completion tokens over every rank and this rank's micro-batches: TRL's normalisation, its gradient
-    accumulation steps being the micro-batches (``grpo``: mean over sequences; ``bnpo``: mean over micro-batches
-    and ranks of their token means; ``dr_grpo``: over completions × max_completion_length; ``dapo``: over
-    tokens). Times the world size where the count is global, because gradients are averaged over ranks."""
-    if loss_type == "grpo":
+    accumulation steps being the micro-batches (``grpo``, ``sapo``, ``luspo``: mean over sequences; ``bnpo``: mean
+    over micro-batches and ranks of their token means; ``dr_grpo``: over completions × max_completion_length;
+    ``dapo``, ``cispo``, ``vespo``: over tokens). Times the world size where the count is global, because gradients
+    are averaged over ranks."""
+    if loss_type in ("grpo", "sapo", "luspo"):
         return world_size / sequences
     if loss_type == "bnpo":
         return 1.0 / micro_batches
     if loss_type == "dr_grpo":
         return world_size / (sequences * max_completion_length)
-    if loss_type == "dapo":
+    if loss_type in ("dapo", "cispo", "vespo"):
         return world_size / (tokens.clamp(min=1) if isinstance(tokens, torch.Tensor) else max(tokens, 1))
     raise ValueError(f"loss_type must be one of {GRPO_LOSS_TYPES}, got {loss_type!r}")
 

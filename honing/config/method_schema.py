@@ -8,6 +8,12 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from honing.config.filter_groups_schema import FilterGroupsSection
+from honing.config.grpo_loss_schema import (
+    GRPOLossType,
+    check_loss_keys,
+    check_reward_weights,
+    scale_rewards_name,
+)
 from honing.config.grpo_validation_schema import GRPOValidationSection
 from honing.config.section import Section
 from honing.config.tool_use_schema import ToolUseSection
@@ -38,8 +44,8 @@ class GRPOSection(ToolUseSection):
 
     num_generations: int = Field(default=8, ge=2)
     """G: completions sampled per prompt (a group)."""
-    max_completion_length: int = Field(default=256, ge=1)
-    """The longest completion, in tokens."""
+    max_completion_length: int = Field(default=512, ge=1)
+    """The longest completion, in tokens (a prompt is kept when it leaves this many tokens of ``data.seq_len``)."""
     temperature: float = Field(default=1.0, gt=0)
     """The sampling temperature of completions."""
     top_p: float = Field(default=1.0, gt=0, le=1)
@@ -58,11 +64,44 @@ class GRPOSection(ToolUseSection):
     epsilon: float = Field(default=0.2, ge=0)
     """The clipping range of the probability ratio (its lower side, and its upper one unless ``epsilon_high``)."""
     epsilon_high: float | None = Field(default=None, ge=0)
-    """The upper clipping range (DAPO's clip-higher); None: ``epsilon``."""
-    loss_type: Literal["grpo", "bnpo", "dr_grpo", "dapo"] = "dapo"
-    """How the per-token losses are normalised into one (TRL's ``loss_type``)."""
+    """The upper clipping range (DAPO's clip-higher); None: ``epsilon``. With ``loss_type: cispo`` the cap ε_max of
+    the importance weight itself (ScaleRL recommends 5.0)."""
+    delta: float | None = Field(default=None, gt=0)
+    """Two-sided clipping (INTELLECT-2; TRL's key): the unclipped ratio also capped at delta (recommended > 1 +
+    ``epsilon``); None: off. Clipped loss types only (grpo, bnpo, dr_grpo, dapo, luspo)."""
+    loss_type: GRPOLossType = "dapo"
+    """The loss (TRL's ``loss_type``): the clipped surrogate normalised per sequence (``grpo``), per micro-batch's
+    tokens (``bnpo``), by completions × ``max_completion_length`` (``dr_grpo``) or by the step's tokens (``dapo``);
+    ``cispo`` (MiniMax-M1: the clipped, detached weight times the log-prob, per token), ``sapo`` (a sigmoid gate of
+    temperature ``sapo_temperature_*`` in place of the clip, per sequence), ``luspo`` (each sequence's loss times its
+    length; use ``importance_sampling_level: sequence``), ``vespo`` (a gamma weight of the sequence ratio, per
+    token)."""
+    sapo_temperature_pos: float = Field(default=1.0, gt=0)
+    """``sapo`` only: the gate's temperature for tokens of positive advantage (TRL's key and default)."""
+    sapo_temperature_neg: float = Field(default=1.05, gt=0)
+    """``sapo`` only: the gate's temperature for tokens of non-positive advantage (TRL's key and default)."""
+    vespo_k_pos: float = 2.0
+    """``vespo`` only: the power k of the weight w^k·e^(λ(1−w)) for non-negative advantages (TRL's key)."""
+    vespo_lambda_pos: float = 3.0
+    """``vespo`` only: the decay λ of that weight for non-negative advantages (TRL's key)."""
+    vespo_k_neg: float = 3.0
+    """``vespo`` only: the power k for negative advantages (TRL's key)."""
+    vespo_lambda_neg: float = 2.0
+    """``vespo`` only: the decay λ for negative advantages (TRL's key)."""
     scale_rewards: Literal["group", "batch", "none"] = "group"
-    """Advantages are divided by the rewards' standard deviation over the group, the batch, or not at all."""
+    """Advantages are divided by the rewards' standard deviation over the group, the batch, or not at all (TRL's
+    bools too: true is ``group``, false ``none``)."""
+    multi_objective_aggregation: Literal["sum_then_normalize", "normalize_then_sum"] = "sum_then_normalize"
+    """How several rewards make one advantage (TRL's key): their weighted sum, then ``scale_rewards``; or GDPO's
+    ``normalize_then_sum``: each reward standardised within its group, the weighted sum standardised over the whole
+    batch (``scale_rewards`` is then not read)."""
+    mask_truncated_completions: bool = False
+    """Completions that reached ``max_completion_length`` without a stop token get no loss (DAPO's overlong
+    filtering; TRL's key); they are still scored and counted in the metrics."""
+    top_entropy_quantile: float = Field(default=1.0, ge=0, le=1)
+    """ρ of Beyond the 80/20 Rule (TRL's key): only the completion tokens whose entropy is in the top ρ quantile of
+    each micro-batch (over every rank) train the policy (the KL term keeps every token); 1: all tokens. The entropies
+    need the completions' full logits (the chunked head gives log-probs only)."""
     importance_sampling_level: Literal["token", "sequence", "sequence_token"] = "token"
     """The probability ratio that is clipped (TRL's key): per token, or GSPO's one per completion, exp of the mean
     log-ratio (``sequence``; GSPO pairs it with ``loss_type: grpo``), or GSPO-token (``sequence_token``: that value
@@ -81,6 +120,8 @@ class GRPOSection(ToolUseSection):
     divide by it (checked at launch)."""
     rewards: list[GRPORewardSection] = Field(default_factory=list)
     """The rewards each completion is scored with; at least one (checked by the recipe)."""
+    reward_weights: list[float] | None = None
+    """One weight per reward of ``rewards`` (TRL's key), in place of their ``weight``; None: each reward's own."""
     sample_interval: int | None = Field(default=10, ge=1)
     """Completions go to samples.jsonl / W&B every N steps; None: never."""
     validation: GRPOValidationSection = Field(default_factory=GRPOValidationSection)
@@ -103,6 +144,22 @@ class GRPOSection(ToolUseSection):
     """Seconds to wait for a configured rollout server to answer at the start of the run (TRL's key and default)."""
     filter_groups: FilterGroupsSection = Field(default_factory=FilterGroupsSection)
     """DAPO's dynamic sampling: groups of equal rewards dropped and refilled."""
+
+    @field_validator("scale_rewards", mode="before")
+    @classmethod
+    def _scale_rewards_bool(cls, value: Any) -> Any:
+        return scale_rewards_name(value)
+
+    @model_validator(mode="after")
+    def _keys_of_the_loss(self) -> GRPOSection:
+        check_loss_keys(self, "grpo")
+        check_reward_weights(self, "grpo")
+        if "scale_rewards" in self.model_fields_set and self.multi_objective_aggregation == "normalize_then_sum":
+            raise ValueError(
+                "grpo.scale_rewards is not read with multi_objective_aggregation: normalize_then_sum (TRL's "
+                "standardises over the batch); remove it"
+            )
+        return self
 
 
 #: TRL's DPO loss types (its DPOConfig's ``loss_type`` names)

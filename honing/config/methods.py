@@ -53,6 +53,8 @@ class Method:
     """Key path → the only values it reads."""
     section: str | None = None
     """Its own top-level section, refused for every other method; None: it has none."""
+    disable_dropout: bool = False
+    """``model.disable_dropout``'s default for it: TRL's config's (true for DPO, KTO, ORPO, CPO, reward and GKD)."""
 
 
 # Keys only fine-tuning reads: chat rendering and label masking, packing or padding of whole examples, what to
@@ -111,6 +113,7 @@ PREFERENCE_PAIRS = Method(
         **source_formats("auto", "preference", "preference_prompt", "preference_sharegpt", "preference_transcript"),
         "tokenizer.kind": ("auto", "byte", "pretrained"),
     },
+    disable_dropout=True,  # TRL's DPOConfig, KTOConfig, ORPOConfig, CPOConfig and RewardConfig
 )
 
 METHODS: dict[str, Method] = {
@@ -210,8 +213,17 @@ METHODS["vl_dpo"] = replace(
 )
 # SFT's conversations, padded (a row's prompt is sampled from), scored by a teacher: no router loss is added
 METHODS["distill"] = replace(
-    METHODS["sft"], section="distill", unused=(*METHODS["sft"].unused, *NEXT_TOKEN_ONLY, "data.packing")
+    METHODS["sft"],
+    section="distill",
+    unused=(*METHODS["sft"].unused, *NEXT_TOKEN_ONLY, "data.packing"),
+    disable_dropout=True,  # TRL's GKDConfig
 )
+
+
+def dropout_disabled(config: Any) -> bool:
+    """``model.disable_dropout`` as the run applies it: the key where given, else the method's TRL default."""
+    value = config.model.disable_dropout
+    return METHODS[config.method].disable_dropout if value is None else value
 
 
 def unused_keys(method: str) -> set[str]:
@@ -271,6 +283,7 @@ def methods_json() -> dict[str, Any]:
             "unused": sorted(unused_keys(name)),
             "values": {k: list(v) for k, v in spec.values.items()},
             "section": spec.section,
+            "disable_dropout": spec.disable_dropout,
         }
         for name, spec in METHODS.items()
     }

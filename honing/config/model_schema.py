@@ -61,9 +61,11 @@ class ModelSection(Section):
     pretrained_weights: bool = True
     """False: the ``name_or_path`` model's architecture (its config read) with random weights, e.g. pretraining a
     known architecture from scratch (Oumi's ``load_pretrained_weights: false``)."""
-    disable_dropout: bool = False
+    disable_dropout: bool | None = None
     """True: every dropout of the model set to 0 (TRL's ``disable_dropout``; Oumi's ``model_kwargs.disable_dropout``);
-    LoRA's own dropout stays ``model.lora.dropout``."""
+    LoRA's own dropout stays ``model.lora.dropout``. None: the method's TRL default, true for ``dpo``, ``vl_dpo``,
+    ``kto``, ``orpo``, ``cpo``, ``reward`` and ``distill`` (TRL's DPO, KTO, ORPO, CPO, Reward and GKD configs), false
+    for the others (shown in the ``model:`` line at the start of a run)."""
     attn_implementation: str | None = "auto"
     """Any transformers attention name (``sdpa``, ``eager``, ``flash_attention_2``, ...) or ``auto``: sdpa, or on CUDA
     with packed rows a varlen kernel (flash attention if installed, else flex_attention)."""

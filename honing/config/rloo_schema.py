@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from honing.config.filter_groups_schema import FilterGroupsSection
+from honing.config.grpo_loss_schema import check_reward_weights
 from honing.config.grpo_validation_schema import GRPOValidationSection
 from honing.config.method_schema import GRPORewardSection
 from honing.config.tool_use_schema import ToolUseSection
@@ -21,7 +22,7 @@ class RLOOSection(ToolUseSection):
     num_generations: int = Field(default=2, ge=2)
     """G: completions sampled per prompt (a group)."""
     max_completion_length: int = Field(default=512, ge=1)
-    """The longest completion, in tokens."""
+    """The longest completion, in tokens (a prompt is kept when it leaves this many tokens of ``data.seq_len``)."""
     temperature: float = Field(default=1.0, gt=0)
     """The sampling temperature of completions."""
     top_p: float = Field(default=1.0, gt=0, le=1)
@@ -49,6 +50,11 @@ class RLOOSection(ToolUseSection):
     """Each completion's summed reward clipped to [low, high] before the baseline; None: not clipped."""
     rewards: list[GRPORewardSection] = Field(default_factory=list)
     """The rewards each completion is scored with; at least one (checked by the recipe)."""
+    reward_weights: list[float] | None = None
+    """One weight per reward of ``rewards`` (TRL's key), in place of their ``weight``; None: each reward's own."""
+    mask_truncated_completions: bool = False
+    """Completions that reached ``max_completion_length`` without a stop token get no loss (TRL's key); they are
+    still scored and counted in the metrics."""
     sample_interval: int | None = Field(default=10, ge=1)
     """Completions go to samples.jsonl / W&B every N steps; None: never."""
     filter_groups: FilterGroupsSection = Field(default_factory=FilterGroupsSection)
@@ -73,6 +79,7 @@ class RLOOSection(ToolUseSection):
 
     @model_validator(mode="after")
     def _clip_range_is_ordered(self) -> RLOOSection:
+        check_reward_weights(self, "rloo")
         if self.reward_clip_range is not None and self.reward_clip_range[0] > self.reward_clip_range[1]:
             raise ValueError(
                 f"rloo.reward_clip_range: expected [low, high] with low <= high, got {self.reward_clip_range}"

@@ -22,20 +22,19 @@ from honing import chunked_ce
 from honing.data.collate import stack_collate
 from honing.distributed import is_distributed
 from honing.losses import (
-    GRPO_LOSS_TYPES,
-    KL_ESTIMATORS,
     combine_rewards,
     group_advantages,
     grpo_loss_scale,
     grpo_loss_sum,
-    grpo_per_token_loss,
+    normalized_reward_sum,
     token_logps,
 )
 from honing.methods.base import BaseTrainModule
-from honing.methods.grpo_estimators import IMPORTANCE_SAMPLING_LEVELS, gspo_per_token_loss
+from honing.methods.grpo_entropy import high_entropy_mask, token_entropies
 from honing.methods.grpo_loss_stats import LossStats
-from honing.methods.grpo_metrics import RolloutMetrics, _gather
-from honing.methods.grpo_sampling import GeneratedGroups, RefillPrompts, fill_groups, refill_seed
+from honing.methods.grpo_metrics import RolloutMetrics, _gather, ended_rows
+from honing.methods.grpo_policy_loss import PolicyLoss
+from honing.methods.grpo_sampling import GeneratedGroups, RefillPrompts, fill_groups, mask_truncated, refill_seed
 from honing.methods.grpo_validation import RewardValidation
 from honing.methods.tool_turns import Transcripts
 from honing.models.generation import sample_completions
@@ -86,12 +85,30 @@ class GRPOTrainModule(RolloutMetrics, BaseTrainModule):
         rollout_sampler: Any = None,
         tool_turns: Any = None,
         chunked_loss: bool = True,
+        loss_options: dict[str, Any] | None = None,
+        mask_truncated_completions: bool = False,
+        top_entropy_quantile: float = 1.0,
+        multi_objective_aggregation: str = "sum_then_normalize",
         **options: Any,
     ):
         super().__init__(model, optimizer, **options)
         self.chunked_loss = chunked_loss
-        if loss_type not in GRPO_LOSS_TYPES:
-            raise ValueError(f"loss_type must be one of {GRPO_LOSS_TYPES}, got {loss_type!r}")
+        # the loss keys (``loss_options``: delta, the SAPO temperatures, VESPO's k and lambda)
+        self.policy_loss = PolicyLoss(
+            loss_type=loss_type,
+            importance_sampling_level=importance_sampling_level,
+            epsilon=epsilon,
+            epsilon_high=epsilon_high,
+            beta=beta,
+            kl_estimator=kl_estimator,
+            use_bias_correction_kl=use_bias_correction_kl,
+            **(loss_options or {}),
+        )
+        self.mask_truncated_completions = mask_truncated_completions  # TRL's: no loss on unfinished completions
+        self.top_entropy_quantile = top_entropy_quantile  # < 1: only the highest-entropy tokens train the policy
+        if multi_objective_aggregation not in ("sum_then_normalize", "normalize_then_sum"):
+            raise ValueError(f"unknown multi_objective_aggregation {multi_objective_aggregation!r}")
+        self.multi_objective_aggregation = multi_objective_aggregation
         self.tokenizer = tokenizer
         self.scorer = scorer
         self.stop_token_ids = sorted({int(i) for i in stop_token_ids})
@@ -101,14 +118,6 @@ class GRPOTrainModule(RolloutMetrics, BaseTrainModule):
         self.temperature = temperature
         self.top_p = top_p
         self.top_k = top_k
-        self.beta = beta
-        if kl_estimator not in KL_ESTIMATORS:
-            raise ValueError(f"kl_estimator must be one of {KL_ESTIMATORS}, got {kl_estimator!r}")
-        self.kl_estimator = kl_estimator
-        self.use_bias_correction_kl = use_bias_correction_kl
-        self.epsilon = epsilon
-        self.epsilon_high = epsilon if epsilon_high is None else epsilon_high
-        self.loss_type = loss_type
         self.scale_rewards = scale_rewards
         self.num_iterations = num_iterations
         self.steps_per_generation = steps_per_generation  # optimizer steps a rollout batch is cut into
@@ -116,12 +125,6 @@ class GRPOTrainModule(RolloutMetrics, BaseTrainModule):
         self.seed = seed
         self.sample_interval = sample_interval
         self.validation = validation  # how held-out prompts are answered at an evaluation (None: no validation)
-        if importance_sampling_level not in IMPORTANCE_SAMPLING_LEVELS:
-            raise ValueError(
-                f"importance_sampling_level must be one of {IMPORTANCE_SAMPLING_LEVELS}, "
-                f"got {importance_sampling_level!r}"
-            )
-        self.importance_sampling_level = importance_sampling_level
         # dynamic sampling (None: off): generation rounds per step at most, and where refill prompts come from
         if max_num_gen_batches is not None and refill_prompts is None:
             raise ValueError("dynamic sampling (max_num_gen_batches) needs refill_prompts")
@@ -161,7 +164,7 @@ class GRPOTrainModule(RolloutMetrics, BaseTrainModule):
         scales = [
             torch.as_tensor(  # backward takes a tensor
                 grpo_loss_scale(
-                    self.loss_type,
+                    self.policy_loss.loss_type,
                     sequences=completions // len(steps) * self.data_parallel_size,
                     tokens=global_tokens,
                     micro_batches=len(micro_batches),
@@ -193,54 +196,29 @@ class GRPOTrainModule(RolloutMetrics, BaseTrainModule):
             self._record_loss_stats(stats)
 
     def _micro_loss(self, micro: dict[str, torch.Tensor], stats: LossStats) -> torch.Tensor:
-        logps = self.completion_logps(self.model, micro)
-        old_logps = micro.get("old_logps", logps.detach())
-        if self.importance_sampling_level == "token":
-            per_token, ratio, kl = grpo_per_token_loss(
-                logps,
-                old_logps,
-                micro["advantages"],
-                epsilon=self.epsilon,
-                epsilon_high=self.epsilon_high,
-                ref_logps=micro.get("ref_logps"),
-                beta=self.beta,
-                kl_estimator=self.kl_estimator,
-                use_bias_correction_kl=self.use_bias_correction_kl,
-            )
+        mask, loss = micro["completion_mask"], self.policy_loss
+        policy_mask = None
+        if self.top_entropy_quantile < 1.0:  # TRL's threshold: the (1 - ρ) quantile of every rank's micro-batch
+            logits = self.completion_forward(self.model, micro)().logits[:, :-1]
+            logps = token_logps(logits, micro["completion_ids"], self.temperature)
+            entropies = token_entropies(logits.detach(), self.temperature)
+            group = self.parallel_dims.group("dp") if self.parallel_dims is not None else None
+            policy_mask = high_entropy_mask(entropies, mask, 1 - self.top_entropy_quantile, group, self.device)
         else:
-            per_token, ratio, kl = gspo_per_token_loss(
-                logps,
-                old_logps,
-                micro["advantages"],
-                micro["completion_mask"],
-                level=self.importance_sampling_level,
-                epsilon=self.epsilon,
-                epsilon_high=self.epsilon_high,
-                ref_logps=micro.get("ref_logps"),
-                beta=self.beta,
-                kl_estimator=self.kl_estimator,
-                use_bias_correction_kl=self.use_bias_correction_kl,
-            )
-        stats.add(micro["completion_mask"], ratio.detach(), micro["advantages"], kl, self.epsilon, self.epsilon_high)
-        return grpo_loss_sum(per_token, micro["completion_mask"], self.loss_type)
+            logps = self.completion_logps(self.model, micro)
+        old_logps = micro.get("old_logps", logps.detach())
+        per_token, ratio, kl, metric = loss.per_token(
+            logps, old_logps, micro["advantages"], mask, micro.get("ref_logps"), policy_mask
+        )
+        stats.add(mask, ratio.detach(), micro["advantages"], kl, loss.epsilon, loss.upper_epsilon, metric)
+        return grpo_loss_sum(per_token, mask, loss.loss_type)
 
     def completion_logps(self, model: torch.nn.Module, micro: dict[str, torch.Tensor]) -> torch.Tensor:
         """Per-token log-probabilities of the completion tokens at the sampling temperature (as TRL scores them:
         ``input_ids`` and ``attention_mask`` only, the logits of the completion positions only). The chunked head
         computes them only where ``completion_mask`` is set (0 elsewhere, where the loss never looks)."""
         completion_ids = micro["completion_ids"]
-        width = completion_ids.shape[1]
-
-        def run_forward() -> Any:
-            with self.autocast():
-                return model(
-                    input_ids=micro["input_ids"],
-                    attention_mask=micro["attention_mask"],
-                    use_cache=False,
-                    logits_to_keep=width + 1,
-                    **self.model_inputs(micro),
-                )
-
+        run_forward = self.completion_forward(model, micro)
         if self.chunked_loss:
             logps = forward_with_head(
                 model,
@@ -252,6 +230,22 @@ class GRPOTrainModule(RolloutMetrics, BaseTrainModule):
             if logps is not None:
                 return logps
         return token_logps(run_forward().logits[:, :-1], completion_ids, self.temperature)
+
+    def completion_forward(self, model: torch.nn.Module, micro: dict[str, torch.Tensor]) -> Any:
+        """The forward over a rollout micro-batch that keeps the logits of the completion positions (and the one
+        before them), as a function to call."""
+
+        def run_forward() -> Any:
+            with self.autocast():
+                return model(
+                    input_ids=micro["input_ids"],
+                    attention_mask=micro["attention_mask"],
+                    use_cache=False,
+                    logits_to_keep=micro["completion_ids"].shape[1] + 1,
+                    **self.model_inputs(micro),
+                )
+
+        return run_forward
 
     def model_inputs(self, micro: dict[str, torch.Tensor]) -> dict[str, Any]:
         """The forward's inputs besides ids and mask for a rollout micro-batch (none for text)."""
@@ -281,7 +275,12 @@ class GRPOTrainModule(RolloutMetrics, BaseTrainModule):
         prompt_mask, completion_ids, completion_mask = groups.prompt_mask, groups.completion_ids, groups.completion_mask
         rewards = combine_rewards(groups.rewards_per_func, self.scorer.weights)
         rollouts = self.rollout_tensors(groups)
-        advantages, std = self.score_rollouts(rewards, rollouts, dry_run=dry_run)
+        if self.mask_truncated_completions:  # after the metrics' lengths were read from ``groups``
+            mask_truncated(rollouts, ended_rows(completion_ids, groups.attention(), self.stop_token_ids))
+        aggregated = rewards  # GDPO's normalize_then_sum: each reward standardised in its group, then weighted
+        if self.multi_objective_aggregation == "normalize_then_sum":
+            aggregated = normalized_reward_sum(groups.rewards_per_func, self.scorer.weights, self.num_generations)
+        advantages, std = self.score_rollouts(aggregated, rollouts, dry_run=dry_run)
         prompt_tokens = int(prompt_mask.sum())
         self._step_tokens = (
             batch,
@@ -385,7 +384,7 @@ class GRPOTrainModule(RolloutMetrics, BaseTrainModule):
         reference log-probs of the KL term)."""
         advantages, std = self.advantages(rewards)
         rollouts["advantages"] = advantages.to(self.device)
-        if self.beta != 0.0:
+        if self.policy_loss.beta != 0.0:
             rollouts["ref_logps"] = self.reference_logps(rollouts)
         return advantages, std
 
@@ -406,11 +405,18 @@ class GRPOTrainModule(RolloutMetrics, BaseTrainModule):
         return int(value.item())
 
     def advantages(self, rewards: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """This rank's advantages (groups never span ranks; ``batch`` scaling uses every rank's rewards)."""
-        if self.scale_rewards != "batch" or not is_distributed():
+        """This rank's advantages (groups never span ranks; ``batch`` scaling uses every rank's rewards, and
+        ``normalize_then_sum`` standardises the summed rewards over every rank's completions, as one group)."""
+        whole_batch = self.multi_objective_aggregation == "normalize_then_sum"
+        if (self.scale_rewards != "batch" and not whole_batch) or not is_distributed():
+            if whole_batch:
+                return group_advantages(rewards, len(rewards), "group")
             return group_advantages(rewards, self.num_generations, self.scale_rewards)
         everyone = _gather(rewards, self.device, self.parallel_dims.group("dp"))
-        advantages, std = group_advantages(everyone, self.num_generations, "batch")
+        if whole_batch:
+            advantages, std = group_advantages(everyone, len(everyone), "group")
+        else:
+            advantages, std = group_advantages(everyone, self.num_generations, "batch")
         start = self.parallel_dims.dp_rank * len(rewards)
         return advantages[start : start + len(rewards)], std[start : start + len(rewards)]
 

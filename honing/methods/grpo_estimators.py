@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from honing.losses import kl_estimate, nanstd
+from honing.losses import clipped_policy_loss, kl_estimate, kl_term, nanstd, with_kl
 
 IMPORTANCE_SAMPLING_LEVELS = ("token", "sequence", "sequence_token")
 
@@ -30,30 +30,31 @@ def gspo_per_token_loss(
     beta: float = 0.0,
     kl_estimator: str = "k3",
     use_bias_correction_kl: bool = True,
+    delta: float | None = None,
+    policy_mask: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """``(loss, ratio, per-token KL)`` of GRPO's clipped objective with GSPO's importance weight: one ratio per
     completion, exp(mean log-ratio), clipped as a whole (``sequence``: shapes ``(B, 1)`` without a KL term, as TRL's;
     ``sequence_token``: GSPO-token, the same value on every token, sg[s_i]·π/sg[π], so each token's gradient is its
-    own). The KL term is ``kl_estimate`` (TRL's k3) times the ratio (``use_bias_correction_kl``), added per token."""
-    if level not in ("sequence", "sequence_token"):
-        raise ValueError(f"importance_sampling_level must be 'sequence' or 'sequence_token' here, got {level!r}")
+    own). The KL term is ``kl_estimate`` (TRL's k3) times the ratio (``use_bias_correction_kl``), added per token;
+    ``delta`` and ``policy_mask`` as in ``honing.losses.grpo_per_token_loss``."""
     epsilon_high = epsilon if epsilon_high is None else epsilon_high
     advantages = advantages.unsqueeze(1) if advantages.dim() == 1 else advantages
+    ratio = torch.exp(sequence_log_weights(logps, old_logps, mask, level))
+    loss, capped = clipped_policy_loss(ratio, advantages, epsilon, epsilon_high, delta)
+    kl = kl_term(logps, ref_logps, ratio, beta, kl_estimator, use_bias_correction_kl)
+    return with_kl(loss, kl, beta, policy_mask), capped, kl
+
+
+def sequence_log_weights(logps: torch.Tensor, old_logps: torch.Tensor, mask: torch.Tensor, level: str) -> torch.Tensor:
+    """GSPO's log importance weight, ``(B, 1)`` (``sequence``), or the same value on every token with each token's own
+    gradient (``sequence_token``: log sg[s_i] + log π − sg[log π])."""
+    if level not in ("sequence", "sequence_token"):
+        raise ValueError(f"importance_sampling_level must be 'sequence' or 'sequence_token' here, got {level!r}")
     log_weights = sequence_log_ratio(logps, old_logps, mask).unsqueeze(-1)
     if level == "sequence_token":
         log_weights = log_weights.detach() + logps - logps.detach()
-    ratio = torch.exp(log_weights)
-    clipped = torch.clamp(ratio, 1 - epsilon, 1 + epsilon_high)
-    loss = -torch.min(ratio * advantages, clipped * advantages)
-    kl = None
-    if beta != 0.0:
-        if ref_logps is None:
-            raise ValueError("beta != 0 needs the reference model's log-probabilities")
-        kl = kl_estimate(logps, ref_logps, kl_estimator)
-        if use_bias_correction_kl:
-            kl = kl * ratio
-        loss = loss + beta * kl
-    return loss, ratio, kl
+    return log_weights
 
 
 def rloo_advantages(

@@ -12,6 +12,7 @@ class LossStats:
         self.totals = [torch.zeros(()) for _ in range(6)]  # tokens, kl, low, high, region, clip units
         self.low_per_sequence: list[torch.Tensor] = []
         self.high_per_sequence: list[torch.Tensor] = []
+        self.metric = [torch.zeros(()), torch.zeros(())]  # a soft loss's own metric: its sum and its units
 
     def add(
         self,
@@ -21,9 +22,13 @@ class LossStats:
         kl: torch.Tensor | None,
         epsilon: float,
         epsilon_high: float,
+        metric: torch.Tensor | None = None,
     ) -> None:
         """Add one micro-batch (TRL's clip-ratio definitions: low when ratio < 1−ε with A < 0, high when
-        ratio > 1+ε_high with A > 0; with one ratio per sequence, fractions of sequences)."""
+        ratio > 1+ε_high with A > 0; with one ratio per sequence, fractions of sequences), and a soft loss's own
+        ``metric`` (per token, or per sequence: TRL's masked mean)."""
+        if metric is not None:
+            self.add_metric(mask.float(), metric.detach().float())
         mask = mask.float()
         advantages = advantages.unsqueeze(1)
         low = ((ratio < 1 - epsilon) & (advantages < 0)).float()
@@ -40,3 +45,11 @@ class LossStats:
     def sums(self) -> list[torch.Tensor]:
         """The six sums (tokens, kl, low, high, region, clip units)."""
         return self.totals
+
+    def add_metric(self, mask: torch.Tensor, values: torch.Tensor) -> None:
+        """Add a soft loss's metric: per token over the completion tokens, per sequence over the sequences."""
+        if values.shape[-1] == mask.shape[-1]:
+            value_sum, units = (values * mask).sum(), mask.sum()
+        else:
+            value_sum, units = values.sum(), torch.tensor(float(values.shape[0]))
+        self.metric = [self.metric[0] + value_sum.cpu(), self.metric[1] + units.cpu()]

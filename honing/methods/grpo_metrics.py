@@ -13,6 +13,7 @@ import torch
 from honing.distributed import is_distributed, is_rank0
 from honing.losses import combine_rewards, nanstd
 from honing.methods.grpo_loss_stats import LossStats
+from honing.methods.grpo_policy_loss import LOSS_METRICS
 
 
 class RolloutMetrics:
@@ -58,10 +59,14 @@ class RolloutMetrics:
         self._record("tools/failure_frequency", torch.tensor(failures / calls if calls else 0.0))
 
     def _record_loss_stats(self, stats: LossStats) -> None:
-        totals = self.sum_over_ranks(torch.stack(stats.sums()).to(self.device)).cpu()
+        totals = self.sum_over_ranks(torch.stack([*stats.sums(), *stats.metric]).to(self.device)).cpu()
         tokens = totals[0].clamp(min=1)
-        if self.beta != 0.0 and self.kl_in_loss:
+        if self.policy_loss.beta != 0.0 and self.kl_in_loss:
             self._record("kl", totals[1] / tokens)
+        if self.policy_loss.loss_type in LOSS_METRICS:  # TRL's cispo_clip_ratio, vespo/phi_seq_mean
+            self._record(LOSS_METRICS[self.policy_loss.loss_type], totals[6] / totals[7].clamp(min=1))
+        if not self.policy_loss.clips:  # TRL records clip ratios for the clipped losses only
+            return
         units = totals[5].clamp(min=1)  # tokens, or sequences where the ratio is one per sequence
         self._record("clip_ratio/low_mean", totals[2] / units)
         self._record("clip_ratio/high_mean", totals[3] / units)

@@ -189,3 +189,15 @@ def refill_seed(seed: int, step: int, round_index: int, prompt_index: int, gener
     """The sampling seed of a refill round's completion (round 0 is ``rollout_seed``'s)."""
     state = np.random.SeedSequence([seed, step, prompt_index, generation, round_index]).generate_state(1, np.uint64)
     return int(state[0] >> 1)
+
+
+def mask_truncated(rollouts: dict[str, torch.Tensor], ended: torch.Tensor) -> None:
+    """TRL's ``mask_truncated_completions``: a completion that ran out of tokens before a stop token (``ended``
+    False) gets no loss and no attention over its tokens (its ``completion_mask`` and the completion part of its
+    ``attention_mask`` set to 0), so it neither trains nor counts in the token normalisers."""
+    keep = ended.to(rollouts["completion_mask"].device).unsqueeze(1)
+    rollouts["completion_mask"] = rollouts["completion_mask"] * keep.to(rollouts["completion_mask"].dtype)
+    width = rollouts["completion_ids"].shape[1]
+    attention = rollouts["attention_mask"].clone()
+    attention[:, -width:] = attention[:, -width:] * keep.to(attention.dtype)
+    rollouts["attention_mask"] = attention

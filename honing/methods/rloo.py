@@ -41,15 +41,15 @@ class RLOOTrainModule(GRPOTrainModule):
         """RLOO's advantages of the (clipped) rewards less beta × each completion's KL to the reference."""
         if self.reward_clip_range is not None:
             rewards = rewards.clamp(min=self.reward_clip_range[0], max=self.reward_clip_range[1])
-        if self.beta != 0.0:
+        if self.policy_loss.beta != 0.0:
             mask = rollouts["completion_mask"]
             with torch.no_grad():
                 policy = torch.cat(
                     [self.completion_logps(self.model, micro) for micro in self.micro_rollouts(rollouts)]
                 )
             reference = self.reference_logps(rollouts)
-            kl = sequence_kl_penalty(policy, reference, mask, self.kl_estimator)
-            rewards = rewards - self.beta * kl.to(rewards)
+            kl = sequence_kl_penalty(policy, reference, mask, self.policy_loss.kl_estimator)
+            rewards = rewards - self.policy_loss.beta * kl.to(rewards)
             if self.trainer is not None and not dry_run:
                 totals = self.sum_over_ranks(torch.stack([kl.sum(), mask.sum().to(kl)]).float()).cpu()
                 self._record("kl", totals[0] / totals[1].clamp(min=1.0))
@@ -66,13 +66,9 @@ class RLOOTrainModule(GRPOTrainModule):
     def _micro_loss(self, micro: dict[str, torch.Tensor], stats: LossStats) -> torch.Tensor:
         logps = self.completion_logps(self.model, micro)
         old_logps = micro.get("old_logps", logps.detach())
+        epsilon, epsilon_high = self.policy_loss.epsilon, self.policy_loss.upper_epsilon
         losses, ratio = rloo_sequence_loss(
-            logps,
-            old_logps,
-            micro["completion_mask"],
-            micro["advantages"],
-            epsilon=self.epsilon,
-            epsilon_high=self.epsilon_high,
+            logps, old_logps, micro["completion_mask"], micro["advantages"], epsilon=epsilon, epsilon_high=epsilon_high
         )
-        stats.add(micro["completion_mask"], ratio.detach(), micro["advantages"], None, self.epsilon, self.epsilon_high)
+        stats.add(micro["completion_mask"], ratio.detach(), micro["advantages"], None, epsilon, epsilon_high)
         return losses.sum()

@@ -23,8 +23,18 @@ log = logging.getLogger(__name__)
 class ModelBuilder:
     """Builds the model ``model`` (the run's ``model`` section) describes; keeps the attention kernel it chose."""
 
-    def __init__(self, model: Any, *, device: torch.device, precision: str, packed_rows: bool = False):
+    def __init__(
+        self,
+        model: Any,
+        *,
+        device: torch.device,
+        precision: str,
+        packed_rows: bool = False,
+        disable_dropout: bool | None = None,
+    ):
         self.cfg, self.device, self.precision, self.packed_rows = model, device, precision, packed_rows
+        # the method's default resolved by the recipe (``config.methods.dropout_disabled``); None: the key's value
+        self.disable_dropout = bool(model.disable_dropout if disable_dropout is None else disable_dropout)
         check_attention_available(model.attn_implementation, device_type=device.type)  # before any model is read
         self.attention: AttentionChoice | None = None  # set once the model exists
 
@@ -115,7 +125,7 @@ class ModelBuilder:
             # initialised by transformers (mean of the old embeddings) and trained
             log.info("resizing the model's embeddings from %d to %d tokens to fit the tokenizer", rows, len(tokenizer))
             model.resize_token_embeddings(len(tokenizer))
-        if self.cfg.disable_dropout:  # before LoRA, whose adapters keep model.lora.dropout
+        if self.disable_dropout:  # before LoRA, whose adapters keep model.lora.dropout
             for module in model.modules():
                 if isinstance(module, torch.nn.Dropout):
                     module.p = 0.0

@@ -22,6 +22,7 @@ import torch
 
 from honing import storage
 from honing.config import RunConfig, to_yaml
+from honing.config.methods import dropout_disabled
 from honing.data.collate import packed_collate
 from honing.data.finetune_data import DataPlacement, RunData, build_finetune_data
 from honing.data.prepared_rows import is_prepared_folder
@@ -78,7 +79,11 @@ class Recipe:
         self.device = run_device(config.trainer.device)
         self.precision = run_precision(config.trainer, self.device)
         self.models = ModelBuilder(
-            config.model, device=self.device, precision=self.precision, packed_rows=self.packed_rows()
+            config.model,
+            device=self.device,
+            precision=self.precision,
+            packed_rows=self.packed_rows(),
+            disable_dropout=dropout_disabled(config),
         )
         self.cache_dir = config.data.cache_dir or default_cache_dir()
         # What build() makes, each set once as it is made (VeOmni's steps read them as self.model, self.trainer, ...)
@@ -171,7 +176,7 @@ class Recipe:
         print0(
             f"model: {total:,} parameters{share} | device {describe_device(self.device)} | "
             f"precision {self.precision} | attention {self.models.describe_attention()} | parallel {layout} | "
-            f"save folder {self.config.trainer.save_folder}"
+            f"dropout {'off' if self.models.disable_dropout else 'on'} | save folder {self.config.trainer.save_folder}"
         )
         self.post_init()
         return self.trainer

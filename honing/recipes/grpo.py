@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from honing.config.grpo_loss_schema import weighted_rewards
 from honing.config.schema import GRPOSection
 from honing.data.finetune_data import RunData, build_finetune_data
 from honing.data.prompts.prompt_rows import PromptRows
@@ -86,7 +87,7 @@ class GRPORecipe(Recipe):
             self.model,
             self.build_optimizer(self.model),
             tokenizer=tokenizer,
-            scorer=RewardScorer([(reward.name, reward.weight) for reward in grpo.rewards]),
+            scorer=RewardScorer(weighted_rewards(grpo)),
             stop_token_ids=stop,
             num_generations=grpo.num_generations,
             max_completion_length=grpo.max_completion_length,

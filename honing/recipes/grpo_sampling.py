@@ -13,7 +13,17 @@ from honing.methods.grpo_sampling import RefillPrompts
 log = logging.getLogger(__name__)
 
 #: the losses that sum per-token terms, which weight a sequence-level ratio by completion length (TRL warns too)
-TOKEN_SUMMING_LOSSES = ("bnpo", "dr_grpo", "dapo")
+TOKEN_SUMMING_LOSSES = ("bnpo", "dr_grpo", "dapo", "cispo")
+#: the loss keys the policy loss reads beside the clipping range (``honing.methods.grpo_policy_loss.PolicyLoss``)
+LOSS_OPTION_KEYS = (
+    "delta",
+    "sapo_temperature_pos",
+    "sapo_temperature_neg",
+    "vespo_k_pos",
+    "vespo_lambda_pos",
+    "vespo_k_neg",
+    "vespo_lambda_neg",
+)
 
 
 def rollout_section(config: Any) -> Any:
@@ -33,21 +43,38 @@ def estimator_parts(method: str, section: Any) -> tuple[type, dict[str, Any]]:
         from honing.methods.rloo import RLOOTrainModule
 
         options = dict(normalize_advantages=section.normalize_advantages, reward_clip_range=section.reward_clip_range)
+        options.update(mask_truncated_completions=section.mask_truncated_completions)
         return RLOOTrainModule, dict(options, kl_estimator=section.kl_estimator)
     from honing.methods.grpo import GRPOTrainModule
 
     level = section.importance_sampling_level
-    if level == "sequence" and section.loss_type in TOKEN_SUMMING_LOSSES:
-        log.warning(
-            "grpo.importance_sampling_level: sequence with loss_type %r sums per-token terms, which weights each "
-            "completion by its length; GSPO's paper uses grpo.loss_type: grpo",
-            section.loss_type,
-        )
+    warn_level_and_loss(level, section.loss_type)
     options = dict(loss_type=section.loss_type, scale_rewards=section.scale_rewards)
     options.update(kl_estimator=section.kl_estimator, use_bias_correction_kl=section.use_bias_correction_kl)
+    options.update(mask_truncated_completions=section.mask_truncated_completions)
+    options.update(top_entropy_quantile=section.top_entropy_quantile)
+    options.update(multi_objective_aggregation=section.multi_objective_aggregation)
+    options["loss_options"] = {key: getattr(section, key) for key in LOSS_OPTION_KEYS}
     if level != "token":
         options["importance_sampling_level"] = level
     return GRPOTrainModule, options
+
+
+def warn_level_and_loss(level: str, loss_type: str) -> None:
+    """TRL's warnings on a ratio level its loss type was not made for (the run goes on, as TRL's)."""
+    if level == "sequence" and loss_type in TOKEN_SUMMING_LOSSES:
+        log.warning(
+            "grpo.importance_sampling_level: sequence with loss_type %r sums per-token terms, which weights each "
+            "completion by its length; GSPO's paper uses grpo.loss_type: grpo",
+            loss_type,
+        )
+    if loss_type == "luspo" and level != "sequence":
+        log.warning("grpo.loss_type: luspo is LUSPO's with grpo.importance_sampling_level: sequence (the paper's)")
+    if loss_type == "vespo" and level != "token":
+        log.warning(
+            "grpo.loss_type: vespo computes its sequence weight itself; grpo.importance_sampling_level: token "
+            "(TRL's default) is the paper's"
+        )
 
 
 def dynamic_sampling(recipe: Any, section: Any) -> dict[str, Any]:

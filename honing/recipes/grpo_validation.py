@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from honing.config.grpo_loss_schema import weighted_rewards
 from honing.distributed import is_rank0
 from honing.errors import DataError
 from honing.methods.grpo_validation import RewardValidation
@@ -26,7 +27,7 @@ def reward_validation(recipe: Any) -> RewardValidation | None:
     rewards are tried on the first held-out batch first, so rows they cannot score fail before training does."""
     if recipe.eval_batches is None:
         return None
-    check_held_out_columns(recipe.eval_batches, [(reward.name, reward.weight) for reward in recipe.grpo.rewards])
+    check_held_out_columns(recipe.eval_batches, weighted_rewards(recipe.grpo))
     return RewardValidation.from_section(recipe.grpo.validation, recipe.config.trainer.seed)
 
 

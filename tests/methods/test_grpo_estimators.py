@@ -85,8 +85,9 @@ def test_gspo_loss_and_gradients_equal_trl_off_policy(loss_type, beta):
     add_fused_lm_head(trl_reference, temperature=TEMPERATURE)
     trainer = trl_trainer(trl_model, loss_type=loss_type, beta=beta, epsilon=0.2, epsilon_high=0.28, accumulation=1)
     trainer.importance_sampling_level = "sequence"
-    ours = module(model, micro_batch_size=2, loss_type=loss_type, beta=beta, epsilon=0.2, epsilon_high=0.28)
-    ours.importance_sampling_level = "sequence"
+    ours = module(
+        model, loss_type=loss_type, beta=beta, epsilon=0.2, epsilon_high=0.28, importance_sampling_level="sequence"
+    )
     ours.reference_model = reference
     batch = batch_of(*tensors)
     # an older policy that sampled: ratios away from 1, some of them clipped on either side

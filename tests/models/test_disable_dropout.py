@@ -3,11 +3,16 @@ model at 0, LoRA's own kept."""
 
 from __future__ import annotations
 
+import importlib
+
+import pytest
 import torch
 
 from honing.config import validate
+from honing.config.methods import METHODS, dropout_disabled
 from honing.interop.configs import translate
 from honing.recipes import recipe_for
+from honing.recipes.base import Recipe
 
 
 def gpt2_run(tmp_path, **model):
@@ -46,3 +51,43 @@ def test_oumis_model_kwargs_disable_dropout_translates():
         "training": {"trainer_type": "TRL_SFT"},
     }
     assert translate(oumi).config["model"]["disable_dropout"] is True
+
+
+# each method's TRL config class: its disable_dropout default is honing's (SFT's config has none: dropout kept)
+TRL_CONFIGS = {
+    "dpo": "trl.DPOConfig",
+    "vl_dpo": "trl.DPOConfig",
+    "kto": "trl.KTOConfig",
+    "orpo": "trl.experimental.orpo.ORPOConfig",
+    "cpo": "trl.experimental.cpo.CPOConfig",
+    "reward": "trl.RewardConfig",
+    "distill": "trl.experimental.gkd.GKDConfig",
+    "grpo": "trl.GRPOConfig",
+    "vl_grpo": "trl.GRPOConfig",
+    "rloo": "trl.RLOOConfig",
+    "sft": "trl.SFTConfig",
+    "vl_sft": "trl.SFTConfig",
+    "pretrain": "trl.SFTConfig",
+}
+
+
+def test_the_default_is_the_methods_trl_default():
+    pytest.importorskip("trl")
+    assert set(TRL_CONFIGS) == set(METHODS)
+    for method, path in TRL_CONFIGS.items():
+        module, name = path.rsplit(".", 1)
+        fields = getattr(importlib.import_module(module), name).__dataclass_fields__
+        expected = fields["disable_dropout"].default if "disable_dropout" in fields else False
+        raw = {"method": method, "data": {"train": {"sources": [{"path": "rows.jsonl"}]}}}
+        raw["model"] = {"config": {"model_type": "llama"}}
+        assert dropout_disabled(validate(raw)) is expected, method
+        raw["model"]["disable_dropout"] = not expected  # the key, where given, wins
+        assert dropout_disabled(validate(raw)) is (not expected), method
+
+
+def test_a_dpo_recipe_builds_its_model_without_dropout():
+    raw = {"method": "dpo", "data": {"train": {"sources": [{"path": "pairs.jsonl"}]}}}
+    raw["model"] = {"config": {"model_type": "gpt2"}}
+    assert Recipe(validate(raw)).models.disable_dropout is True  # the builder's setting, the recipe's default
+    raw["method"] = "sft"
+    assert Recipe(validate(raw)).models.disable_dropout is False

@@ -71,6 +71,17 @@ ESTIMATORS = {
     "gspo_token": {"grpo": {"importance_sampling_level": "sequence_token"}},
     "rloo": {"rloo": {"beta": 0.05, "normalize_advantages": True}},
     "dapo": {"grpo": {"filter_groups": {"enable": True, "max_num_gen_batches": 3}, "epsilon_high": 0.28}},
+    # TRL 1.16's loss types and keys: CISPO's ε_max, unfinished completions masked, the high-entropy tokens only;
+    # VESPO with GDPO's aggregation
+    "cispo": {
+        "grpo": {
+            "loss_type": "cispo",
+            "epsilon_high": 5.0,
+            "mask_truncated_completions": True,
+            "top_entropy_quantile": 0.5,
+        }
+    },
+    "vespo": {"grpo": {"loss_type": "vespo", "multi_objective_aggregation": "normalize_then_sum"}},
 }
 
 
@@ -105,6 +116,9 @@ def test_each_estimator_trains_and_resumes_exactly(tmp_path, monkeypatch, estima
     assert all(math.isfinite(row["train/loss"]) for row in rows)
     if estimator == "rloo":
         assert straight.reference_model is None and rows[-1]["train/kl"] != 0.0  # the KL to the adapters-off model
+    if estimator in ("cispo", "vespo"):  # TRL's metric of the loss type, in place of the clip ratios
+        name = {"cispo": "train/cispo_clip_ratio", "vespo": "train/vespo/phi_seq_mean"}[estimator]
+        assert all(name in row and "train/clip_ratio/low_mean" not in row for row in rows)
 
 
 def test_rloo_needs_its_section_and_refuses_grpos(tmp_path):

@@ -56,6 +56,8 @@ def fill_defaults(t: Translation, method: str, trainer: str) -> None:
     if method in ("grpo", "vl_grpo"):
         # Oumi passes it to TRL's GRPOConfig and to verl's rollout alike
         t.default("grpo.temperature", OUMI_GRPO_TEMPERATURE, "Oumi's training.grpo.temperature")
+        # the TRL versions Oumi pins sample 256 tokens (honing's default is TRL 1.5's 512)
+        t.default("grpo.max_completion_length", TRL_GRPO_COMPLETION_LENGTH, "TRL's GRPOConfig.max_completion_length")
 
 
 def sft_length_source(method: str, trainer: str) -> str:

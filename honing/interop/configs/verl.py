@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from honing.config.schema import GRPOSection
 from honing.interop.configs.translation import Keys, Translation, read_number
 
 # verl key -> (honing key, conversion)
@@ -127,7 +128,8 @@ def translate_verl_overrides(t: Translation, overrides: Keys) -> None:
     max_prompt = read_number(t, f"{overrides.prefix}.data.max_prompt_length", max_prompt, int) if max_prompt else None
     if max_prompt is not None:
         # honing keeps a prompt when it leaves max_completion_length tokens of data.seq_len
-        t.set("data.seq_len", max_prompt + int(t.get("grpo.max_completion_length", 256)))
+        completion = t.get("grpo.max_completion_length", GRPOSection.model_fields["max_completion_length"].default)
+        t.set("data.seq_len", max_prompt + int(completion))
 
 
 def translate_kl_loss(t: Translation, key: str, kl_loss_type: Any) -> None:
