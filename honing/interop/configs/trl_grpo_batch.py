@@ -88,23 +88,26 @@ def trl_grpo_batch(
     return GRPOBatch(completions // generations, micro, steps, steps * num_iterations)
 
 
-def translate_trl_grpo_batch(t: Translation, keys: dict[str, str], *, given: bool, whose: str, **batch: Any) -> int:
+def translate_trl_grpo_batch(
+    t: Translation, keys: dict[str, str], *, given: bool, whose: str, section: str = "grpo", **batch: Any
+) -> int:
     """``trl_grpo_batch`` written as honing's keys (``set_grpo_batch``); the optimizer steps of one honing step
     (1 when refused)."""
     grpo_batch = trl_grpo_batch(t, keys, **batch)
     if grpo_batch is None:
         return 1
-    set_grpo_batch(t, grpo_batch, given, whose)
+    set_grpo_batch(t, grpo_batch, given, whose, section)
     return grpo_batch.updates
 
 
-def set_grpo_batch(t: Translation, batch: GRPOBatch, given: bool, whose: str) -> None:
-    """Write ``batch`` as honing's keys (the file's own values, or ``whose`` defaults when it gives no batch)."""
+def set_grpo_batch(t: Translation, batch: GRPOBatch, given: bool, whose: str, section: str = "grpo") -> None:
+    """Write ``batch`` as honing's keys (the file's own values, or ``whose`` defaults when it gives no batch;
+    ``section``: ``grpo`` or ``rloo``)."""
     values = {"data.batch_size_per_rank": batch.prompts_per_rank, "data.micro_batch_size": batch.micro_prompts}
-    if batch.steps_per_generation > 1:
-        values["grpo.steps_per_generation"] = batch.steps_per_generation
+    values[f"{section}.steps_per_generation"] = batch.steps_per_generation if batch.steps_per_generation > 1 else None
     for path, value in values.items():
-        if value is None:
+        if value is None:  # honing's own: the rank's share in one pass; one optimizer step per rollout batch
+            t.unset(path)
             continue
         if given:
             t.set(path, value)

@@ -9,6 +9,7 @@ from typing import Any
 
 from honing.interop.configs.schema_table import schema_default
 from honing.interop.configs.translation import Keys, Translation, schema_has
+from honing.interop.configs.trl_grpo_batch import steps_as_rollout_batches, translate_trl_grpo_batch
 from honing.interop.configs.trl_keys import KEYS
 from honing.interop.configs.trl_online_table import SAME_NAME
 
@@ -143,7 +144,11 @@ def read_online(t: Translation, top: Keys, config_class: str) -> None:
     section = "grpo" if config_class == "GRPOConfig" else "rloo"
     for name in SAME_NAME:
         kind = {"int": int, "float": float, "bool": bool, "str": str}.get(class_fields(config_class)[name][0])
-        top.copy(name, f"{section}.{name}", kind)
+        if name == "steps_per_generation":  # counts per-device batches: read with the batch below
+            top.take(name)
+        else:
+            top.copy(name, f"{section}.{name}", kind)
+    read_online_batch(t, top, config_class, section)
     if not top.has("max_completion_length"):
         t.default(f"{section}.max_completion_length", 512, f"{config_class}.max_completion_length")
     if top.peek("use_vllm") and not top.has("vllm_mode"):
@@ -163,6 +168,38 @@ def read_online(t: Translation, top: Keys, config_class: str) -> None:
     iterations = top.number("max_tool_calling_iterations", int)
     if iterations is not None and schema_has("grpo.max_turns"):
         t.set("grpo.max_turns", iterations + 1)
+
+
+def read_online_batch(t: Translation, top: Keys, config_class: str, section: str) -> None:
+    """TRL's batch (completions per device; ``steps_per_generation`` per-device batches per generation) as prompts
+    per rank and rollout batches (``trl_grpo_batch``), over the per-device rows ``translate_training`` wrote."""
+    counts = {
+        name: top.peek(name, class_default(config_class, name))
+        for name in ("per_device_train_batch_size", "gradient_accumulation_steps", "num_generations", "num_iterations")
+    }
+    spg = top.peek("steps_per_generation")
+    if not all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in [*counts.values(), spg or 1]):
+        return  # refused where it is read, or by honing's bounds
+    keys = {
+        "per_device": "per_device_train_batch_size",
+        "accumulation": "gradient_accumulation_steps",
+        "generations": "num_generations",
+        "steps_per_generation": "steps_per_generation",
+    }
+    given = any(top.has(name) for name in counts)  # the file's batch, or TRL's defaults (header)
+    updates = translate_trl_grpo_batch(
+        t,
+        keys,
+        given=given or spg is not None,
+        whose=f"{config_class}.per_device_train_batch_size x steps_per_generation / num_generations",
+        section=section,
+        per_device=counts["per_device_train_batch_size"],
+        accumulation=counts["gradient_accumulation_steps"],
+        generations=counts["num_generations"],
+        steps_per_generation=spg,
+        num_iterations=counts["num_iterations"],
+    )
+    steps_as_rollout_batches(t, updates, "", "steps_per_generation" if spg else "num_iterations")
 
 
 READERS: dict[str, Callable[[Translation, Keys, str], None]] = {

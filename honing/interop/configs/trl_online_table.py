@@ -21,6 +21,11 @@ def shared(section: str) -> dict[str, Entry]:
     rows: dict[str, Entry] = {key: ("honoured", f"{section}.{key}") for key in SAME_NAME}
     rows["max_completion_length"] = ("honoured", f"{section}.max_completion_length (TRL's default 512 filled in)")
     rows["vllm_mode"] = ("honoured", f"{section}.vllm_mode (TRL's default 'colocate' filled in with use_vllm)")
+    rows["steps_per_generation"] = (
+        "honoured",
+        f"{section}.steps_per_generation (TRL's counts per-device batches: it / gradient_accumulation_steps; the "
+        "batch in prompts per rank and max_steps in rollout batches, honing.interop.configs.trl_grpo_batch)",
+    )
     return {
         **NOT_SFT,
         **LOADING,

@@ -78,6 +78,19 @@ LOSSES = {"DPOConfig": (["ipo"], "dpo.loss_type", "ipo"), "KTOConfig": ("apo_zer
 REFERENCE = {"DPOConfig": "dpo.reference", "KTOConfig": "kto.reference"}
 
 
+def online_batch(config_class: str, key: str) -> tuple[int, dict]:
+    """GRPOConfig's / RLOOConfig's batch keys count completions per device: a value TRL takes on one process, and
+    the prompts per rank (per micro-batch) it becomes (``trl_grpo_batch``)."""
+    per_device, generations = (class_fields(config_class)[name][1] for name in ("per_device_train_batch_size",
+                                                                                 "num_generations"))  # fmt: skip
+    per_device, generations = int(schema_default(per_device)), int(schema_default(generations))
+    if key == "per_device_train_batch_size":
+        return 2 * per_device, {"data.batch_size_per_rank": 2 * per_device // generations}
+    if key == "gradient_accumulation_steps":
+        return 3, {"data.batch_size_per_rank": 3 * per_device // generations}
+    return per_device // 2, {"data.batch_size_per_rank": 2}  # num_generations
+
+
 def test_the_generated_keys_are_the_installed_classes():
     from honing.interop.configs import trl_keys
 
@@ -125,6 +138,8 @@ def test_each_honoured_field_reaches_its_honing_key(config_class, key):
     elif key == "eval_strategy":
         logging = int(schema_default(class_fields(config_class)["logging_steps"][1]))
         value, expect = "steps", {"callbacks.evaluator.interval": logging}
+    elif section and key in ("per_device_train_batch_size", "gradient_accumulation_steps", "num_generations"):
+        value, expect = online_batch(config_class, key)
     elif key in SPECIAL:
         value, expect = SPECIAL[key]
     else:
