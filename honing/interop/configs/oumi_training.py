@@ -13,6 +13,7 @@ from honing.interop.configs.trl_grpo_batch import (
     translate_trl_grpo_batch,
     trl_generation_keys,
 )
+from honing.interop.configs.trl_method_keys import read_dpo_loss
 from honing.interop.configs.verl import translate_verl_overrides
 
 # verl's default data.train_batch_size (prompts per step), used by VERL_GRPO when the overrides do not set it
@@ -163,8 +164,8 @@ def translate_optimizer(t: Translation, training: Keys) -> None:
 
 
 def translate_trainer_kwargs(t: Translation, kwargs: Keys, method: str, *, trl_grpo: bool = False) -> None:
-    """``trainer_kwargs``: extra arguments of TRL's config that honing has a key for (``max_length``, DPO's
-    ``beta``); every other one refused by name."""
+    """``trainer_kwargs``: extra arguments of TRL's config that honing has a key for (``max_length``, DPO's loss keys:
+    ``beta``, ``loss_type`` and ``loss_weights``, ``ld_alpha``, ...); every other one refused by name."""
     if method in ("sft", "vl_sft", "dpo", "vl_dpo", "kto", "pretrain"):
         kwargs.copy("max_length", "data.seq_len", int)
     if method == "sft":
@@ -173,15 +174,15 @@ def translate_trainer_kwargs(t: Translation, kwargs: Keys, method: str, *, trl_g
         for name, kind in (("beta", float), ("desirable_weight", float), ("undesirable_weight", float)):
             kwargs.copy(name, f"kto.{name}", kind)
         kwargs.copy("loss_type", "kto.loss_type", str)
+    if method in ("dpo", "vl_dpo"):  # DPOConfig's loss keys: beta, loss_type (or a list), ld_alpha, ...
+        read_dpo_loss(t, kwargs)
     if method == "vl_dpo":
-        kwargs.copy("beta", "dpo.beta", float)
         kwargs.note(
             "max_prompt_length",
             "not needed: honing never cuts an image prompt (its image tokens), as TRL's keep_start truncation; the "
             "replies are cut to fit data.seq_len, and a pair whose prompt alone fills it is dropped",
         )
     if method == "dpo":
-        kwargs.copy("beta", "dpo.beta", float)
         kwargs.refuse(
             "max_prompt_length",
             "not available: honing cuts a pair's prompt from its start so the pair fits data.seq_len",

@@ -13,9 +13,6 @@ from honing.interop.configs.trl_grpo_batch import steps_as_rollout_batches, tran
 from honing.interop.configs.trl_keys import KEYS
 from honing.interop.configs.trl_online_table import SAME_NAME
 
-# the methods honing's DPO loss types are (TRL 1.16 takes a list of losses and their weights)
-DPO_LOSSES = ("sigmoid", "hinge", "ipo", "robust", "apo_zero")
-
 
 def class_fields(config_class: str) -> dict[str, tuple[str, str]]:
     """Every field of ``config_class``: key -> (type, default as source text)."""
@@ -93,19 +90,44 @@ def read_gkd(t: Translation, top: Keys, config_class: str) -> None:
 
 
 def read_dpo(t: Translation, top: Keys, config_class: str) -> None:
-    """``DPOConfig``: beta, label smoothing, one loss type, the reference precomputed."""
+    """``DPOConfig``: beta, the loss types (one or a weighted list) and their settings, the reference precomputed."""
     read_model(t, top, config_class)
-    top.copy("beta", "dpo.beta", float)
-    top.copy("label_smoothing", "dpo.label_smoothing", float)
-    losses = top.take("loss_type")
-    names = [losses] if isinstance(losses, str) else losses
-    if names is not None and names != ["sigmoid"]:
-        if isinstance(names, list) and len(names) == 1 and names[0] in DPO_LOSSES:
-            t.set("dpo.loss_type", names[0])
-        else:
-            t.refuse("loss_type", f"{losses!r} is not available: honing trains one of {', '.join(DPO_LOSSES)}")
+    read_dpo_loss(t, top)
     if top.take("precompute_ref_log_probs"):
         t.set("dpo.reference", "precompute")
+
+
+#: DPOConfig's loss settings honing's dpo section has under the same names, and their types
+DPO_LOSS_KEYS = (
+    ("beta", float),
+    ("label_smoothing", float),
+    ("f_divergence_type", str),
+    ("f_alpha_divergence_coef", float),
+    ("ld_alpha", float),
+    ("use_weighting", bool),
+    ("discopop_tau", float),
+)
+
+
+def read_dpo_loss(t: Translation, keys: Keys) -> None:
+    """DPOConfig's loss keys (a DPOConfig's, or Oumi's ``trainer_kwargs``) as the ``dpo`` section's: ``loss_type`` a
+    name or a list (one name: the name), ``loss_weights`` a list of numbers, the others as they are."""
+    for name, kind in DPO_LOSS_KEYS:
+        keys.copy(name, f"dpo.{name}", kind)
+    losses = keys.peek("loss_type")
+    names = [losses] if isinstance(losses, str) else losses
+    if isinstance(names, list) and names and all(isinstance(name, str) for name in names):
+        keys.take("loss_type")
+        if names != ["sigmoid"]:
+            t.set("dpo.loss_type", names[0] if len(names) == 1 else list(names))
+    else:
+        keys.refuse("loss_type", f"{losses!r} is not a loss type name or a list of them")
+    weights = keys.peek("loss_weights")
+    if isinstance(weights, list) and all(isinstance(w, (int, float)) and not isinstance(w, bool) for w in weights):
+        keys.take("loss_weights")
+        t.set("dpo.loss_weights", [float(w) for w in weights])
+    else:
+        keys.refuse("loss_weights", f"{weights!r} is not a list of numbers (one per loss_type)")
 
 
 def read_kto(t: Translation, top: Keys, config_class: str) -> None:

@@ -43,20 +43,13 @@ DPO: dict[str, Entry] = {
     **PRECOMPUTE,
     **refused(TRUNCATION, "truncation_mode"),
     **moot("not needed: honing packs pairs itself when asked (dpo.packed_pairs)", "padding_free"),
-    **honoured(
-        "dpo.loss_type (one of honing's: sigmoid, hinge, ipo, robust, apo_zero; several losses refused)", "loss_type"
-    ),  # fmt: skip
-    **refused("not available: honing's DPO trains one loss (dpo.loss_type), not a weighted mix", "loss_weights"),
-    **refused("not available: honing's DPO has no length-desensitised (LD-DPO) weighting", "ld_alpha"),
-    **refused(
-        "not available: honing's DPO divergence is the reverse KL of TRL's default",
-        "f_divergence_type",
-        "f_alpha_divergence_coef",
-    ),  # fmt: skip
-    **refused("not available: honing's DPO has no WPO weighting of pairs", "use_weighting"),
-    **refused(
-        "not available: honing's DPO losses are sigmoid, hinge, ipo, robust and apo_zero (no discopop)", "discopop_tau"
-    ),  # fmt: skip
+    **honoured("dpo.loss_type (a name, or a list of them summed with loss_weights)", "loss_type"),
+    **honoured("dpo.loss_weights", "loss_weights"),
+    **honoured("dpo.ld_alpha", "ld_alpha"),
+    **honoured("dpo.f_divergence_type", "f_divergence_type"),
+    **honoured("dpo.f_alpha_divergence_coef", "f_alpha_divergence_coef"),
+    **honoured("dpo.use_weighting", "use_weighting"),
+    **honoured("dpo.discopop_tau", "discopop_tau"),
     **honoured("dpo.label_smoothing", "label_smoothing"),
     **honoured("dpo.beta", "beta"),
 }

@@ -23,6 +23,7 @@ SPECIAL = {
     "gradient_accumulation_steps": (3, {"data.micro_batch_size": 8, "data.batch_size_per_rank": 24}),
     "num_train_epochs": (2.0, {"trainer.max_duration": "2epochs"}),
     "max_steps": (7, {"trainer.max_duration": "7steps"}),
+    "loss_weights": ({"loss_type": ["sigmoid", "sft"], "loss_weights": [1, 0.5]}, {"dpo.loss_weights": [1.0, 0.5]}),
     "lr_scheduler_type": ("cosine", {"scheduler.name": "cosine", "scheduler.semantics": "transformers"}),
     "lr_scheduler_kwargs": (
         {"lr_scheduler_type": "cosine", "lr_scheduler_kwargs": {"num_cycles": 0.25}},
