@@ -24,7 +24,7 @@ NO_ROUTER: dict[str, Entry] = refused(
     "not available for this method: honing adds the router's load-balancing loss to pretraining and SFT only",
     "router_aux_loss_coef",
 )
-DROPOUT: dict[str, Entry] = honoured("model.disable_dropout (TRL's default filled in: honing's is false)",
+DROPOUT: dict[str, Entry] = honoured("model.disable_dropout (TRL's default filled in; honing's null is the same)",
                                      "disable_dropout")  # fmt: skip
 LENGTH: dict[str, Entry] = honoured("data.seq_len (TRL's default 1024 filled in)", "max_length")
 PAD: dict[str, Entry] = moot(PADDING, "pad_to_multiple_of")

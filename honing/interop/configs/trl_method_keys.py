@@ -11,7 +11,7 @@ from honing.interop.configs.schema_table import schema_default
 from honing.interop.configs.translation import Keys, Translation, schema_has
 from honing.interop.configs.trl_grpo_batch import steps_as_rollout_batches, translate_trl_grpo_batch
 from honing.interop.configs.trl_keys import KEYS
-from honing.interop.configs.trl_online_table import SAME_NAME
+from honing.interop.configs.trl_online_table import GRPO_LOSS_KEYS, SAME_NAME
 
 
 def class_fields(config_class: str) -> dict[str, tuple[str, str]]:
@@ -175,6 +175,7 @@ def read_online(t: Translation, top: Keys, config_class: str) -> None:
         t.default(f"{section}.max_completion_length", 512, f"{config_class}.max_completion_length")
     if top.peek("use_vllm") and not top.has("vllm_mode"):
         t.set(f"{section}.vllm_mode", "colocate")  # TRL's default; honing's is a server
+    top.copy("mask_truncated_completions", f"{section}.mask_truncated_completions", bool)
     if section == "rloo":
         top.copy("normalize_advantages", "rloo.normalize_advantages", bool)
         clip = top.take("reward_clip_range")
@@ -184,6 +185,8 @@ def read_online(t: Translation, top: Keys, config_class: str) -> None:
     top.copy("importance_sampling_level", "grpo.importance_sampling_level", str)
     top.copy("loss_type", "grpo.loss_type", str)
     top.copy("use_bias_correction_kl", "grpo.use_bias_correction_kl", bool)
+    for name in GRPO_LOSS_KEYS:
+        top.copy(name, f"grpo.{name}", str if name == "multi_objective_aggregation" else float)
     scale = top.take("scale_rewards")
     if scale is not None:
         t.set("grpo.scale_rewards", "group" if scale is True else "none" if scale is False else str(scale))

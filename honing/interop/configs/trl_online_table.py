@@ -10,6 +10,9 @@ from honing.interop.configs.trl_common_table import DROPOUT, LOADING, NO_ROUTER,
 SAMPLING = "not available: honing samples with temperature, top_p and top_k"
 VLLM_SERVER = "not needed: a setting of the vLLM server honing's rollout server starts itself (serve.py's flags)"
 LOGGED = "not needed: completions and rewards go to samples.jsonl every sample_interval steps"
+# GRPOConfig's loss keys beside the clipping range, each grpo.<key>
+GRPO_LOSS_KEYS = ("delta", "sapo_temperature_neg", "sapo_temperature_pos", "vespo_k_pos", "vespo_lambda_pos",
+                  "vespo_k_neg", "vespo_lambda_neg", "multi_objective_aggregation", "top_entropy_quantile")  # fmt: skip
 # the keys GRPOConfig and RLOOConfig share, each becoming <section>.<key> where honoured
 SAME_NAME = ("num_generations", "max_completion_length", "temperature", "top_p", "top_k", "beta", "epsilon",
              "epsilon_high", "num_iterations", "steps_per_generation", "use_vllm", "vllm_mode", "vllm_server_base_url",
@@ -63,7 +66,7 @@ def shared(section: str) -> dict[str, Entry]:
             "not translated: give the rewards and their weights as grpo.rewards / rloo.rewards (name, weight)",
             "reward_weights",
         ),  # fmt: skip
-        **refused("not available: truncated completions are trained as sampled", "mask_truncated_completions"),
+        **honoured(f"{section}.mask_truncated_completions", "mask_truncated_completions"),
         **moot(LOGGED, "log_completions", "num_completions_to_print", "log_unique_prompts"),
         **moot("not needed: honing logs no images of multimodal rollouts", "log_multimodal"),
         **refused(
@@ -78,23 +81,10 @@ def shared(section: str) -> dict[str, Entry]:
 GRPO: dict[str, Entry] = {
     **shared("grpo"),
     **moot(KERNEL, "cast_lm_head_to_fp32"),
-    **refused("not available: honing clips the ratio with epsilon / epsilon_high (no two-sided delta)", "delta"),
-    **refused(
-        "not available: honing's GRPO losses are grpo, bnpo, dr_grpo and dapo",
-        "sapo_temperature_neg",
-        "sapo_temperature_pos",
-        "vespo_k_pos",
-        "vespo_lambda_pos",
-        "vespo_k_neg",
-        "vespo_lambda_neg",
-    ),  # fmt: skip
+    **{key: ("honoured", f"grpo.{key}") for key in GRPO_LOSS_KEYS},
     **honoured("grpo.importance_sampling_level", "importance_sampling_level"),
-    **refused("not available: honing sums weighted rewards, then normalises", "multi_objective_aggregation"),
     **honoured("grpo.scale_rewards (true: 'group', false: 'none')", "scale_rewards"),
-    **honoured("grpo.loss_type (grpo, bnpo, dr_grpo, dapo)", "loss_type"),
-    **refused(
-        "not available: honing trains on every completion token (no entropy-quantile masking)", "top_entropy_quantile"
-    ),  # fmt: skip
+    **honoured("grpo.loss_type (grpo, bnpo, dr_grpo, dapo, cispo, sapo, luspo, vespo)", "loss_type"),
     **refused(
         "not available: honing's GRPO loss has no entropy bonus",
         "entropy_coef",
