@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from honing.config.section import Section
 
@@ -29,7 +29,22 @@ class KTOSection(Section):
     reference: Literal["copy", "adapters_off", "precompute", "lazy"] = "copy"
     """The reference model: a frozen ``copy``, the LoRA model with its adapters off, log-probs precomputed once before
     the first step, or scored as batches first need them and cached per row (``lazy``; as ``dpo.reference``)."""
+    kl_pairing: Literal["batch", "split"] = "batch"
+    """How a row gets the mismatched completion its KL estimate scores: ``batch`` (TRL's) rotates the completions by
+    one within each micro-batch (row i takes row i-1's, the first the last's; TRL's ``per_device_train_batch_size``
+    batch), so the mismatched completions are the batch's own; ``split`` rotates the rows along a seeded random cycle
+    over the whole split once, before training (a row's mismatched completion fixed whatever the loader's order: what
+    ``reference: precompute`` and ``lazy`` need)."""
     packed_pairs: bool = True
     """A micro-batch's rows (prompt, completion and mismatched completion) in one row without padding, attended row
     by row (sdpa / eager attention; not under ``parallel.compile``); false: one right-padded row each under a dense
     4D mask."""
+
+    @model_validator(mode="after")
+    def _batch_pairing_is_scored_live(self) -> KTOSection:
+        if self.loss_type == "kto" and self.kl_pairing == "batch" and self.reference in ("precompute", "lazy"):
+            raise ValueError(
+                f"kto.reference: {self.reference} scores each row's mismatched completion once, which "
+                "kto.kl_pairing: batch changes with every batch; set kto.kl_pairing: split (or kto.reference: copy)"
+            )
+        return self

@@ -18,7 +18,7 @@ from honing.data.preference.kto_rows import KTOCollator, KTORows
 from honing.distributed import print0
 from honing.methods.kto import KTOTrainModule
 from honing.methods.kto_loss import KTOLoss
-from honing.recipes.base import Recipe, train_module_options, use_chat_tokenizer
+from honing.recipes.base import Recipe, micro_batch_size, train_module_options, use_chat_tokenizer
 from honing.recipes.pair_parts import check_pair_attention, packed_pairs
 from honing.recipes.reference_parts import build_reference_model, lazy_reference_cache, precomputed_reference
 
@@ -44,7 +44,13 @@ class KTORecipe(Recipe):
 
     def row_kind(self) -> KTORows:
         """KTO rows through the chat template, batched by the KTO collator."""
-        collator = KTOCollator(self.tokenizer.pad_token_id, additive_mask=self.models.attention_name() == "eager")
+        pairing = self.kto.kl_pairing if self.kto.loss_type == "kto" else "none"
+        collator = KTOCollator(
+            self.tokenizer.pad_token_id,
+            additive_mask=self.models.attention_name() == "eager",
+            kl_rows=micro_batch_size(self.config, self.parallel_dims) if pairing == "batch" else None,
+            seq_len=self.config.data.seq_len,
+        )
         return KTORows(
             self.tokenizer,
             self.chat_template,
@@ -53,7 +59,7 @@ class KTORecipe(Recipe):
             collator=collator,
             printer=print0,
             seed=self.config.trainer.seed,
-            mismatched=self.kto.loss_type == "kto",
+            mismatched=pairing,
         )
 
     def build_data(self) -> RunData:

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from honing.data.preference.kto_rows import KTOCollator
+from honing.data.preference.kto_rows import KTOCollator, with_batch_kl_completions
 from honing.methods.kto import KTOTrainModule
 from honing.methods.kto_loss import KTOLoss, kl_estimate, kl_sums, kto_losses
 from honing.optim.param_groups import build_adamw
@@ -138,7 +138,8 @@ def trl_trainer(tmp_path, **settings):
             param.add_(0.05 * torch.randn(param.shape, generator=generator))
     rows = [{"prompt": p, "completion": c, "label": True} for p, c, _ in PAIRS]
     rows += [{"prompt": p, "completion": r, "label": False} for p, _, r in PAIRS]
-    args = KTOConfig(str(tmp_path), per_device_train_batch_size=len(rows), use_cpu=True, bf16=False, report_to=[],
+    settings.setdefault("per_device_train_batch_size", len(rows))
+    args = KTOConfig(str(tmp_path), use_cpu=True, bf16=False, report_to=[],
                      max_length=128, gradient_checkpointing=False, disable_dropout=True, **settings)  # fmt: skip
     trainer = KTOTrainer(
         model=model, ref_model=reference, args=args, train_dataset=Dataset.from_list(rows), processing_class=tokenizer
@@ -191,5 +192,44 @@ def test_a_step_equals_trls_trainer(tmp_path, settings):
     assert trl_metrics["kl"] > 0 and trl_metrics["rewards/margins"] != 0  # not the degenerate first step
     for name in TRL_METRICS:
         assert metrics[f"train/{name}"] == pytest.approx(trl_metrics[name], abs=1e-5), name
+    for name, grad in trl_grads.items():
+        torch.testing.assert_close(model.get_parameter(name).grad, grad, atol=1e-6, rtol=1e-4, msg=name)
+
+
+# --- kto.kl_pairing: batch, TRL's mismatched completions ------------------------------------------------------------
+def test_batch_kl_completions_are_trls_and_a_batch_step_equals_trls_trainer(tmp_path):
+    rows_per_batch = 3  # 8 rows: TRL's batches of 3, 3 and 2, each rotated by its own add_kl_completion_ids
+    trainer, items = trl_trainer(tmp_path, beta=0.3, per_device_train_batch_size=rows_per_batch)
+    unpaired = [{**row, "rejected_ids": row["chosen_ids"]} for row in as_rows(items)]  # no KL completion of TRL's
+    paired = with_batch_kl_completions(unpaired, rows_per_batch, seq_len=128)
+    assert [row["rejected_ids"] for row in paired] == [item["KL_completion_ids"] for item in items]
+    assert paired[0]["rejected_ids"] == items[2]["completion_ids"]  # the first row takes its batch's last
+
+    first = items[:rows_per_batch]  # TRL's first per-device batch (its sequential sampler)
+    trainer.model.zero_grad(set_to_none=True)
+    trl_loss = trainer.compute_loss(trainer.model, trainer.data_collator(first))
+    trl_kl = trainer._metrics["train"]["kl"][-1]
+    trl_loss.backward()
+    trl_grads = {name: param.grad.clone() for name, param in trainer.model.named_parameters()}
+    model = trainer.model
+    collator = KTOCollator(0, kl_rows=rows_per_batch, seq_len=128)
+    module = KTOTrainModule(
+        model,
+        build_adamw(model, lr=1e-3, weight_decay=0.0, betas=(0.9, 0.95), eps=1e-8),
+        loss=KTOLoss(beta=0.3),
+        reference="copy",
+        reference_model=trainer.ref_model,
+        micro_batch_size=rows_per_batch,
+        collator=collator,
+        grad_clip=None,
+    )
+    module.trainer = Recorder()
+    model.zero_grad(set_to_none=True)
+    module.train_batch(collator(unpaired[:rows_per_batch]))
+    metrics = module.trainer.metrics
+    assert trl_kl > 0
+    assert abs(metrics["train/loss"] - trl_loss.item()) < 1e-6
+    # the KL is a difference of summed log-probs (~1e2 in float32): equal to their rounding, not to 1e-6 absolute
+    assert metrics["train/kl"] == pytest.approx(trl_kl, rel=1e-5)
     for name, grad in trl_grads.items():
         torch.testing.assert_close(model.get_parameter(name).grad, grad, atol=1e-6, rtol=1e-4, msg=name)

@@ -32,7 +32,8 @@ def metrics(folder):
 def test_the_references_give_the_same_first_steps_from_one_half(tmp_path):
     runs = {}
     for reference in ("copy", "adapters_off", "precompute", "lazy"):
-        recipe = KTORecipe(validate(raw_config(tmp_path, reference, kto={"reference": reference, "beta": 0.5})))
+        section = {"reference": reference, "beta": 0.5, "kl_pairing": "split"}  # what precompute and lazy can score
+        recipe = KTORecipe(validate(raw_config(tmp_path, reference, kto=section)))
         assert recipe.run().global_step == 3
         runs[reference] = [row for row in metrics(tmp_path / reference) if "train/loss" in row]
     first = runs["copy"][0]
@@ -68,7 +69,7 @@ def test_rows_prepared_once_train_bit_identically(tmp_path):
 
 
 def test_each_row_is_scored_with_another_rows_completion(tmp_path):
-    recipe = KTORecipe(validate(raw_config(tmp_path)))
+    recipe = KTORecipe(validate(raw_config(tmp_path, kto={"kl_pairing": "split"})))
     recipe.build()
     dataset = recipe.train_loader.dataset
     rows = dataset.pairs
@@ -82,10 +83,24 @@ def test_each_row_is_scored_with_another_rows_completion(tmp_path):
     assert all(row.rejected_ids == row.chosen_ids[:1] for row in apo.train_loader.dataset.pairs)  # no KL: one token
 
 
+def test_by_default_each_micro_batch_scores_its_own_completions_rotated(tmp_path):
+    recipe = KTORecipe(validate(raw_config(tmp_path, data={"micro_batch_size": 2})))
+    recipe.build()
+    items = [recipe.train_loader.dataset[index] for index in range(5)]
+    batch = recipe.collator(items)
+    segments = batch["segments"].tolist()
+    # runs of 2 rows (the micro-batches) swap completions; the last row, alone in its run, scores its own
+    for row, other in enumerate(items[index] for index in (1, 0, 3, 2, 4)):
+        prompt, completion, mismatched = segments[row]
+        ids = batch["input_ids"][row, prompt + completion : prompt + completion + mismatched].tolist()
+        assert ids == list(other["chosen_ids"])
+
+
 @pytest.mark.parametrize(
     ("sections", "message"),
     [
         ({"kto": {"loss_type": "sigmoid"}}, "config: kto.loss_type"),
+        ({"kto": {"reference": "precompute"}}, "set kto.kl_pairing: split"),
         ({"kto": {"rpo_alpha": 1.0}}, "config: kto.rpo_alpha"),
         ({"kto": {"reference": "adapters_off"}, "model": {"lora": None}}, "kto.reference: 'adapters_off' needs"),
         ({"dpo": {"beta": 0.2}}, "config: dpo: not used by method 'kto' (used by: dpo, vl_dpo)"),

@@ -3,16 +3,17 @@ DPO's pairs are, stored whole (the ``kto`` columns of prepared rows), fitted to 
 given a mismatched completion, another row's, whose log-ratio estimates the KL term. A row is batched as a pair is,
 ``prompt | completion | mismatched completion``: one forward scores both, the prompt computed once.
 
-TRL rotates the completions by one within each batch of its sequential loader; here the rows are rotated by one
-along a seeded random cycle over the split, once, so that the mismatched completion of a row is fixed before
-training (the precomputed reference scores it) whatever the loader's order, and never the row's own.
+``kto.kl_pairing: batch`` (TRL's) rotates the completions by one within each micro-batch as it is collated, as TRL
+does within each ``per_device_train_batch_size`` batch; ``split`` rotates the rows by one along a seeded random cycle
+over the split, once, so that the mismatched completion of a row is fixed before training (the precomputed reference
+scores it) whatever the loader's order, and never the row's own.
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
@@ -28,9 +29,17 @@ from honing.errors import DataError
 
 class KTOCollator(PairCollator):
     """The pair collator over rows ``prompt | completion | mismatched completion``, with each row's label as
-    ``desirable`` (bool) and, as ``pair``, the preference pair it came from (-1: none)."""
+    ``desirable`` (bool) and, as ``pair``, the preference pair it came from (-1: none). With ``kl_rows`` (the
+    micro-batch size; ``kto.kl_pairing: batch``), each run of ``kl_rows`` rows takes its mismatched completions by
+    rotating its own completions (``batch_kl_completions``), cut to what the prompt leaves of ``seq_len``."""
+
+    def __init__(self, *args: Any, kl_rows: int | None = None, seq_len: int | None = None, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.kl_rows, self.seq_len = kl_rows, seq_len
 
     def __call__(self, items: Sequence[Mapping[str, Any]]) -> dict[str, torch.Tensor]:
+        if self.kl_rows is not None:
+            items = with_batch_kl_completions(items, self.kl_rows, self.seq_len)
         batch = super().__call__(items)
         batch["desirable"] = torch.tensor([bool(item["desirable"]) for item in items], dtype=torch.bool)
         batch["pair"] = torch.tensor([item.get("pair", -1) for item in items], dtype=torch.long)
@@ -56,10 +65,11 @@ class KTORows(PreferenceRows):
 
     method = "kto"
 
-    def __init__(self, *args: Any, seed: int, mismatched: bool = True, **kwargs: Any):
+    def __init__(self, *args: Any, seed: int, mismatched: Literal["split", "batch", "none"] = "split", **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.seed = seed
-        # without a KL term (apo_zero_unpaired) the mismatched slot holds one token, scored and unused
+        # batch: the collator pairs each micro-batch; none (apo_zero_unpaired, no KL term): the mismatched slot holds
+        # one token, scored and unused
         self.mismatched = mismatched
 
     def read(self, fields: list[dict[str, Any]]) -> tuple[list[list[tuple[Any, str]]], BadRowReport]:
@@ -107,9 +117,11 @@ class KTORows(PreferenceRows):
 
     def with_mismatched(self, fitted: list[TokenizedPair]) -> list[TokenizedPair]:
         """Each row with another row's completion after its prompt (the next one back along a seeded cycle), cut to
-        ``data.seq_len``; without a KL term, one token of its own."""
-        if not self.mismatched:
-            return [TokenizedPair(row.prompt_ids, row.chosen_ids, row.chosen_ids[:1]) for row in fitted]
+        ``data.seq_len``; without a KL term, one token of its own; paired in each batch, its own completion (what the
+        collator replaces, a stand-in of the same length for ``group_by_length``)."""
+        if self.mismatched != "split":
+            kept = None if self.mismatched == "batch" else 1
+            return [TokenizedPair(row.prompt_ids, row.chosen_ids, row.chosen_ids[:kept]) for row in fitted]
         order = list(range(len(fitted)))
         random.Random(f"kto-mismatched:{self.seed}").shuffle(order)  # a string seed: stable across Python runs
         rows: list[TokenizedPair | None] = [None] * len(fitted)
@@ -135,3 +147,23 @@ def pair_ids(labels: Sequence[bool], origins: Sequence[str]) -> list[int]:
         if origins[index] == origins[index - 1] and labels[index - 1] and not labels[index] and pairs[index - 1] < 0:
             pairs[index - 1] = pairs[index] = index - 1
     return pairs
+
+
+def batch_kl_completions(completions: Sequence[Any]) -> list[Any]:
+    """TRL's KL completions of one batch: rotated by one, row i takes row i-1's and the first the last's
+    (``KTOTrainer._prepare_dataset``'s ``add_kl_completion_ids``)."""
+    return [completions[-1], *completions[:-1]]
+
+
+def with_batch_kl_completions(
+    items: Sequence[Mapping[str, Any]], rows: int, seq_len: int | None
+) -> list[dict[str, Any]]:
+    """The items with each run of ``rows`` (a micro-batch: the collator's ``split`` cuts the same runs) scoring the
+    run's rotated completions as their mismatched ones, each cut to what its prompt leaves of ``seq_len``."""
+    paired: list[dict[str, Any]] = []
+    for start in range(0, len(items), rows):
+        run = items[start : start + rows]
+        for item, other in zip(run, batch_kl_completions([item["chosen_ids"] for item in run])):
+            room = len(other) if seq_len is None else seq_len - len(item["prompt_ids"])
+            paired.append({**item, "rejected_ids": list(other)[:room]})
+    return paired

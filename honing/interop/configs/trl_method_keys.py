@@ -138,6 +138,8 @@ def read_kto(t: Translation, top: Keys, config_class: str) -> None:
         top.copy(name, f"kto.{name}", kind)
     if top.take("precompute_ref_log_probs"):
         t.set("kto.reference", "precompute")
+        # TRL's batches are fixed by its sequential loader; honing's shuffle, so the scored mismatch is the split's
+        t.set("kto.kl_pairing", "split")
 
 
 def read_orpo(t: Translation, top: Keys, config_class: str) -> None:
