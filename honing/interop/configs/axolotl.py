@@ -11,6 +11,7 @@ from honing.config.model_schema import LOAD_KWARGS_REFUSED
 from honing.interop.configs.axolotl_data import translate_datasets, translate_pretraining, translate_template
 from honing.interop.configs.axolotl_keys import KEYS, SOURCE
 from honing.interop.configs.axolotl_table import TABLE
+from honing.interop.configs.axolotl_unasked import note_unasked
 from honing.interop.configs.hf_args import duration, set_optimizer, set_schedule, set_schedule_defaults, set_warmup
 from honing.interop.configs.hf_engines import lora_targets, set_fp16, translate_deepspeed_file, translate_fsdp_config
 from honing.interop.configs.machine_options import set_attention
@@ -64,6 +65,7 @@ def translate_axolotl(raw: dict[str, Any], config_path: str | None = None) -> Tr
     if updates > 1:  # after every step count is written: TRL's count optimizer steps, honing's rollout batches
         steps_as_rollout_batches(t, updates, "", "trl.num_iterations")
     translate_plugins(t, top)
+    note_unasked(t, top)
     finish(top, TABLE[""], KEYS[""], SCHEMA)
     return t
 

@@ -19,6 +19,8 @@ LOADERS = ("json", "parquet", "csv", "text", "arrow")
 # SFT types whose rows are one of honing's formats as they are
 SFT_TYPES = {"alpaca": "alpaca", "sharegpt": "sharegpt", "completion": "text"}
 # the message columns honing reads: (messages key, role key, content key) -> format
+# FastChat's conversation templates (an older axolotl's sharegpt `conversation`) that honing has by name
+CONVERSATION_TEMPLATES = {"chatml": "chatml", "llama-3": "llama3", "llama3": "llama3"}
 MESSAGE_LAYOUTS = {("messages", "role", "content"): "conversation", ("conversations", "from", "value"): "sharegpt"}
 PREFERENCE_METHODS = ("dpo", "orpo", "cpo")
 # axolotl's chat templates (its ChatTemplate enum) that copy one model family's own template
@@ -118,6 +120,9 @@ def row_format(t: Translation, item: Keys, method: str) -> str | None:
     train_roles(t, item)
     for name in ("field_chosen", "field_rejected"):
         item.note(name, f"unused by type {kind!r} (preference pairs' columns)")
+    if kind == "sharegpt" and str(item.peek("conversation")) in CONVERSATION_TEMPLATES:
+        # an older axolotl's sharegpt: `conversation` names FastChat's template the turns are rendered with
+        translate_template(t, CONVERSATION_TEMPLATES[str(item.take("conversation"))], None, item.key("conversation"))
     if kind in SFT_TYPES:
         return SFT_TYPES[kind]
     if kind == "chat_template":
