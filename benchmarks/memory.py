@@ -160,15 +160,15 @@ def child(mode: str, args: argparse.Namespace) -> dict:
     """One mode in this process: the plan, the build, two steps; the figures as a dict."""
     import torch
 
+    from honing.cli_plan import plan_run
     from honing.config import validate
     from honing.distributed import prepare_training_environment
-    from honing.plan.from_config import plan_config
     from honing.recipes import recipe_class
 
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as folder:
         config = validate(run_config(mode, folder, **vars(args)["config"]))
-        text, planned = plan_config(config)
+        text, planned = plan_run(config)
         prepare_training_environment(seed=0)
         reset_peak()
         started = time.monotonic()

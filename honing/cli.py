@@ -68,12 +68,12 @@ def run_train(args: argparse.Namespace) -> int:
     """``honing train``: in this process, or in ``--nproc N`` processes under torchrun."""
     path, overrides = split_config_and_overrides(args.config, args.overrides)
     # checked before torch and transformers are imported (seconds): a typo is answered at once, and once
-    config = load_any_config(path, overrides)
+    config = load_any_config(path, overrides, args.from_dialect)
     if args.nproc is not None and "RANK" not in os.environ:
         from honing.parallel_dims import parallel_dims_from
 
         parallel_dims_from(config.parallel, args.nproc)  # a layout that cannot fit fails before any launch
-        code = launch_torchrun(args.nproc, path, overrides)
+        code = launch_torchrun(args.nproc, path, overrides, args.from_dialect)
         if code == 0:
             print(next_steps_line(config.trainer.save_folder, config.method, program_name(sys.argv[0])))
         return code
@@ -123,8 +123,8 @@ def run_plot(args: argparse.Namespace) -> int:
 
 def run_plan(args: argparse.Namespace) -> int:
     """``honing plan``: the config's peak memory per rank, and the largest micro-batch within ``--budget``."""
+    from honing.cli_plan import plan_run
     from honing.plan.estimate import parse_bytes
-    from honing.plan.from_config import plan_config
 
     check_at_least("--nproc", args.nproc, 1)
     try:
@@ -132,7 +132,7 @@ def run_plan(args: argparse.Namespace) -> int:
     except ValueError as error:
         raise ConfigError(f"--budget: {error}") from None
     check_positive("--budget", budget)
-    print(plan_config(load_any_config(args.config, args.overrides), budget=budget, nproc=args.nproc)[0])
+    print(plan_run(load_any_config(args.config, args.overrides), budget=budget, nproc=args.nproc)[0])
     return 0
 
 
@@ -193,7 +193,7 @@ def prepare_rows(config: RunConfig, args: argparse.Namespace) -> int:
 
 def run_convert(args: argparse.Namespace) -> int:
     """``honing convert``: an Oumi, olmOCR, axolotl or LLaMA-Factory config written as a honing YAML."""
-    text = convert_file(args.config, args.output)
+    text = convert_file(args.config, args.output, args.from_dialect)
     print(f"wrote {args.output}" if args.output else text, end="\n" if args.output else "")
     return 0
 
@@ -201,7 +201,7 @@ def run_convert(args: argparse.Namespace) -> int:
 def run_config(args: argparse.Namespace) -> int:
     """``honing config show | schema | keys``."""
     if args.config_verb == "show":
-        print(to_yaml(load_any_config(args.config, args.overrides)), end="")
+        print(to_yaml(load_any_config(args.config, args.overrides, args.from_dialect)), end="")
     elif args.config_verb == "keys":
         print(config_keys_text(args.prefix, args.method), end="")
     else:
@@ -336,8 +336,9 @@ def run(args: argparse.Namespace) -> int:
 USER_ERROR_FILE = "HONING_USER_ERROR_FILE"
 
 
-def launch_torchrun(nproc: int, config: str, overrides: list[str]) -> int:
-    """Run ``honing train`` in ``nproc`` processes under ``torch.distributed.run``; its exit code."""
+def launch_torchrun(nproc: int, config: str, overrides: list[str], dialect: str | None = None) -> int:
+    """Run ``honing train`` in ``nproc`` processes under ``torch.distributed.run`` (``dialect``: its ``--from``);
+    its exit code."""
     if nproc < 1:
         raise ConfigError(f"--nproc: expected a number of processes >= 1, got {nproc}")
     command = [
@@ -351,6 +352,7 @@ def launch_torchrun(nproc: int, config: str, overrides: list[str]) -> int:
         "train",
         config,
         *overrides,
+        *(["--from", dialect] if dialect else []),
     ]
     with tempfile.TemporaryDirectory() as folder:
         error_file = os.path.join(folder, "error")

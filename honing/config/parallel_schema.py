@@ -27,8 +27,10 @@ class ParallelSection(Section):
     """Expert parallelism: the experts of MoE models sharded over this many ranks."""
     reshard_after_forward: bool = True
     """FSDP2: free gathered weights after forward (less memory, more traffic)."""
-    activation_checkpointing: Literal["none", "full", "every_n"] = "none"
-    """Recompute activations in backward: in no block, every block (``full``) or every N-th (``every_n``)."""
+    activation_checkpointing: Literal["auto", "none", "full", "every_n"] = "auto"
+    """Recompute activations in backward: in no block, every block (``full``) or every N-th (``every_n``); ``auto``:
+    on CUDA the least of these whose planned peak fits 90% of the GPU (``honing.plan.auto_checkpointing``), none on
+    CPU; the choice is printed at start."""
     activation_checkpointing_every: int = Field(default=2, ge=1)
     """``every_n``: the N-th, 2N-th, ... block is checkpointed."""
     compile: bool | Literal["auto"] = "auto"

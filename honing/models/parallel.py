@@ -128,10 +128,13 @@ def parallelize_from(
     precision: str,
     frozen: bool = False,
     compile_blocks: bool | None = None,
+    checkpointing: tuple[str, int] | None = None,
 ) -> nn.Module:
     """``parallelize`` as the run's ``parallel`` section says; ``frozen``: a frozen copy (DPO's reference) sharded
     like the policy under FSDP2, with no activation checkpointing, compile or offload (it takes no gradients);
-    ``compile_blocks``: ``parallel.compile`` resolved (``honing.models.compile_choice``), else an explicit true."""
+    ``compile_blocks``: ``parallel.compile`` resolved (``honing.models.compile_choice``), else an explicit true;
+    ``checkpointing``: ``(mode, every)`` of ``parallel.activation_checkpointing`` resolved
+    (``honing.plan.auto_checkpointing``), else as set (``auto``: none)."""
     if frozen:
         return parallelize(
             model,
@@ -142,14 +145,17 @@ def parallelize_from(
             mixed_precision=parallel.mixed_precision,
             precision=precision,
         )
+    mode, every = checkpointing or (parallel.activation_checkpointing, parallel.activation_checkpointing_every)
+    if mode == "auto":
+        mode = "none"
     return parallelize(
         model,
         strategy=parallel.strategy,
         dims=dims,
         device=device,
         reshard_after_forward=parallel.reshard_after_forward,
-        activation_checkpointing=parallel.activation_checkpointing,
-        activation_checkpointing_every=parallel.activation_checkpointing_every,
+        activation_checkpointing=mode,
+        activation_checkpointing_every=every,
         compile=parallel.compile is True if compile_blocks is None else compile_blocks,
         mixed_precision=parallel.mixed_precision,
         precision=precision,

@@ -30,6 +30,7 @@ from honing.models.offload import check_offload
 from honing.models.parallel import mixed_precision_policy, resolve_strategy
 from honing.models.quantize import quantized_linears
 from honing.parallel_dims import parallel_dims_from
+from honing.plan.checkpointing_ladder import AUTO, checkpointing_for_budget
 from honing.plan.estimate import (
     CHUNK_BYTES,
     CUDA_CHUNK_BYTES,
@@ -377,15 +378,17 @@ def count(value: int) -> str:
     return f"{value / 1e6:.1f}M" if value >= 1e6 else f"{value:,}"
 
 
-def plan_config(config: RunConfig, *, budget: int | None = None, nproc: int = 1) -> tuple[str, MemoryEstimate]:
-    """``honing plan``'s report and the estimate for ``config``."""
-    vocab_size = None
-    if config.model.config is not None and "vocab_size" not in (config.model.config or {}):
-        from honing.recipes import recipe_class
-
-        recipe = recipe_class(config.method)(config)
-        recipe.build_model_assets()  # the vocabulary follows the run's tokenizer
-        vocab_size = len(recipe.tokenizer)
+def plan_config(
+    config: RunConfig, *, budget: int | None = None, nproc: int = 1, vocab_size: int | None = None
+) -> tuple[str, MemoryEstimate]:
+    """``honing plan``'s report and the estimate for ``config``; ``vocab_size``: the run's tokenizer's, for a
+    ``model.config`` that does not name one (``honing.cli_plan`` builds the tokenizer)."""
     plan, _ = plan_inputs(config, nproc=nproc, vocab_size=vocab_size)
+    if plan.activation_checkpointing == AUTO:  # what the run would choose: on a GPU budget, the least that fits
+        if budget is not None and planned_device_type(config) == "cuda":
+            mode, every, _ = checkpointing_for_budget(plan, budget)
+        else:
+            mode, every = "none", plan.checkpointing_every
+        plan = replace(plan, activation_checkpointing=mode, checkpointing_every=every)
     result = estimate(plan)
     return describe(config, plan, result, budget, nproc=nproc), result

@@ -51,6 +51,7 @@ from honing.models.parallel import fsdp_shards, parallelize_from, resolve_strate
 from honing.optim.builder import OptimizerSettings, build_optimizer
 from honing.optim.schedulers import schedule_options
 from honing.parallel_dims import ParallelDims, check_divides, parallel_dims_from
+from honing.plan.auto_checkpointing import choose_activation_checkpointing
 from honing.recipes.prerequisites import check_model_inputs
 from honing.recipes.run_paths import check_run_paths
 from honing.run.callbacks import build_callbacks
@@ -223,6 +224,12 @@ class Recipe:
         check_model_layout(model, self.parallel_dims, lora=is_lora(model), seq_len=self.config.data.seq_len)
         if self.precision == FP8:
             use_float8_linears(model, self.config.parallel.strategy)
+        vocab = getattr(getattr(unwrap_model(model), "config", None), "vocab_size", None)
+        checkpointing = choose_activation_checkpointing(
+            self.config, device=self.device, nproc=get_world_size(), vocab_size=vocab
+        )
+        if checkpointing.line:
+            print0(checkpointing.line)
         choice = choose_compile(self.config.parallel.compile, self.device, self.compile_blockers())
         print0(choice.line)
         if choice.enabled and choice.automatic:
@@ -234,6 +241,7 @@ class Recipe:
             device=self.device,
             precision=self.precision,
             compile_blocks=choice.enabled,
+            checkpointing=(checkpointing.mode, checkpointing.every),
         )
 
     def compile_blockers(self) -> list[str]:
