@@ -16,6 +16,7 @@ from honing.interop.configs.oumi_defaults import fill_defaults, fill_grpo_length
 from honing.interop.configs.oumi_model import translate_model
 from honing.interop.configs.oumi_parallel import translate_parallel
 from honing.interop.configs.oumi_peft import translate_peft
+from honing.interop.configs.oumi_profiler import translate_profiler, translate_telemetry
 from honing.interop.configs.oumi_training import translate_training
 from honing.interop.configs.translation import Keys, Translation
 
@@ -49,6 +50,8 @@ def translate_oumi(raw: dict[str, Any]) -> Translation:
     fill_defaults(t, method, trainer)
     translate_model(t, t.section(top.take("model"), "model"), method)
     translate_data(t, data, method)
+    translate_profiler(t, training)  # training.profiler / telemetry: walked against oumi_table's rows
+    translate_telemetry(t, training)
     translate_training(t, training, method=method, verl=verl)
     translate_peft(t, t.section(top.take("peft"), "peft"), use_peft=bool(training.peek("use_peft")), method=method)
     translate_parallel(t, top)

@@ -209,6 +209,8 @@ def translate_collator(t: Translation, split_keys: Keys, split: str, method: str
             f"{target!r} is not available: honing trains on every assistant turn (data.train_on: assistant) "
             "or on every token",
         )
+    elif target is not None and method in ("sft", "vl_sft"):  # every assistant turn: honing's train_on assistant
+        t.set("data.train_on", "assistant")
     for name in ("response_template", "instruction_template", "end_of_turn_template"):
         kwargs.note(name, TEMPLATE_KWARGS_NOTE)
     kwargs.take("train_on_completions_only")
@@ -311,7 +313,7 @@ def translate_order(t: Translation, item: Keys) -> None:
         )
     item.take("shuffle")
     item.note("seed", "unused without sample_count: the training order follows trainer.seed (training.seed)")
-    item.take("shuffle_buffer_size")
+    item.note("shuffle_buffer_size", "not needed: honing reads sources whole, not through a streaming shuffle buffer")
 
 
 def translate_dataset_kwargs(t: Translation, kwargs: Keys, rows: int | None, method: str) -> int | None:

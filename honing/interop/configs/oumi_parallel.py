@@ -11,6 +11,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from honing.interop.configs.oumi_keys import KEYS
+from honing.interop.configs.oumi_table import OUMI, TABLE
+from honing.interop.configs.schema_table import finish
 from honing.interop.configs.translation import Keys, Translation
 
 WRAPS_BLOCKS = "not needed: honing's FSDP2 shards each transformer block by itself"
@@ -151,6 +154,9 @@ def set_offload(t: Translation, deepspeed: Keys, name: str, offload: str) -> Non
     value = deepspeed.take(name)
     if value is None:
         return
+    if isinstance(value, dict):  # OffloadConfig's tuning keys (buffers, NVMe queues): one note each, from the table
+        tuning = t.section({key: item for key, item in value.items() if key != "device"}, deepspeed.key(name))
+        finish(tuning, TABLE[f"deepspeed.{name}"], KEYS[f"deepspeed.{name}"], OUMI)
     device = str(value.get("device", "cpu") if isinstance(value, dict) else value).lower()
     if device in ("none", "false"):
         return
