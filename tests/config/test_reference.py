@@ -21,7 +21,7 @@ def test_every_key_has_a_one_line_description_in_the_json_schema():
 def test_keys_carry_type_default_and_the_methods_that_read_them():
     keys = {key.path: key for key in config_keys()}
     assert keys["trainer.num_threads"].type == "int or null, >= 1" and keys["trainer.num_threads"].default == "null"
-    assert keys["trainer.precision"].type == "one of: fp32, bf16-mixed, fp16-mixed, bf16"
+    assert keys["trainer.precision"].type == "one of: fp32, bf16-mixed, fp16-mixed, bf16, fp8"
     assert keys["data.train.sources[].path"].default == "required"
     assert keys["callbacks.sample.prompts"].default == '["def "]'
     assert keys["data.document_masking"].methods == ("pretrain",)
