@@ -27,9 +27,11 @@ def scale_rewards_name(value: Any) -> Any:
 
 
 def check_loss_keys(section: Any, name: str) -> None:
-    """Refuse a key set for a loss type that does not read it (one line naming the key and the fix)."""
+    """Refuse a key set away from its default for a loss type that does not read it (one line naming the key and
+    the fix); at its default it changes nothing, as the other sections' loss keys."""
     for key, loss_types in LOSS_TYPE_KEYS.items():
-        if key in section.model_fields_set and section.loss_type not in loss_types:
+        changed = getattr(section, key) != type(section).model_fields[key].default
+        if changed and section.loss_type not in loss_types:
             raise ValueError(
                 f"{name}.{key} is used by loss_type {', '.join(loss_types)} only (TRL's {section.loss_type!r} ignores "
                 f"it); set {name}.loss_type or remove it"

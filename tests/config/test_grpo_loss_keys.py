@@ -45,15 +45,18 @@ def test_scale_rewards_takes_trls_bools(value, name):
 @pytest.mark.parametrize(
     "loss_type, key, value",
     [
-        ("dapo", "sapo_temperature_pos", 1.0),
+        ("dapo", "sapo_temperature_pos", 1.2),
         ("cispo", "delta", 1.5),
-        ("sapo", "vespo_k_pos", 2.0),
-        ("vespo", "sapo_temperature_neg", 1.05),
+        ("sapo", "vespo_k_pos", 2.5),
+        ("vespo", "sapo_temperature_neg", 0.9),
     ],
 )
 def test_a_key_its_loss_type_does_not_read_is_refused(loss_type, key, value):
     message = refusal(loss_type=loss_type, **{key: value})
     assert f"grpo.{key} is used by loss_type" in message and repr(loss_type) in message
+    assert config(
+        loss_type=loss_type, **{key: type(config().grpo).model_fields[key].default}
+    )  # at its default: nothing
 
 
 def test_the_loss_types_own_keys_are_accepted():
