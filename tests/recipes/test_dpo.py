@@ -90,6 +90,7 @@ data:
 model:
   config: {{model_type: llama, hidden_size: 32, num_hidden_layers: 1, num_attention_heads: 2,
            num_key_value_heads: 2, intermediate_size: 64, attention_dropout: 0.1}}
+  disable_dropout: false  # dropout on (DPO's default is off, as TRL's): the resume restores its RNG too
 dpo: {{reference: {reference}, rpo_alpha: 0.5}}
 callbacks:
   checkpointer: {{save_interval: 7, async_save: true}}
