@@ -240,6 +240,8 @@ def translate_checkpoints_and_eval(t: Translation, training: Keys) -> None:
     trackers = training.names("report_to") or []
     if "wandb" in trackers:
         t.set("callbacks.wandb.enabled", True)
+    if "tensorboard" in trackers:  # honing's TensorBoard callback is off by default
+        t.set("callbacks.tensorboard.enabled", True)
     for tracker in trackers:
         if tracker not in ("wandb", "none", "tensorboard"):
             t.refuse(training.key("report_to"), f"{tracker!r} is not available: honing logs to W&B and TensorBoard")
