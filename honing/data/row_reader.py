@@ -7,7 +7,7 @@ A source path is read as, in order:
 - a file, folder, glob or fsspec URL (``honing.data.sources.expand_paths``): ``.jsonl``, ``.json`` (an array or
   JSON Lines), ``.parquet``, each optionally compressed (``.gz``, ``.bz2``, ``.xz``);
 - when nothing exists at the path and it looks like ``owner/name`` or ``owner/name:split``: that Hugging Face
-  Hub dataset, streamed (split ``train`` by default).
+  Hub dataset, streamed (split ``train`` by default; a sliced split, ``train[90%:]``, is read whole to slice it).
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from honing.data.named.entry import Gives, NamedDataset
 from honing.data.named.registry import check_gives, named_dataset, named_row
 from honing.data.report import BadRowReport
 from honing.data.sources import expand_paths, source_fields, weighted_indices
+from honing.data.split_slices import SPLIT_WITH_SLICE, is_sliced, slice_rows, split_name
 from honing.errors import DataError
 
 log = logging.getLogger(__name__)
@@ -48,7 +49,7 @@ SAVED_DATASET_MARKERS = ("state.json", "dataset_info.json", "dataset_dict.json")
 DATA_SUFFIXES = (".jsonl", ".json", ".parquet", ".txt", ".csv", ".arrow") + COMPRESSION_SUFFIXES
 PARQUET_BATCH_ROWS = 1024
 HUB_NAME = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
-SPLIT_SUFFIX = re.compile(r"^(?P<base>[^:]+):(?P<split>[\w.-]+)$")
+SPLIT_SUFFIX = re.compile(rf"^(?P<base>[^:]+):(?P<split>{SPLIT_WITH_SLICE})$")  # train, train[90%:]
 
 # a subset (a dataset's configuration) exists only where datasets.load_dataset reads the path
 SUBSET_NEEDS_LOAD_DATASET = (
@@ -460,14 +461,14 @@ def _iter_saved(path: str, split: str | None) -> Iterator[Record]:
     loaded = datasets.load_from_disk(path)
     where = path
     if isinstance(loaded, datasets.DatasetDict):
-        names = list(loaded)
-        split = split or ("train" if "train" in loaded else names[0] if len(names) == 1 else None)
-        if split not in loaded:
+        split = split or ("train" if "train" in loaded else list(loaded)[0] if len(loaded) == 1 else None)
+        if split is None or split_name(split) not in loaded:
             raise DataError(
-                f"{path!r} holds the splits {', '.join(map(repr, names))}; name one as "
+                f"{path!r} holds the splits {', '.join(map(repr, loaded))}; name one as "
                 f"'{path}:SPLIT'" + (f", not {split!r}" if split else "")
             )
-        loaded, where = loaded[split], f"{path}:{split}"
+        loaded, where = loaded[split_name(split)], f"{path}:{split}"
+        loaded = slice_rows(loaded, split, where) if is_sliced(split) else loaded
     elif split is not None:
         raise DataError(f"{path!r} holds a single saved split, so it takes no ':{split}' suffix")
     for index, row in enumerate(loaded):
@@ -479,7 +480,7 @@ def _iter_hub(name: str, split: str, subset: str | None = None) -> Iterator[Reco
     shown = repr(name) if subset is None else f"{name!r} (subset {subset!r})"
     try:
         configuration = {} if subset is None else {"name": subset}  # load_dataset's name: the configuration
-        loaded = datasets.load_dataset(name, split=split, streaming=True, **configuration)
+        loaded = datasets.load_dataset(name, split=split, streaming=not is_sliced(split), **configuration)
     except Exception as error:  # hub, network, subset and split errors all mean: this name cannot be read
         raise DataError(
             f"cannot load dataset {shown} split {split!r} with datasets.load_dataset "

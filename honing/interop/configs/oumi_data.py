@@ -12,6 +12,8 @@ import os
 import re
 from typing import Any
 
+from honing.data.split_slices import check_slice, is_sliced
+from honing.errors import DataError
 from honing.interop.configs.translation import Keys, Translation
 
 # Oumi dataset names that are file formats, read from dataset_path: name -> honing's source format
@@ -249,8 +251,11 @@ def translate_dataset(t: Translation, item: Keys, method: str) -> dict[str, Any]
     head = HEAD_SLICE.match(split)
     if head:  # "train[:1000]": the first rows of the split
         split, rows = head["split"], int(head["rows"])
-    elif "[" in split:
-        t.refuse(item.key("split"), f"{split!r}: honing reads a whole split or its first N rows ('train[:N]')")
+    elif is_sliced(split):  # train[90%:]: honing's source path takes datasets' own slices
+        try:
+            check_slice(split, item.key("split"))
+        except DataError as error:
+            t.refuse(item.key("split"), str(error).split(": ", 1)[-1])
     if path is None:
         if name in FORMAT_DATASETS:
             t.refuse(item.key("dataset_path"), f"required for the file format {name!r}")
@@ -259,6 +264,8 @@ def translate_dataset(t: Translation, item: Keys, method: str) -> dict[str, Any]
     else:
         # a folder saved by datasets holds splits; a file is one split already
         source = {"path": f"{path}:{split}" if os.path.isdir(path) and item.has("split") else path}
+        if is_sliced(split) and not os.path.isdir(path):
+            t.refuse(item.key("split"), f"{split!r}: {path!r} is a file, one split: slices apply to dataset folders")
         if name in NAMED_DATASETS:  # the file holds the hub data set's own columns, as Oumi's class reads them
             source["dataset"] = NAMED_DATASETS[name]
     fmt = FORMAT_DATASETS.get(name, "auto")

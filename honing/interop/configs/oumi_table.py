@@ -73,7 +73,10 @@ DATASET: dict[str, Entry] = {
     **honoured("data.<split>.sources[].path (a hub name) or its format (a file format's name)", "dataset_name"),
     **honoured("data.<split>.sources[].path", "dataset_path"),
     **honoured("data.<split>.sources[].subset", "subset"),
-    **honoured("data.<split>.sources[].path (NAME:SPLIT; 'train[:N]': max_samples N)", "split"),
+    **honoured(
+        "data.<split>.sources[].path (NAME:SPLIT, datasets' slices too: 'train[90%:]'; 'train[:N]': max_samples N)",
+        "split",
+    ),
     **honoured("data.<split>.sources[].max_samples", "sample_count"),
     **refused(
         "not available: sampling a mixture by proportions; give data.<split>.sources[].weight", "mixture_proportion"
