@@ -39,10 +39,22 @@ def add_config_and_overrides(parser: argparse.ArgumentParser, config_help: str =
     parser.add_argument("overrides", nargs="*", help="dotted overrides, as for train")
 
 
+def add_from(parser: argparse.ArgumentParser) -> None:
+    """``--from SYSTEM``: which system wrote CONFIG, where its shape does not say (a TRL CLI file's trainer)."""
+    parser.add_argument(
+        "--from",
+        dest="from_dialect",
+        metavar="SYSTEM",
+        help="the system that wrote CONFIG: trl-sft, trl-dpo, trl-grpo, trl-kto, trl-reward, trl-rloo, trl-orpo, "
+        "trl-cpo, trl-gkd (a `trl <command> --config` file), oumi, axolotl, llamafactory, olmocr",
+    )
+
+
 def train_arguments(parser: argparse.ArgumentParser) -> None:
-    """``honing train [CONFIG] [key=value ...] [--nproc N]``."""
+    """``honing train [CONFIG] [key=value ...] [--nproc N] [--from SYSTEM]``."""
     parser.add_argument("config", nargs="?", help="YAML config (default: the quickstart)")
     parser.add_argument("overrides", nargs="*", help="dotted overrides, e.g. trainer.max_duration=200steps")
+    add_from(parser)
     parser.add_argument(
         "--nproc",
         type=int,
@@ -126,9 +138,10 @@ def prepare_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def convert_arguments(parser: argparse.ArgumentParser) -> None:
-    """``honing convert CONFIG [-o OUT]``."""
-    parser.add_argument("config", help="the Oumi, olmOCR, axolotl or LLaMA-Factory YAML config")
+    """``honing convert CONFIG [-o OUT] [--from SYSTEM]``."""
+    parser.add_argument("config", help="the Oumi, olmOCR, axolotl, LLaMA-Factory or TRL CLI YAML config")
     parser.add_argument("-o", "--output", help="the honing YAML to write (default: print it)")
+    add_from(parser)
 
 
 def config_arguments(parser: argparse.ArgumentParser) -> None:
@@ -137,6 +150,7 @@ def config_arguments(parser: argparse.ArgumentParser) -> None:
     show = config_verbs.add_parser("show", help="print the resolved config (secrets redacted)")
     show.add_argument("config")
     show.add_argument("overrides", nargs="*")
+    add_from(show)
     config_verbs.add_parser("schema", help="print the config's JSON schema (for editor completion)")
     keys = config_verbs.add_parser("keys", help="list every config key with its type, default and description")
     keys.add_argument("prefix", nargs="?", metavar="PREFIX", help="only the keys under it, e.g. trainer or data.train")

@@ -50,7 +50,7 @@ def loaded_config(args: argparse.Namespace) -> Any:
     if args.verb == "train":
         path, overrides = split_config_and_overrides(path, overrides)
     try:
-        return load_any_config(path, overrides)
+        return load_any_config(path, overrides, getattr(args, "from_dialect", None))
     except HoningError:
         return None
 

@@ -12,7 +12,14 @@ from honing.interop.configs.axolotl_data import translate_datasets, translate_pr
 from honing.interop.configs.axolotl_keys import KEYS, SOURCE
 from honing.interop.configs.axolotl_table import TABLE
 from honing.interop.configs.axolotl_unasked import note_unasked
-from honing.interop.configs.hf_args import duration, set_optimizer, set_schedule, set_schedule_defaults, set_warmup
+from honing.interop.configs.hf_args import (
+    duration,
+    set_optimizer,
+    set_schedule,
+    set_schedule_defaults,
+    set_warmup,
+    step_interval,
+)
 from honing.interop.configs.hf_engines import lora_targets, set_fp16, translate_deepspeed_file, translate_fsdp_config
 from honing.interop.configs.machine_options import set_attention
 from honing.interop.configs.oumi_model import PAD_TOKEN_NOTE
@@ -450,7 +457,9 @@ def translate_outputs(t: Translation, top: Keys) -> None:
         t.note("evals_per_epoch", "unused: no validation data, or eval_steps given (as in axolotl)")
     if str(top.take("eval_strategy") or "").lower() == "no":
         t.set("callbacks.evaluator.enabled", False)
-    top.copy("logging_steps", "callbacks.console.log_interval", int)
+    interval = step_interval(t, "logging_steps", top.take("logging_steps"))
+    if interval is not None:
+        t.set("callbacks.console.log_interval", interval)
     top.copy("metric_for_best_model", "callbacks.evaluator.metric_for_best_model", str)
     top.copy("greater_is_better", "callbacks.evaluator.greater_is_better", bool)
     if top.take("load_best_model_at_end"):

@@ -46,12 +46,14 @@ def translation_yaml(translation: Translation, source: str) -> str:
     return "\n".join(lines) + "\n" + yaml.safe_dump(config, sort_keys=False)
 
 
-def convert_file(path: str, out: str | None = None) -> str:
-    """Translate the foreign config at ``path``; write it to ``out`` when given; return the YAML text."""
-    translation = translate_or_refuse(read_yaml(path), path)
+def convert_file(path: str, out: str | None = None, dialect: str | None = None) -> str:
+    """Translate the foreign config at ``path`` (written by ``dialect``, ``--from``, or as its shape says); write it
+    to ``out`` when given; return the YAML text."""
+    translation = translate_or_refuse(read_yaml(path), path, dialect)
     if translation is None:
         raise ConfigError(
-            f"{path}: already a honing config (not an Oumi, olmOCR, axolotl or LLaMA-Factory one); nothing to convert"
+            f"{path}: already a honing config (not an Oumi, olmOCR, axolotl, LLaMA-Factory or TRL one); nothing to "
+            "convert"
         )
     validate(translation.config, source=f"{path} (translated)")  # refuse now what training would refuse later
     text = translation_yaml(translation, path)

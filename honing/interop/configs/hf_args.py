@@ -3,6 +3,8 @@ the defaults a run gets from it, written as honing's keys."""
 
 from __future__ import annotations
 
+import math
+import re
 from typing import Any
 
 from honing.config.optim_schema import METRIC_SCHEDULES, TRANSFORMERS_SCHEDULES
@@ -165,3 +167,23 @@ def set_epochs(t: Translation, key: str, epochs: float) -> None:
         t.set("trainer.max_duration", f"{int(epochs)}epochs")
     else:
         t.set("trainer.max_duration", f"{epochs!r}epochs")
+
+
+def step_interval(t: Translation, key: str, value: Any) -> int | None:
+    """transformers' ``logging_steps`` / ``eval_steps`` / ``save_steps`` as a number of steps: below 1 a ratio of the
+    run's steps, ``ceil(ratio x max_steps)`` as transformers' ``TrainerState.compute_steps``; refused in one line when
+    the run is given in epochs (its steps are known only once the data is read). None when unset or refused."""
+    number = read_number(t, key, value, float) if value is not None else None
+    if number is None:
+        return None
+    if number >= 1:
+        return int(number)
+    if number <= 0:
+        t.refuse(key, f"{value!r}: give a positive number of steps")
+        return None
+    duration = re.fullmatch(r"(\d+)steps", str(t.get("trainer.max_duration", "")))
+    if duration is None:
+        t.refuse(key, f"{value!r}: a ratio of the run's steps, which max_steps does not give here (the run is given "
+                      "in epochs); give a number of steps")  # fmt: skip
+        return None
+    return math.ceil(number * int(duration[1]))

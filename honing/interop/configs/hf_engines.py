@@ -68,8 +68,9 @@ def translate_deepspeed_file(t: Translation, key: str, value: Any, config_path: 
     if not isinstance(settings, dict):
         t.refuse(key, f"{value!r}: expected a DeepSpeed JSON file or mapping")
         return
-    settings = dict(settings)
+    settings = dict(settings)  # the caller's mapping stays as given: the same file translates the same way twice
     zero = settings.pop("zero_optimization", {}) or {}
+    zero = dict(zero) if isinstance(zero, dict) else zero
     section: dict[str, Any] = {
         "enable_deepspeed": True,
         "zero_stage": zero.pop("stage", 0) if isinstance(zero, dict) else 0,

@@ -8,7 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from honing.interop.configs.hf_args import duration, set_optimizer, set_schedule, set_schedule_defaults, set_warmup
+from honing.interop.configs.hf_args import (
+    duration,
+    set_optimizer,
+    set_schedule,
+    set_schedule_defaults,
+    set_warmup,
+    step_interval,
+)
 from honing.interop.configs.hf_engines import lora_targets, set_fp16, translate_deepspeed_file, translate_fsdp_config
 from honing.interop.configs.llamafactory_data import translate_data
 from honing.interop.configs.llamafactory_keys import KEYS, SOURCE
@@ -289,24 +296,23 @@ def translate_outputs(t: Translation, top: Keys) -> None:
         t.set("trainer.load_strategy", "never")
         t.set("trainer.save_overwrite", True)
     strategy = str(top.take("save_strategy", "steps")).lower()
-    save_steps = top.number("save_steps", float)
+    save_steps = top.take("save_steps")
     if strategy == "no":
         t.set("callbacks.checkpointer.save_interval", 10**9)
     elif strategy == "epoch":
         t.set("callbacks.checkpointer.save_at_epoch_end", True)
         t.set("callbacks.checkpointer.save_interval", 10**9)
-    elif save_steps is not None and save_steps >= 1:
-        t.set("callbacks.checkpointer.save_interval", int(save_steps))
-    elif save_steps is not None:
-        t.refuse("save_steps", f"{save_steps!r}: a fraction of the run; give a number of steps")
+    elif (interval := step_interval(t, "save_steps", save_steps)) is not None:
+        t.set("callbacks.checkpointer.save_interval", interval)
     top.copy("save_total_limit", "callbacks.checkpointer.keep_last", int)
     eval_strategy = str(top.take("eval_strategy", "no")).lower()
-    eval_steps = top.number("eval_steps", float)
+    eval_steps = top.take("eval_steps")
     if eval_strategy == "steps":
-        if eval_steps is not None:
-            t.set("callbacks.evaluator.interval", int(eval_steps))
-        else:  # transformers: eval_steps defaults to logging_steps
-            t.set("callbacks.evaluator.interval", int(top.peek("logging_steps", 500)))
+        # transformers: eval_steps defaults to logging_steps (a ratio of the run in either)
+        interval = step_interval(t, "eval_steps" if eval_steps is not None else "logging_steps",
+                                 eval_steps if eval_steps is not None else top.peek("logging_steps", 500))  # fmt: skip
+        if interval is not None:
+            t.set("callbacks.evaluator.interval", interval)
     elif eval_strategy == "no":
         if t.get("data.validation") is not None or t.get("data.validation_split"):
             t.set("callbacks.evaluator.enabled", False)
@@ -320,7 +326,9 @@ def translate_outputs(t: Translation, top: Keys) -> None:
     logging = str(top.take("logging_strategy", "steps")).lower()
     if logging != "steps":
         t.refuse("logging_strategy", f"{logging!r} is not available: honing logs every N steps ('steps')")
-    top.copy("logging_steps", "callbacks.console.log_interval", int)
+    interval = step_interval(t, "logging_steps", top.take("logging_steps"))
+    if interval is not None:
+        t.set("callbacks.console.log_interval", interval)
     translate_trackers(t, top)
     sampling = str(top.take("train_sampling_strategy", "random"))
     if sampling == "group_by_length":

@@ -11,7 +11,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from honing.interop.configs.hf_args import set_epochs, set_optimizer, set_precision, set_schedule, set_warmup
+from honing.interop.configs.hf_args import (
+    set_epochs,
+    set_optimizer,
+    set_precision,
+    set_schedule,
+    set_warmup,
+    step_interval,
+)
 from honing.interop.configs.machine_options import set_attention
 from honing.interop.configs.olmocr_pipeline import pipeline_options
 from honing.interop.configs.translation import Keys, Translation
@@ -234,7 +241,9 @@ def translate_checkpoints_and_eval(t: Translation, training: Keys) -> None:
             name,
             "olmOCR's trainer only tracks the best value; honing logs every eval/<name>/loss and exports the last step",
         )
-    training.copy("logging_steps", "callbacks.console.log_interval", int)
+    interval = step_interval(t, training.key("logging_steps"), training.take("logging_steps"))
+    if interval is not None:
+        t.set("callbacks.console.log_interval", interval)
     for name in ("logging_dir", "logging_strategy", "logging_first_step"):
         training.note(name, "honing logs every callbacks.console.log_interval steps (and TensorBoard under the folder)")
     trackers = training.names("report_to") or []

@@ -54,8 +54,13 @@ def default_of(field: dataclasses.Field) -> Any:
 
 def installed_fields(name: str) -> dict[str, tuple[str, str]]:
     """Every init field of class ``name``: key -> (type, default as source text)."""
+    return dataclass_fields(installed_class(name))
+
+
+def dataclass_fields(cls: type) -> dict[str, tuple[str, str]]:
+    """Every init field of the dataclass ``cls``: key -> (type, default as source text)."""
     found = {}
-    for field in dataclasses.fields(installed_class(name)):
+    for field in dataclasses.fields(cls):
         if not field.init:
             continue
         kind = re.sub(r"<class '([\w.]+)'>", r"\1", str(field.type)).replace("typing.", "")
