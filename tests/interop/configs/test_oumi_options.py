@@ -59,8 +59,11 @@ def test_hub_split_slices_and_dataset_limits_become_max_samples():
         "path": "yahma/alpaca-cleaned:validation",
         "max_samples": 512,
     }
-    assert refusals(**{"data.train.datasets.0.split": "train[10%:]"})[0].startswith(
-        "data.train.datasets[0].split: 'train[10%:]'"
+    # any other slice datasets reads stays in the path (tests/data/test_split_slices.py reads it as datasets does)
+    translation = translated(**{"data.train.datasets.0.split": "train[10%:]"})
+    assert translation.config["data"]["train"]["sources"][0] == {"path": "yahma/alpaca-cleaned:train[10%:]"}
+    assert refusals(**{"data.train.datasets.0.split": "train[1:2:3]"})[0].startswith(
+        "data.train.datasets[0].split: 'train[1:2:3]' is no split slice datasets reads"
     )
 
 
