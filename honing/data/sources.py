@@ -24,6 +24,7 @@ SOURCE_FIELDS = {
     "path": None,
     "format": "auto",
     "weight": 1.0,
+    "proportion": None,
     "text_field": "text",
     "max_samples": None,
     "subset": None,

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from honing.data.mixture import mixed_picks
 from honing.data.prepare_finetune import (
     build_rows,
     cache_folder,
@@ -111,10 +112,10 @@ def read_splits(
     own sources or held out of the training rows). ``data`` is the run's ``data`` section."""
     reader = SplitReader(kind, data, cache_dir=cache_dir, progress=progress)
     train, train_weights = reader.table(data.train.sources, "train")
-    splits = {"train": (train, _weighted(train, train_weights, seed))}
+    splits = {"train": (train, _picks(train, train_weights, data.train, seed, "data.train"))}
     if validation and data.validation is not None:
         held_out, weights = reader.table(data.validation.sources, "validation")
-        splits["validation"] = (held_out, _weighted(held_out, weights, seed))
+        splits["validation"] = (held_out, _picks(held_out, weights, data.validation, seed, "data.validation"))
     elif validation and data.validation_split > 0:
         kept, held_out = split_documents(splits["train"][1], data.validation_split, seed=seed)
         splits = {"train": (train, kept), "validation": (train, held_out)}
@@ -224,6 +225,19 @@ def prepare_kind(
         workers=workers,
         progress=progress,
     )
+
+
+def _picks(table: Any, weights: list[float], split: Any, seed: int, where: str) -> list[int]:
+    """The rows a split uses: its mixture's draws, or each source's rows repeated by its weight."""
+    if split.mixture is None:
+        return _weighted(table, weights, seed)
+    if isinstance(table, JoinedRows):  # prepared folders: each configured folder is one source of the mixture
+        counts = [len(part) for part in table.tables]
+    elif len(split.sources) == 1:
+        counts = [len(table)]
+    else:
+        counts = [source.rows for source in table.sources]
+    return mixed_picks(counts, split.sources, split.mixture, seed=seed, where=where)
 
 
 def _weighted(table: Any, weights: list[float], seed: int) -> list[int]:

@@ -11,6 +11,7 @@ from typing import Any
 
 import fsspec
 
+from honing.data.mixture import mixed_picks
 from honing.data.row_reader import SUBSET_NEEDS_LOAD_DATASET, iter_records, reads_with_datasets
 from honing.data.sources import JSONL_SUFFIXES, expand_paths, row_text, source_fields, weighted_indices
 from honing.data.text.pieces import split_text
@@ -78,28 +79,26 @@ def iter_text_documents(
 
 
 def load_documents(
-    sources: Sequence[Mapping[str, Any] | object], *, seed: int = 0, separator: str | None = None
+    sources: Sequence[Mapping[str, Any] | object],
+    *,
+    seed: int = 0,
+    separator: str | None = None,
+    mixture: Any = None,
+    where: str = "data.train",
 ) -> list[Document]:
-    """The documents of every source, each repeated by its weight (a seeded fraction for the remainder); text
-    files split into documents on ``separator`` (None: a file is one document)."""
+    """The documents of every source, each repeated by its weight (a seeded fraction for the remainder), or drawn
+    by the split's ``mixture`` section (``honing.data.mixture``; ``where`` names the split); text files split into
+    documents on ``separator`` (None: a file is one document)."""
+    if mixture is not None:
+        found = [_source_documents(source, index, separator) for index, source in enumerate(sources)]
+        picks = mixed_picks([len(docs) for docs in found], sources, mixture, seed=seed, where=where)
+        flat = [doc for docs in found for doc in docs]
+        return [flat[i] for i in picks]
     documents: list[Document] = []
     for index, source in enumerate(sources):
+        found = _source_documents(source, index, separator)
         fields = source_fields(source, index)
-        path, weight, max_samples = fields["path"], fields["weight"], fields["max_samples"]
-        found = list(
-            islice(
-                iter_text_documents(
-                    path,
-                    format=fields["format"],
-                    text_field=fields["text_field"],
-                    separator=separator,
-                    subset=fields["subset"],
-                ),
-                max_samples,
-            )
-        )
-        if not found:
-            raise DataError(f"data source {index} ({path!r}) holds no non-empty documents")
+        path, weight = fields["path"], fields["weight"]
         weighted = [found[i] for i in weighted_indices(len(found), weight, seed=seed, source_index=index)]
         if not weighted:
             log.warning(
@@ -111,6 +110,26 @@ def load_documents(
             )
         documents.extend(weighted)
     return documents
+
+
+def _source_documents(source: Mapping[str, Any] | object, index: int, separator: str | None) -> list[Document]:
+    """A source's documents once, in file order (at most ``max_samples``)."""
+    fields = source_fields(source, index)
+    found = list(
+        islice(
+            iter_text_documents(
+                fields["path"],
+                format=fields["format"],
+                text_field=fields["text_field"],
+                separator=separator,
+                subset=fields["subset"],
+            ),
+            fields["max_samples"],
+        )
+    )
+    if not found:
+        raise DataError(f"data source {index} ({fields['path']!r}) holds no non-empty documents")
+    return found
 
 
 def _iter_jsonl(url: str, text_field: str) -> Iterator[Document]:
