@@ -6,7 +6,6 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from honing.config.mixture_schema import MixtureSection
 from honing.config.olmocr_schema import OlmocrSection
 from honing.config.section import Section
 
@@ -44,9 +43,6 @@ class SourceSection(Section):
     """How the rows are read; ``auto`` detects it from the file name or the first row (methods read some only)."""
     weight: float = 1.0
     """How many times the source's rows are used per epoch (a seeded fraction of them for the remainder)."""
-    proportion: float | None = Field(default=None, gt=0)
-    """The source's share of the split's ``mixture`` draws (relative to the other sources'); None on every source
-    of a mixture: the sources take turns, one row each."""
     text_field: str = "text"
     """Pretraining: the field of a JSONL row that holds the document's text."""
     max_samples: int | None = Field(default=None, ge=1)
@@ -77,29 +73,7 @@ class SplitSection(Section):
     """A set of sources for one split (train or validation)."""
 
     sources: list[SourceSection] = Field(min_length=1)
-    """The split's sources, read together (each by its weight, or mixed by ``mixture``)."""
-    mixture: MixtureSection | None = None
-    """Sample the sources by their ``proportion`` (docs/data.md#mixtures); None: every source's rows, each repeated
-    by its weight."""
-
-    @model_validator(mode="after")
-    def _proportions_need_a_mixture(self) -> SplitSection:
-        given = [index for index, source in enumerate(self.sources) if source.proportion is not None]
-        if self.mixture is None and given:
-            raise ValueError(
-                f"sources[{given[0]}].proportion needs the split's mixture (add mixture: {{stop: first_exhausted}} "
-                "beside sources) or remove it"
-            )
-        if self.mixture is not None and given and len(given) < len(self.sources):
-            missing = next(i for i in range(len(self.sources)) if i not in given)
-            raise ValueError(f"sources[{missing}] has no proportion; a mixture gives one to every source or to none")
-        weighted = [index for index, source in enumerate(self.sources) if source.weight != 1.0]
-        if self.mixture is not None and weighted:
-            raise ValueError(
-                f"sources[{weighted[0]}].weight is {self.sources[weighted[0]].weight:g}: in a mixture a source's share "
-                "is its proportion (remove weight)"
-            )
-        return self
+    """The split's sources, read together (each by its weight)."""
 
 
 class DataSection(Section):
@@ -197,3 +171,9 @@ class TokenizerSection(Section):
     """A pretrained tokenizer's folder or hub name, required by ``kind: pretrained``."""
     trust_remote_code: bool = False
     """Run the tokenizer folder's own Python code (only for a folder you trust)."""
+    special_tokens: dict[Literal["bos_token", "eos_token", "unk_token", "pad_token"], str] = Field(default_factory=dict)
+    """The tokenizer's bos / eos / unk / pad token set to these texts; a text not in its vocabulary is added as a
+    special token and the embeddings grow to fit (axolotl's ``special_tokens``); its own token is a no-op."""
+    added_tokens: list[str] = Field(default_factory=list)
+    """Tokens added to the vocabulary (not split by the tokenizer); the embeddings grow to fit (axolotl's
+    ``tokens``); one already in the vocabulary is a no-op."""

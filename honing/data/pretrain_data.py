@@ -17,6 +17,7 @@ from honing.data.collate import Collator
 from honing.data.finetune_data import evaluation_batches
 from honing.data.loader import training_loader
 from honing.data.report import DataReport
+from honing.data.special_tokens import apply_token_settings
 from honing.data.text.corpus import PretrainDataset, split_documents, tokenize_documents
 from honing.data.text.documents import load_documents
 from honing.data.text.prepare import DEFAULT_SHARD_BYTES, PrepareResult, prepare_tokens
@@ -59,22 +60,10 @@ class PretrainText:
         if self._documents is None:
             data, seed = self.data, self.seed
             separator = data.text_document_separator
-            train = [
-                doc.text
-                for doc in load_documents(
-                    data.train.sources, seed=seed, separator=separator, mixture=data.train.mixture
-                )
-            ]
+            train = [doc.text for doc in load_documents(data.train.sources, seed=seed, separator=separator)]
             if data.validation is not None:
                 validation = [
-                    doc.text
-                    for doc in load_documents(
-                        data.validation.sources,
-                        seed=seed,
-                        separator=separator,
-                        mixture=data.validation.mixture,
-                        where="data.validation",
-                    )
+                    doc.text for doc in load_documents(data.validation.sources, seed=seed, separator=separator)
                 ]
             elif data.validation_split > 0:
                 train, validation = split_documents(train, data.validation_split, seed=seed)
@@ -95,9 +84,10 @@ class PretrainText:
                 tokenizer = load_pretrained_tokenizer(storage.join(folder, TOKENIZER_DIR))
             else:
                 tokenizer = build_tokenizer(kind, path=path, trust_remote_code=cfg.trust_remote_code)
+            apply_token_settings(tokenizer, cfg)  # as when the corpus was prepared (a no-op on its saved folder)
             self.check_prepared_tokenizer(tokenizer)
             return tokenizer
-        return build_tokenizer(
+        tokenizer = build_tokenizer(
             kind,
             texts=self.documents()[0] if kind in ("char", "bpe") else None,
             vocab_size=cfg.vocab_size,
@@ -105,6 +95,8 @@ class PretrainText:
             trust_remote_code=cfg.trust_remote_code,
             cache_dir=self.cache_dir,
         )
+        apply_token_settings(tokenizer, cfg)
+        return tokenizer
 
     def check_prepared_tokenizer(self, tokenizer: Any) -> None:
         """Every prepared source was tokenized by ``tokenizer``; DataError naming the source otherwise."""
@@ -137,11 +129,6 @@ class PretrainText:
         document_masking = data.document_masking
 
         def windows(split: str) -> tuple[list[RowWindow], list[RowWindow]]:
-            if getattr(data, split).mixture is not None:
-                raise ConfigError(
-                    f"data.{split}.mixture: prepared token folders (format: tokens) are read whole, each by its "
-                    "weight; mix the raw text sources instead, or remove the mixture"
-                )
             train, held_out = [], []
             for source in self.token_sources(split) or []:
                 opened = TokenSource(source.path, data.seq_len, cache_dir=self.cache_dir)
@@ -210,6 +197,7 @@ class PretrainText:
             trust_remote_code=cfg.trust_remote_code,
             cache_dir=self.cache_dir,
         )
+        apply_token_settings(tokenizer, cfg)
         return prepare_tokens(
             self.data.train.sources,
             tokenizer,

@@ -21,6 +21,7 @@ from honing.config.schema import LoraSection
 from honing.data.chat.conversation import resolve_chat_template
 from honing.data.chat.templates import NAMED_TEMPLATES
 from honing.data.formats import Conversation
+from honing.data.special_tokens import apply_token_settings
 from honing.data.vision.vision_rows import VisionRows
 from honing.distributed import is_rank0, print0
 from honing.errors import ConfigError
@@ -201,6 +202,7 @@ def vl_processor(config: Any, cache_dir: str) -> tuple[Any, VLFamily, str]:
         raise ConfigError(f"cannot load the processor of {name!r}: {reason}") from None
     if getattr(processor, "tokenizer", None) is None or getattr(processor, "image_processor", None) is None:
         raise ConfigError(f"{name!r} has no image processor and tokenizer: vl_sft needs a multimodal processor")
+    apply_token_settings(processor.tokenizer, config.tokenizer)  # tokenizer.special_tokens / added_tokens
     family, chat_template = processor_settings(config, processor, model_type)
     return processor, family, chat_template
 

@@ -5,19 +5,22 @@ from __future__ import annotations
 from typing import Any
 
 from honing.data.chat.conversation import ensure_special_tokens, resolve_chat_template
+from honing.data.special_tokens import apply_token_settings
 from honing.data.tokenizer import build_tokenizer, tokenizer_kind
 from honing.errors import DataError
 
 
 def chat_tokenizer(tokenizer_cfg: Any, data: Any, model: Any) -> tuple[Any, str]:
-    """The tokenizer the ``tokenizer`` section names, with ``data.chat_template`` (and its special tokens) set on
-    it so checkpoints and exports save it; and the template's text."""
+    """The tokenizer the ``tokenizer`` section names (its ``special_tokens`` / ``added_tokens`` applied), with
+    ``data.chat_template`` (and its special tokens) set on it so checkpoints and exports save it; and the template's
+    text."""
     kind, path = tokenizer_kind(tokenizer_cfg, model.name_or_path)
     if kind in ("char", "bpe"):
         raise DataError(
             f"tokenizer.kind {kind!r} trains on plain text; fine-tuning needs a byte-level or pretrained tokenizer"
         )
     tokenizer = build_tokenizer(kind, path=path, trust_remote_code=tokenizer_cfg.trust_remote_code)
+    apply_token_settings(tokenizer, tokenizer_cfg)  # before the template's own tokens: it may name them
     chat_template = resolve_chat_template(tokenizer, data.chat_template)
     ensure_special_tokens(tokenizer, data.chat_template or chat_template)
     tokenizer.chat_template = chat_template  # saved with the tokenizer in checkpoints and exports

@@ -11,6 +11,7 @@ from honing.config.model_schema import LOAD_KWARGS_REFUSED
 from honing.interop.configs.axolotl_data import translate_datasets, translate_pretraining, translate_template
 from honing.interop.configs.axolotl_keys import KEYS, SOURCE
 from honing.interop.configs.axolotl_table import TABLE
+from honing.interop.configs.axolotl_tokens import translate_tokens
 from honing.interop.configs.axolotl_unasked import note_unasked
 from honing.interop.configs.hf_args import (
     duration,
@@ -22,7 +23,6 @@ from honing.interop.configs.hf_args import (
 )
 from honing.interop.configs.hf_engines import lora_targets, set_fp16, translate_deepspeed_file, translate_fsdp_config
 from honing.interop.configs.machine_options import set_attention
-from honing.interop.configs.oumi_model import PAD_TOKEN_NOTE
 from honing.interop.configs.schema_table import finish
 from honing.interop.configs.translation import Keys, Translation, schema_has
 from honing.interop.configs.trl_grpo_batch import (
@@ -124,10 +124,7 @@ def translate_model(t: Translation, top: Keys) -> None:
     translate_model_kwargs(t, top)
     if top.take("reinit_weights"):
         t.set("model.pretrained_weights", False)
-    tokens = top.peek("special_tokens")
-    if isinstance(tokens, dict) and set(tokens) == {"pad_token"}:
-        top.take("special_tokens")
-        t.note("special_tokens.pad_token", PAD_TOKEN_NOTE)
+    translate_tokens(t, top)
 
 
 def translate_model_kwargs(t: Translation, top: Keys) -> None:

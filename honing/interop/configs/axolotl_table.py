@@ -37,10 +37,12 @@ TOP: dict[str, Entry] = {
         "not translated: honing builds the processor of the model (vl_sft)", "processor_type", "processor_kwargs"
     ),  # fmt: skip
     **moot(why.EXPORT, "tokenizer_save_jinja_files", "save_safetensors"),
+    **honoured(
+        "tokenizer.special_tokens (bos / eos / unk / pad; additional_special_tokens to added_tokens)", "special_tokens"
+    ),  # fmt: skip
+    **honoured("tokenizer.added_tokens", "tokens"),
     **refused(
         why.TOKENS,
-        "special_tokens",
-        "tokens",
         "added_tokens_overrides",
         "resize_token_embeddings_to_32x",
         "mean_resizing_embeddings",

@@ -4,8 +4,6 @@ refused (found on configs users wrote, benchmarks/held_out_configs.py)."""
 from __future__ import annotations
 
 from honing.interop.configs.axolotl_keys import KEYS
-from honing.interop.configs.axolotl_reasons import TOKENS
-from honing.interop.configs.oumi_model import PAD_TOKEN_NOTE
 from honing.interop.configs.translation import Keys, Translation
 
 # axolotl generates text at evaluation only with one of these; without them the lengths below are read by nothing
@@ -28,11 +26,3 @@ def note_unasked(t: Translation, top: Keys) -> None:
     if top.has("base_model_config") and top.peek("base_model_config") == base:
         top.take("base_model_config")
         t.note("base_model_config", "the base model's own config (honing loads it too)")
-    tokens = top.peek("special_tokens")
-    if isinstance(tokens, dict) and set(tokens) == {"pad_token"}:
-        top.take("special_tokens")
-        t.note("special_tokens.pad_token", PAD_TOKEN_NOTE)
-    elif isinstance(tokens, dict) and "pad_token" in tokens:
-        others = sorted(name for name, token in tokens.items() if name != "pad_token" and token is not None)
-        top.take("special_tokens")
-        t.refuse("special_tokens", f"{', '.join(others)}: {TOKENS} (pad_token alone would be honoured)")

@@ -108,6 +108,9 @@ def translate_training_args(t: Translation, top: Keys, config_class: str, method
     if sampling is not None and sampling not in SAMPLERS:
         top.refuse("train_sampling_strategy", f"{sampling!r} is not available; expected one of: {', '.join(SAMPLERS)}")
     warmup = top.number("warmup_steps", float)  # transformers 5: a fraction < 1 is a ratio of the run
+    eos = top.take("eos_token")  # SFT's / DPO's: the token that ends a turn, set on the tokenizer
+    if eos is not None:
+        t.set("tokenizer.special_tokens", {"eos_token": str(eos)})
     if method != "sft":
         top.refuse("neftune_noise_alpha", table(config_class)["neftune_noise_alpha"][1])
     translate_training(t, top)

@@ -4,7 +4,7 @@ ones."""
 
 from __future__ import annotations
 
-from honing.interop.configs.axolotl_reasons import GENERATION, PREPROCESS, TOKENS
+from honing.interop.configs.axolotl_reasons import GENERATION, PREPROCESS
 from honing.interop.configs.schema_table import Entry, honoured, moot, refused
 
 PADDING = "not needed: honing pads each batch itself and masks padding by position"
@@ -36,7 +36,9 @@ REFERENCE_SYNC: dict[str, Entry] = {
 }
 TEMPLATE: dict[str, Entry] = {
     **refused("not translated: give data.chat_template (a template's name or its Jinja text)", "chat_template_path"),
-    **refused(TOKENS, "eos_token"),
+    **honoured(
+        "tokenizer.special_tokens.eos_token (a text the vocabulary lacks is added, where TRL refuses it)", "eos_token"
+    ),  # fmt: skip
 }
 ENCODER_DECODER: dict[str, Entry] = {
     **refused("not available: honing trains decoder-only (causal) models", "is_encoder_decoder"),

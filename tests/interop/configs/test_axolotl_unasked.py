@@ -4,7 +4,6 @@ noted in one line, not refused; the same keys asking for something are still ref
 import yaml
 
 from honing.interop.configs import translate
-from honing.interop.configs.oumi_model import PAD_TOKEN_NOTE
 
 BASE = """
 base_model: m/m
@@ -33,11 +32,15 @@ def test_sampling_lengths_with_sampling_asked_and_a_set_unknown_key_are_refused(
     assert {line.split(":")[0] for line in t.refused} == {"debug", "eval_table_size", "eval_max_new_tokens"}
 
 
-def test_pad_token_alone_is_a_note_and_other_special_tokens_are_refused():
-    t = translated('special_tokens:\n  pad_token: "<|end_of_text|>"\n')
-    assert t.refused == [] and any(PAD_TOKEN_NOTE in note for note in t.notes)
-    t = translated('special_tokens:\n  pad_token: "<pad>"\n  eos_token: "</s>"\n')
-    assert len(t.refused) == 1 and t.refused[0].startswith("special_tokens: eos_token: not available")
+def test_special_tokens_and_tokens_reach_the_tokenizer_section():
+    t = translated(
+        'special_tokens:\n  pad_token: "<pad>"\n  eos_token: "</s>"\n  unk_token:\ntokens:\n  - "<|im_start|>"\n'
+    )
+    assert t.refused == []
+    assert t.get("tokenizer.special_tokens") == {"pad_token": "<pad>", "eos_token": "</s>"}
+    assert t.get("tokenizer.added_tokens") == ["<|im_start|>"]
+    t = translated('special_tokens:\n  sep_token: "<sep>"\ntokens: "<x>"\n')
+    assert sorted(line.split(":")[0] for line in t.refused) == ["special_tokens.sep_token", "tokens"]
 
 
 def test_base_model_config_is_a_note_only_when_it_is_the_base_model():
