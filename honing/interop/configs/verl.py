@@ -7,6 +7,7 @@ from typing import Any
 
 from honing.config.schema import GRPOSection
 from honing.interop.configs.translation import Keys, Translation, read_number
+from honing.interop.configs.verl_table import walk
 
 # verl key -> (honing key, conversion)
 VERL_KEYS: dict[str, tuple[str, Any]] = {
@@ -27,6 +28,7 @@ VERL_KEYS: dict[str, tuple[str, Any]] = {
     "trainer.save_freq": ("callbacks.checkpointer.save_interval", int),
     "trainer.default_local_dir": ("trainer.save_folder", str),
     "trainer.experiment_name": ("run_name", str),
+    "trainer.project_name": ("callbacks.wandb.project", str),
     "trainer.seed": ("trainer.seed", int),
     # the validation pass: data.val_files' prompts sampled by val_kwargs every test_freq steps (-1: none on the way)
     "trainer.test_freq": ("callbacks.evaluator.interval", lambda value: int(value) if int(value) > 0 else 10**9),
@@ -110,14 +112,16 @@ def translate_verl_overrides(t: Translation, overrides: Keys) -> None:
             t.note(full, MOOT_VERL_KEYS[key])
         elif key == "data.filter_overlong_prompts" and value:
             t.note(full, "honing drops every prompt that leaves fewer than max_completion_length tokens of seq_len")
+        elif key == "data.filter_overlong_prompts":
+            t.refuse(full, f"{value!r}: not available: honing drops every prompt too long for data.seq_len")
         elif key == "data.image_key" and value == "images" and t.get("method") == "vl_grpo":
             t.note(full, "honing's image prompts read their images from the 'images' column, as here")
         elif key == "trainer.logger":
             loggers = [value] if isinstance(value, str) else value if isinstance(value, list) else []
             t.set("callbacks.wandb.enabled", "wandb" in loggers)
             t.set("callbacks.tensorboard.enabled", "tensorboard" in loggers)
-        else:
-            t.refuse(full, f"{value!r}: not translated (honing's GRPO has no such setting)")
+        else:  # moot, refused, or not verl's: as verl_table's row says (nothing at verl's default)
+            walk(t, full, key, value)
     if use_kl is False:
         t.set("grpo.beta", 0.0)
     elif use_kl:

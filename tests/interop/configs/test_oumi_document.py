@@ -266,20 +266,22 @@ def test_verl_config_overrides_map_to_honings_keys_and_others_are_refused_by_nam
     assert {path: translation.get(path) for path in expected} == expected
     overrides["actor_rollout_ref"]["actor"]["use_kl_loss"] = False
     assert translated(raw).get("grpo.beta") == 0.0
-    for key, value in (
-        ("actor_rollout_ref.model.path", "Qwen/Qwen2-0.5B-Instruct"),
-        ("actor_rollout_ref.rollout.gpu_memory_utilization", 0.5),
-        ("trainer.resume_mode", "auto"),
-        ("trainer.resume_from_path", "ckpt"),
+    for key, value, why in (  # each key's row in verl_table says why, and what to give instead
+        ("actor_rollout_ref.model.path", "Qwen/Qwen2-0.5B-Instruct", "not translated: give model.model_name"),
+        ("trainer.resume_mode", "disable", "not translated: give training.resume_from_checkpoint"),
+        ("trainer.resume_from_path", "ckpt", "not translated: give training.resume_from_checkpoint"),
+        ("algorithm.adv_estimator", "gae", "not translated (honing's GRPO has no such setting)"),
     ):
         section, *parents, last = key.split(".")
         nested = {last: value}
         for part in reversed(parents):
             nested = {part: nested}
         raw["training"]["verl_config_overrides"] = {section: nested}
-        assert translate(raw).refused == [
-            f"training.verl_config_overrides.{key}: {value!r}: not translated (honing's GRPO has no such setting)"
-        ]
+        assert translate(raw).refused == [f"training.verl_config_overrides.{key}: {value!r}: {why}"]
+    # a setting of verl's engine is noted; at verl's default it asks for nothing
+    raw["training"]["verl_config_overrides"] = {"actor_rollout_ref": {"rollout": {"gpu_memory_utilization": 0.8}}}
+    assert "inference engine" in noted(translated(raw), "training.verl_config_overrides.actor_rollout_ref.rollout."
+                                       "gpu_memory_utilization")  # fmt: skip
 
 
 def test_verl_train_files_in_the_overrides_are_the_splits_sources():
