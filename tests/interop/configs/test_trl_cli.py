@@ -36,8 +36,6 @@ def refused_key(values: dict) -> str | None:
     """The key honing refuses in one of TRL's examples, and why; None for one that translates."""
     if "accuracy_reward" in (values.get("reward_funcs") or []):
         return "reward_funcs"  # TRL's own reward reads a `solution` column; honing names its rewards by import path
-    if "eos_token" in values:
-        return "eos_token"  # honing trains with the tokenizer's own vocabulary
     if values.get("optim") == "rmsprop":
         return "optim"  # honing has no RMSprop
     if values.get("push_to_hub"):
