@@ -14,6 +14,7 @@ from typing import Any
 from honing.interop.configs.hf_engines import found_file
 from honing.interop.configs.llamafactory_keys import KEYS, SOURCE
 from honing.interop.configs.llamafactory_table import TABLE
+from honing.interop.configs.mixture_keys import llamafactory_mixture
 from honing.interop.configs.schema_table import finish
 from honing.interop.configs.translation import Keys, Translation
 
@@ -45,6 +46,7 @@ def translate_data(t: Translation, top: Keys, method: str, config_path: str | No
         t.refuse("media_dir", f"{media!r}: honing reads an mllm row's images beside its data file ({folder!r})")
     max_samples = top.number("max_samples", int)
     info = dataset_info(t, folder, config_path, top.has("dataset") or top.has("eval_dataset"))
+    counts = {}  # each split's number of data sets, which a mixture's probabilities follow
     for name, split in (("dataset", "train"), ("eval_dataset", "validation")):
         names = dataset_names(t, name, top.take(name))
         sources = [source for entry in names for source in entry_sources(t, info, folder, entry, method)]
@@ -53,11 +55,13 @@ def translate_data(t: Translation, top: Keys, method: str, config_path: str | No
                 source["max_samples"] = min(source.get("max_samples", max_samples), max_samples)
         if sources:
             t.set(f"data.{split}", {"sources": sources})
+            counts[split] = len(names)
     if t.get("data.train") is None:
         t.refuse("dataset", "required: the names of the data sets to train on (dataset_info.json)")
     if method == "sft" and any(source.get("format") == "mllm" for source in t.get("data.train.sources", [])):
         t.set("method", "vl_sft")  # image conversations through the model's processor
     translate_rows(t, top, str(t.get("method")))
+    llamafactory_mixture(t, top, counts)
 
 
 def translate_template(t: Translation, template: Any) -> None:
@@ -275,9 +279,3 @@ def translate_rows(t: Translation, top: Keys, method: str) -> None:
     top.copy("dataloader_num_workers", "data.num_workers", int)
     if top.take("disable_shuffling"):
         t.set("data.shuffle", False)
-    strategy = str(top.take("mix_strategy", "concat"))
-    if strategy != "concat":
-        t.refuse("mix_strategy", f"{strategy!r} is not available: honing concatenates its sources (each weighted)")
-    if top.has("interleave_probs"):
-        top.note("interleave_probs", "unused with mix_strategy concat (as in LLaMA-Factory)")
-    top.take("interleave_probs")

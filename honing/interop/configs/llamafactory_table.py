@@ -155,7 +155,8 @@ TRAIN: dict[str, Entry] = {
     **honoured("each source's max_samples", "max_samples"),
     **honoured("data.num_workers", "dataloader_num_workers"),
     **honoured("data.shuffle: false", "disable_shuffling"),
-    **honoured("sources weighted by interleave_probs", "mix_strategy", "interleave_probs"),
+    **honoured("data.<split>.mixture.stop", "mix_strategy"),
+    **honoured("data.<split>.sources[].proportion", "interleave_probs"),
     **moot(
         PREPROCESS,
         "overwrite_cache",

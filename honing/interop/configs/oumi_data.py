@@ -12,8 +12,7 @@ import os
 import re
 from typing import Any
 
-from honing.data.split_slices import check_slice, is_sliced
-from honing.errors import DataError
+from honing.interop.configs.mixture_keys import oumi_mixture
 from honing.interop.configs.translation import Keys, Translation
 
 # Oumi dataset names that are file formats, read from dataset_path: name -> honing's source format
@@ -136,7 +135,7 @@ def translate_split(t: Translation, split_keys: Keys, split: str, method: str) -
     if not sources:
         t.refuse(split_keys.key("datasets"), "expected at least one dataset")
     t.set(f"data.{split}", {"sources": sources})
-    translate_mixture(t, split_keys, items)
+    oumi_mixture(t, split_keys, items, sources, split)
     translate_collator(t, split_keys, split, method)
     pack = split_keys.take("pack")
     if pack is not None:
@@ -151,34 +150,6 @@ def translate_split(t: Translation, split_keys: Keys, split: str, method: str) -
             t.default("data.shuffle", False, "a streamed Oumi dataset reaches the trainer in file order")
     split_keys.note("use_torchdata", "not needed: honing reads and prepares rows with its own loader")
     split_keys.done()
-
-
-def translate_mixture(t: Translation, split_keys: Keys, items: list[Any]) -> None:
-    """``mixture_proportion`` / ``mixture_strategy`` / the split's ``seed``: Oumi interleaves datasets by
-    proportions only when every one has one; otherwise it concatenates them, as honing does (weight 1 each)."""
-    proportions = [item.get("mixture_proportion") if isinstance(item, dict) else None for item in items]
-    given = [index for index, value in enumerate(proportions) if value is not None]
-    mixed = len(given) > 1 and len(given) == len(proportions)
-    if given and len(given) < len(proportions):
-        for index in given:
-            t.refuse(
-                f"{split_keys.key('datasets')}[{index}].mixture_proportion",
-                "given for some datasets only; Oumi requires one on every dataset of the split",
-            )
-    elif mixed:
-        t.refuse(
-            f"{split_keys.key('datasets')}[].mixture_proportion",
-            "sampling a mixture by proportions is not available: honing's source weight repeats or subsamples a "
-            "source's own rows (0.5 = half of them), so proportions need the sources' sizes; give "
-            "data.train.sources[].weight",
-        )
-    moot = "unused: Oumi concatenates datasets unless each has a mixture_proportion (honing does the same)"
-    strategy = split_keys.take("mixture_strategy")
-    if strategy is not None and not mixed and strategy != "first_exhausted":
-        t.note(split_keys.key("mixture_strategy"), moot)
-    if not mixed:
-        split_keys.note("seed", moot)
-    split_keys.take("seed")
 
 
 def translate_collator(t: Translation, split_keys: Keys, split: str, method: str) -> None:
@@ -237,6 +208,17 @@ def check_processor(t: Translation, kwargs: Keys) -> None:
         t.refuse(kwargs.key("processor_name"), f"{processor!r}: honing uses the model's own processor ({model!r})")
 
 
+def slice_problem(split: str) -> str | None:
+    """Why ``datasets`` cannot read the sliced split ``split`` (``train[1:2:3]``), or None when it can."""
+    from datasets import ReadInstruction
+
+    try:
+        ReadInstruction.from_spec(split)
+    except (ValueError, AssertionError) as error:
+        return str(error)
+    return None
+
+
 def translate_dataset(t: Translation, item: Keys, method: str) -> dict[str, Any] | None:
     """One Oumi dataset as a honing source: a format read from ``dataset_path``, or a hub name and split."""
     name = item.take("dataset_name")
@@ -251,11 +233,10 @@ def translate_dataset(t: Translation, item: Keys, method: str) -> dict[str, Any]
     head = HEAD_SLICE.match(split)
     if head:  # "train[:1000]": the first rows of the split
         split, rows = head["split"], int(head["rows"])
-    elif is_sliced(split):  # train[90%:]: honing's source path takes datasets' own slices
-        try:
-            check_slice(split, item.key("split"))
-        except DataError as error:
-            t.refuse(item.key("split"), str(error).split(": ", 1)[-1])
+    elif "[" in split:  # train[90%:]: honing's source path takes datasets' own slices (honing.data.split_slices)
+        problem = slice_problem(split)
+        if problem:
+            t.refuse(item.key("split"), f"{split!r} is no split slice datasets reads ({problem})")
     if path is None:
         if name in FORMAT_DATASETS:
             t.refuse(item.key("dataset_path"), f"required for the file format {name!r}")
@@ -264,7 +245,7 @@ def translate_dataset(t: Translation, item: Keys, method: str) -> dict[str, Any]
     else:
         # a folder saved by datasets holds splits; a file is one split already
         source = {"path": f"{path}:{split}" if os.path.isdir(path) and item.has("split") else path}
-        if is_sliced(split) and not os.path.isdir(path):
+        if "[" in split and not os.path.isdir(path):
             t.refuse(item.key("split"), f"{split!r}: {path!r} is a file, one split: slices apply to dataset folders")
         if name in NAMED_DATASETS:  # the file holds the hub data set's own columns, as Oumi's class reads them
             source["dataset"] = NAMED_DATASETS[name]
@@ -282,7 +263,7 @@ def translate_dataset(t: Translation, item: Keys, method: str) -> dict[str, Any]
             t.refuse(item.key("subset"), f"{subset!r}: a subset is read from a hub dataset or a dataset folder")
         else:
             source["subset"] = subset
-    item.take("mixture_proportion")  # read with the split (translate_mixture)
+    item.take("mixture_proportion")  # read with the split (mixture_keys.oumi_mixture)
     translate_order(t, item)
     item.note(
         "trust_remote_code", "the tokenizer and processor are loaded with model.trust_remote_code, as the model is"

@@ -59,12 +59,9 @@ SPLIT: dict[str, Entry] = {
     **honoured("data.train_on: assistant (all_assistant_turns; final_assistant_turn refused)", "train_target"),
     **honoured("method: pretrain (Oumi packs documents: pretraining's rows)", "pack"),
     **honoured("data.<split>.sources[].text_field", "target_col"),
-    **moot(
-        "not needed: Oumi concatenates datasets unless each has a mixture_proportion, as honing does",
-        "mixture_strategy",
-    ),
+    **honoured("data.<split>.mixture.stop (when every dataset has a mixture_proportion)", "mixture_strategy"),
     **moot("not needed: honing reads sources whole (the same rows); `honing prepare` streams large ones", "stream"),
-    **moot("not needed: the mixture's order follows trainer.seed", "seed"),
+    **honoured("data.<split>.mixture.seed (when every dataset has a mixture_proportion)", "seed"),
     **moot("not needed: honing reads and prepares rows with its own loader", "use_torchdata"),
     **refused("not available: honing's collates take no extra arguments", "collator_kwargs"),
 }
@@ -78,9 +75,7 @@ DATASET: dict[str, Entry] = {
         "split",
     ),
     **honoured("data.<split>.sources[].max_samples", "sample_count"),
-    **refused(
-        "not available: sampling a mixture by proportions; give data.<split>.sources[].weight", "mixture_proportion"
-    ),
+    **honoured("data.<split>.sources[].proportion, with data.<split>.mixture (on every dataset)", "mixture_proportion"),
     **honoured("data.shuffle (each epoch, seeded by trainer.seed)", "shuffle"),
     **honoured("data.<split>.sources[] (the named data set's keyword arguments honing reads)", "dataset_kwargs"),
     **moot("not needed without sample_count: the training order follows trainer.seed", "seed"),

@@ -85,13 +85,8 @@ def test_data_options_honing_has_or_makes_moot():
     noted(translation, "data.train.use_torchdata")
 
 
-def test_a_mixture_needs_every_proportion_and_is_refused_by_name_for_lack_of_sizes():
+def test_a_mixture_needs_every_proportion():
     two = [{"dataset_name": "a/b", "mixture_proportion": 0.5}, {"dataset_name": "c/d", "mixture_proportion": 0.5}]
-    assert refusals(**{"data.train.datasets": two}) == [
-        "data.train.datasets[].mixture_proportion: sampling a mixture by proportions is not available: honing's "
-        "source weight repeats or subsamples a source's own rows (0.5 = half of them), so proportions need the "
-        "sources' sizes; give data.train.sources[].weight"
-    ]
     two[1].pop("mixture_proportion")
     assert refusals(**{"data.train.datasets": two})[0].startswith(
         "data.train.datasets[0].mixture_proportion: given for some datasets only"

@@ -45,6 +45,24 @@ SPECIAL = {
     "data:train": ({"datasets": TWO[1:]}, sources("b.jsonl")),
     "data:validation": ({"datasets": TWO[1:]}, sources("b.jsonl", split="validation")),
     "data.<split>:datasets": (TWO, sources("a.jsonl", "b.jsonl")),
+    "data.<split>:mixture_strategy": (
+        {
+            "datasets": [{**TWO[0], "mixture_proportion": 0.4}, {**TWO[1], "mixture_proportion": 0.6}],
+            "mixture_strategy": "all_exhausted",
+        },
+        {
+            "data.train.mixture": {"stop": "all_exhausted"},
+            "data.train.sources": [
+                {"path": "a.jsonl", "format": "conversation", "proportion": 0.4},
+                {"path": "b.jsonl", "format": "conversation", "proportion": 0.6},
+            ],
+        },
+    ),  # fmt: skip
+    "data.<split>:seed": (
+        {"datasets": [{**TWO[0], "mixture_proportion": 0.5}, {**TWO[1], "mixture_proportion": 0.5}], "seed": 3},
+        {"data.train.mixture": {"stop": "first_exhausted", "seed": 3}},
+    ),
+    "data.<split>.datasets[]:mixture_proportion": (1.0, sources("train.jsonl")),  # one dataset: its own rows
     "data.<split>:collator_name": ("text_completions_only_with_padding", {"data.train_on": "assistant"}),
     "data.<split>:train_target": ("all_assistant_turns", {"data.train_on": "assistant"}),
     "data.<split>:pack": (True, {"method": "pretrain"}),
@@ -276,10 +294,6 @@ def test_each_honoured_key_reaches_its_honing_key(group, key):
 def test_each_refused_key_set_is_refused_in_one_line_naming_it(group, key):
     value = VALUES.get(f"{group}:{key}", sample(*oumi_keys.KEYS[group][key]))
     translation, path = translated(group, key, value)
-    if key == "mixture_proportion":  # on one of two datasets (on every one: refused as the split's, below)
-        raw = base_for(group)
-        raw["data"]["train"]["datasets"] = [{**TWO[0], key: value}, TWO[1]]
-        translation = translate(raw)
     naming = [line for line in translation.refused if line.startswith(f"{path}:") or line.startswith(f"{path}.")]
     assert len(naming) == 1 and "\n" not in naming[0], translation.refused
 
@@ -290,14 +304,6 @@ def test_each_moot_key_set_is_noted_not_refused(group, key):
     translation, path = translated(group, key, value)
     assert translation.refused == [], translation.refused
     assert any(path in note or f"{path.rsplit('.', 1)[0]}: " in note for note in translation.notes), translation.notes
-
-
-def test_mixture_proportions_on_every_dataset_are_refused_in_one_line():
-    raw = copy.deepcopy(BASE)
-    datasets = [{**TWO[0], "mixture_proportion": 0.25}, {**TWO[1], "mixture_proportion": 0.75}]
-    raw["data"]["train"] = {"datasets": datasets, "mixture_strategy": "all_exhausted"}
-    translation = translate(raw)
-    assert [line.split(":")[0] for line in translation.refused] == ["data.train.datasets[].mixture_proportion"]
 
 
 def test_the_profiler_repeats_one_window_only_and_needs_a_schedule():
