@@ -37,6 +37,7 @@ from honing.config.model_schema import LoraSection, ModelSection
 from honing.config.optim_schema import OptimSection, ParamGroupSection, SchedulerSection
 from honing.config.optimizers import optimizer_key_refusals
 from honing.config.parallel_schema import ParallelSection
+from honing.config.ppo_schema import PPOSection
 from honing.config.reward_schema import RewardSection
 from honing.config.rloo_schema import RLOOSection
 from honing.config.section import Section
@@ -81,8 +82,8 @@ class RunConfig(Section):
 
     method: MethodName = "pretrain"
     """The training method: ``pretrain``, ``sft``, ``vl_sft``, ``dpo``, ``orpo``, ``cpo`` (CPO and SimPO), ``grpo``,
-    ``vl_grpo`` (GRPO on image prompts), ``rloo`` or ``distill``; it picks the recipe and which keys are used
-    (``honing.config.methods``)."""
+    ``vl_grpo`` (GRPO on image prompts), ``rloo``, ``ppo`` or ``distill``; it picks the recipe and which keys are
+    used (``honing.config.methods``)."""
     recipe: str | None = None
     """Your own recipe class, a subclass of the method's, as ``package.module:ClassName`` (``method: pkg:Class``
     too); None: the method's own recipe."""
@@ -122,6 +123,8 @@ class RunConfig(Section):
     """A reward model's settings (``method: reward`` only); None: the defaults."""
     rloo: RLOOSection | None = None
     """RLOO's settings (``method: rloo`` only)."""
+    ppo: PPOSection | None = None
+    """PPO's settings (``method: ppo`` only)."""
     distill: DistillSection | None = None
     """On-policy distillation's settings (``method: distill`` only); None: the defaults."""
     model_card: ModelCardSection = Field(default_factory=ModelCardSection)

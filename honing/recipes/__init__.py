@@ -18,6 +18,7 @@ RECIPES: dict[str, str] = {
     "kto": "honing.recipes.kto:KTORecipe",
     "grpo": "honing.recipes.grpo:GRPORecipe",
     "rloo": "honing.recipes.grpo:GRPORecipe",
+    "ppo": "honing.recipes.ppo:PPORecipe",
     "vl_grpo": "honing.recipes.vl_grpo:VLGRPORecipe",
     "reward": "honing.recipes.reward:RewardRecipe",
     "distill": "honing.recipes.distill:DistillRecipe",

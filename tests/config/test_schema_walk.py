@@ -23,6 +23,7 @@ from honing.config import ConfigError, leaf_keys, track_reads, validate
 from honing.config.keys import section_type
 from honing.config.methods import METHODS, refused_key
 from honing.config.schema import RunConfig
+from tests.config.online_dpo_scenario import online_dpo_runs
 
 pytestmark = pytest.mark.slow
 
@@ -322,6 +323,34 @@ def rloo(tmp_path: Path) -> Iterator[dict[str, Any]]:
         yield {**{k: v for k, v in raw.items() if k != "grpo"}, "method": "rloo", "rloo": section}
 
 
+def ppo(tmp_path: Path) -> Iterator[dict[str, Any]]:
+    """GRPO's first run as PPO (LoRA, reward functions, whitened rewards, k3, the missing-EOS penalty); then the full
+    fine-tune of its export scored by a reward model made from that export, which also starts the value model."""
+    from transformers import AutoModelForSequenceClassification
+
+    raw = next(grpo(tmp_path))
+    section = {k: raw["grpo"][k] for k in ("temperature", "sample_interval", "validation")}
+    section.update(
+        response_length=4, stop_token="eos", missing_eos_penalty=1.0, kl_coef=0.04, kl_estimator="k3",
+        whiten_rewards=True, gamma=0.99, lam=0.9, cliprange=0.2, cliprange_value=0.3, vf_coef=0.2,
+        num_ppo_epochs=2, num_mini_batches=1,
+        rewards=[{"name": "soft_10tokens_completions", "weight": 1.0}, {"name": "countdown", "weight": 0.5}],
+    )  # fmt: skip
+    first = {**{k: v for k, v in raw.items() if k != "grpo"}, "method": "ppo", "ppo": section}
+    yield first
+    reward_model = tmp_path / "reward_model"
+    AutoModelForSequenceClassification.from_pretrained(tmp_path / "a" / "run" / "hf", num_labels=1).save_pretrained(
+        reward_model
+    )
+    second = second_run({**first, "data": {**first["data"], "validation": None}}, tmp_path / "a", tmp_path / "b")
+    second["data"].pop("validation_split")
+    second["data"]["train"]["sources"][0].update(path="generated:reverse?samples=16&seed=0", format="auto")
+    second["ppo"] = {**section, "stop_token": None, "stop_token_id": 0, "reward_weights": [0.5]}
+    second["ppo"]["rewards"] = [{"name": "soft_10tokens_completions"}]  # beside the reward model's score
+    second["ppo"].update(reward_model_path=str(reward_model), value_model_path=str(reward_model))
+    yield second
+
+
 def dpo(tmp_path: Path) -> Iterator[dict[str, Any]]:
     """Generated preference pairs, LoRA with the adapters-off reference, the robust loss with RPO, generation eval;
     then a full fine-tune of the first run's export with a precomputed reference and over-long pairs dropped."""
@@ -568,6 +597,8 @@ SCENARIOS: dict[str, Callable[[Path], Iterator[dict[str, Any]]]] = {
     "vl_sft": vl_sft,
     "grpo": grpo,
     "rloo": rloo,
+    "online_dpo": online_dpo_runs(grpo),
+    "ppo": ppo,
     "vl_grpo": vl_grpo,
     "vl_dpo": vl_dpo,
     "dpo": dpo,
@@ -583,10 +614,24 @@ def run_and_record(raw: dict[str, Any]) -> set[str]:
     """The key paths one recipe run reads."""
     from honing.recipes import recipe_class
 
-    config = validate(raw)
+    config = validate(with_mixtures(raw))
     with track_reads(config) as reads:
         recipe_class(config.method)(config).run()
     return reads.keys
+
+
+def with_mixtures(raw: dict[str, Any]) -> dict[str, Any]:
+    """``raw`` with each split of raw sources drawn by a mixture that takes every row once (the sources in turn),
+    so that every method reads ``data.<split>.mixture``'s keys; prepared token folders are read whole."""
+    raw = copy.deepcopy(raw)
+    for split in ("train", "validation"):
+        part = (raw.get("data") or {}).get(split)
+        if not isinstance(part, dict) or "mixture" in part:
+            continue
+        if any(source.get("format") == "tokens" or source.get("weight", 1.0) != 1.0 for source in part["sources"]):
+            continue
+        part["mixture"] = {"stop": "all_exhausted_without_replacement", "seed": 0, "max_repetition": 1.0}
+    return raw
 
 
 @pytest.mark.parametrize("method", sorted(METHODS))
@@ -615,7 +660,7 @@ def assert_refused(method: str, key: str, refused: str, tmp_path: Path) -> None:
     raw = minimal(method, tmp_path)
     if key.startswith("data.validation."):  # a source needs its path to be one
         raw["data"]["validation"] = {"sources": [{"path": "held_out.jsonl"}]}
-    for section in ("grpo", "rloo"):
+    for section in ("grpo", "rloo", "online_dpo"):
         if key.startswith(f"{section}.rewards[]."):  # a reward needs its name to be one
             raw[section] = {"rewards": [{"name": "countdown"}]}
     set_key(raw, key, sample_value(key))
@@ -661,6 +706,7 @@ REQUIRED_SAMPLES = {
     "data.validation.sources[].path": "held_out.jsonl",
     "grpo.rewards[].name": "countdown",
     "rloo.rewards[].name": "countdown",
+    "online_dpo.rewards[].name": "countdown",
 }
 
 

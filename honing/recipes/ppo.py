@@ -1,0 +1,173 @@
+"""PPO (TRL's PPOTrainer): prompts in, one completion per prompt sampled by the policy, scored by a reward model
+(``method: reward``'s export) and / or GRPO's reward functions, a value model trained beside the policy; full or
+LoRA (the value model trains whole, as TRL's).
+
+Parts: GRPO's chat tokenizer, prompt rows, rollouts, held-out reward validation and reference (a frozen copy, or the
+LoRA model with its adapters off), the value model (``ppo.value_model_path``, else the reward model's, else the
+policy's weights with a new scalar head) and the PPO train module (``honing.methods.ppo``).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import torch
+
+from honing.config.grpo_loss_schema import weighted_rewards
+from honing.data.finetune_data import RunData, build_finetune_data
+from honing.data.prompts.prompt_rows import PromptRows
+from honing.distributed import print0
+from honing.errors import ConfigError
+from honing.methods.ppo_value import ValueModel
+from honing.models import is_lora
+from honing.models.generation import end_of_turn_ids
+from honing.models.wrappers import unwrap_model
+from honing.recipes.base import Recipe, micro_batch_size, train_module_options, use_chat_tokenizer
+from honing.recipes.grpo import GRPORecipe
+from honing.recipes.grpo_sampling import rollout_section
+from honing.recipes.grpo_validation import reward_validation, wants_reward_validation, with_evaluation_before_training
+from honing.rl.rewards import RewardScorer
+
+
+class PPORecipe(Recipe):
+    """A chat tokenizer and policy (full or LoRA); prompts for data; a value model; PPO's train module."""
+
+    def __init__(self, config: Any):
+        super().__init__(config)
+        self.ppo = rollout_section(config)
+        self.grpo = self.ppo  # what GRPO's shared parts read: the rewards and the validation settings
+        if config.trainer.precision == "fp16-mixed":
+            raise ConfigError("trainer.precision: fp16-mixed does not scale the PPO value model's loss; use bf16-mixed")
+
+    def build_model_assets(self) -> list[Any]:
+        """A byte-level or pretrained tokenizer with the run's chat template."""
+        return use_chat_tokenizer(self)
+
+    def compile_blockers(self) -> list[str]:
+        """Rollouts decode in the step: each new length would recompile the blocks."""
+        return ["the rollouts' decoding"]
+
+    def build_reference_model(self, model: torch.nn.Module) -> torch.nn.Module | None:
+        """A frozen copy of the policy as built (``ppo.kl_coef`` > 0, full fine-tuning); None with LoRA (its adapters
+        are disabled instead) or kl_coef = 0."""
+        if self.ppo.kl_coef == 0.0 or is_lora(model):
+            return None
+        return copy.deepcopy(model).eval().requires_grad_(False)
+
+    def row_kind(self) -> PromptRows:
+        """Prompts rendered with the chat template's generation prompt, one completion each."""
+        return PromptRows(
+            self.tokenizer,
+            self.chat_template,
+            self.config.data,
+            cache_dir=self.cache_dir,
+            max_completion_length=self.ppo.response_length,
+            num_generations=1,
+            tools=None,
+            printer=print0,
+        )
+
+    def build_data(self) -> RunData:
+        """A resumable loader of left-padded prompts, and the held-out prompts the evaluator samples and scores."""
+        validation = wants_reward_validation(self.config) and bool(self.ppo.rewards)
+        return build_finetune_data(self.row_kind(), self.config.data, self.data_placement(), validation=validation)
+
+    def stop_token_ids(self) -> list[int]:
+        """Where a completion ends: ``stop_token: eos`` the end-of-sequence and end-of-turn tokens, or
+        ``stop_token_id``, or nowhere (TRL's default: ``response_length`` tokens)."""
+        if self.ppo.stop_token_id is not None:
+            return [self.ppo.stop_token_id]
+        if self.ppo.stop_token == "eos":
+            tokenizer = self.tokenizer
+            return [int(i) for i in (tokenizer.eos_token_id, *end_of_turn_ids(tokenizer)) if i is not None]
+        return []
+
+    def sequence_classifier(self, path: str | None) -> torch.nn.Module:
+        """A sequence classifier with one label from ``path``, or (None) the policy's weights with a new head."""
+        from transformers import AutoModelForSequenceClassification
+
+        if path is not None:
+            model = AutoModelForSequenceClassification.from_pretrained(path, num_labels=1)
+        else:
+            policy = unwrap_model(self.model)
+            if is_lora(policy):
+                policy = policy.get_base_model()
+            torch.manual_seed(self.config.trainer.seed)  # the new head's start
+            config = copy.deepcopy(policy.config)
+            config.num_labels = 1
+            model = AutoModelForSequenceClassification.from_config(config)
+            body = getattr(model, model.base_model_prefix)
+            state = {
+                k: v for k, v in getattr(policy, policy.base_model_prefix).state_dict().items() if "lora_" not in k
+            }
+            body.load_state_dict({k.replace("base_layer.", ""): v for k, v in state.items()})
+        model.config.pad_token_id = self.tokenizer.pad_token_id
+        return model.to(self.device, torch.float32)
+
+    def build_train_module(self) -> Any:
+        """PPO's train module with the reward model, the value model and the rewards of ``ppo.rewards``."""
+        from honing.methods.ppo import PPOTrainModule
+
+        ppo, tokenizer = self.ppo, self.tokenizer
+        rows = self.config.data.rows_per_step(self.parallel_dims.dp_size) // self.parallel_dims.dp_size
+        if rows % ppo.num_mini_batches or (rows // ppo.num_mini_batches) % micro_batch_size(
+            self.config, self.parallel_dims
+        ):
+            raise ConfigError(
+                f"ppo.num_mini_batches ({ppo.num_mini_batches}) must divide each rank's rollout batch ({rows} "
+                "prompts) into mini-batches of whole data.micro_batch_size micro-batches; change one of them"
+            )
+        reward_model = None
+        if ppo.reward_model_path is not None:
+            reward_model = self.sequence_classifier(ppo.reward_model_path).eval().requires_grad_(False)
+        value_model = self.sequence_classifier(ppo.value_model_path or ppo.reward_model_path).train()
+        value = ValueModel(value_model, self.build_optimizer(value_model), grad_clip=self.config.optim.grad_clip)
+        reference = self.reference_model.to(self.device) if self.reference_model is not None else None
+        return PPOTrainModule(
+            self.model,
+            self.build_optimizer(self.model),
+            value=value,
+            reward_model=reward_model,
+            num_ppo_epochs=ppo.num_ppo_epochs,
+            num_mini_batches=ppo.num_mini_batches,
+            kl_coef=ppo.kl_coef,
+            kl_estimator=ppo.kl_estimator,
+            whiten_rewards=ppo.whiten_rewards,
+            gamma=ppo.gamma,
+            lam=ppo.lam,
+            cliprange=ppo.cliprange,
+            cliprange_value=ppo.cliprange_value,
+            vf_coef=ppo.vf_coef,
+            missing_eos_penalty=ppo.missing_eos_penalty,
+            eos_token_id=tokenizer.eos_token_id,
+            tokenizer=tokenizer,
+            scorer=ppo_scorer(ppo),
+            stop_token_ids=self.stop_token_ids(),
+            max_completion_length=ppo.response_length,
+            temperature=ppo.temperature,
+            reference_model=reference,
+            seed=self.config.trainer.seed,
+            sample_interval=ppo.sample_interval,
+            validation=reward_validation(self) if ppo.rewards else None,
+            **train_module_options(self),
+        )
+
+    def build_callbacks(self) -> dict[str, Any]:
+        """The registered callbacks, and an evaluation before training where ``ppo.validation`` asks for one."""
+        return with_evaluation_before_training(super().build_callbacks(), self.ppo)
+
+    def held_out_answers(self) -> list[tuple[Any, str]]:
+        """The ``data.validation`` prompts with their ``answer`` column, as GRPO's (the generation eval's)."""
+        return GRPORecipe.held_out_answers(self)  # type: ignore[arg-type]
+
+
+def ppo_scorer(section: Any) -> RewardScorer:
+    """The reward functions of ``ppo.rewards`` and, with ``ppo.reward_model_path``, a last column ``reward_model``
+    (weight 1) that the train module fills with the reward model's scores."""
+    rewards = weighted_rewards(section)
+    if section.reward_model_path is None:
+        return RewardScorer(rewards, key="ppo.rewards")
+    scorer = RewardScorer([*rewards, ("honing.methods.ppo_value:unscored", 1.0)], key="ppo.rewards")
+    scorer.names[-1] = "reward_model"
+    return scorer
