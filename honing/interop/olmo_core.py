@@ -21,6 +21,7 @@ import torch.distributed as dist
 
 from honing.distributed import prepare_training_environment, teardown_training_environment
 from honing.errors import ConfigError
+from honing.interop.olmo_core_evals import recommended_eval_callbacks
 from honing.interop.olmo_core_trainer import Checkpointer, OLMoCoreTrainerSection, Trainer, olmo_core_section
 from honing.interop.olmo_core_unshard import unshard_checkpoint
 from honing.train.callbacks.base import Callback
@@ -145,6 +146,22 @@ class TrainerConfig:
         config = replace(self, callbacks=dict(self.callbacks))
         config.add_callbacks(callbacks)
         return config
+
+    def with_recommended_evals(
+        self,
+        tokenizer: Any,
+        sequence_length: int,
+        cluster: str,
+        task_set: str = "full",
+        eval_interval: int = 10_000,
+        lazy_load: bool = False,
+    ) -> TrainerConfig:
+        """A copy of this config with a ``downstream_evaluator`` (lm-eval on the task set's benchmarks) and an
+        ``lm_evaluator`` (the loss on the validation documents of the folder ``cluster``): honing's nearest form of
+        OLMo-core's, ``olmo_core_evals.py`` says what differs."""
+        return self.with_callbacks(
+            recommended_eval_callbacks(tokenizer, sequence_length, cluster, task_set, eval_interval, lazy_load)
+        )
 
     def section(self) -> OLMoCoreTrainerSection:
         """These settings as honing's trainer section (the fields of the same name; durations as text)."""

@@ -17,6 +17,7 @@ from honing.train.callbacks.base import Callback
 from honing.train.callbacks.checkpointer import CheckpointerCallback
 from honing.train.callbacks.evaluator import EvaluatorCallback
 from honing.train.callbacks.generation_eval import GenerationEvalCallback
+from honing.train.callbacks.harness_eval import HarnessEvalCallback
 from honing.train.checkpoint import Checkpointer
 from honing.train.common import StepSkipRange
 from honing.train.duration import Duration
@@ -36,7 +37,7 @@ log = logging.getLogger(__name__)
 
 def _is_evaluator(callback: Callback) -> bool:
     """An evaluation callback: ``no_evals`` turns it off."""
-    return isinstance(callback, (EvaluatorCallback, GenerationEvalCallback))
+    return isinstance(callback, (EvaluatorCallback, GenerationEvalCallback, HarnessEvalCallback))
 
 
 def _implements(callback: Callback, event: str) -> bool:
