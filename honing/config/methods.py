@@ -192,6 +192,7 @@ METHODS: dict[str, Method] = {
 METHODS["rloo"] = replace(METHODS["grpo"], section="rloo")  # GRPO's rollouts with RLOO's estimator
 # GRPO's rollouts, one completion a prompt, with a value model; TRL's PPOTrainer turns dropout off in every model
 METHODS["ppo"] = replace(METHODS["grpo"], section="ppo", disable_dropout=True)
+METHODS["online_dpo"] = replace(METHODS["grpo"], section="online_dpo", disable_dropout=True)  # TRL's OnlineDPOConfig
 #: GRPO's multi-turn tool-use keys (``grpo.tools`` and what only tool calls read)
 GRPO_TOOL_KEYS = tuple(
     f"grpo.{key}" for key in ("tools", "max_turns", "tool_timeout", "max_tool_response_length", "tool_call_format")

@@ -34,6 +34,7 @@ from honing.config.method_schema import (
 )
 from honing.config.methods import METHODS, methods_json, refusals
 from honing.config.model_schema import LoraSection, ModelSection
+from honing.config.online_dpo_schema import OnlineDPOSection
 from honing.config.optim_schema import OptimSection, ParamGroupSection, SchedulerSection
 from honing.config.optimizers import optimizer_key_refusals
 from honing.config.parallel_schema import ParallelSection
@@ -82,8 +83,8 @@ class RunConfig(Section):
 
     method: MethodName = "pretrain"
     """The training method: ``pretrain``, ``sft``, ``vl_sft``, ``dpo``, ``orpo``, ``cpo`` (CPO and SimPO), ``grpo``,
-    ``vl_grpo`` (GRPO on image prompts), ``rloo``, ``ppo`` or ``distill``; it picks the recipe and which keys are
-    used (``honing.config.methods``)."""
+    ``vl_grpo`` (GRPO on image prompts), ``rloo``, ``ppo``, ``online_dpo`` or ``distill``; it picks the recipe and
+    which keys are used (``honing.config.methods``)."""
     recipe: str | None = None
     """Your own recipe class, a subclass of the method's, as ``package.module:ClassName`` (``method: pkg:Class``
     too); None: the method's own recipe."""
@@ -125,6 +126,8 @@ class RunConfig(Section):
     """RLOO's settings (``method: rloo`` only)."""
     ppo: PPOSection | None = None
     """PPO's settings (``method: ppo`` only)."""
+    online_dpo: OnlineDPOSection | None = None
+    """Online DPO's settings (``method: online_dpo`` only)."""
     distill: DistillSection | None = None
     """On-policy distillation's settings (``method: distill`` only); None: the defaults."""
     model_card: ModelCardSection = Field(default_factory=ModelCardSection)

@@ -19,6 +19,7 @@ RECIPES: dict[str, str] = {
     "grpo": "honing.recipes.grpo:GRPORecipe",
     "rloo": "honing.recipes.grpo:GRPORecipe",
     "ppo": "honing.recipes.ppo:PPORecipe",
+    "online_dpo": "honing.recipes.online_dpo:OnlineDPORecipe",
     "vl_grpo": "honing.recipes.vl_grpo:VLGRPORecipe",
     "reward": "honing.recipes.reward:RewardRecipe",
     "distill": "honing.recipes.distill:DistillRecipe",

@@ -1,0 +1,187 @@
+"""Online DPO TrainModule (TRL's OnlineDPOTrainer): each step samples two completions per prompt from the current
+policy (GRPO's rollouts: ``honing.methods.grpo``), ranks each pair by the rewards or a pairwise judge, and takes DPO's
+loss of the pair against the reference (a frozen copy of the starting policy; LoRA: its adapters off), averaged over
+the step's pairs on every rank.
+
+Nothing of a rollout outlives its step, and its randomness comes from (seed, step, prompt index, completion index)
+alone, so a resumed run samples the same pairs and ends with the same weights."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+import torch
+
+from honing.data.collate import stack_collate
+from honing.distributed import is_rank0
+from honing.errors import DataError
+from honing.methods.grpo import GRPOTrainModule, rollout_seed
+from honing.methods.grpo_metrics import ended_rows
+from honing.methods.online_dpo_loss import first_is_chosen, online_dpo_terms, pair_rewards
+
+#: the rollout tensors a loss micro-batch holds, split by rows (the two of a pair always in one micro-batch)
+PAIR_KEYS = ("input_ids", "attention_mask", "completion_ids", "completion_mask", "ref_logps", "first_chosen")
+#: the per-pair sums a step's metrics are made of, in this order
+PAIR_SUMS = ("chosen", "rejected", "ref_chosen", "ref_rejected", "accurate")
+
+
+class NoRewards:
+    """The scorer of a run whose judge ranks the pairs and that has no rewards: no reward columns."""
+
+    names: list[str] = []
+    weights = torch.zeros(0)
+
+    def score(self, prompts: Any, completions: Any, columns: Any) -> torch.Tensor:
+        """An empty (completions × 0) tensor."""
+        return torch.zeros(len(completions), 0)
+
+
+class OnlineDPOTrainModule(GRPOTrainModule):
+    """GRPO's sampling with two completions per prompt, ranked, and DPO's pair loss."""
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        optimizer: torch.optim.Optimizer,
+        *,
+        beta: float = 0.1,
+        loss_type: str = "sigmoid",
+        missing_eos_penalty: float | None = None,
+        judge: Callable[..., Any] | None = None,
+        **options: Any,
+    ):
+        super().__init__(model, optimizer, num_generations=2, **options)
+        self.beta, self.loss_type = beta, loss_type
+        self.missing_eos_penalty = missing_eos_penalty
+        self.judge = judge  # None: the rewards rank each pair
+        self._scores_mean: torch.Tensor | None = None  # the step's mean reward, for objective/rlhf_reward
+
+    def train_batch(self, batch: dict[str, Any], dry_run: bool = False) -> None:
+        """Sample, rank and score this rank's pairs, then back-propagate their mean DPO loss."""
+        self.start_step()
+        self.learn(self.rollout(batch, dry_run=dry_run), dry_run=dry_run)
+
+    # --- rollouts -----------------------------------------------------------------------
+    def rollout(self, batch: dict[str, Any], *, dry_run: bool = False) -> dict[str, Any]:
+        """Two completions per prompt, which of each pair is chosen, and the reference's log-probs."""
+        step = self.trainer.global_step if self.trainer is not None else 0
+        seeds = [rollout_seed(self.seed, step, int(i), g) for i in batch["index"].tolist() for g in range(2)]
+        groups = self.generate(batch, seeds)
+        rollouts = self.rollout_tensors(groups)
+        ended = ended_rows(groups.completion_ids, groups.attention(), self.stop_token_ids)
+        rewards = pair_rewards(groups.rewards_per_func, self.scorer.weights, ended.cpu(), self.missing_eos_penalty)
+        first = first_is_chosen(rewards) if self.judge is None else self.judged(groups.prompts[0::2], groups.texts)
+        rollouts["first_chosen"] = first.repeat_interleave(2).to(self.device)
+        rollouts["ref_logps"] = self.reference_logps(rollouts)
+        tokens = int(groups.prompt_mask.sum()) + int(groups.attention().sum())
+        self._step_tokens = (batch, int(self.sum_over_ranks(torch.tensor(tokens, device=self.device))))
+        if self.trainer is not None and not dry_run:
+            self._record_rollout(groups, ended, rewards, first)
+            self._log_pairs(groups.prompts, groups.texts, rewards, first)
+        return rollouts
+
+    def judged(self, prompts: list[Any], texts: list[str]) -> torch.Tensor:
+        """Per pair, whether the judge ranks its first completion better (it answers 0) or its second (1)."""
+        pairs = [[texts[i], texts[i + 1]] for i in range(0, len(texts), 2)]
+        ranks = list(self.judge(prompts, pairs))
+        if len(ranks) != len(pairs) or any(rank not in (0, 1) for rank in ranks):
+            raise DataError(
+                f"online_dpo.judge returned {ranks!r} for {len(pairs)} pairs; expected one 0 (the first completion "
+                "is better) or 1 (the second) per prompt"
+            )
+        return torch.tensor([rank == 0 for rank in ranks])
+
+    def completion_logps(self, model: torch.nn.Module, micro: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The completions' per-token log-probs of the model's own distribution: TRL's OnlineDPOTrainer scores the
+        raw logits, the sampling temperature shapes only which completions are drawn."""
+        sampling, self.temperature = self.temperature, 1.0
+        try:
+            return super().completion_logps(model, micro)
+        finally:
+            self.temperature = sampling
+
+    # --- the loss -----------------------------------------------------------------------
+    def learn(self, rollouts: dict[str, torch.Tensor], *, dry_run: bool = False) -> None:
+        """Back-propagate the mean DPO loss over every rank's pairs, micro-batches of whole pairs."""
+        micro_batches = stack_collate.split({k: rollouts[k] for k in PAIR_KEYS}, self.micro_batch_size * 2)
+        local_pairs = torch.tensor(float(rollouts["completion_mask"].shape[0] // 2), device=self.device)
+        pairs = self.sum_over_ranks(local_pairs)
+        scale = self.grad_divisor / pairs  # gradients are averaged over ranks: the global mean
+        sums: list[torch.Tensor] = []
+        loss_sum = self.backward_each(micro_batches, partial(self._pair_loss, sums=sums), scale)
+        self.record_loss(loss_sum * scale, cross_entropy=False, dry_run=dry_run)
+        if self.trainer is not None and not dry_run:
+            self._record_pair_metrics(torch.stack(sums).sum(0), pairs)
+
+    def _pair_loss(self, micro: dict[str, torch.Tensor], sums: list[torch.Tensor]) -> torch.Tensor:
+        logps = self.completion_logps(self.model, micro)
+        first = micro["first_chosen"][0::2].bool()
+        terms = online_dpo_terms(
+            logps, micro["ref_logps"], micro["completion_mask"], first, beta=self.beta, loss_type=self.loss_type
+        )
+        with torch.no_grad():
+            margin = (terms.chosen - terms.ref_chosen) - (terms.rejected - terms.ref_rejected)
+            parts = (terms.chosen, terms.rejected, terms.ref_chosen, terms.ref_rejected, (margin > 0).float())
+            sums.append(torch.stack([part.float().sum() for part in parts]))
+        return terms.losses.sum()
+
+    # --- metrics (TRL's names) ----------------------------------------------------------
+    def _record_rollout(self, groups: Any, ended: torch.Tensor, rewards: torch.Tensor, first: torch.Tensor) -> None:
+        lengths = groups.completion_mask.sum(1).float()
+        values = [lengths.sum(), (~ended).float().sum(), ended.float().sum(), torch.tensor(float(len(lengths)))]
+        if self.scorer.names:  # a judge alone gives no scores
+            chosen = torch.where(first, rewards[0::2], rewards[1::2])
+            rejected = torch.where(first, rewards[1::2], rewards[0::2])
+            values += [rewards.sum(), (chosen - rejected).sum()]
+        totals = self.sum_over_ranks(torch.stack([v.float().to(self.device) for v in values])).cpu()
+        completions = totals[3].clamp(min=1)
+        self._record("completions/mean_length", totals[0] / completions)
+        self._record("completions/clipped_ratio", totals[1] / completions)
+        self._record("val/contain_eos_token", totals[2] / completions)
+        if self.scorer.names:
+            self._record("objective/scores", totals[4] / completions)
+            self._record("objective/scores_margin", totals[5] / (completions / 2))
+            self._scores_mean = totals[4] / completions
+        else:
+            self._scores_mean = None
+
+    def _record_pair_metrics(self, sums: torch.Tensor, pairs: torch.Tensor) -> None:
+        totals = self.sum_over_ranks(sums.to(self.device)).cpu() / pairs.cpu()
+        chosen, rejected, ref_chosen, ref_rejected, accurate = totals.tolist()
+        kl = ((chosen - ref_chosen) + (rejected - ref_rejected)) / 2  # per completion, summed over its tokens
+        self._record("logps/chosen", torch.tensor(chosen))
+        self._record("logps/rejected", torch.tensor(rejected))
+        self._record("rewards/chosen", torch.tensor(self.beta * (chosen - ref_chosen)))
+        self._record("rewards/rejected", torch.tensor(self.beta * (rejected - ref_rejected)))
+        self._record("rewards/margins", torch.tensor(self.beta * ((chosen - ref_chosen) - (rejected - ref_rejected))))
+        self._record("rewards/accuracies", torch.tensor(accurate))
+        self._record("objective/kl", torch.tensor(kl))
+        self._record("objective/entropy", torch.tensor(-(chosen + rejected) / 2))
+        self._record("objective/non_score_reward", torch.tensor(-self.beta * kl))
+        if self._scores_mean is not None:
+            self._record("objective/rlhf_reward", self._scores_mean - self.beta * kl)
+        self._record("beta", torch.tensor(self.beta))
+
+    def _log_pairs(self, prompts: list[Any], texts: list[str], rewards: torch.Tensor, first: torch.Tensor) -> None:
+        step = self.trainer.global_step
+        if not self.sample_interval or step % self.sample_interval or not is_rank0():
+            return
+        chosen_rows = first.repeat_interleave(2).tolist()
+        rows = []
+        for row, (prompt, text) in enumerate(zip(prompts, texts)):
+            sample: dict[str, Any] = {"step": step, "prompt": prompt if isinstance(prompt, str) else json.dumps(prompt)}
+            sample["text"] = text
+            sample["reward"] = float(rewards[row]) if self.scorer.names else None
+            sample["chosen"] = chosen_rows[row] == (row % 2 == 0)  # the first of a pair chosen, or the second
+            rows.append(sample)
+        path = os.path.join(self.trainer.work_folder, "samples.jsonl")
+        os.makedirs(self.trainer.work_folder, exist_ok=True)
+        with open(path, "a", encoding="utf-8") as handle:
+            for sample in rows:
+                handle.write(json.dumps(sample) + "\n")
+        self.trainer.persist_working_file(path)
+        self.trainer.log_samples("completions", [{k: v for k, v in s.items() if k != "step"} for s in rows])

@@ -1,0 +1,105 @@
+"""Online DPO (``method: online_dpo``, TRL's OnlineDPOTrainer): prompts in, two completions per prompt sampled by the
+current policy, ranked by the rewards of ``online_dpo.rewards`` (functions or ``reward_model:PATH``) or by a pairwise
+``online_dpo.judge``, and DPO's loss of each pair against the starting policy; full or LoRA.
+
+Parts: GRPO's (a chat tokenizer, the prompt row kind, rollouts, held-out prompts scored by the rewards at each
+evaluation), a frozen copy of the policy as the reference (LoRA: its adapters off instead), the online DPO train
+module (``honing.methods.online_dpo``).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import torch
+
+from honing.config.grpo_loss_schema import weighted_rewards
+from honing.data.prompts.prompt_rows import PromptRows
+from honing.distributed import print0
+from honing.errors import ConfigError
+from honing.methods.online_dpo import NoRewards, OnlineDPOTrainModule
+from honing.models import is_lora
+from honing.models.generation import end_of_turn_ids
+from honing.recipes.base import Recipe, train_module_options
+from honing.recipes.grpo import GRPORecipe
+from honing.recipes.grpo_validation import reward_validation
+from honing.rl.imports import import_callable
+from honing.rl.rewards import RewardScorer
+
+
+class OnlineDPORecipe(GRPORecipe):
+    """GRPO's tokenizer, prompts and sampling; a reference copy; the online DPO train module."""
+
+    def __init__(self, config: Any):
+        Recipe.__init__(self, config)  # GRPO's reads tools and vLLM keys that online DPO's section has not
+        if config.online_dpo is None:
+            raise ConfigError(
+                "online_dpo: method 'online_dpo' needs an online_dpo section, at least online_dpo.rewards: "
+                "[{name: ...}] or online_dpo.judge"
+            )
+        self.grpo = config.online_dpo  # the name GRPO's shared steps (held-out scoring, callbacks) read
+        if not self.grpo.rewards and self.grpo.judge is None:
+            raise ConfigError(
+                "online_dpo: give rewards to rank the two completions (online_dpo.rewards: [{name: ...}], e.g. "
+                "reward_model:runs/reward/hf) or a pairwise judge (online_dpo.judge: package.module:function)"
+            )
+        if not self.grpo.rewards and config.data.validation is not None and config.callbacks.evaluator.enabled:
+            raise ConfigError(
+                "online_dpo.judge: the held-out prompts of data.validation are scored by online_dpo.rewards, and a "
+                "judge alone gives none; add online_dpo.rewards, remove data.validation, or set "
+                "callbacks.evaluator.enabled: false"
+            )
+
+    def build_reference_model(self, model: torch.nn.Module) -> torch.nn.Module | None:
+        """A frozen copy of the policy as built; None with LoRA (its adapters are disabled instead)."""
+        if is_lora(model):
+            return None
+        return copy.deepcopy(model).eval().requires_grad_(False)
+
+    def row_kind(self) -> PromptRows:
+        """Prompts rendered with the chat template's generation prompt, each leaving ``max_new_tokens``."""
+        return PromptRows(
+            self.tokenizer,
+            self.chat_template,
+            self.config.data,
+            cache_dir=self.cache_dir,
+            max_completion_length=self.grpo.max_new_tokens,
+            num_generations=2,
+            printer=print0,
+        )
+
+    def build_train_module(self) -> Any:
+        """The online DPO train module, its pairs ranked by the rewards or the judge."""
+        section, tokenizer = self.grpo, self.tokenizer
+        stop = [int(i) for i in (tokenizer.eos_token_id, *end_of_turn_ids(tokenizer)) if i is not None]
+        reference = self.reference_model
+        if reference is not None:
+            reference = reference.to(self.device)
+        if section.rewards:
+            scorer: Any = RewardScorer(weighted_rewards(section), key="online_dpo.rewards")
+        else:
+            scorer = NoRewards()
+        judge = None
+        if section.judge is not None:
+            judge = import_callable(section.judge, key="online_dpo.judge", kind="judge")
+        return OnlineDPOTrainModule(
+            self.model,
+            self.build_optimizer(self.model),
+            tokenizer=tokenizer,
+            scorer=scorer,
+            stop_token_ids=stop,
+            max_completion_length=section.max_new_tokens,
+            temperature=section.temperature,
+            top_p=section.top_p,
+            top_k=section.top_k,
+            beta=section.beta,
+            loss_type=section.loss_type,
+            missing_eos_penalty=section.missing_eos_penalty,
+            judge=judge,
+            reference_model=reference,
+            seed=self.config.trainer.seed,
+            sample_interval=section.sample_interval,
+            validation=reward_validation(self) if section.rewards else None,
+            **train_module_options(self),
+        )
