@@ -5,11 +5,12 @@ pairwise judge ranks the pairs in place of rewards, and the section's mistakes a
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
 
-from honing.config import validate
+from honing.config import load_config, validate
 from honing.errors import ConfigError, DataError
 from honing.recipes.online_dpo import OnlineDPORecipe
 from tests.recipes.test_grpo import grpo_raw, read_jsonl
@@ -135,3 +136,19 @@ def test_the_sections_mistakes_are_one_line(tmp_path):
     raw["data"]["validation"] = {"sources": [{"path": "generated:reverse?samples=4&seed=1"}]}
     with pytest.raises(ConfigError, match="a judge alone gives none"):
         OnlineDPORecipe(validate(raw))
+
+
+@pytest.mark.slow
+def test_the_example_raises_the_held_out_reward(tmp_path):
+    """configs/online-dpo-letters.yaml, 40 of its 60 steps: the held-out prompts' sampled replies go from no "a" to
+    most of their characters (measured: 0.00 at step 0, 0.71 at step 40, 0.96 at step 60)."""
+    example = Path(__file__).resolve().parents[2] / "configs" / "online-dpo-letters.yaml"
+    overrides = [f"trainer.save_folder={tmp_path / 'run'}", "trainer.max_duration=40steps", "trainer.num_threads=1"]
+    OnlineDPORecipe(load_config(str(example), overrides)).run()
+    rewards = {
+        row["step"]: row["eval/reward"]
+        for row in read_jsonl(tmp_path / "run" / "metrics.jsonl")
+        if "eval/reward" in row
+    }
+    assert sorted(rewards) == [0, 20, 40]
+    assert rewards[40] > rewards[0] + 0.3, rewards
