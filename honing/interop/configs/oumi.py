@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from honing.interop.configs.interpolations import resolve_interpolations
 from honing.interop.configs.oumi_data import reads_documents, reads_images, translate_data
 from honing.interop.configs.oumi_defaults import fill_defaults, fill_grpo_length
 from honing.interop.configs.oumi_model import translate_model
@@ -41,7 +42,7 @@ def is_oumi(raw: dict[str, Any]) -> bool:
 def translate_oumi(raw: dict[str, Any]) -> Translation:
     """honing's config for an Oumi training config, with refusals, notes and the defaults filled in."""
     t = Translation("Oumi")
-    top = t.section(raw, "")
+    top = t.section(resolve_interpolations(raw), "")  # OmegaConf's ${a.b} references, as Oumi's loader does
     training = t.section(top.take("training"), "training")
     data = t.section(top.take("data"), "data")
     trainer = str(training.peek("trainer_type", "HF")).upper()

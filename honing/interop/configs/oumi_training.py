@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from honing.interop.configs.hf_args import duration, optimizer_family, set_optimizer, set_schedule, set_warmup
 from honing.interop.configs.oumi_distill import translate_distill
+from honing.interop.configs.oumi_trl_kwargs import translate_rest_as_trl
 from honing.interop.configs.translation import Keys, Translation, read_number
 from honing.interop.configs.trl_grpo_batch import (
     TRL_NUM_GENERATIONS,
@@ -196,6 +197,7 @@ def translate_trainer_kwargs(t: Translation, kwargs: Keys, method: str, *, trl_g
             "(generation_batch_size / (per_device_train_batch_size x processes))",
         )
     kwargs.note("remove_unused_columns", "not needed: honing's rows keep the columns their method reads")
+    translate_rest_as_trl(t, kwargs, method)  # every other key as TRL's config class reads it
     kwargs.done("not an argument honing has a key for; give honing's own keys")
 
 
