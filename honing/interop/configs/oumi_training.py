@@ -232,7 +232,7 @@ def grpo_batch(t: Translation, training: Keys, per_device: int, accumulation: in
     """GRPO's prompts per step: verl's ``data.train_batch_size``; TRL's batch counts completions per device, G per
     prompt (``honing.interop.configs.trl_grpo_batch``). Returns the optimizer steps of one honing step."""
     if verl:
-        t.set("data.global_batch_size", VERL_TRAIN_BATCH_SIZE)  # verl's default; its overrides may change it
+        t.default("data.global_batch_size", VERL_TRAIN_BATCH_SIZE, "verl's data.train_batch_size")  # overrides set it
         for name in ("per_device_train_batch_size", "gradient_accumulation_steps"):
             if training.has(name):
                 t.note(f"training.{name}", "not read by verl (its data.train_batch_size counts prompts)")
