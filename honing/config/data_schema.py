@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from honing.config.mixture_schema import MixtureSection
 from honing.config.olmocr_schema import OlmocrSection
 from honing.config.section import Section
 
@@ -43,6 +44,9 @@ class SourceSection(Section):
     """How the rows are read; ``auto`` detects it from the file name or the first row (methods read some only)."""
     weight: float = 1.0
     """How many times the source's rows are used per epoch (a seeded fraction of them for the remainder)."""
+    proportion: float | None = Field(default=None, gt=0)
+    """The source's share of the split's ``mixture`` draws (relative to the other sources'); None on every source
+    of a mixture: the sources take turns, one row each."""
     text_field: str = "text"
     """Pretraining: the field of a JSONL row that holds the document's text."""
     max_samples: int | None = Field(default=None, ge=1)
@@ -53,11 +57,27 @@ class SourceSection(Section):
     default one."""
     name: str | None = Field(default=None, pattern=r"^[\w.-]+$")
     """A validation source's name in its own metrics (``eval/<name>/loss``); None: its file's stem."""
+    columns: dict[str, str] = Field(default_factory=dict)
+    """The rows' own column for each of honing's names (``{instruction: question, output: answer}``,
+    ``{messages: dialogue}``); ``role`` / ``content`` (``from`` / ``value``) name the keys inside each message
+    (docs/data.md#column-mappings); empty: the rows use honing's names."""
+    roles: dict[str, str] = Field(default_factory=dict)
+    """The rows' speaker names as honing's (``{human: user, bot: assistant}``), in each message's ``role`` or
+    ``from``; empty: the rows use honing's (and ShareGPT's) names."""
     dataset: str | None = Field(default=None, min_length=1)
     """A named data set (``countdown``, ``gsm8k``, ``alpaca``, ... or its hub id, docs/data.md#named-data-sets): the
     rows at ``path`` (its hub id, or a local file) are in the data set's own columns, and its builder turns each into
     a prompt or a conversation; None: the rows' keys name their format, or a ``path`` that is a registered hub id
     names the data set."""
+
+    @model_validator(mode="after")
+    def _dataset_or_columns(self) -> SourceSection:
+        if self.dataset is not None and self.columns:
+            raise ValueError(
+                f"give a source's columns or its dataset, not both: the named data set {self.dataset!r} reads its own "
+                "columns (remove columns)"
+            )
+        return self
 
     @model_validator(mode="after")
     def _dataset_or_format(self) -> SourceSection:
@@ -73,7 +93,29 @@ class SplitSection(Section):
     """A set of sources for one split (train or validation)."""
 
     sources: list[SourceSection] = Field(min_length=1)
-    """The split's sources, read together (each by its weight)."""
+    """The split's sources, read together (each by its weight, or mixed by ``mixture``)."""
+    mixture: MixtureSection | None = None
+    """Sample the sources by their ``proportion`` (docs/data.md#mixtures); None: every source's rows, each repeated
+    by its weight."""
+
+    @model_validator(mode="after")
+    def _proportions_need_a_mixture(self) -> SplitSection:
+        given = [index for index, source in enumerate(self.sources) if source.proportion is not None]
+        if self.mixture is None and given:
+            raise ValueError(
+                f"sources[{given[0]}].proportion needs the split's mixture (add mixture: {{stop: first_exhausted}} "
+                "beside sources) or remove it"
+            )
+        if self.mixture is not None and given and len(given) < len(self.sources):
+            missing = next(i for i in range(len(self.sources)) if i not in given)
+            raise ValueError(f"sources[{missing}] has no proportion; a mixture gives one to every source or to none")
+        weighted = [index for index, source in enumerate(self.sources) if source.weight != 1.0]
+        if self.mixture is not None and weighted:
+            raise ValueError(
+                f"sources[{weighted[0]}].weight is {self.sources[weighted[0]].weight:g}: in a mixture a source's share "
+                "is its proportion (remove weight)"
+            )
+        return self
 
 
 class DataSection(Section):

@@ -49,9 +49,9 @@ POLL_SECONDS = 0.2
 LOG_SECONDS = 30.0  # between two progress lines where no progress bar is shown
 PROGRESS_ROWS = 256  # rows built between two progress reports (a multiple of a VL processor call's 64 rows)
 SOURCE_KEYS = ("path", "format", "text_field", "max_samples")  # what a source's rows depend on (not its weight)
-# and its subset and named data set, where it has them (left out otherwise, so that folders prepared before keep their
-# key)
-OPTIONAL_SOURCE_KEYS = ("subset", "dataset")
+# and its subset, named data set and column mapping, where it has them (left out otherwise, so that folders prepared
+# before keep their key)
+OPTIONAL_SOURCE_KEYS = ("subset", "dataset", "columns", "roles")
 
 #: reads the split's sources: each source's ``(item, origin)`` pairs in file order, and the bad rows skipped
 ReadItems = Callable[[], tuple[list[list[tuple[Any, str]]], BadRowReport]]
@@ -68,7 +68,7 @@ def rows_key(
     parts = [PREPARE_ROWS_VERSION, method, json.dumps(settings, sort_keys=True)]
     for fields in sources:
         keyed = {key: fields[key] for key in SOURCE_KEYS}
-        keyed.update({key: fields[key] for key in OPTIONAL_SOURCE_KEYS if fields.get(key) is not None})
+        keyed.update({key: fields[key] for key in OPTIONAL_SOURCE_KEYS if fields.get(key) not in (None, {})})
         parts.append(json.dumps(keyed, sort_keys=True))
         parts.extend(f"{url}\t{size}\t{marker}" for url, size, marker in source_files(fields["path"]))
     return content_hash([*parts, *extra])

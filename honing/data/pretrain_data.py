@@ -60,10 +60,22 @@ class PretrainText:
         if self._documents is None:
             data, seed = self.data, self.seed
             separator = data.text_document_separator
-            train = [doc.text for doc in load_documents(data.train.sources, seed=seed, separator=separator)]
+            train = [
+                doc.text
+                for doc in load_documents(
+                    data.train.sources, seed=seed, separator=separator, mixture=data.train.mixture
+                )
+            ]
             if data.validation is not None:
                 validation = [
-                    doc.text for doc in load_documents(data.validation.sources, seed=seed, separator=separator)
+                    doc.text
+                    for doc in load_documents(
+                        data.validation.sources,
+                        seed=seed,
+                        separator=separator,
+                        mixture=data.validation.mixture,
+                        where="data.validation",
+                    )
                 ]
             elif data.validation_split > 0:
                 train, validation = split_documents(train, data.validation_split, seed=seed)
@@ -129,6 +141,11 @@ class PretrainText:
         document_masking = data.document_masking
 
         def windows(split: str) -> tuple[list[RowWindow], list[RowWindow]]:
+            if getattr(data, split).mixture is not None:
+                raise ConfigError(
+                    f"data.{split}.mixture: prepared token folders (format: tokens) are read whole, each by its "
+                    "weight; mix the raw text sources instead, or remove the mixture"
+                )
             train, held_out = [], []
             for source in self.token_sources(split) or []:
                 opened = TokenSource(source.path, data.seq_len, cache_dir=self.cache_dir)

@@ -25,6 +25,7 @@ from typing import Any, Literal
 import fsspec
 import numpy as np
 
+from honing.data.column_mapping import mapped_row
 from honing.data.formats import (
     EXAMPLE_FORMATS,
     Conversation,
@@ -131,7 +132,11 @@ def source_records(
     ``reads`` is refused now, before any row is read."""
     if fields["dataset"] is not None:
         check_gives(named_dataset(fields["dataset"]), reads, f"data source {index} ({fields['path']!r})")
-    return iter_records(fields["path"], on_bad_row=on_bad_row, subset=fields["subset"], dataset=fields["dataset"])
+    records = iter_records(fields["path"], on_bad_row=on_bad_row, subset=fields["subset"], dataset=fields["dataset"])
+    columns, roles = fields.get("columns") or {}, fields.get("roles") or {}
+    if not columns and not roles:
+        return records
+    return (Record(mapped_row(record.row, columns, roles), record.origin, record.folder) for record in records)
 
 
 def _named_records(

@@ -15,6 +15,7 @@ import fsspec
 import numpy as np
 from fsspec.implementations.local import LocalFileSystem
 
+from honing.data.column_mapping import check_mapping
 from honing.data.named.registry import hub_dataset, named_dataset
 from honing.errors import DataError
 
@@ -29,6 +30,8 @@ SOURCE_FIELDS = {
     "max_samples": None,
     "subset": None,
     "dataset": None,
+    "columns": None,
+    "roles": None,
 }
 
 
@@ -104,6 +107,11 @@ def source_fields(source: Mapping[str, Any] | object, index: int) -> dict[str, A
     if subset is not None and (not isinstance(subset, str) or not subset):
         raise DataError(f"data source {index} ({path!r}): subset must be a non-empty string or null, got {subset!r}")
     fields["weight"] = float(weight)
+    where = f"data source {index} ({path!r})"
+    fields["columns"] = check_mapping(fields["columns"], "columns", where)
+    fields["roles"] = check_mapping(fields["roles"], "roles", where)
+    if fields["columns"] and fields.get("dataset") is not None:
+        raise DataError(f"{where}: a named data set reads its own columns; give dataset or columns, not both")
     return named_fields(fields, index)
 
 

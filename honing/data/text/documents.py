@@ -11,6 +11,7 @@ from typing import Any
 
 import fsspec
 
+from honing.data.column_mapping import pretraining_text_field
 from honing.data.mixture import mixed_picks
 from honing.data.row_reader import SUBSET_NEEDS_LOAD_DATASET, iter_records, reads_with_datasets
 from honing.data.sources import JSONL_SUFFIXES, expand_paths, row_text, source_fields, weighted_indices
@@ -120,7 +121,7 @@ def _source_documents(source: Mapping[str, Any] | object, index: int, separator:
             iter_text_documents(
                 fields["path"],
                 format=fields["format"],
-                text_field=fields["text_field"],
+                text_field=pretraining_text_field(fields, index),
                 separator=separator,
                 subset=fields["subset"],
             ),

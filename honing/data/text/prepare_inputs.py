@@ -22,6 +22,7 @@ from typing import Any
 import fsspec
 
 from honing import storage
+from honing.data.column_mapping import pretraining_text_field
 from honing.data.row_reader import (
     COMPRESSION_SUFFIXES,
     DATA_SUFFIXES,
@@ -75,7 +76,7 @@ def plan_sources(sources: Sequence[Any], shard_bytes: int, *, separator: str | N
     identity: list[str] = []
     for index, source in enumerate(sources):
         fields = source_fields(source, index)
-        path, format, text_field = fields["path"], fields["format"], fields["text_field"]
+        path, format, text_field = fields["path"], fields["format"], pretraining_text_field(fields, index)
         if format not in READ_FORMATS:
             raise ConfigError(
                 f"data.train.sources[{index}].format: {format!r} cannot be prepared; expected one of: "
