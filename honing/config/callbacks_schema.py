@@ -90,6 +90,17 @@ class LossSpikeSection(Section):
     """Warn when the score passes this; None: never warn."""
 
 
+class LossWatchdogSection(Section):
+    """Stop the run when ``train/loss`` stays above ``threshold`` for ``patience`` consecutive steps (axolotl's
+    ``loss_watchdog_threshold`` / ``loss_watchdog_patience``); it ends as at its duration, checkpoint and exports
+    written."""
+
+    threshold: float | None = None
+    """The loss above which a step counts against the run; None: no watchdog."""
+    patience: int = Field(default=3, ge=1)
+    """How many consecutive steps above ``threshold`` stop the run (axolotl's default 3)."""
+
+
 class SampleSection(Section):
     """Text generated from fixed prompts every ``interval`` steps (null: only at the end) and at the
     end of training; written to samples.jsonl, the console and the trackers (a W&B table)."""
@@ -178,6 +189,24 @@ class UploadSection(Section):
     """A local folder or an ``s3://`` (any fsspec) URL to copy to; None: no copies."""
 
 
+class HubSection(Section):
+    """Push the run's final export (and, by ``strategy``, its checkpoints) to a Hugging Face Hub model repository,
+    from rank 0 with ``huggingface_hub``'s ``upload_folder`` (transformers' ``push_to_hub``); the token is
+    ``HF_TOKEN``'s or the saved login's, never a key of the config."""
+
+    repo_id: str | None = None
+    """The model repository, ``owner/name`` (a bare name: under the token's own account); None: no push."""
+    strategy: Literal["end", "checkpoint", "all_checkpoints"] = "end"
+    """``end``: the final export at the end; ``checkpoint``: also each checkpoint to ``last-checkpoint/`` (replaced
+    each time, to resume from); ``all_checkpoints``: also each checkpoint to its own ``stepN/``."""
+    folder: Literal["hf", "adapter"] = "hf"
+    """The export pushed to the repository's root: ``hf`` (the model, merged when LoRA) or ``adapter`` (LoRA only)."""
+    private: bool = False
+    """Create the repository private (an existing one keeps its visibility)."""
+    revision: str | None = None
+    """The branch to push to; None: the default branch."""
+
+
 class CustomCallbackSection(Section):
     """A user callback loaded by import path ``package.module:ClassName``."""
 
@@ -209,6 +238,8 @@ class CallbacksSection(Section):
     """Python's garbage collection on a schedule."""
     loss_spike: LossSpikeSection = Field(default_factory=LossSpikeSection)
     """The loss spike score and warnings."""
+    loss_watchdog: LossWatchdogSection = Field(default_factory=LossWatchdogSection)
+    """Stop a run whose loss stays above a threshold."""
     sample: SampleSection = Field(default_factory=SampleSection)
     """Text generated from fixed prompts."""
     generation_eval: GenerationEvalSection = Field(default_factory=GenerationEvalSection)
@@ -223,5 +254,7 @@ class CallbacksSection(Section):
     """A torch.profiler trace of a few steps."""
     upload: UploadSection = Field(default_factory=UploadSection)
     """Copies of checkpoints and exports to another folder or bucket."""
+    hub: HubSection = Field(default_factory=HubSection)
+    """Pushes of the final export (and checkpoints) to the Hugging Face Hub."""
     custom: list[CustomCallbackSection] = Field(default_factory=list)
     """Your own callbacks, by import path."""

@@ -26,7 +26,9 @@ from honing.train.callbacks.export import ExportCallback
 from honing.train.callbacks.gc import GarbageCollectorCallback
 from honing.train.callbacks.generation_eval import GenerationEvalCallback
 from honing.train.callbacks.harness_eval import HarnessEvalCallback
+from honing.train.callbacks.hub_upload import HubUploadCallback
 from honing.train.callbacks.loss_spike import LossSpikeCallback
+from honing.train.callbacks.loss_watchdog import LossWatchdogCallback
 from honing.train.callbacks.metrics_file import MetricsFileCallback
 from honing.train.callbacks.profiler import ProfilerCallback
 from honing.train.callbacks.sample import TextSampleCallback
@@ -136,6 +138,12 @@ def _loss_spike(recipe: Recipe, cfg: Any) -> Built:
     }
 
 
+def _loss_watchdog(recipe: Recipe, cfg: Any) -> Built:
+    if cfg.threshold is None:
+        return {}
+    return {"loss_watchdog": LossWatchdogCallback(threshold=cfg.threshold, patience=cfg.patience)}
+
+
 def _sample(recipe: Recipe, cfg: Any) -> Built:
     if not cfg.prompts:
         return {}
@@ -203,6 +211,17 @@ def _upload(recipe: Recipe, cfg: Any) -> Built:
     return {"upload": CheckpointUploadCallback(cfg.save_path, storage=recipe.config.storage)}
 
 
+def _hub(recipe: Recipe, cfg: Any) -> Built:
+    if not cfg.repo_id:
+        return {}
+    if cfg.folder == "adapter" and recipe.config.model.lora is None:
+        raise ConfigError("callbacks.hub.folder: 'adapter' needs a LoRA run (model.lora); push 'hf' instead")
+    hub = HubUploadCallback(
+        cfg.repo_id, strategy=cfg.strategy, folder=cfg.folder, private=cfg.private, revision=cfg.revision
+    )
+    return {"hub": hub}
+
+
 #: the built-in callbacks, in the order they are built (the trainer runs them by priority)
 CALLBACKS: list[CallbackEntry] = [
     CallbackEntry("checkpointer", "checkpointer", _checkpointer),
@@ -212,12 +231,14 @@ CALLBACKS: list[CallbackEntry] = [
     CallbackEntry("speed_monitor", "speed_monitor", _speed_monitor),
     CallbackEntry("garbage_collector", "garbage_collector", _garbage_collector),
     CallbackEntry("loss_spike", "loss_spike", _loss_spike),
+    CallbackEntry("loss_watchdog", "loss_watchdog", _loss_watchdog),
     CallbackEntry("evaluator", "evaluator", _evaluator),
     CallbackEntry("sample", "sample", _sample),
     CallbackEntry("wandb", "wandb", _wandb),
     CallbackEntry("tensorboard", "tensorboard", _tensorboard),
     CallbackEntry("profiler", "profiler", _profiler),
     CallbackEntry("upload", "upload", _upload),
+    CallbackEntry("hub", "hub", _hub),
     CallbackEntry("generation_eval", "generation_eval", _generation_eval),
     CallbackEntry("harness_eval", "harness_eval", _harness_eval),
 ]

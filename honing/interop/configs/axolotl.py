@@ -15,6 +15,7 @@ from honing.interop.configs.axolotl_tokens import translate_tokens
 from honing.interop.configs.axolotl_unasked import note_unasked
 from honing.interop.configs.hf_args import (
     duration,
+    eval_strategy_of,
     set_optimizer,
     set_schedule,
     set_schedule_defaults,
@@ -22,6 +23,7 @@ from honing.interop.configs.hf_args import (
     step_interval,
 )
 from honing.interop.configs.hf_engines import lora_targets, set_fp16, translate_deepspeed_file, translate_fsdp_config
+from honing.interop.configs.hub_args import translate_hub
 from honing.interop.configs.machine_options import set_attention
 from honing.interop.configs.schema_table import finish
 from honing.interop.configs.translation import Keys, Translation, schema_has
@@ -332,15 +334,30 @@ def translate_method_keys(t: Translation, top: Keys, method: str) -> None:
             top.refuse(name, f"unused by method {method!r}")
         elif top.has(name):
             top.copy(name, path, kind)
-    losses = top.names("dpo_loss_type")
-    if losses:
-        if len(losses) > 1 or method != "dpo":
-            t.refuse("dpo_loss_type", f"{losses!r}: honing's DPO trains one loss type")
-        else:
-            t.set("dpo.loss_type", losses[0])
+    translate_dpo_losses(t, top, method)
     if top.take("precompute_ref_log_probs"):
         t.set("dpo.reference", "precompute")
     translate_trl(t, trl, method)
+
+
+def translate_dpo_losses(t: Translation, top: Keys, method: str) -> None:
+    """``dpo_loss_type`` (a name or a list, summed by ``dpo_loss_weights``: MPO) and ``dpo_use_weighting`` (WPO), as
+    TRL's DPOConfig takes them from axolotl, into the ``dpo`` section."""
+    names = ("dpo_loss_type", "dpo_loss_weights", "dpo_use_weighting")
+    if method != "dpo":
+        for name in names:
+            top.refuse(name, f"unused by method {method!r} (TRL's DPOConfig's)")
+        return
+    losses = top.names("dpo_loss_type")
+    if losses:
+        t.set("dpo.loss_type", losses[0] if len(losses) == 1 else losses)
+    weights = top.take("dpo_loss_weights")
+    if weights is not None:
+        if isinstance(weights, list) and all(isinstance(w, (int, float)) and not isinstance(w, bool) for w in weights):
+            t.set("dpo.loss_weights", [float(w) for w in weights])
+        else:
+            t.refuse("dpo_loss_weights", f"{weights!r} is not a list of numbers (one per dpo_loss_type)")
+    top.copy("dpo_use_weighting", "dpo.use_weighting", bool)
 
 
 def translate_trl(t: Translation, trl: Keys, method: str) -> None:
@@ -452,7 +469,7 @@ def translate_outputs(t: Translation, top: Keys) -> None:
                                   "per epoch (set it to the epoch's steps / N); the training is the same")  # fmt: skip
     elif per_epoch_evals:
         t.note("evals_per_epoch", "unused: no validation data, or eval_steps given (as in axolotl)")
-    if str(top.take("eval_strategy") or "").lower() == "no":
+    if eval_strategy_of(t, top, "").lower() == "no":
         t.set("callbacks.evaluator.enabled", False)
     interval = step_interval(t, "logging_steps", top.take("logging_steps"))
     if interval is not None:
@@ -476,6 +493,15 @@ def translate_outputs(t: Translation, top: Keys) -> None:
     start = top.number("profiler_steps_start", int, 0)
     if steps:
         t.set("callbacks.profiler", {"enabled": True, "start": start + 1, "stop": start + 1 + steps})
+    threshold = top.number("loss_watchdog_threshold", float)
+    patience = top.number("loss_watchdog_patience", int)
+    if threshold is not None:  # axolotl adds its LossWatchDogCallback only with a threshold; patience defaults to 3
+        t.set("callbacks.loss_watchdog.threshold", threshold)
+        if patience:
+            t.set("callbacks.loss_watchdog.patience", patience)
+    elif patience is not None:
+        t.note("loss_watchdog_patience", "unused without loss_watchdog_threshold (as in axolotl)")
+    translate_hub(t, top, push=top.has("hub_model_id"))  # axolotl pushes when a repository is named
 
 
 def translate_plugins(t: Translation, top: Keys) -> None:

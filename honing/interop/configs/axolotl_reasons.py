@@ -18,3 +18,7 @@ QUANT = "not available: honing quantizes a QLoRA base to NF4 or int8 (torchao) o
 EXPORT = "not needed: honing exports hf/ (merged when LoRA, safetensors) and adapter/ at the end of every run"
 HUB = "not available in a training config: `honing push SAVE_FOLDER/hf REPO` uploads a finished model"
 TOKENS = "not available: honing trains with the tokenizer's own vocabulary"
+MODEL_AND_OPTIMIZER = (
+    "not needed: the model trained is the same; honing's checkpoints also hold the optimizer and data position (for "
+    "exact resume), so they are larger than model-only ones"
+)

@@ -132,7 +132,9 @@ TOP: dict[str, Entry] = {
     **honoured("method: reward", "reward_model"),
     **honoured("the method's beta (dpo.beta, orpo.beta, cpo.beta, kto.beta, grpo.beta)", "rl_beta", "dpo_beta"),
     **honoured("dpo.label_smoothing", "dpo_label_smoothing"),
-    **honoured("dpo.loss_type (one loss)", "dpo_loss_type"),
+    **honoured("dpo.loss_type (a name, or a list summed by dpo.loss_weights)", "dpo_loss_type"),
+    **honoured("dpo.loss_weights", "dpo_loss_weights"),
+    **honoured("dpo.use_weighting", "dpo_use_weighting"),
     **honoured("dpo.rpo_alpha", "rpo_alpha"),
     **honoured("orpo.beta (ORPO's lambda)", "orpo_alpha"),
     **honoured("cpo.simpo_gamma", "simpo_gamma"),
@@ -140,7 +142,6 @@ TOP: dict[str, Entry] = {
     **honoured("kto.desirable_weight / kto.undesirable_weight", "kto_desirable_weight", "kto_undesirable_weight"),
     **honoured("dpo.reference: precompute", "precompute_ref_log_probs"),
     **honoured("grpo.* (TRL's GRPO keys)", "trl"),
-    **refused("not available: honing's DPO sums one loss", "dpo_loss_weights", "dpo_use_weighting"),
     **moot(why.KERNEL, "dpo_use_liger_kernel"),
     **moot("not needed: honing packs a pair's two sequences without padding (dpo.packed_pairs)", "dpo_padding_free"),
     **moot("not needed: honing computes log-probabilities of the completions only", "dpo_use_logits_to_keep"),
@@ -405,19 +406,15 @@ TOP: dict[str, Entry] = {
     **honoured("callbacks.tensorboard.enabled", "use_tensorboard"),
     **honoured("callbacks.profiler", "profiler_steps", "profiler_steps_start"),
     **moot("honing logs the first step too", "save_first_step"),
-    **refused("not available: honing's checkpoints hold the optimizer too, for exact resume", "save_only_model"),
+    **moot(why.MODEL_AND_OPTIMIZER, "save_only_model"),
     **refused("not available: honing stops at trainer.max_duration (or trainer.hard_stop)", "early_stopping_patience"),
     **moot(
         "not needed: honing always logs throughput (callbacks.speed_monitor)",
         "include_tokens_per_second",
         "include_tkps",
     ),  # fmt: skip
-    **refused(
-        "not available: honing stops on a non-finite loss (trainer.nonfinite_loss) and warns on a spike "
-        "(callbacks.loss_spike)",
-        "loss_watchdog_threshold",
-        "loss_watchdog_patience",
-    ),  # fmt: skip
+    **honoured("callbacks.loss_watchdog.threshold", "loss_watchdog_threshold"),
+    **honoured("callbacks.loss_watchdog.patience (with a threshold, as in axolotl)", "loss_watchdog_patience"),
     **moot(
         "not needed: honing's garbage collector callback runs every callbacks.garbage_collector.interval steps",
         "gc_steps",
@@ -453,7 +450,9 @@ TOP: dict[str, Entry] = {
         "otel_metrics_host",
         "otel_metrics_port",
     ),  # fmt: skip
-    **refused(why.HUB, "hub_model_id", "hub_strategy", "hub_revision"),
+    **honoured("callbacks.hub.repo_id (axolotl pushes when it is set; a LoRA run's adapter)", "hub_model_id"),
+    **honoured("callbacks.hub.strategy (every_save: the final export, noted)", "hub_strategy"),
+    **honoured("callbacks.hub.revision", "hub_revision"),
     **moot("not needed: the environment's token (HF_TOKEN) is used", "hf_use_auth_token"),
     **refused(why.GENERATION, "generate_samples", "eval_table_size", "eval_max_new_tokens"),
     **moot(
@@ -481,7 +480,8 @@ TOP: dict[str, Entry] = {
     **moot(
         why.INTERNAL, "total_num_tokens", "total_supervised_tokens", "sample_packing_eff_est", "axolotl_config_path"
     ),
-    **refused(why.DEPRECATED, "max_packed_sequence_len", "evaluation_strategy"),
+    **refused(why.DEPRECATED, "max_packed_sequence_len"),
+    **honoured("the older name of eval_strategy, read as it (noted)", "evaluation_strategy"),
 }
 
 TABLE: dict[str, dict[str, Entry]] = {

@@ -18,6 +18,7 @@ from honing.interop.configs.llamafactory import is_llamafactory, translate_llama
 from honing.interop.configs.olmocr import is_olmocr, translate_olmocr
 from honing.interop.configs.olmocr_trainer import is_olmocr_trainer, translate_olmocr_trainer
 from honing.interop.configs.oumi import is_oumi, translate_oumi
+from honing.interop.configs.oumi_shape import looks_like_oumi, refuse_unknown_oumi_keys
 from honing.interop.configs.translation import Translation
 from honing.interop.configs.trl_cli import COMMANDS, is_trl_cli, translate_trl_cli, trl_command
 
@@ -63,6 +64,8 @@ def translate(raw: dict[str, Any], source: str | None = None, dialect: str | Non
     found = detect_dialect(raw)
     if found == "trl":
         found = trl_command(raw, source or "<config>")
+    if found is None and looks_like_oumi(raw):  # written for `oumi train` with keys Oumi lacks: name them
+        return refuse_unknown_oumi_keys(raw)
     return TRANSLATORS[found](raw, source) if found is not None else None
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from honing.config.optim_schema import METRIC_SCHEDULES, TRANSFORMERS_SCHEDULES
 from honing.config.optimizers import resolve_optimizer
-from honing.interop.configs.translation import Translation, read_number
+from honing.interop.configs.translation import Keys, Translation, read_number
 
 # TrainingArguments' optimizer defaults where honing's differ (field -> honing key, value): betas (0.9, 0.999), no
 # weight decay (its epsilon 1e-8 and gradient clipping at 1.0 are honing's too)
@@ -187,3 +187,17 @@ def step_interval(t: Translation, key: str, value: Any) -> int | None:
                       "in epochs); give a number of steps")  # fmt: skip
         return None
     return math.ceil(number * int(duration[1]))
+
+
+def eval_strategy_of(t: Translation, top: Keys, default: str) -> str:
+    """``eval_strategy``, or ``evaluation_strategy``, its name before transformers 4.46 (removed in 5), read alike."""
+    old = top.take("evaluation_strategy")
+    if old is not None and top.has("eval_strategy") and str(old) != str(top.peek("eval_strategy")):
+        t.refuse("evaluation_strategy", f"{old!r}: the older name of eval_strategy, which says "
+                                        f"{top.peek('eval_strategy')!r}; keep eval_strategy alone")  # fmt: skip
+    elif old is not None:
+        t.note("evaluation_strategy", "the older name of eval_strategy (renamed in transformers 4.46), read as it")
+        if not top.has("eval_strategy"):
+            top.take("eval_strategy")
+            return str(old)
+    return str(top.take("eval_strategy", default))

@@ -5,7 +5,7 @@ that every installed field is here and that each honoured one reaches its honing
 
 from __future__ import annotations
 
-from honing.interop.configs.axolotl_reasons import HUB, KERNEL, LOADER, NO_OPTIMIZER, TRACKER
+from honing.interop.configs.axolotl_reasons import KERNEL, LOADER, MODEL_AND_OPTIMIZER, NO_OPTIMIZER, TRACKER
 from honing.interop.configs.schema_table import Entry, honoured, moot, refused
 
 EVAL = "not needed: honing evaluates the validation loss every callbacks.evaluator.interval steps"
@@ -105,7 +105,7 @@ TRAINING_ARGUMENTS: dict[str, Entry] = {
     **refused(
         "not available: honing evaluates every N steps after the first (callbacks.evaluator.interval)", "eval_on_start"
     ),  # fmt: skip
-    **refused("not available: honing's checkpoints hold the optimizer too, for exact resume", "save_only_model"),
+    **moot(MODEL_AND_OPTIMIZER, "save_only_model"),
     **honoured(
         "callbacks.checkpointer.save_interval ('no': never on the way; 'epoch': save_at_epoch_end)",
         "save_strategy",
@@ -114,9 +114,15 @@ TRAINING_ARGUMENTS: dict[str, Entry] = {
     **moot("not needed: rank 0 writes the checkpoints' shared files", "save_on_each_node"),
     **honoured("callbacks.checkpointer.keep_last", "save_total_limit"),
     **refused("not available: honing saves by the checkpointer's interval and a cancel file", "enable_jit_checkpoint"),
-    **refused(
-        HUB, "push_to_hub", "hub_private_repo", "hub_model_id", "hub_strategy", "hub_always_push", "hub_revision"
+    **honoured(
+        "callbacks.hub.repo_id (with push_to_hub; else output_dir's name, as transformers names it)",
+        "push_to_hub",
+        "hub_model_id",
     ),  # fmt: skip
+    **honoured("callbacks.hub.strategy (every_save: the final export, noted)", "hub_strategy"),
+    **honoured("callbacks.hub.private", "hub_private_repo"),
+    **honoured("callbacks.hub.revision", "hub_revision"),
+    **moot("not needed: honing queues every push in order and skips none", "hub_always_push"),
     **moot("not needed: the environment's token (HF_TOKEN) is used", "hub_token"),
     **honoured("callbacks.evaluator.load_best_model_at_end", "load_best_model_at_end"),
     **honoured("callbacks.evaluator.metric_for_best_model", "metric_for_best_model"),

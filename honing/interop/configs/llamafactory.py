@@ -10,6 +10,7 @@ from typing import Any
 
 from honing.interop.configs.hf_args import (
     duration,
+    eval_strategy_of,
     set_optimizer,
     set_schedule,
     set_schedule_defaults,
@@ -17,6 +18,7 @@ from honing.interop.configs.hf_args import (
     step_interval,
 )
 from honing.interop.configs.hf_engines import lora_targets, set_fp16, translate_deepspeed_file, translate_fsdp_config
+from honing.interop.configs.hub_args import translate_hub
 from honing.interop.configs.llamafactory_data import translate_data
 from honing.interop.configs.llamafactory_keys import KEYS, SOURCE
 from honing.interop.configs.llamafactory_table import TABLE
@@ -198,6 +200,11 @@ def translate_adapters(t: Translation, top: Keys, method: str) -> None:
         value = top.number(name, float)
         if value is not None and method in methods:
             t.set(path, value)
+    ld_alpha = top.number("ld_alpha", float)
+    if ld_alpha is not None and method == "dpo":
+        t.set("dpo.ld_alpha", ld_alpha)
+    elif ld_alpha is not None:
+        t.refuse("ld_alpha", f"unused by method {method!r}: honing's LD-DPO weighting is DPO's (dpo.ld_alpha)")
     if method == "cpo" and not top.has("simpo_gamma"):
         t.default("cpo.simpo_gamma", 0.5, "LLaMA-Factory's simpo_gamma")
     if top.take("use_muon"):
@@ -305,7 +312,7 @@ def translate_outputs(t: Translation, top: Keys) -> None:
     elif (interval := step_interval(t, "save_steps", save_steps)) is not None:
         t.set("callbacks.checkpointer.save_interval", interval)
     top.copy("save_total_limit", "callbacks.checkpointer.keep_last", int)
-    eval_strategy = str(top.take("eval_strategy", "no")).lower()
+    eval_strategy = eval_strategy_of(t, top, "no").lower()
     eval_steps = top.take("eval_steps")
     if eval_strategy == "steps":
         # transformers: eval_steps defaults to logging_steps (a ratio of the run in either)
@@ -341,6 +348,7 @@ def translate_outputs(t: Translation, top: Keys) -> None:
                                      "stop": start + top.number("profiler_active_steps", int, 1)})  # fmt: skip
     for name in ("profiler_wait_steps", "profiler_warmup_steps", "profiler_active_steps"):
         top.take(name)
+    translate_hub(t, top, push=bool(top.take("push_to_hub")))
 
 
 def translate_trackers(t: Translation, top: Keys) -> None:

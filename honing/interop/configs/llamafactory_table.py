@@ -5,6 +5,7 @@ flat YAML) and of ``dataset_info.json``, with its verdict: honoured (what it bec
 
 from __future__ import annotations
 
+from honing.interop.configs.axolotl_reasons import MODEL_AND_OPTIMIZER
 from honing.interop.configs.llamafactory_dataset_table import COLUMNS, DATASET_INFO, TAGS
 from honing.interop.configs.schema_table import Entry, honoured, moot, refused
 
@@ -121,16 +122,16 @@ TRAIN: dict[str, Entry] = {
         "export_quantization_nsamples",
         "export_quantization_maxlen",
     ),  # fmt: skip
-    **refused(
-        HUB,
-        "export_hub_model_id",
+    **refused(HUB, "export_hub_model_id"),
+    **honoured(
+        "callbacks.hub.repo_id (with push_to_hub; else output_dir's name, as transformers names it)",
         "push_to_hub",
         "hub_model_id",
-        "hub_strategy",
-        "hub_private_repo",
-        "hub_always_push",
-        "hub_revision",
     ),  # fmt: skip
+    **honoured("callbacks.hub.strategy (every_save: the final export, noted)", "hub_strategy"),
+    **honoured("callbacks.hub.private", "hub_private_repo"),
+    **honoured("callbacks.hub.revision", "hub_revision"),
+    **moot("not needed: honing queues every push in order and skips none", "hub_always_push"),
     **moot("not needed: the environment's token (HF_TOKEN) is used", "hub_token"),
     **refused("not available: honing runs no KTransformers", "use_kt"),
     **moot(
@@ -259,7 +260,7 @@ TRAIN: dict[str, Entry] = {
         "ppo_whiten_rewards",
     ),  # fmt: skip
     **moot("unused without stage: ppo", "reward_model_type"),
-    **refused("not available: honing's DPO weighs every token of a reply alike", "ld_alpha"),
+    **honoured("dpo.ld_alpha (LD-DPO; stage dpo with pref_loss sigmoid, hinge or ipo)", "ld_alpha"),
     **refused(NO_OPTIMIZER, "use_galore", "use_apollo", "use_badam", "use_adam_mini"),
     **honoured("optim.name: muon", "use_muon"),
     **moot(
@@ -435,7 +436,7 @@ TRAIN: dict[str, Entry] = {
     **moot("not needed: honing stops on a non-finite loss (trainer.nonfinite_loss)", "logging_nan_inf_filter"),
     **refused(TRACKER, "trackio_space_id", "trackio_bucket_id", "trackio_static_space_id"),
     **honoured("callbacks.wandb.project", "project"),
-    **refused("not available: honing's checkpoints hold the optimizer too, for exact resume", "save_only_model"),
+    **moot(MODEL_AND_OPTIMIZER, "save_only_model"),
     **moot("not needed: rank 0 writes the checkpoints' shared files", "save_on_each_node"),
     **refused("not available: honing saves by the checkpointer's interval and a cancel file", "enable_jit_checkpoint"),
     **refused(

@@ -19,6 +19,7 @@ PRIORITY: dict[str, int] = {
     "best_model_export": -65,  # the best checkpoint's export, after the final checkpoint too
     "sample": -70,  # samples after the final checkpoint and exports, before the console summary
     "upload": -80,  # uploads after the final checkpoint, the model export and the best-model export
+    "hub": -85,  # the Hub push of the final export, after it is written (and after the bucket copies start)
     "tracker": -90,  # trackers close after everything else has logged, before the console's summary
     "console": -100,  # last: the final summary follows the final save
 }

@@ -38,8 +38,6 @@ def refused_key(values: dict) -> str | None:
         return "reward_funcs"  # TRL's own reward reads a `solution` column; honing names its rewards by import path
     if values.get("optim") == "rmsprop":
         return "optim"  # honing has no RMSprop
-    if values.get("push_to_hub"):
-        return "push_to_hub"  # `honing push` uploads a finished model
     if "dataset_name" not in values and "datasets" not in values:
         return "dataset_name"  # gspo.py's command line: the script itself names its data set
     return None

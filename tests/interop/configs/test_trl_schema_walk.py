@@ -47,6 +47,20 @@ SPECIAL = {
     "save_strategy": ("no", {"callbacks.checkpointer.save_interval": 10**9}),
     "save_steps": (50, {"callbacks.checkpointer.save_interval": 50}),
     "data_seed": ({"seed": 7, "data_seed": 7}, {"trainer.seed": 7}),
+    "push_to_hub": ({"push_to_hub": True, "output_dir": "runs/mine"}, {"callbacks.hub.repo_id": "mine"}),
+    "hub_model_id": ({"push_to_hub": True, "hub_model_id": "me/run"}, {"callbacks.hub.repo_id": "me/run"}),
+    "hub_strategy": (
+        {"push_to_hub": True, "hub_model_id": "me/run", "hub_strategy": "checkpoint"},
+        {"callbacks.hub.strategy": "checkpoint"},
+    ),
+    "hub_private_repo": (
+        {"push_to_hub": True, "hub_model_id": "me/run", "hub_private_repo": True},
+        {"callbacks.hub.private": True},
+    ),
+    "hub_revision": (
+        {"push_to_hub": True, "hub_model_id": "me/run", "hub_revision": "dev"},
+        {"callbacks.hub.revision": "dev"},
+    ),
     "use_cpu": (True, {"trainer.device": "cpu"}),
     "train_sampling_strategy": ("sequential", {"data.shuffle": False}),
     "ddp_timeout": (60, {"parallel.timeout_seconds": 60.0}),
