@@ -46,6 +46,13 @@ def _length_reward(shape: Callable[[int, int], float], target: int) -> Callable[
     return reward
 
 
+def letter_share(prompts: Sequence[Any], completions: Sequence[Any], **columns: Any) -> list[float]:
+    """The share of the completion's characters that are the letter ``a`` (0 for an empty one): a reward that likes
+    one token, which a tiny model from scratch learns in 150 PPO steps (configs/ppo.yaml)."""
+    texts = [completion_text(c) for c in completions]
+    return [text.count("a") / len(text) if text else 0.0 for text in texts]
+
+
 def letter_count_reward(completion: str, target_count: int) -> float:
     """−3 without exactly one ``\\boxed{N}``, else 1/(|N − target| + 0.5) − 2 (0 when right)."""
     found = re.findall(r"\\boxed\{([-+]?\d+)\}", completion)
@@ -142,6 +149,7 @@ def answer_similarity(
 BUILTIN_REWARDS: dict[str, Callable[..., list[Any]]] = {
     **{f"soft_{t}tokens_completions": _length_reward(soft_length_reward, t) for t in (5, 10, 20)},
     **{f"sharp_{t}tokens_completions": _length_reward(sharp_length_reward, t) for t in (5, 10, 20)},
+    "letter_a_share": letter_share,
     "count_letters": count_letters,
     "countdown": countdown,
     "gsm8k": _gsm8k("strict"),

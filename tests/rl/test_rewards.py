@@ -195,3 +195,8 @@ def test_answer_rewards_score_against_the_answer_column():
     similarity = REWARDS["answer_similarity"]([None] * 4, completions, answer=answer)
     assert similarity[:2] == [1.0, 1.0] and similarity[3] == 0.0
     assert similarity[2] == pytest.approx(2 * 4 / 10)  # "oll" + "e" match: 2·4 / (5 + 5)
+
+
+def test_letter_a_share_is_the_share_of_the_completion_that_is_the_letter_a():
+    completions = ["aaaa", "abab", "xyz", "", [{"role": "assistant", "content": "ba"}]]
+    assert REWARDS["letter_a_share"]([None] * 5, completions) == [1.0, 0.5, 0.0, 0.0, 0.5]
