@@ -4,6 +4,7 @@ pairwise judge ranks the pairs in place of rewards, and the section's mistakes a
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -13,6 +14,9 @@ import torch
 from honing.config import load_config, validate
 from honing.errors import ConfigError, DataError
 from honing.recipes.online_dpo import OnlineDPORecipe
+from honing.recipes.reward import RewardRecipe
+from honing.rl.reward_model import load_reward_model
+from tests.recipes.pair_runs import pair_run
 from tests.recipes.test_grpo import grpo_raw, read_jsonl
 
 
@@ -152,3 +156,25 @@ def test_the_example_raises_the_held_out_reward(tmp_path):
     }
     assert sorted(rewards) == [0, 20, 40]
     assert rewards[40] > rewards[0] + 0.3, rewards
+
+
+def test_a_reward_model_ranks_the_pairs(tmp_path):
+    """A tiny ``method: reward`` export (``reward_model:PATH``) scores each completion, and the higher of a pair is
+    chosen: the samples' rewards are the reward model's own scores of the prompt and reply."""
+    raw = pair_run(tmp_path / "reward", "reward", "run", steps=2, validation_samples=2, model={"lora": None})
+    raw["callbacks"].pop("sample")
+    raw["callbacks"]["evaluator"] = {"enabled": False}
+    RewardRecipe(validate(raw)).run()
+    path = str(tmp_path / "reward" / "run" / "hf")
+    OnlineDPORecipe(
+        validate(online_dpo_raw(tmp_path, rewards=[{"name": f"reward_model:{path}"}], missing_eos_penalty=None))
+    ).run()
+    samples = read_jsonl(tmp_path / "run" / "samples.jsonl")
+    assert len(samples) == 3 * 2 * 2
+    prompts = [json.loads(sample["prompt"]) for sample in samples]
+    replies = [[{"role": "assistant", "content": sample["text"]}] for sample in samples]
+    scores = load_reward_model(path)(prompts, replies)
+    assert [sample["reward"] for sample in samples] == pytest.approx(scores, abs=1e-5)
+    for first, second in zip(samples[0::2], samples[1::2]):
+        chosen, rejected = (first, second) if first["chosen"] else (second, first)
+        assert chosen["reward"] >= rejected["reward"]
