@@ -13,7 +13,9 @@ EVAL_KEYS = ("rewards/chosen", "rewards/rejected", "logps/chosen", "logps/reject
 
 
 def test_fsdp2_on_two_processes_gives_the_one_process_metrics(tmp_path):
-    section = {"beta": 0.5, "desirable_weight": 1.2, "reference": "copy"}
+    # split pairing: each row's mismatched completion whatever the layout (batch pairing rotates within each rank's
+    # micro-batch, as TRL's per-device batches, so 2 + 2 rows are not the one-process 4)
+    section = {"beta": 0.5, "desirable_weight": 1.2, "reference": "copy", "kl_pairing": "split"}
     single = run(tmp_path, "single", "kto", section, "data.micro_batch_size=4")
     sharded = run(tmp_path, "fsdp2", "kto", section, "parallel.strategy=fsdp", nproc=2)
     assert sorted(sharded) == sorted(single) == list(range(1, STEPS + 1)) and CONFIG["data"]["global_batch_size"] == 4
