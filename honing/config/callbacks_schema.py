@@ -33,6 +33,9 @@ class EvaluatorSection(Section):
     """Evaluate on the validation data when there is some: its loss (GRPO: its prompts sampled and scored)."""
     interval: int = Field(default=100, ge=1)
     """Evaluate every N steps (and at the end of training)."""
+    interval_fraction: float | None = Field(default=None, gt=0, lt=1)
+    """Evaluate every ``ceil(fraction x the run's steps)`` steps instead of ``interval``, resolved once the run's
+    steps are known (transformers' ``eval_steps`` below 1, e.g. 0.05 for 20 evaluations); None: ``interval``."""
     max_batches: int | None = Field(default=None, ge=1)
     """Evaluate on at most N batches (per validation source); None: the whole validation set."""
     batch_size: int | None = Field(default=None, ge=1)

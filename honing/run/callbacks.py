@@ -77,9 +77,13 @@ def _checkpointer(recipe: Recipe, cfg: Any) -> Built:
 def _evaluator(recipe: Recipe, cfg: Any) -> Built:
     if recipe.eval_batches is None:
         return {}
-    return {
-        "evaluator": EvaluatorCallback(batches=recipe.eval_batches, interval=cfg.interval, max_batches=cfg.max_batches)
-    }
+    evaluator = EvaluatorCallback(
+        batches=recipe.eval_batches,
+        interval=cfg.interval,
+        max_batches=cfg.max_batches,
+        interval_fraction=cfg.interval_fraction,
+    )
+    return {"evaluator": evaluator}
 
 
 def _best_model(recipe: Recipe, cfg: Any, built: Built) -> Built:

@@ -438,12 +438,11 @@ def translate_outputs(t: Translation, top: Keys) -> None:
     auto = top.take("auto_resume_from_checkpoints")
     if not resume:
         t.set("trainer.load_strategy", "if_available" if auto else "never")
-    save_steps = top.number("save_steps", float)
+    save_steps = top.take("save_steps")  # below 1: a ratio of a run given in steps (refused in epochs)
     strategy = str(top.take("save_strategy") or "").lower()
-    if save_steps is not None and save_steps < 1:
-        t.refuse("save_steps", f"{save_steps!r}: a fraction of the run; give a number of steps")
-    elif save_steps is not None:
-        t.set("callbacks.checkpointer.save_interval", int(save_steps))
+    interval = step_interval(t, "save_steps", save_steps)
+    if interval is not None:
+        t.set("callbacks.checkpointer.save_interval", interval)
     per_epoch = top.number("saves_per_epoch", int)
     if per_epoch == 1 or strategy == "epoch":
         t.set("callbacks.checkpointer.save_at_epoch_end", True)
@@ -454,11 +453,9 @@ def translate_outputs(t: Translation, top: Keys) -> None:
     if strategy == "no":
         t.set("callbacks.checkpointer.save_interval", 10**9)
     top.copy("save_total_limit", "callbacks.checkpointer.keep_last", int)
-    eval_steps = top.number("eval_steps", float)
-    if eval_steps is not None and eval_steps >= 1:
-        t.set("callbacks.evaluator.interval", int(eval_steps))
-    elif eval_steps is not None:
-        t.refuse("eval_steps", f"{eval_steps!r}: a fraction of the run; give a number of steps")
+    eval_steps = step_interval(t, "eval_steps", top.take("eval_steps"), "callbacks.evaluator.interval_fraction")
+    if eval_steps is not None:
+        t.set("callbacks.evaluator.interval", eval_steps)
     validation = t.get("data.validation") is not None or t.get("data.validation_split")
     per_epoch_evals = top.number("evals_per_epoch", int)
     if per_epoch_evals and validation and top.peek("load_best_model_at_end"):

@@ -169,10 +169,11 @@ def set_epochs(t: Translation, key: str, epochs: float) -> None:
         t.set("trainer.max_duration", f"{epochs!r}epochs")
 
 
-def step_interval(t: Translation, key: str, value: Any) -> int | None:
+def step_interval(t: Translation, key: str, value: Any, fraction_path: str | None = None) -> int | None:
     """transformers' ``logging_steps`` / ``eval_steps`` / ``save_steps`` as a number of steps: below 1 a ratio of the
-    run's steps, ``ceil(ratio x max_steps)`` as transformers' ``TrainerState.compute_steps``; refused in one line when
-    the run is given in epochs (its steps are known only once the data is read). None when unset or refused."""
+    run's steps, ``ceil(ratio x max_steps)`` as transformers' ``TrainerState.compute_steps``. When the run is given
+    in epochs (its steps are known only once the data is read) the ratio goes to honing's ``fraction_path``, which
+    the trainer resolves the same way, or is refused in one line without one. None when unset, refused or a ratio."""
     number = read_number(t, key, value, float) if value is not None else None
     if number is None:
         return None
@@ -182,6 +183,9 @@ def step_interval(t: Translation, key: str, value: Any) -> int | None:
         t.refuse(key, f"{value!r}: give a positive number of steps")
         return None
     duration = re.fullmatch(r"(\d+)steps", str(t.get("trainer.max_duration", "")))
+    if duration is None and fraction_path is not None:
+        t.set(fraction_path, number)
+        return None
     if duration is None:
         t.refuse(key, f"{value!r}: a ratio of the run's steps, which max_steps does not give here (the run is given "
                       "in epochs); give a number of steps")  # fmt: skip

@@ -317,7 +317,8 @@ def translate_outputs(t: Translation, top: Keys) -> None:
     if eval_strategy == "steps":
         # transformers: eval_steps defaults to logging_steps (a ratio of the run in either)
         interval = step_interval(t, "eval_steps" if eval_steps is not None else "logging_steps",
-                                 eval_steps if eval_steps is not None else top.peek("logging_steps", 500))  # fmt: skip
+                                 eval_steps if eval_steps is not None else top.peek("logging_steps", 500),
+                                 "callbacks.evaluator.interval_fraction")  # fmt: skip
         if interval is not None:
             t.set("callbacks.evaluator.interval", interval)
     elif eval_strategy == "no":

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -10,6 +12,8 @@ import torch
 from honing.train.callbacks.base import Callback
 from honing.train.callbacks.order import PRIORITY
 from honing.train.metrics import ReduceType
+
+log = logging.getLogger(__name__)
 
 
 class EvaluatorCallback(Callback):
@@ -22,13 +26,31 @@ class EvaluatorCallback(Callback):
     priority = PRIORITY["evaluator"]
 
     def __init__(
-        self, *, batches: Iterable[dict[str, Any]], interval: int, max_batches: int | None = None, name: str = "eval"
+        self,
+        *,
+        batches: Iterable[dict[str, Any]],
+        interval: int,
+        max_batches: int | None = None,
+        name: str = "eval",
+        interval_fraction: float | None = None,
     ):
         self.batches = batches
         self.interval = interval
+        self.interval_fraction = interval_fraction
         self.max_batches = max_batches
         self.name = name
         self.last_eval_step: int | None = None
+
+    def on_train_begin(self) -> None:
+        if self.interval_fraction is None:
+            return
+        total = self.trainer.max_steps
+        if total is None:  # a duration in tokens whose batches vary: no step count to take a share of
+            log.warning("callbacks.evaluator.interval_fraction: the run's steps are not known; evaluating every "
+                        "%d steps (callbacks.evaluator.interval)", self.interval)  # fmt: skip
+            return
+        # transformers' TrainerState.compute_steps: ceil(ratio x max_steps)
+        self.interval = max(1, math.ceil(self.interval_fraction * total))
 
     def on_step_end(self) -> None:
         # the last step is evaluated here, not at train end, so its metrics are logged with the step's

@@ -79,6 +79,16 @@ def test_the_older_evaluation_strategy_is_read_as_eval_strategy_and_save_only_mo
     assert valid(t).callbacks.evaluator.enabled is False
 
 
+def test_a_fractional_eval_steps_of_a_run_in_epochs_is_the_evaluators_interval_fraction():
+    config = valid(translated(AXOLOTL, num_epochs=2, eval_steps=0.05, val_set_size=0.1))
+    assert config.callbacks.evaluator.interval_fraction == 0.05
+    config = valid(translated(AXOLOTL, max_steps=30, eval_steps=0.05, save_steps=0.5, val_set_size=0.1))
+    assert (config.callbacks.evaluator.interval, config.callbacks.checkpointer.save_interval) == (2, 15)  # ceil
+    assert translated(AXOLOTL, num_epochs=1, save_steps=0.5).refused[0].startswith("save_steps: 0.5: a ratio")
+    t = translated(LLAMAFACTORY, num_train_epochs=3.0, eval_strategy="steps", eval_steps=0.1, val_size=0.1)
+    assert valid(t).callbacks.evaluator.interval_fraction == 0.1
+
+
 def test_dpo_loss_lists_weights_weighting_and_ld_alpha_reach_the_dpo_section():
     dpo = {"rl": "dpo", "datasets": [{"path": "data/pairs.jsonl", "type": "chat_template.default"}]}
     t = translated(AXOLOTL, **dpo, dpo_loss_type=["sigmoid", "bco_pair"], dpo_loss_weights=[0.8, 0.2],

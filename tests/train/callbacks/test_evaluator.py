@@ -1,3 +1,5 @@
+import json
+
 import torch
 
 from honing.data.eval_batches import EvalBatches
@@ -21,3 +23,14 @@ def test_eval_loss_is_token_weighted_mean_and_leaves_model_in_train_mode(tmp_pat
     assert 0.0 <= result["eval/token_accuracy"] <= 1.0
     assert evaluator.last_eval_step == 3
     assert model.training
+
+
+def test_an_interval_fraction_is_a_share_of_the_runs_steps_known_once_the_data_is(tmp_path):
+    # transformers' eval_steps below 1 (axolotl's eval_steps: 0.05 beside num_epochs): ceil(0.3 x 8 steps) = 3
+    validation = EvalBatches(TokenDataset(rows=8, seed=5), batch_size=4)
+    evaluator = EvaluatorCallback(batches=validation, interval=100, interval_fraction=0.3)
+    trainer = make_trainer(tmp_path, max_duration="1epochs", rows=64, callbacks={"evaluator": evaluator})
+    trainer.fit()
+    lines = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert trainer.global_step == 8 and evaluator.interval == 3
+    assert [line["step"] for line in lines if "eval/loss" in line] == [3, 6, 8]  # and the last step
