@@ -7,6 +7,7 @@ from typing import Any
 
 from honing.config.schema import GRPOSection
 from honing.interop.configs.translation import Keys, Translation, read_number
+from honing.interop.configs.verl_model_optim import regroup, take_model_optim, translate_model_optim
 from honing.interop.configs.verl_table import walk
 
 # verl key -> (honing key, conversion)
@@ -73,10 +74,19 @@ def flatten(values: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 def translate_verl_overrides(t: Translation, overrides: Keys) -> None:
     """Each verl key the table knows, as honing's; every other one refused by name."""
-    flat = flatten(overrides.values)
+    flat = regroup(flatten(overrides.values))
     overrides.taken.update(overrides.values)
+    model_optim = take_model_optim(flat)
+    translate_policy_loss(t, overrides.prefix, flat)
+    translate_multi_turn(t, overrides.prefix, flat)
+    translate_reward_function(t, overrides.prefix, flat)
+    # the rollout's lengths: verl samples up to rollout.response_length (data.max_response_length's by default)
+    if flat.get("actor_rollout_ref.rollout.response_length") is not None:
+        flat["data.max_response_length"] = flat.pop("actor_rollout_ref.rollout.response_length")
+    rollout_prompt = flat.pop("actor_rollout_ref.rollout.prompt_length", None)
     use_kl = flat.pop("actor_rollout_ref.actor.use_kl_loss", None)
     max_prompt = flat.pop("data.max_prompt_length", None)
+    max_prompt = rollout_prompt if max_prompt is None else max_prompt  # the filter's length, else the rollout's
     do_sample = flat.pop("actor_rollout_ref.rollout.val_kwargs.do_sample", None)
     kl_loss_type = flat.pop("actor_rollout_ref.actor.kl_loss_type", VERL_KL_LOSS_TYPE)
     mini_batch = flat.pop("actor_rollout_ref.actor.ppo_mini_batch_size", None)
@@ -127,6 +137,7 @@ def translate_verl_overrides(t: Translation, overrides: Keys) -> None:
     elif use_kl:
         translate_kl_loss(t, f"{overrides.prefix}.actor_rollout_ref.actor.kl_loss_type", kl_loss_type)
     translate_actor_batches(t, overrides.prefix, mini_batch, micro_batch)
+    translate_model_optim(t, overrides.prefix, model_optim)  # after trainer.max_duration: the warmup's steps
     if not do_sample and t.get("grpo.validation.temperature"):  # verl's default do_sample false: greedy whatever
         t.set("grpo.validation.temperature", 0.0)  # val_kwargs.temperature says
     max_prompt = read_number(t, f"{overrides.prefix}.data.max_prompt_length", max_prompt, int) if max_prompt else None
@@ -175,3 +186,90 @@ def translate_actor_batches(t: Translation, prefix: str, mini_batch: Any, micro_
             )
         else:
             t.set("data.micro_batch_size", micro_batch // group)  # prompts per micro-batch
+
+
+POLICY_LOSS = "actor_rollout_ref.actor.policy_loss.loss_mode"
+# verl's policy_loss.loss_mode -> honing's grpo keys (verl's core_algos.compute_policy_loss_*): gspo is GSPO-token,
+# sg[s_i]·π/sg[π], aggregated seq-mean-token-mean whatever loss_agg_mode says; sapo the sigmoid gate, likewise
+LOSS_MODES = {
+    "vanilla": {},
+    "gspo": {"grpo.loss_type": "grpo", "grpo.importance_sampling_level": "sequence_token"},
+    "sapo": {"grpo.loss_type": "sapo"},
+}
+REFUSED_LOSS_MODES = {
+    "cispo": "verl clips the weight to [1 - clip_ratio_low, 1 + clip_ratio_high]; honing's cispo (TRL's) caps it "
+    "above only",
+    "gpg": "GPG's unclipped -A·log π is not built",
+    "clip_cov": "Clip-Cov's covariance-selected clipping is not built",
+    "kl_cov": "KL-Cov's covariance-selected KL penalty is not built",
+    "geo_mean": "GMPO's geometric-mean ratio is not built",
+}
+SAPO_TEMPERATURES = {"actor_rollout_ref.actor.tau_pos": "grpo.sapo_temperature_pos",
+                     "actor_rollout_ref.actor.tau_neg": "grpo.sapo_temperature_neg"}  # fmt: skip
+
+
+def translate_policy_loss(t: Translation, prefix: str, flat: dict[str, Any]) -> None:
+    """``policy_loss.loss_mode`` (vanilla, gspo, sapo) and SAPO's ``tau_pos`` / ``tau_neg``; set after
+    ``loss_agg_mode`` (gspo and sapo aggregate per sequence whatever it says)."""
+    mode = flat.pop(POLICY_LOSS, None)
+    temperatures = {key: flat.pop(key) for key in SAPO_TEMPERATURES if key in flat}
+    if mode is not None and mode not in LOSS_MODES:
+        why = REFUSED_LOSS_MODES.get(mode, "not one of verl's loss modes")
+        t.refuse(f"{prefix}.{POLICY_LOSS}", f"{mode!r}: {why}; honing has vanilla, gspo and sapo")
+        return
+    if mode in ("gspo", "sapo"):
+        flat.pop("actor_rollout_ref.actor.loss_agg_mode", None)
+    for path, value in LOSS_MODES.get(mode or "vanilla", {}).items():
+        t.set(path, value)
+    for key, value in temperatures.items():
+        if mode == "sapo":
+            number = read_number(t, f"{prefix}.{key}", value, float)
+            if number is not None:
+                t.set(SAPO_TEMPERATURES[key], number)
+        elif value is not None:
+            t.note(
+                f"{prefix}.{key}", f"unused: verl reads it with policy_loss.loss_mode sapo, not {mode or 'vanilla'!r}"
+            )
+
+
+MULTI_TURN = "actor_rollout_ref.rollout.multi_turn"
+
+
+def translate_multi_turn(t: Translation, prefix: str, flat: dict[str, Any]) -> None:
+    """verl's tool agent loop limits as honing's tool-use keys (read with ``grpo.tools``): assistant turns, a tool
+    answer's characters, and the hermes tool-call format."""
+    for name, path in (("max_assistant_turns", "grpo.max_turns"), ("max_tool_response_length",
+                                                                   "grpo.max_tool_response_length")):  # fmt: skip
+        value = flat.pop(f"{MULTI_TURN}.{name}", None)
+        if value is not None:
+            number = read_number(t, f"{prefix}.{MULTI_TURN}.{name}", value, int)
+            if number is not None:
+                t.set(path, number)
+    tool_format = flat.pop(f"{MULTI_TURN}.format", None)
+    if tool_format == "hermes":
+        t.set("grpo.tool_call_format", "hermes")
+    elif tool_format is not None:
+        t.refuse(f"{prefix}.{MULTI_TURN}.format", f"{tool_format!r}: honing parses hermes and json tool calls")
+
+
+def translate_reward_function(t: Translation, prefix: str, flat: dict[str, Any]) -> None:
+    """``custom_reward_function.path`` (``pkg://module`` or a .py file under the working directory) and ``name``
+    (verl's ``compute_score``): the run's one reward, called with verl's signature (``verl:module:function``)."""
+    path = flat.pop("custom_reward_function.path", None)
+    name = flat.pop("custom_reward_function.name", None)
+    if not path:
+        if name and name != "compute_score":
+            t.note(f"{prefix}.custom_reward_function.name", "unused without custom_reward_function.path")
+        return
+    path = str(path)
+    if path.startswith("pkg://"):
+        module = path.removeprefix("pkg://")
+    elif path.endswith(".py") and not path.startswith(("/", "~")) and ".." not in path:
+        module = path.removesuffix(".py").removeprefix("./").replace("/", ".")
+    else:
+        t.refuse(
+            f"{prefix}.custom_reward_function.path",
+            f"{path!r}: give pkg://module or a .py file under the working directory (imported as a module)",
+        )
+        return
+    t.set("grpo.rewards", [{"name": f"verl:{module}:{name or 'compute_score'}"}])

@@ -95,56 +95,154 @@ ROWS: dict[str, Entry] = {
         "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu",
     ),  # fmt: skip
     # refused with what to give instead
-    **refused(
-        "not translated: give model.model_name",
-        "actor_rollout_ref.model.path",
-        "actor_rollout_ref.model.hf_config_path",
+    # verl_model_optim.py: the model, tokenizer, LoRA, optimizer, schedule, resume and seed keys
+    **honoured("model.name_or_path", "actor_rollout_ref.model.path"),
+    **honoured(
+        "tokenizer.path (tokenizer.kind pretrained)", "actor_rollout_ref.model.tokenizer_path", "data.tokenizer"
     ),
-    **refused("not translated: give model.tokenizer_name", "actor_rollout_ref.model.tokenizer_path", "data.tokenizer"),
+    **honoured("model.trust_remote_code", "actor_rollout_ref.model.trust_remote_code", "data.trust_remote_code"),
+    **honoured("data.chat_template", "actor_rollout_ref.model.custom_chat_template"),
+    **honoured("model.config_overrides", "actor_rollout_ref.model.override_config"),
+    **honoured("model.lora.rank (0: no LoRA)", "actor_rollout_ref.model.lora_rank"),
+    **honoured("model.lora.alpha (with lora_rank)", "actor_rollout_ref.model.lora_alpha"),
+    **honoured("model.lora.target_modules (with lora_rank)", "actor_rollout_ref.model.target_modules"),
     **refused(
-        "not translated: give model.trust_remote_code",
-        "actor_rollout_ref.model.trust_remote_code",
-        "data.trust_remote_code",
-    ),
-    **refused("not translated: give model.chat_template", "actor_rollout_ref.model.custom_chat_template"),
-    **refused("not translated: give model.model_kwargs", "actor_rollout_ref.model.override_config"),
-    **refused(
-        "not translated: give peft.* with training.use_peft",
-        "actor_rollout_ref.model.lora_rank",
-        "actor_rollout_ref.model.lora_alpha",
-        "actor_rollout_ref.model.target_modules",
+        "not available: honing's LoRA targets target_modules; it excludes none",
         "actor_rollout_ref.model.exclude_modules",
+    ),
+    **refused(
+        "not available: training on from a LoRA adapter's folder; give trainer.load_path (a honing checkpoint)",
         "actor_rollout_ref.model.lora_adapter_path",
     ),
     **refused(
-        "not translated: give training.resume_from_checkpoint", "trainer.resume_mode", "trainer.resume_from_path"
+        "not available: honing reads the model's config from model.path (or model.config_overrides)",
+        "actor_rollout_ref.model.hf_config_path",
     ),
-    **refused("not translated: give training.weight_decay", "actor_rollout_ref.actor.optim.weight_decay"),
-    **refused("not translated: give training.adam_beta1 / adam_beta2", "actor_rollout_ref.actor.optim.betas"),
-    **refused(
-        "not translated: give training.max_grad_norm",
-        "actor_rollout_ref.actor.optim.clip_grad",
-        "actor_rollout_ref.actor.grad_clip",
+    **honoured(
+        "trainer.load_strategy (auto: if_available, disable: never, resume_path: always)", "trainer.resume_mode"
     ),
-    **refused(
-        "not translated: give training.warmup_ratio / warmup_steps",
-        "actor_rollout_ref.actor.optim.lr_warmup_steps_ratio",
+    **honoured("trainer.load_path (resume_mode resume_path)", "trainer.resume_from_path"),
+    **honoured("optim.weight_decay", "actor_rollout_ref.actor.optim.weight_decay"),
+    **honoured("optim.betas", "actor_rollout_ref.actor.optim.betas"),
+    **honoured("optim.grad_clip", "actor_rollout_ref.actor.optim.clip_grad", "actor_rollout_ref.actor.grad_clip"),
+    **honoured(
+        "scheduler.warmup_steps (transformers' schedule; < 0: int(ratio x steps))",
         "actor_rollout_ref.actor.optim.lr_warmup_steps",
+        "actor_rollout_ref.actor.optim.lr_warmup_steps_ratio",
     ),
-    **refused(
-        "not translated: give training.lr_scheduler_type / lr_scheduler_kwargs",
+    **honoured(
+        "scheduler.name (constant: constant_with_warmup, cosine: cosine / cosine_with_min_lr)",
         "actor_rollout_ref.actor.optim.lr_scheduler_type",
         "actor_rollout_ref.actor.optim.warmup_style",
+    ),
+    **honoured(
+        "scheduler.kwargs (num_cycles, min_lr_rate; lr_scheduler_type cosine)",
         "actor_rollout_ref.actor.optim.min_lr_ratio",
         "actor_rollout_ref.actor.optim.num_cycles",
     ),
-    **refused(
-        "not translated: give training.optimizer",
-        "actor_rollout_ref.actor.optim.optimizer",
-        "actor_rollout_ref.actor.optim.optimizer_impl",
+    **honoured(
+        "optim.name (AdamW: adamw, SGD: sgd with momentum 0; others refused)", "actor_rollout_ref.actor.optim.optimizer"
+    ),  # fmt: skip
+    **honoured(
+        "optim.eps / betas / weight_decay / momentum (other arguments refused)",
         "actor_rollout_ref.actor.optim.override_optimizer_config",
     ),
-    **refused("not translated: give training.seed", "data.seed", "actor_rollout_ref.actor.data_loader_seed"),
+    **refused(
+        "not available: honing builds torch.optim's optimizers (8-bit states: optim.state_dtype int8)",
+        "actor_rollout_ref.actor.optim.optimizer_impl",
+    ),
+    **honoured("trainer.seed (honing's one seed orders the data)", "data.seed"),
+    **moot(
+        "not needed: the seed of verl's actor-side shuffle of a rollout batch (actor.shuffle); honing's order follows "
+        "trainer.seed",
+        "actor_rollout_ref.actor.data_loader_seed",
+    ),
+    **honoured("data.shuffle", "data.shuffle"),
+    **honoured("callbacks.checkpointer.keep_last", "trainer.max_actor_ckpt_to_keep"),
+    **honoured("model.freeze_vision (image prompts)", "actor_rollout_ref.actor.freeze_vision_tower"),
+    # verl.py: the policy loss, multi-turn limits and the reward function
+    **honoured(
+        "grpo.loss_type / importance_sampling_level (vanilla; gspo: grpo + sequence_token; sapo: sapo)",
+        "actor_rollout_ref.actor.policy_loss.loss_mode",
+    ),  # fmt: skip
+    **honoured("grpo.sapo_temperature_pos (loss_mode sapo)", "actor_rollout_ref.actor.tau_pos"),
+    **honoured("grpo.sapo_temperature_neg (loss_mode sapo)", "actor_rollout_ref.actor.tau_neg"),
+    **moot(
+        "not needed: read by policy_loss.loss_mode clip_cov / kl_cov only (refused)",
+        "actor_rollout_ref.actor.policy_loss.clip_cov_ratio",
+        "actor_rollout_ref.actor.policy_loss.clip_cov_lb",
+        "actor_rollout_ref.actor.policy_loss.clip_cov_ub",
+        "actor_rollout_ref.actor.policy_loss.kl_cov_ratio",
+        "actor_rollout_ref.actor.policy_loss.ppo_kl_coef",
+    ),
+    **honoured("grpo.max_turns (with grpo.tools)", "actor_rollout_ref.rollout.multi_turn.max_assistant_turns"),
+    **honoured(
+        "grpo.max_tool_response_length (with grpo.tools)",
+        "actor_rollout_ref.rollout.multi_turn.max_tool_response_length",
+    ),
+    **honoured("grpo.tool_call_format (hermes; others refused)", "actor_rollout_ref.rollout.multi_turn.format"),
+    **moot(
+        "not needed: a check of verl's SGLang rollout that its tokenization matches; honing tokenizes once",
+        "actor_rollout_ref.rollout.multi_turn.tokenization_sanity_check_mode",
+    ),
+    **moot(
+        f"not needed: declared by verl's RolloutConfig but read nowhere in verl ({SOURCE})",
+        "actor_rollout_ref.rollout.multi_turn.num_repeat_rollouts",
+    ),
+    **moot(RAY, "actor_rollout_ref.rollout.agent.num_workers"),
+    **honoured(
+        "grpo.rewards (verl:module:name, verl's signature; path pkg://module or a .py under the working directory)",
+        "custom_reward_function.path",
+    ),
+    **honoured("grpo.rewards (with custom_reward_function.path)", "custom_reward_function.name"),
+    # a switch refused below leaves its parameters unread: moot while it is off
+    **moot(
+        "not needed: read with algorithm.use_kl_in_reward only (refused)",
+        "algorithm.kl_penalty",
+        "algorithm.kl_ctrl.type",
+        "algorithm.kl_ctrl.kl_coef",
+        "algorithm.kl_ctrl.horizon",
+        "algorithm.kl_ctrl.target_kl",
+    ),
+    **moot(
+        "not needed: read with algorithm.rollout_correction.rollout_is only (refused)",
+        "algorithm.rollout_correction.rollout_is_threshold",
+        "algorithm.rollout_correction.rollout_is_batch_normalize",
+    ),
+    **moot(
+        "not needed: read with algorithm.rollout_correction.rollout_rs only (refused)",
+        "algorithm.rollout_correction.rollout_rs_threshold",
+    ),
+    **moot(
+        "not needed: read with algorithm.rollout_correction.bypass_mode only (refused)",
+        "algorithm.rollout_correction.loss_type",
+    ),
+    **moot(
+        "not needed: read with algorithm.use_pf_ppo only (refused)",
+        "algorithm.pf_ppo.reweight_method",
+        "algorithm.pf_ppo.weight_pow",
+    ),
+    **moot(
+        "not needed: read with actor.router_replay.mode other than disabled only (refused)",
+        "actor_rollout_ref.actor.router_replay.record_file",
+        "actor_rollout_ref.actor.router_replay.replay_file",
+    ),
+    **moot(
+        "not needed: read with model.mtp.enable_train only (refused)",
+        "actor_rollout_ref.model.mtp.detach_encoder",
+        "actor_rollout_ref.model.mtp.mtp_loss_scaling_factor",
+    ),
+    **moot(
+        "not needed: speculative decoding in verl's vLLM / SGLang rollout with the MTP heads; the samples' "
+        "distribution is the policy's either way",
+        "actor_rollout_ref.model.mtp.enable_rollout",
+        "actor_rollout_ref.model.mtp.speculative_algorithm",
+        "actor_rollout_ref.model.mtp.speculative_num_steps",
+        "actor_rollout_ref.model.mtp.speculative_eagle_topk",
+        "actor_rollout_ref.model.mtp.speculative_num_draft_tokens",
+        "actor_rollout_ref.model.mtp.method",
+        "actor_rollout_ref.model.mtp.num_speculative_tokens",
+    ),
     **refused(
         "not available: honing reads the prompt from the row's 'prompt' column (verl's default)", "data.prompt_key"
     ),
@@ -153,11 +251,8 @@ ROWS: dict[str, Entry] = {
         "data.train_max_samples",
         "data.val_max_samples",
     ),
-    **refused("not available: honing's loader shuffles every epoch (data.shuffle is its default)", "data.shuffle"),
     **refused(
-        "not available: honing's rewards are grpo.rewards (registered functions)",
-        "custom_reward_function.path",
-        "custom_reward_function.name",
+        "not available: honing scores each completion with grpo.rewards (verl's naive reward manager)",
         "reward_manager.source",
         "reward_manager.name",
         "reward_manager.module.path",
@@ -167,23 +262,17 @@ ROWS: dict[str, Entry] = {
     **refused("not available: a reward model scoring rollouts; give grpo.rewards", "reward_model.enable"),
     **refused("not available: the entropy bonus; honing's GRPO loss has none", "actor_rollout_ref.actor.entropy_coeff"),
     **refused(
-        "not available: honing freezes the vision tower with model.freeze_layers",
-        "actor_rollout_ref.actor.freeze_vision_tower",
-    ),
-    **refused(
         "not available: verl's dual-clip bound; honing's GRPO clips with epsilon / epsilon_high",
         "actor_rollout_ref.actor.clip_ratio_c",
     ),
-    **refused(KL_REWARD, "algorithm.use_kl_in_reward", "algorithm.kl_penalty"),
+    **refused(KL_REWARD, "algorithm.use_kl_in_reward"),
     **refused(
         "not available: multi-turn rollouts through verl's tool config; give grpo.tools", "data.tool_config_path"
     ),
-    **refused("not available: honing runs on CUDA or CPU as the machine has (trainer.device)", "trainer.device"),
+    **moot(
+        "not needed: honing trains on the machine's CUDA devices, else its CPU; the maths is the same", "trainer.device"
+    ),  # fmt: skip
     **refused("not available: honing does not stop after validation; run `honing eval` instead", "trainer.val_only"),
-    **refused(
-        "not available: honing keeps callbacks.checkpointer.keep_last checkpoints (give it)",
-        "trainer.max_actor_ckpt_to_keep",
-    ),
     **refused(
         "not available: the rows to train on are the ones the loader gives (no custom sampler or class)",
         "data.custom_cls.path",
@@ -211,19 +300,18 @@ ROWS: dict[str, Entry] = {
         "not available: honing scales the loss by its own normalisation (grpo.loss_type)",
         "actor_rollout_ref.actor.loss_scale_factor",
     ),
-    **refused(
-        "not translated: give actor.ppo_micro_batch_size_per_gpu", "actor_rollout_ref.actor.ppo_micro_batch_size"
-    ),
-    **refused(
-        "not translated: give data.max_prompt_length / max_response_length",
-        "actor_rollout_ref.rollout.prompt_length",
-        "actor_rollout_ref.rollout.response_length",
-    ),
     **moot(
-        "not needed: SAPO's temperatures, unused with policy_loss.loss_mode vanilla (others refused)",
-        "actor_rollout_ref.actor.tau_pos",
-        "actor_rollout_ref.actor.tau_neg",
+        "not needed: completions per forward over all of verl's GPUs (deprecated; the per-GPU one is translated): "
+        "verl's update is the same for any micro-batch (losses normalised over the mini-batch)",
+        "actor_rollout_ref.actor.ppo_micro_batch_size",
     ),
+    **honoured(
+        "data.seq_len (as data.max_prompt_length when that is not given)", "actor_rollout_ref.rollout.prompt_length"
+    ),  # fmt: skip
+    **honoured(
+        "grpo.max_completion_length (the rollout's; wins over data.max_response_length)",
+        "actor_rollout_ref.rollout.response_length",
+    ),  # fmt: skip
     # moot one by one
     **moot("not needed: honing trains every rank on its slice of one batch", "trainer.balance_batch"),
     **moot("not needed: honing takes the processes from torchrun", "trainer.nnodes", "trainer.n_gpus_per_node"),
@@ -294,18 +382,28 @@ PREFIXES: dict[str, Entry] = {
                                               "and grpo.max_turns"),
     "actor_rollout_ref.rollout.agent.": ("refused", "not available: verl's agent loops; give grpo.tools"),
     "actor_rollout_ref.rollout.trace.": ("moot", PROFILE),
-    "actor_rollout_ref.model.mtp.": ("refused", "not available: multi-token prediction heads"),
+    "actor_rollout_ref.model.mtp.": ("refused", "not available: multi-token prediction heads (loaded, saved or "
+                                     "trained)"),
     "actor_rollout_ref.model.tiled_mlp.": ("moot", "not needed: a memory setting of verl's MLP; the maths is the same"),
-    "actor_rollout_ref.model.enable_activation_offload": ("refused", "not available: activations stay on the device; "
-                                                          "give training.enable_gradient_checkpointing"),
-    "actor_rollout_ref.actor.policy_loss.": ("refused", "not available: honing's GRPO losses are grpo.loss_type's"),
-    "actor_rollout_ref.actor.router_replay.": ("refused", "not available: MoE router replay"),
-    "algorithm.rollout_correction.": ("refused", "not available: rollout importance-sampling corrections"),
+    "actor_rollout_ref.model.enable_activation_offload": ("moot", "not needed: where verl keeps activations (host "
+                                                          "memory); the maths is the same"),
+    "actor_rollout_ref.actor.router_replay.": ("refused", "not available: MoE router replay (the rollout's expert "
+                                               "choices replayed in training)"),
+    "algorithm.rollout_correction.": ("refused", "not available: importance weights or rejection of rollouts by "
+                                      "rollout vs. training log-probs (not built)"),
     "algorithm.kl_ctrl.": ("refused", KL_REWARD),
     "algorithm.pf_ppo.": ("refused", "not available: PF-PPO's reweighting of rollouts"),
     "algorithm.use_pf_ppo": ("refused", "not available: PF-PPO's reweighting of rollouts"),
     "actor_rollout_ref.actor.": ("moot", LAYOUT),
 }  # fmt: skip
+
+# keys Oumi's own VERL_GRPO configs set that verl's schema has under actor.fsdp_config (which they set too)
+OFFLOAD = ("not needed: not a key of verl's actor config (its fsdp_config.{} is, set beside it in Oumi's files): "
+           "where verl's FSDP workers keep weights or optimizer state; the maths is the same")  # fmt: skip
+OUTSIDE_THE_SCHEMA = {
+    "actor_rollout_ref.actor.param_offload": OFFLOAD.format("param_offload"),
+    "actor_rollout_ref.actor.optimizer_offload": OFFLOAD.format("optimizer_offload"),
+}
 
 
 def row(key: str) -> Entry:
@@ -325,6 +423,9 @@ def walk(t: Translation, full: str, key: str, value: Any) -> None:
     parent = next((name for name in KEYS if key.startswith(f"{name}.") and KEYS[name][0] == "dict"), None)
     if key not in KEYS and parent is not None:  # an entry of a mapping-valued key (override_config, engine_kwargs)
         full, key, value = full[: len(full) - len(key) + len(parent)], parent, {key[len(parent) + 1 :]: value}
+    if key in OUTSIDE_THE_SCHEMA:
+        t.note(full, OUTSIDE_THE_SCHEMA[key])
+        return
     if key not in KEYS:
         t.refuse(full, f"{value!r}: not a key of verl's ppo_trainer.yaml ({SOURCE}); check its spelling")
         return

@@ -267,9 +267,17 @@ def test_verl_config_overrides_map_to_honings_keys_and_others_are_refused_by_nam
     overrides["actor_rollout_ref"]["actor"]["use_kl_loss"] = False
     assert translated(raw).get("grpo.beta") == 0.0
     for key, value, why in (  # each key's row in verl_table says why, and what to give instead
-        ("actor_rollout_ref.model.path", "Qwen/Qwen2-0.5B-Instruct", "not translated: give model.model_name"),
-        ("trainer.resume_mode", "disable", "not translated: give training.resume_from_checkpoint"),
-        ("trainer.resume_from_path", "ckpt", "not translated: give training.resume_from_checkpoint"),
+        (
+            "actor_rollout_ref.actor.entropy_coeff",
+            0.01,
+            "not available: the entropy bonus; honing's GRPO loss has none",
+        ),
+        ("trainer.resume_mode", "latest", "verl's modes are auto, disable and resume_path"),
+        (
+            "actor_rollout_ref.model.hf_config_path",
+            "cfg",
+            "not available: honing reads the model's config from model.path (or model.config_overrides)",
+        ),
         ("algorithm.adv_estimator", "gae", "not translated (honing's GRPO has no such setting)"),
     ):
         section, *parents, last = key.split(".")

@@ -17,6 +17,8 @@ from tests.interop.configs.test_oumi_document import VERL_GRPO
 PREFIX = "training.verl_config_overrides"
 ACTOR = "actor_rollout_ref.actor"
 VAL = "actor_rollout_ref.rollout.val_kwargs"
+MODEL = "actor_rollout_ref.model"
+OPTIM = "actor_rollout_ref.actor.optim"
 # honoured keys whose translation is not "the row's honing key = the value": key -> ({verl key: value}, {key: value})
 SPECIAL = {
     "data.max_prompt_length": ({"data.max_prompt_length": 100, "data.max_response_length": 60}, {"data.seq_len": 160}),
@@ -45,6 +47,87 @@ SPECIAL = {
     ),  # fmt: skip
     "trainer.total_training_steps": ({"trainer.total_training_steps": 7}, {"trainer.max_duration": "7steps"}),
     "trainer.total_epochs": ({"trainer.total_epochs": 2}, {"trainer.max_duration": "2epochs"}),
+    "data.seed": ({"data.seed": 7}, {"trainer.seed": 7}),
+    "data.tokenizer": ({"data.tokenizer": "tok"}, {"tokenizer.path": "tok", "tokenizer.kind": "pretrained"}),
+    f"{MODEL}.tokenizer_path": ({f"{MODEL}.tokenizer_path": "tok"}, {"tokenizer.path": "tok"}),
+    f"{MODEL}.override_config": (
+        {f"{MODEL}.override_config": {"attention_dropout": 0.0}},
+        {"model.config_overrides": {"attention_dropout": 0.0}},
+    ),  # fmt: skip
+    f"{MODEL}.lora_rank": ({f"{MODEL}.lora_rank": 32}, {"model.lora.rank": 32, "model.lora.alpha": 16.0}),
+    f"{MODEL}.lora_alpha": ({f"{MODEL}.lora_rank": 8, f"{MODEL}.lora_alpha": 32}, {"model.lora.alpha": 32.0}),
+    f"{MODEL}.target_modules": (
+        {f"{MODEL}.lora_rank": 8, f"{MODEL}.target_modules": ["q_proj"]},
+        {"model.lora.target_modules": ["q_proj"]},
+    ),  # fmt: skip
+    "trainer.resume_mode": ({"trainer.resume_mode": "disable"}, {"trainer.load_strategy": "never"}),
+    "trainer.resume_from_path": (
+        {"trainer.resume_mode": "resume_path", "trainer.resume_from_path": "ckpt/step9"},
+        {"trainer.load_path": "ckpt/step9", "trainer.load_strategy": "always"},
+    ),  # fmt: skip
+    f"{OPTIM}.betas": ({f"{OPTIM}.betas": [0.9, 0.95]}, {"optim.betas": [0.9, 0.95]}),
+    # verl's warmup: int(ratio x steps) from 0, then constant (verl.utils.torch_functional)
+    f"{OPTIM}.lr_warmup_steps": (
+        {f"{OPTIM}.lr_warmup_steps": 5},
+        {"scheduler.warmup_steps": 5, "scheduler.name": "constant_with_warmup", "scheduler.semantics": "transformers"},
+    ),  # fmt: skip
+    f"{OPTIM}.lr_warmup_steps_ratio": (
+        {"trainer.total_training_steps": 30, f"{OPTIM}.lr_warmup_steps_ratio": 0.25},
+        {"scheduler.warmup_steps": 7},
+    ),  # fmt: skip
+    f"{OPTIM}.lr_scheduler_type": ({f"{OPTIM}.lr_scheduler_type": "cosine"}, {"scheduler.name": "cosine"}),
+    f"{OPTIM}.warmup_style": ({f"{OPTIM}.warmup_style": "cosine"}, {"scheduler.name": "cosine"}),
+    f"{OPTIM}.min_lr_ratio": (
+        {f"{OPTIM}.lr_scheduler_type": "cosine", f"{OPTIM}.min_lr_ratio": 0.1},
+        {"scheduler.name": "cosine_with_min_lr", "scheduler.kwargs": {"num_cycles": 0.5, "min_lr_rate": 0.1}},
+    ),  # fmt: skip
+    f"{OPTIM}.num_cycles": (
+        {f"{OPTIM}.lr_scheduler_type": "cosine", f"{OPTIM}.num_cycles": 1.0},
+        {"scheduler.kwargs": {"num_cycles": 1.0}},
+    ),  # fmt: skip
+    f"{OPTIM}.optimizer": ({f"{OPTIM}.optimizer": "SGD"}, {"optim.name": "sgd", "optim.momentum": 0.0}),
+    f"{OPTIM}.override_optimizer_config": (
+        {f"{OPTIM}.override_optimizer_config": {"eps": 1e-6}},
+        {"optim.eps": 1e-6},
+    ),  # fmt: skip
+    f"{ACTOR}.freeze_vision_tower": ({f"{ACTOR}.freeze_vision_tower": True}, {"model.freeze_vision": None}),  # text
+    f"{ACTOR}.policy_loss.loss_mode": (
+        {f"{ACTOR}.policy_loss.loss_mode": "gspo", f"{ACTOR}.loss_agg_mode": "token-mean"},
+        {"grpo.loss_type": "grpo", "grpo.importance_sampling_level": "sequence_token"},
+    ),  # fmt: skip
+    f"{ACTOR}.tau_pos": (
+        {f"{ACTOR}.policy_loss.loss_mode": "sapo", f"{ACTOR}.tau_pos": 2.0},
+        {"grpo.loss_type": "sapo", "grpo.sapo_temperature_pos": 2.0},
+    ),  # fmt: skip
+    f"{ACTOR}.tau_neg": (
+        {f"{ACTOR}.policy_loss.loss_mode": "sapo", f"{ACTOR}.tau_neg": 2.0},
+        {"grpo.sapo_temperature_neg": 2.0},
+    ),  # fmt: skip
+    "actor_rollout_ref.rollout.multi_turn.format": (
+        {"actor_rollout_ref.rollout.multi_turn.format": "hermes"},
+        {"grpo.tool_call_format": "hermes"},
+    ),  # fmt: skip
+    "actor_rollout_ref.rollout.prompt_length": (
+        {"actor_rollout_ref.rollout.prompt_length": 100, "data.max_response_length": 60},
+        {"data.seq_len": 160},
+    ),  # fmt: skip
+    "actor_rollout_ref.rollout.response_length": (
+        {"actor_rollout_ref.rollout.response_length": 60, "data.max_response_length": 50},
+        {"grpo.max_completion_length": 60},
+    ),  # fmt: skip
+    "custom_reward_function.path": (
+        {"custom_reward_function.path": "pkg://my.rewards"},
+        {"grpo.rewards": [{"name": "verl:my.rewards:compute_score"}]},
+    ),  # fmt: skip
+    "custom_reward_function.name": (
+        {"custom_reward_function.path": "rewards/score.py", "custom_reward_function.name": "score"},
+        {"grpo.rewards": [{"name": "verl:rewards.score:score"}]},
+    ),  # fmt: skip
+    "trainer.max_actor_ckpt_to_keep": ({"trainer.max_actor_ckpt_to_keep": 2}, {"callbacks.checkpointer.keep_last": 2}),
+    "actor_rollout_ref.rollout.multi_turn.max_assistant_turns": (
+        {"actor_rollout_ref.rollout.multi_turn.max_assistant_turns": 3},
+        {"grpo.max_turns": 3},
+    ),  # fmt: skip
     "trainer.logger": (
         {"trainer.logger": ["tensorboard"]},
         {"callbacks.tensorboard.enabled": True, "callbacks.wandb.enabled": False},
