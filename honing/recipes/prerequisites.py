@@ -19,7 +19,7 @@ def model_inputs(config: Any) -> Iterator[tuple[str, str]]:
         yield "tokenizer.path", config.tokenizer.path
     if config.distill is not None and config.distill.teacher_model_name_or_path:
         yield "distill.teacher_model_name_or_path", config.distill.teacher_model_name_or_path
-    for section in ("grpo", "rloo"):
+    for section in ("grpo", "rloo", "online_dpo"):
         rewards = getattr(getattr(config, section), "rewards", None) or []
         for index, reward in enumerate(rewards):
             if reward.name.startswith(REWARD_MODEL_PREFIX) and reward.name != REWARD_MODEL_PREFIX:

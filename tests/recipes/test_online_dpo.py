@@ -14,6 +14,7 @@ import torch
 from honing.config import load_config, validate
 from honing.errors import ConfigError, DataError
 from honing.recipes.online_dpo import OnlineDPORecipe
+from honing.recipes.prerequisites import check_model_inputs
 from honing.recipes.reward import RewardRecipe
 from honing.rl.reward_model import load_reward_model
 from tests.recipes.pair_runs import pair_run
@@ -178,3 +179,10 @@ def test_a_reward_model_ranks_the_pairs(tmp_path):
     for first, second in zip(samples[0::2], samples[1::2]):
         chosen, rejected = (first, second) if first["chosen"] else (second, first)
         assert chosen["reward"] >= rejected["reward"]
+
+
+def test_a_missing_reward_model_is_named_before_the_run_starts(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    raw = online_dpo_raw(tmp_path, rewards=[{"name": "reward_model:runs/reward/hf"}])
+    with pytest.raises(ConfigError, match=r"^online_dpo.rewards\[0\].name: runs/reward/hf does not exist"):
+        check_model_inputs(validate(raw))
