@@ -118,6 +118,11 @@ class GRPOSection(ToolUseSection):
     ``num_iterations`` optimizer steps inside it: ``max_duration``, the intervals and the LR schedule count rollout
     batches (the LR held for its updates, as verl's; TRL's count optimizer steps). The prompts on each rank must
     divide by it (checked at launch)."""
+    micro_batch_completions: int | None = Field(default=None, ge=1)
+    """Completions per forward / backward pass (TRL's ``per_device_train_batch_size``, verl's
+    ``ppo_micro_batch_size_per_gpu``): a group may then span micro-batches (its advantages are computed first);
+    None: ``data.micro_batch_size`` prompts x ``num_generations``, whole groups. It must divide each optimizer
+    step's completions on a rank (checked at launch)."""
     rewards: list[GRPORewardSection] = Field(default_factory=list)
     """The rewards each completion is scored with; at least one (checked by the recipe)."""
     reward_weights: list[float] | None = None

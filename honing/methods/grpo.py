@@ -89,6 +89,7 @@ class GRPOTrainModule(RolloutMetrics, BaseTrainModule):
         mask_truncated_completions: bool = False,
         top_entropy_quantile: float = 1.0,
         multi_objective_aggregation: str = "sum_then_normalize",
+        micro_batch_completions: int | None = None,
         **options: Any,
     ):
         super().__init__(model, optimizer, **options)
@@ -121,6 +122,8 @@ class GRPOTrainModule(RolloutMetrics, BaseTrainModule):
         self.scale_rewards = scale_rewards
         self.num_iterations = num_iterations
         self.steps_per_generation = steps_per_generation  # optimizer steps a rollout batch is cut into
+        # completions per forward / backward: whole groups (micro_batch_size prompts) unless set
+        self.micro_width = micro_batch_completions or self.micro_batch_size * num_generations
         self.reference_model = reference_model
         self.seed = seed
         self.sample_interval = sample_interval
@@ -147,7 +150,7 @@ class GRPOTrainModule(RolloutMetrics, BaseTrainModule):
         """Back-propagate the GRPO loss of a rollout batch: cut into ``steps_per_generation`` optimizer steps of
         whole groups, the cut passed over ``num_iterations`` times (an optimizer step between two; the loop takes
         the last), recording ``train/loss`` (the last step's) and the KL and clipping metrics."""
-        width = self.micro_batch_size * self.num_generations  # micro-batches hold whole groups
+        width = self.micro_width  # advantages are computed: a group may span micro-batches
         rows = {k: rollouts[k] for k in self.rollout_keys + self._logp_keys(rollouts)}
         completions = int(rollouts["completion_mask"].shape[0])
         if completions % (self.steps_per_generation * self.num_generations):  # the recipe checks it at launch
@@ -435,9 +438,8 @@ class GRPOTrainModule(RolloutMetrics, BaseTrainModule):
         return torch.cat(parts)
 
     def micro_rollouts(self, rollouts: dict[str, torch.Tensor]) -> list[dict[str, torch.Tensor]]:
-        """The rollout tensors there are, cut into micro-batches of whole groups."""
-        width = self.micro_batch_size * self.num_generations
-        return stack_collate.split({k: rollouts[k] for k in self.rollout_keys if k in rollouts}, width)
+        """The rollout tensors there are, cut into micro-batches (``micro_width`` completions each)."""
+        return stack_collate.split({k: rollouts[k] for k in self.rollout_keys if k in rollouts}, self.micro_width)
 
     @staticmethod
     def _logp_keys(rollouts: dict[str, Any]) -> tuple[str, ...]:

@@ -22,7 +22,7 @@ from honing.errors import DataError
 from honing.models import is_lora
 from honing.models.generation import end_of_turn_ids
 from honing.recipes.base import Recipe, train_module_options, use_chat_tokenizer
-from honing.recipes.grpo_batches import generation_steps
+from honing.recipes.grpo_batches import generation_steps, micro_batch_completions
 from honing.recipes.grpo_sampling import dynamic_sampling, estimator_parts, rollout_section
 from honing.recipes.grpo_validation import (
     reward_validation,
@@ -99,6 +99,7 @@ class GRPORecipe(Recipe):
             epsilon_high=grpo.epsilon_high,
             num_iterations=grpo.num_iterations,
             steps_per_generation=generation_steps(self.config, grpo, self.parallel_dims.dp_size),
+            micro_batch_completions=micro_batch_completions(self.config, grpo, self.parallel_dims.dp_size),
             reference_model=reference,
             seed=self.config.trainer.seed,
             sample_interval=grpo.sample_interval,

@@ -19,3 +19,20 @@ def generation_steps(config: Any, section: Any, dp_size: int) -> int:
             f"data.global_batch_size over {dp_size} data-parallel ranks); change one of them"
         )
     return steps
+
+
+def micro_batch_completions(config: Any, section: Any, dp_size: int) -> int | None:
+    """``micro_batch_completions`` (None when unset) once it is known to divide each optimizer step's completions
+    on a rank (one line naming the keys otherwise)."""
+    width = getattr(section, "micro_batch_completions", None)  # GRPO's key; RLOO's section has none
+    if width is None:
+        return None
+    prompts = config.data.rows_per_step(dp_size) // dp_size
+    completions = prompts * section.num_generations // section.steps_per_generation
+    if completions % width:
+        raise ConfigError(
+            f"grpo.micro_batch_completions ({width}) must divide each optimizer step's completions on a rank "
+            f"({completions}: {prompts} prompts x num_generations {section.num_generations} / steps_per_generation "
+            f"{section.steps_per_generation}); change one of them"
+        )
+    return width

@@ -127,7 +127,7 @@ def trl_trainer(model, *, loss_type, beta, epsilon, epsilon_high, accumulation):
     return trainer
 
 
-def honing_module(model, *, loss_type, beta, epsilon, epsilon_high, micro_batch_size):
+def honing_module(model, *, loss_type, beta, epsilon, epsilon_high, micro_batch_size, micro_batch_completions=None):
     scorer = RewardScorer([("soft_10tokens_completions", 1.0)])
     tokenizer = SimpleNamespace(pad_token_id=PAD)
     return GRPOTrainModule(
@@ -144,12 +144,13 @@ def honing_module(model, *, loss_type, beta, epsilon, epsilon_high, micro_batch_
         epsilon_high=epsilon_high,
         loss_type=loss_type,
         micro_batch_size=micro_batch_size,
+        micro_batch_completions=micro_batch_completions,
     )
 
 
 @pytest.mark.parametrize("loss_type", ["grpo", "bnpo", "dr_grpo", "dapo"])
 @pytest.mark.parametrize("beta", [0.0, 0.04])
-@pytest.mark.parametrize("micro_batches", [1, 2])
+@pytest.mark.parametrize("micro_batches", [1, 2, 4])  # 4: micro-batches of 2 completions, each group spans two
 def test_loss_and_gradients_equal_trl(loss_type, beta, micro_batches):
     prompt_ids, prompt_mask, completion_ids, completion_mask, advantages = rollouts()
     epsilon, epsilon_high = 0.2, 0.28
@@ -200,7 +201,8 @@ def test_loss_and_gradients_equal_trl(loss_type, beta, micro_batches):
         beta=beta,
         epsilon=epsilon,
         epsilon_high=epsilon_high,
-        micro_batch_size=rows // 4,
+        micro_batch_size=max(rows // 4, 1),
+        micro_batch_completions=rows if rows % 4 else None,  # TRL's per_device_train_batch_size below G
     )
     module.reference_model = reference
     batch = {

@@ -49,3 +49,18 @@ def test_a_rank_batch_it_does_not_divide_is_one_line_at_launch(tmp_path):
     config = validate(raw)  # the data-parallel size is not known before launch
     with pytest.raises(ConfigError, match=r"^grpo.steps_per_generation \(4\) must divide the prompts of each rank's"):
         GRPORecipe(config).run()
+
+
+def test_micro_batches_of_completions_span_groups_and_train_like_whole_groups(tmp_path):
+    """``grpo.micro_batch_completions`` 2 (each group of 4 over two passes) trains to the weights of whole groups
+    for a loss normalised over the step's tokens (dapo); one that does not divide a step's completions is refused."""
+    whole = GRPORecipe(validate(grpo_raw(tmp_path / "whole", beta=0.0)))
+    whole.run()
+    halves = GRPORecipe(validate(grpo_raw(tmp_path / "halves", beta=0.0, micro_batch_completions=2)))
+    halves.run()
+    assert halves.train_module.micro_width == 2 and whole.train_module.micro_width == 4
+    left, right = whole.model.state_dict(), halves.model.state_dict()
+    assert all(torch.allclose(left[name], right[name], atol=1e-6) for name in left)
+    refused = validate(grpo_raw(tmp_path / "refused", micro_batch_completions=3))  # 2 prompts x 4 = 8 per step
+    with pytest.raises(ConfigError, match=r"^grpo.micro_batch_completions \(3\) must divide each optimizer step's"):
+        GRPORecipe(refused).run()

@@ -39,6 +39,9 @@ class GRPOBatch:
     """``grpo.steps_per_generation``: optimizer steps each rollout batch is cut into."""
     updates: int
     """Optimizer steps per honing step: ``steps_per_generation x num_iterations`` (TRL's steps per honing step)."""
+    micro_completions: int | None = None
+    """``grpo.micro_batch_completions``: TRL's per-device forward where it is not whole groups (a group then spans
+    forward passes, as in TRL); None where ``micro_prompts`` says it."""
 
 
 def trl_grpo_batch(
@@ -85,7 +88,7 @@ def trl_grpo_batch(
         return None
     micro = per_device // generations if per_device % generations == 0 else None
     steps = spg // accumulation
-    return GRPOBatch(completions // generations, micro, steps, steps * num_iterations)
+    return GRPOBatch(completions // generations, micro, steps, steps * num_iterations, None if micro else per_device)
 
 
 def translate_trl_grpo_batch(
@@ -105,6 +108,8 @@ def set_grpo_batch(t: Translation, batch: GRPOBatch, given: bool, whose: str, se
     ``section``: ``grpo`` or ``rloo``)."""
     values = {"data.batch_size_per_rank": batch.prompts_per_rank, "data.micro_batch_size": batch.micro_prompts}
     values[f"{section}.steps_per_generation"] = batch.steps_per_generation if batch.steps_per_generation > 1 else None
+    if section == "grpo":  # RLOO's forward passes hold whole groups
+        values["grpo.micro_batch_completions"] = batch.micro_completions
     for path, value in values.items():
         if value is None:  # honing's own: the rank's share in one pass; one optimizer step per rollout batch
             t.unset(path)

@@ -154,3 +154,17 @@ def test_an_axolotl_grpo_batch_counts_completions_per_device_as_trl(monkeypatch,
     updates = steps * translation.get("grpo.num_iterations")
     assert updates == trl.steps_per_generation * trl.num_iterations // 2  # optimizer steps per generation
     assert int(translation.get("trainer.max_duration").removesuffix("steps")) * updates == 40
+
+
+@pytest.mark.parametrize(("per_device", "accumulation", "generations"), [(4, 2, 8), (2, 4, 4), (6, 2, 4)])
+def test_a_per_device_batch_of_part_of_a_group_is_honings_forward_pass_of_completions(
+    per_device, accumulation, generations
+):
+    """TRL's per-device forward below (or across) a group: the group spans forward passes there and here
+    (``grpo.micro_batch_completions``); whole groups stay ``data.micro_batch_size`` in prompts."""
+    config = translate(oumi_grpo(per_device, accumulation, generations)).config
+    assert config["grpo"]["micro_batch_completions"] == per_device
+    assert "micro_batch_size" not in config["data"]
+    assert config["data"]["batch_size_per_rank"] * generations == per_device * accumulation
+    whole = translate(oumi_grpo(2 * generations, 1, generations)).config
+    assert whole["data"]["micro_batch_size"] == 2 and "micro_batch_completions" not in whole.get("grpo", {})
