@@ -39,6 +39,8 @@ def mapped_row(row: Any, columns: Mapping[str, str], roles: Mapping[str, str]) -
         for name in MESSAGE_LISTS:
             if isinstance(out.get(name), list):
                 out[name] = [_message(message, inside, roles) for message in out[name]]
+            elif isinstance(out.get(name), dict):  # one message: a ranked ShareGPT row's chosen / rejected
+                out[name] = _message(out[name], inside, roles)
     return out
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from honing.interop.configs.axolotl_columns import message_columns, preference_columns
 from honing.interop.configs.axolotl_keys import KEYS, SOURCE
 from honing.interop.configs.axolotl_table import TABLE
 from honing.interop.configs.schema_table import finish
@@ -18,10 +19,8 @@ SCHEMA = f"axolotl ({SOURCE})"
 LOADERS = ("json", "parquet", "csv", "text", "arrow")
 # SFT types whose rows are one of honing's formats as they are
 SFT_TYPES = {"alpaca": "alpaca", "sharegpt": "sharegpt", "completion": "text"}
-# the message columns honing reads: (messages key, role key, content key) -> format
 # FastChat's conversation templates (an older axolotl's sharegpt `conversation`) that honing has by name
 CONVERSATION_TEMPLATES = {"chatml": "chatml", "llama-3": "llama3", "llama3": "llama3"}
-MESSAGE_LAYOUTS = {("messages", "role", "content"): "conversation", ("conversations", "from", "value"): "sharegpt"}
 PREFERENCE_METHODS = ("dpo", "orpo", "cpo")
 # axolotl's chat templates (its ChatTemplate enum) that copy one model family's own template
 FAMILY_TEMPLATES = frozenset(
@@ -64,7 +63,7 @@ def dataset_sources(t: Translation, item: Keys, method: str) -> list[dict[str, A
     fmt = row_format(t, item, method)
     if not paths or fmt is None:
         return []
-    source: dict[str, Any] = {} if fmt == "auto" else {"format": fmt}
+    source: dict[str, Any] = {} if fmt == "auto" else dict(fmt) if isinstance(fmt, dict) else {"format": fmt}
     if fmt == "text":
         field = item.take("field")
         if field and field != "text":
@@ -101,7 +100,7 @@ def source_paths(t: Translation, item: Keys) -> list[str]:
     return [path]
 
 
-def row_format(t: Translation, item: Keys, method: str) -> str | None:
+def row_format(t: Translation, item: Keys, method: str) -> str | dict[str, Any] | None:
     """The honing row format of the dataset's ``type`` and columns; None when refused."""
     kind = item.take("type")
     key = item.key("type")
@@ -131,24 +130,9 @@ def row_format(t: Translation, item: Keys, method: str) -> str | None:
     return None
 
 
-def message_format(t: Translation, item: Keys) -> str | None:
-    """``chat_template`` rows: ``conversation`` or ``sharegpt`` by the messages column and its role / content keys."""
-    field = str(item.take("field_messages", "messages"))
-    mappings = item.take("message_property_mappings")
-    mappings = mappings if isinstance(mappings, dict) else {}
-    role = str(mappings.get("role", item.take("message_field_role", "role")))
-    content = str(mappings.get("content", item.take("message_field_content", "content")))
-    item.take("message_field_role")
-    item.take("message_field_content")
-    layout = (field, role, content)
-    if layout not in MESSAGE_LAYOUTS:
-        t.refuse(
-            item.key("field_messages"),
-            f"messages in {field!r} with keys {role!r} / {content!r}: honing reads 'messages' (role / content) or "
-            "'conversations' (from / value); rename the columns",
-        )
-        return None
-    return MESSAGE_LAYOUTS[layout]
+def message_format(t: Translation, item: Keys) -> dict[str, Any] | None:
+    """``chat_template`` rows: honing's format, with the entry's columns and speakers mapped (axolotl_columns)."""
+    return message_columns(t, item)
 
 
 def train_roles(t: Translation, item: Keys) -> None:
@@ -164,16 +148,12 @@ def train_roles(t: Translation, item: Keys) -> None:
     t.refuse(item.key("roles_to_train"), f"{roles!r}: honing trains on the assistant's turns or on every token")
 
 
-def preference_format(t: Translation, item: Keys, kind: str) -> str | None:
+def preference_format(t: Translation, item: Keys, kind: str) -> str | dict[str, Any] | None:
     """A preference type: ``chat_template.default`` (messages, chosen, rejected) or ``*.prompt_pairs`` (prompt,
     chosen, rejected strings)."""
     if kind == "chat_template.default" or kind == "chat_template":
-        fields = (item.take("field_messages", "messages"), item.take("field_chosen", "chosen"),
-                  item.take("field_rejected", "rejected"))  # fmt: skip
-        if fields != ("messages", "chosen", "rejected"):
-            t.refuse(item.key("field_messages"), f"{fields!r}: honing reads the columns messages / chosen / rejected")
-            return None
-        return "preference"
+        columns = preference_columns(item)
+        return {"format": "preference", "columns": columns} if columns else "preference"
     if kind.endswith(".prompt_pairs"):
         t.note(item.key("type"), f"{kind!r}: prompt / chosen / rejected strings, rendered by the run's chat template")
         return "preference_prompt"

@@ -13,7 +13,7 @@ DATASET: dict[str, Entry] = {
     **honoured("the source's subset", "name"),
     **honoured("the source's text_field", "field"),
     **honoured(
-        "conversation (messages) or sharegpt (conversations)",
+        "conversation (messages) or sharegpt (conversations), other names as the source's columns",
         "field_messages",
         "message_property_mappings",
         "message_field_role",
@@ -21,14 +21,12 @@ DATASET: dict[str, Entry] = {
     ),  # fmt: skip
     **honoured("data.chat_template", "chat_template", "chat_template_jinja"),
     **honoured("data.train_on (roles trained: the assistant's or every one)", "roles_to_train"),
-    **honoured("preference pairs' chosen / rejected columns", "field_chosen", "field_rejected"),
+    **honoured("preference pairs' chosen / rejected columns (the source's columns)", "field_chosen", "field_rejected"),
     **moot("the tokenizer and data are read with model.trust_remote_code", "trust_remote_code"),
     **moot("not needed: honing reads the file's format from its name (json, jsonl, parquet, csv)", "ds_type"),
     **moot("not needed: a conversation ends its turns as the chat template does", "train_on_eos", "train_on_eot"),
     **refused("not available: honing's rows keep the tools column 'tools'", "field_tools"),
-    **refused(
-        "not available: honing reads the roles user / assistant / system / tool (sharegpt: human / gpt)", "roles"
-    ),  # fmt: skip
+    **honoured("the source's roles (chat_template rows)", "roles"),
     **refused(
         "not available: honing trains on every assistant turn of a row",
         "message_field_training",

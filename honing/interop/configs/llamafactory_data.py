@@ -12,6 +12,7 @@ import os
 from typing import Any
 
 from honing.interop.configs.hf_engines import found_file
+from honing.interop.configs.llamafactory_columns import alpaca_format, message_format
 from honing.interop.configs.llamafactory_keys import KEYS, SOURCE
 from honing.interop.configs.llamafactory_table import TABLE
 from honing.interop.configs.mixture_keys import llamafactory_mixture
@@ -27,14 +28,6 @@ MODEL_TEMPLATES = frozenset(
      "phi", "phi4", "deepseek", "deepseek3", "deepseekr1", "glm4", "chatglm3", "yi", "intern2", "intern_vl",
      "llava", "mossvl", "smollm", "smollm2", "olmo"}
 )  # fmt: skip
-# the columns each honing format reads, as LLaMA-Factory's column keys name them
-ALPACA_COLUMNS = {"prompt": "instruction", "query": "input", "response": "output", "history": "history",
-                  "system": "system"}  # fmt: skip
-SHAREGPT_TAGS = {"role_tag": "from", "content_tag": "value"}
-OPENAI_TAGS = {"role_tag": "role", "content_tag": "content"}
-# speaker names honing's readers know (honing.data.formats.SHAREGPT_ROLES and the conversation roles)
-SPEAKERS = {"human", "user", "gpt", "assistant", "chatgpt", "system", "tool", "function_call", "observation",
-            "function", "ipython"}  # fmt: skip
 
 
 def translate_data(t: Translation, top: Keys, method: str, config_path: str | None) -> None:
@@ -187,75 +180,6 @@ def pretraining_format(t: Translation, columns: Keys, path: str) -> dict[str, An
         t.set("data.text_document_separator", "\n")
         return {"format": "text"}
     return {"format": "auto"} if field == "text" else {"format": "auto", "text_field": field}
-
-
-def named_as(t: Translation, columns: Keys, expected: dict[str, str]) -> bool:
-    """True when every column given has honing's name for it (refusing, with the rename, those that do not)."""
-    fine = True
-    for key, name in expected.items():
-        given = columns.take(key)
-        if given is not None and given != name:
-            t.refuse(columns.key(key), f"{given!r}: honing reads this column as {name!r}; rename it in the data")
-            fine = False
-    return fine
-
-
-def alpaca_format(t: Translation, columns: Keys, ranking: bool, method: str) -> str | None:
-    """alpaca rows: instruction / input / output (/ history / system); ranked: prompt / chosen / rejected strings."""
-    if ranking:
-        fine = named_as(t, columns, {"prompt": "prompt", "chosen": "chosen", "rejected": "rejected"})
-        if columns.has("query"):
-            t.refuse(columns.key("query"), "an alpaca input beside a ranked prompt: honing reads prompt / chosen / "
-                                           "rejected (preference_prompt)")  # fmt: skip
-            fine = False
-        columns.take("query")
-        return "preference_prompt" if fine else None
-    fine = named_as(t, columns, ALPACA_COLUMNS)
-    if method not in ("sft", "vl_sft"):
-        t.refuse(columns.key(""), f"alpaca rows for method {method!r}: not available")
-        return None
-    return "alpaca" if fine else None
-
-
-def message_format(
-    t: Translation, columns: Keys, tags: Keys, ranking: bool, formatting: str, method: str
-) -> str | None:
-    """sharegpt / openai rows: ShareGPT's ``conversations`` (from / value) or ``messages`` (role / content); with
-    ``images`` mllm; ranked: their preference formats."""
-    messages = str(columns.take("messages", "conversations" if formatting == "sharegpt" else "messages"))
-    default_tags = SHAREGPT_TAGS if formatting == "sharegpt" else OPENAI_TAGS
-    role = str(tags.take("role_tag", default_tags["role_tag"]))
-    content = str(tags.take("content_tag", default_tags["content_tag"]))
-    for name in ("user_tag", "assistant_tag", "observation_tag", "function_tag", "system_tag"):
-        speaker = tags.take(name)
-        if speaker is not None and str(speaker) not in SPEAKERS:
-            t.refuse(tags.key(name), f"{speaker!r}: honing's readers know the speakers {', '.join(sorted(SPEAKERS))}")
-    layout = (messages, role, content)
-    layouts = {("conversations", "from", "value"): "sharegpt", ("messages", "role", "content"): "conversation"}
-    if layout not in layouts:
-        t.refuse(columns.key("messages"), f"{messages!r} with {role!r} / {content!r}: honing reads 'conversations' "
-                                          "(from / value) or 'messages' (role / content); rename them")  # fmt: skip
-        return None
-    kind = layouts[layout]
-    images = columns.take("images")
-    tools = columns.take("tools")
-    system = columns.take("system")
-    if images is not None and images != "images":
-        t.refuse(columns.key("images"), f"{images!r}: honing reads a row's images from 'images'; rename it")
-    if tools is not None and (tools != "tools" or kind != "conversation"):
-        t.refuse(columns.key("tools"), "honing reads tools from a 'tools' column of 'messages' rows")
-    if system is not None and (system != "system" or kind != "sharegpt"):
-        t.refuse(columns.key("system"), "honing reads a 'system' column beside 'conversations' only")
-    if ranking:
-        if not named_as(t, columns, {"chosen": "chosen", "rejected": "rejected"}):
-            return None
-        return "preference_sharegpt" if kind == "sharegpt" else "preference"
-    if images is not None:
-        return "mllm"
-    if method not in ("sft", "vl_sft"):
-        t.refuse(columns.key("messages"), f"conversations for method {method!r}: not available (ranking: true?)")
-        return None
-    return kind
 
 
 def translate_rows(t: Translation, top: Keys, method: str) -> None:

@@ -13,8 +13,8 @@ DATASET_INFO: dict[str, Entry] = {
     **honoured("a hub source's split (name:split)", "split"),
     **refused("not available: honing reads a hub data set's configurations (subset), not its folders", "folder"),
     **honoured("the source's max_samples", "num_samples"),
-    **honoured("the columns honing's formats read", "columns"),
-    **honoured("the ShareGPT tags honing's formats read", "tags"),
+    **honoured("the source's columns (other names than honing's formats read: mapped)", "columns"),
+    **honoured("the message keys and speakers (other names: the source's columns and roles)", "tags"),
     **honoured(
         "beside hf_hub_url unused (LLaMA-Factory's default hub); alone refused: honing reads the Hugging "
         "Face hub or files",
@@ -27,14 +27,14 @@ DATASET_INFO: dict[str, Entry] = {
 
 COLUMNS: dict[str, Entry] = {
     **honoured(
-        "alpaca's instruction / input / output / history / system (honing's names)",
+        "alpaca's instruction / input / output / history / system (other names: the source's columns)",
         "prompt",
         "query",
         "response",
         "history",
         "system",
     ),  # fmt: skip
-    **honoured("ShareGPT's conversations, or OpenAI-style messages", "messages"),
+    **honoured("ShareGPT's conversations, or OpenAI-style messages (other names: the source's columns)", "messages"),
     **honoured("preference pairs' chosen / rejected", "chosen", "rejected"),
     **honoured("the images of an mllm row", "images"),
     **honoured("a conversation's tools", "tools"),
@@ -43,9 +43,13 @@ COLUMNS: dict[str, Entry] = {
 }
 
 TAGS: dict[str, Entry] = {
-    **honoured("ShareGPT's from / value, or role / content messages", "role_tag", "content_tag"),
     **honoured(
-        "the speaker names honing's ShareGPT reader knows",
+        "ShareGPT's from / value, or role / content messages (other keys: the source's columns)",
+        "role_tag",
+        "content_tag",
+    ),
+    **honoured(
+        "the speakers, other names as the source's roles",
         "user_tag",
         "assistant_tag",
         "observation_tag",
