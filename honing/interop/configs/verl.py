@@ -162,7 +162,8 @@ def translate_kl_loss(t: Translation, key: str, kl_loss_type: Any) -> None:
 
 def translate_actor_batches(t: Translation, prefix: str, mini_batch: Any, micro_batch: Any) -> None:
     """``ppo_mini_batch_size`` (prompts per optimizer step: ``grpo.steps_per_generation`` updates per rollout batch)
-    and ``ppo_micro_batch_size_per_gpu`` (completions per forward: ``data.micro_batch_size`` in prompts)."""
+    and ``ppo_micro_batch_size_per_gpu`` (completions per forward: ``data.micro_batch_size`` in prompts when whole
+    groups, else ``grpo.micro_batch_completions``)."""
     prompts = int(t.get("data.global_batch_size", 0))
     if mini_batch is not None:
         key = f"{prefix}.actor_rollout_ref.actor.ppo_mini_batch_size"
@@ -178,12 +179,10 @@ def translate_actor_batches(t: Translation, prefix: str, mini_batch: Any, micro_
         group = int(t.get("grpo.num_generations", 8))
         if micro_batch is None:
             return
-        if micro_batch % group:
-            t.refuse(
-                key,
-                f"{micro_batch} completions: honing's micro-batches hold whole groups, so a multiple of "
-                f"actor_rollout_ref.rollout.n ({group})",
-            )
+        if micro_batch < 1:
+            t.refuse(key, f"{micro_batch}: expected a positive number of completions")
+        elif micro_batch % group:  # part of a group per forward pass, as in verl (checked against the step at launch)
+            t.set("grpo.micro_batch_completions", micro_batch)
         else:
             t.set("data.micro_batch_size", micro_batch // group)  # prompts per micro-batch
 

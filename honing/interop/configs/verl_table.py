@@ -65,7 +65,8 @@ ROWS: dict[str, Entry] = {
         "actor_rollout_ref.actor.ppo_mini_batch_size",
     ),  # fmt: skip
     **honoured(
-        "data.micro_batch_size (completions / rollout.n)", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"
+        "data.micro_batch_size (completions / rollout.n; else grpo.micro_batch_completions)",
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",
     ),
     **honoured(
         "grpo.loss_type (token-mean: dapo, seq-mean-token-mean: grpo, seq-mean-token-sum-norm: dr_grpo)",

@@ -54,11 +54,12 @@ def test_ppo_epochs_mini_and_micro_batches_become_num_iterations_steps_per_gener
     assert translation.get("data.micro_batch_size") == 8 // 4  # 8 completions of groups of 4: 2 prompts
 
 
-def test_mini_batches_that_do_not_divide_the_batch_and_split_groups_are_refused():
+def test_mini_batches_that_do_not_divide_the_batch_are_refused_and_micro_batches_may_split_groups():
     translation = translate(with_overrides({"ppo_mini_batch_size": 48, "ppo_micro_batch_size_per_gpu": 6}))
-    refused = "\n".join(translation.refused)
-    assert "actor.ppo_mini_batch_size: 48 must divide data.train_batch_size (128)" in refused
-    assert "actor.ppo_micro_batch_size_per_gpu: 6 completions" in refused
+    assert translation.refused == ["training.verl_config_overrides.actor_rollout_ref.actor.ppo_mini_batch_size: 48 "
+                                   "must divide data.train_batch_size (128), as in verl"]  # fmt: skip
+    # 6 completions of groups of 4 per forward pass: part of a group, as verl's micro-batches may hold
+    assert translation.get("grpo.micro_batch_completions") == 6 and translation.get("data.micro_batch_size") is None
 
 
 def test_speed_settings_and_overlong_prompt_filtering_are_noted():
