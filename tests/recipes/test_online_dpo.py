@@ -186,3 +186,19 @@ def test_a_missing_reward_model_is_named_before_the_run_starts(tmp_path, monkeyp
     raw = online_dpo_raw(tmp_path, rewards=[{"name": "reward_model:runs/reward/hf"}])
     with pytest.raises(ConfigError, match=r"^online_dpo.rewards\[0\].name: runs/reward/hf does not exist"):
         check_model_inputs(validate(raw))
+
+
+def test_the_step_is_the_mean_over_its_pairs_whatever_the_micro_batches(tmp_path):
+    """Two prompts' pairs in one micro-batch or in two: the same first step (its loss and gradient norm)."""
+
+    def first_step(name, micro_batch_size):
+        raw = online_dpo_raw(tmp_path / name)
+        raw["data"]["micro_batch_size"] = micro_batch_size
+        raw["trainer"]["max_duration"] = "1steps"
+        OnlineDPORecipe(validate(raw)).run()
+        return read_jsonl(tmp_path / name / "run" / "metrics.jsonl")[0]
+
+    one, two = first_step("one", 2), first_step("two", 1)
+    assert one["optim/grad_norm"] > 0
+    assert one["optim/grad_norm"] == pytest.approx(two["optim/grad_norm"], rel=1e-5)
+    assert one["train/loss"] == pytest.approx(two["train/loss"], abs=1e-6)
