@@ -13,6 +13,7 @@ import re
 from typing import Any
 
 from honing.interop.configs.mixture_keys import oumi_mixture
+from honing.interop.configs.oumi_columns import CLASS_COLUMNS, CLASS_KWARGS, class_source
 from honing.interop.configs.translation import Keys, Translation
 
 # Oumi dataset names that are file formats, read from dataset_path: name -> honing's source format
@@ -237,11 +238,16 @@ def translate_dataset(t: Translation, item: Keys, method: str) -> dict[str, Any]
         problem = slice_problem(split)
         if problem:
             t.refuse(item.key("split"), f"{split!r} is no split slice datasets reads ({problem})")
-    if path is None:
+    classed = class_source(t, item, name, path, split)
+    if classed is not None:  # a dataset class reading a hub data set in its own columns
+        source: dict[str, Any] = classed
+    elif name in CLASS_COLUMNS:  # refused in class_source
+        return None
+    elif path is None:
         if name in FORMAT_DATASETS:
             t.refuse(item.key("dataset_path"), f"required for the file format {name!r}")
             return None
-        source: dict[str, Any] = {"path": f"{name}:{split}"}
+        source = {"path": f"{name}:{split}"}
     else:
         # a folder saved by datasets holds splits; a file is one split already
         source = {"path": f"{path}:{split}" if os.path.isdir(path) and item.has("split") else path}
@@ -306,6 +312,8 @@ def translate_order(t: Translation, item: Keys) -> None:
 
 def translate_dataset_kwargs(t: Translation, kwargs: Keys, rows: int | None, method: str) -> int | None:
     """A dataset's ``dataset_kwargs``: Oumi's dataset classes' arguments; returns the rows to read (``limit``)."""
+    for name in CLASS_KWARGS:  # read with the dataset's class (oumi_columns.class_source)
+        kwargs.take(name)
     limit = kwargs.number("limit", int)
     if limit is not None:
         rows = min(rows, limit) if rows else limit

@@ -96,3 +96,44 @@ def test_axolotl_preference_fields_read_as_pairs(tmp_path):
     assert source["columns"] == {"messages": "chat", "chosen": "yes", "rejected": "no"}
     (pair,) = load_pairs([source]).pairs
     assert pair.prompt[-1]["content"] == "Say hi" and pair.rejected[-1]["content"] == "bye"
+
+
+OUMI = {"model": {"model_name": "Qwen/Qwen2.5-0.5B-Instruct"}, "training": {"trainer_type": "TRL_SFT"}}
+
+
+def oumi_source(dataset: dict):
+    translation = translate({**OUMI, "data": {"train": {"datasets": [dataset]}}})
+    assert translation.refused == [], translation.refused
+    return validate(translation.config).data.train.sources, translation.config["data"]["train"]["sources"][0]
+
+
+def test_oumi_huggingface_dataset_reads_its_messages_column(tmp_path):
+    path = tmp_path / "chats.jsonl"
+    row = {"dialog": [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi"}]}
+    path.write_text(json.dumps(row) + "\n")
+    dataset = {"dataset_name": "HuggingFaceDataset", "dataset_path": str(path),
+               "dataset_kwargs": {"hf_dataset_path": "org/chats", "messages_column": "dialog"}}  # fmt: skip
+    sources, source = oumi_source(dataset)
+    assert source == {"path": str(path), "format": "conversation", "columns": {"messages": "dialog"}}
+    (example,) = load_examples(sources).examples
+    assert turns(example) == [("user", "hello"), ("assistant", "hi")]
+    # no dataset_path: the hub data set itself, its split
+    _, hub = oumi_source({**dataset, "dataset_path": None, "split": "test"})
+    assert hub["path"] == "org/chats:test"
+
+
+def test_oumi_prompt_response_dataset_reads_its_prompt_and_response_columns(tmp_path):
+    pq.write_table(pa.table({"q": ["2+2?"], "a": ["4"]}), tmp_path / "qa.parquet")
+    kwargs = {"hf_dataset_path": "org/qa", "prompt_column": "q", "response_column": "a"}
+    dataset = {
+        "dataset_name": "PromptResponseDataset",
+        "dataset_path": str(tmp_path / "qa.parquet"),
+        "dataset_kwargs": kwargs,
+    }
+    sources, source = oumi_source(dataset)
+    assert source["columns"] == {"prompt": "q", "completion": "a"}
+    (example,) = load_examples(sources).examples
+    assert turns(example) == [("user", "2+2?"), ("assistant", "4")]
+    refused = translate({**OUMI, "data": {"train": {"datasets": [{"dataset_name": "PromptResponseDataset"}]}}}).refused
+    assert refused[0] == ("data.train.datasets[0].dataset_kwargs.hf_dataset_path: required by PromptResponseDataset: "
+                          "the hub data set it reads")  # fmt: skip
