@@ -76,6 +76,22 @@ def harness_eval(folder: Path) -> dict[str, Any]:
     }
 
 
+class FakeHub:
+    """huggingface_hub.HfApi's two calls callbacks.hub makes, answered here: the walk runs offline."""
+
+    def create_repo(self, repo_id: str, **options: Any) -> Any:
+        return type("RepoUrl", (), {"repo_id": repo_id})()
+
+    def upload_folder(self, **options: Any) -> str:
+        return f"https://huggingface.co/{options['repo_id']}/commit/walk"
+
+
+@pytest.fixture(autouse=True)
+def offline_hub(monkeypatch):
+    """callbacks.hub pushes to ``FakeHub``."""
+    monkeypatch.setattr("honing.train.callbacks.hub_upload.default_api", FakeHub)
+
+
 def shared(folder: Path, method: str) -> dict[str, Any]:
     """Every feature both methods have, turned on, for a two-step CPU run."""
     return {
@@ -153,6 +169,15 @@ def shared(folder: Path, method: str) -> dict[str, Any]:
             "tensorboard": {"enabled": True},
             "profiler": {"enabled": True, "start": 1, "stop": 1},
             "upload": {"enabled": True, "save_path": str(folder / "upload")},
+            # pushed to a fake Hub (offline_hub below); the watchdog's threshold is never reached
+            "hub": {
+                "repo_id": "walk/run",
+                "strategy": "checkpoint",
+                "folder": "hf",
+                "private": True,
+                "revision": "main",
+            },
+            "loss_watchdog": {"threshold": 1e9, "patience": 2},
             "custom": [{"import_path": "tests.helpers:CountingCallback", "kwargs": {"label": "walk"}}],
             # lm-eval's text backend does not load image-text-to-text models (refused for vl_sft)
             **({} if method == "vl_sft" else {"harness_eval": harness_eval(folder)}),
