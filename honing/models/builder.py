@@ -125,6 +125,13 @@ class ModelBuilder:
             # initialised by transformers (mean of the old embeddings) and trained
             log.info("resizing the model's embeddings from %d to %d tokens to fit the tokenizer", rows, len(tokenizer))
             model.resize_token_embeddings(len(tokenizer))
+            if lora is not None and not any("embed" in name for name in lora.modules_to_save or ()):
+                # axolotl refuses this (lora_modules_to_save); here the run goes on, told once
+                log.warning(
+                    "the tokenizer gained %d token(s) but LoRA trains no embedding: their vectors keep their initial "
+                    "values; add embed_tokens and lm_head to model.lora.modules_to_save to train them",
+                    len(tokenizer) - rows,
+                )
         if self.disable_dropout:  # before LoRA, whose adapters keep model.lora.dropout
             for module in model.modules():
                 if isinstance(module, torch.nn.Dropout):

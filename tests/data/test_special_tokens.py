@@ -53,3 +53,24 @@ def test_an_sft_run_grows_the_pretrained_models_embeddings_to_the_new_tokens(tmp
     # </s> and <tool>, then chatml's <|im_start|> / <|im_end|> for data.chat_template
     assert len(recipe.tokenizer) == size + 4
     assert model.get_input_embeddings().weight.shape[0] == len(recipe.tokenizer)
+
+
+def test_lora_without_an_embedding_to_train_is_warned_about_new_tokens(tmp_path, caplog):
+    saved_model(tmp_path / "model")
+    lora = {"rank": 4, "alpha": 8, "target_modules": "all-linear"}
+    for name, modules in (("frozen", []), ("trained", ["embed_tokens", "lm_head"])):
+        config = sft_config(
+            tmp_path / name,
+            tokenizer={"added_tokens": ["<tool>"]},
+            model={
+                "config": None,
+                "name_or_path": str(tmp_path / "model"),
+                "lora": {**lora, "modules_to_save": modules},
+            },
+        )
+        recipe = SFTRecipe(config)
+        recipe.build_model_assets()
+        caplog.clear()
+        recipe.build_model()
+        warned = [r.message for r in caplog.records if "LoRA trains no embedding" in r.getMessage()]
+        assert len(warned) == (1 if name == "frozen" else 0), name
