@@ -58,7 +58,6 @@ class OnlineDPOTrainModule(GRPOTrainModule):
         self.beta, self.loss_type = beta, loss_type
         self.missing_eos_penalty = missing_eos_penalty
         self.judge = judge  # None: the rewards rank each pair
-        self._scores_mean: torch.Tensor | None = None  # the step's mean reward, for objective/rlhf_reward
 
     def train_batch(self, batch: dict[str, Any], dry_run: bool = False) -> None:
         """Sample, rank and score this rank's pairs, then back-propagate their mean DPO loss."""
@@ -80,7 +79,9 @@ class OnlineDPOTrainModule(GRPOTrainModule):
         tokens = int(groups.prompt_mask.sum()) + int(groups.attention().sum())
         self._step_tokens = (batch, int(self.sum_over_ranks(torch.tensor(tokens, device=self.device))))
         if self.trainer is not None and not dry_run:
-            self._record_rollout(groups, ended, rewards, first)
+            scores = self._record_rollout(groups, ended, rewards, first)
+            if scores is not None:  # the step's mean reward, for objective/rlhf_reward
+                rollouts["scores_mean"] = scores
             self._log_pairs(groups.prompts, groups.texts, rewards, first)
         return rollouts
 
@@ -115,7 +116,7 @@ class OnlineDPOTrainModule(GRPOTrainModule):
         loss_sum = self.backward_each(micro_batches, partial(self._pair_loss, sums=sums), scale)
         self.record_loss(loss_sum * scale, cross_entropy=False, dry_run=dry_run)
         if self.trainer is not None and not dry_run:
-            self._record_pair_metrics(torch.stack(sums).sum(0), pairs)
+            self._record_pair_metrics(torch.stack(sums).sum(0), pairs, rollouts.get("scores_mean"))
 
     def _pair_loss(self, micro: dict[str, torch.Tensor], sums: list[torch.Tensor]) -> torch.Tensor:
         logps = self.completion_logps(self.model, micro)
@@ -130,7 +131,11 @@ class OnlineDPOTrainModule(GRPOTrainModule):
         return terms.losses.sum()
 
     # --- metrics (TRL's names) ----------------------------------------------------------
-    def _record_rollout(self, groups: Any, ended: torch.Tensor, rewards: torch.Tensor, first: torch.Tensor) -> None:
+    def _record_rollout(
+        self, groups: Any, ended: torch.Tensor, rewards: torch.Tensor, first: torch.Tensor
+    ) -> torch.Tensor | None:
+        """Record the completions' lengths, stops and scores over every rank; return the mean score (None: a judge
+        alone, no scores)."""
         lengths = groups.completion_mask.sum(1).float()
         values = [lengths.sum(), (~ended).float().sum(), ended.float().sum(), torch.tensor(float(len(lengths)))]
         if self.scorer.names:  # a judge alone gives no scores
@@ -145,11 +150,10 @@ class OnlineDPOTrainModule(GRPOTrainModule):
         if self.scorer.names:
             self._record("objective/scores", totals[4] / completions)
             self._record("objective/scores_margin", totals[5] / (completions / 2))
-            self._scores_mean = totals[4] / completions
-        else:
-            self._scores_mean = None
+            return totals[4] / completions
+        return None
 
-    def _record_pair_metrics(self, sums: torch.Tensor, pairs: torch.Tensor) -> None:
+    def _record_pair_metrics(self, sums: torch.Tensor, pairs: torch.Tensor, scores: torch.Tensor | None) -> None:
         totals = self.sum_over_ranks(sums.to(self.device)).cpu() / pairs.cpu()
         chosen, rejected, ref_chosen, ref_rejected, accurate = totals.tolist()
         kl = ((chosen - ref_chosen) + (rejected - ref_rejected)) / 2  # per completion, summed over its tokens
@@ -162,8 +166,8 @@ class OnlineDPOTrainModule(GRPOTrainModule):
         self._record("objective/kl", torch.tensor(kl))
         self._record("objective/entropy", torch.tensor(-(chosen + rejected) / 2))
         self._record("objective/non_score_reward", torch.tensor(-self.beta * kl))
-        if self._scores_mean is not None:
-            self._record("objective/rlhf_reward", self._scores_mean - self.beta * kl)
+        if scores is not None:
+            self._record("objective/rlhf_reward", scores - self.beta * kl)
         self._record("beta", torch.tensor(self.beta))
 
     def _log_pairs(self, prompts: list[Any], texts: list[str], rewards: torch.Tensor, first: torch.Tensor) -> None:
