@@ -66,7 +66,7 @@ def plan_needs(config: Any) -> Iterator[HubNeed]:
 
 def run_needs(config: Any) -> Iterator[HubNeed]:
     """A run reads its models (weights included: a cached config.json is not enough), its data sets, the data sets of
-    its lm-eval tasks and any ``hf://`` URL."""
+    its lm-eval tasks and any ``hf://`` URL, and pushes to ``callbacks.hub.repo_id``."""
     from honing.recipes.prerequisites import model_inputs  # what training imports anyway (torch and the recipes)
 
     for key, name in model_inputs(config):
@@ -76,6 +76,8 @@ def run_needs(config: Any) -> Iterator[HubNeed]:
         yield HubNeed("callbacks.harness_eval.tasks", ",".join(harness.tasks), always=True)
     for key, value in hf_urls(config.model_dump(), ""):
         yield HubNeed(key, value, always=True)
+    if config.callbacks.hub.repo_id:  # the run pushes there: online whenever the hub answers
+        yield HubNeed("callbacks.hub.repo_id", config.callbacks.hub.repo_id, always=True)
     yield from dataset_needs(config)
 
 

@@ -154,4 +154,5 @@ def test_what_each_verb_may_need_from_the_hub(tmp_path):
         ("callbacks.upload.save_path", "hf://buckets/me/runs", True),
         ("data.train.sources[0].path", "someone/corpus", False),
     }
+    assert needs(["train", QUICKSTART, "callbacks.hub.repo_id=me/run"]) == {("callbacks.hub.repo_id", "me/run", True)}
     assert needs(["train", QUICKSTART, "trainer.seed=abc"]) == set()  # a config that does not load: the verb says why
