@@ -97,11 +97,13 @@ class PPORecipe(Recipe):
             config = copy.deepcopy(policy.config)
             config.num_labels = 1
             model = AutoModelForSequenceClassification.from_config(config)
-            body = getattr(model, model.base_model_prefix)
-            state = {
-                k: v for k, v in getattr(policy, policy.base_model_prefix).state_dict().items() if "lora_" not in k
-            }
-            body.load_state_dict({k.replace("base_layer.", ""): v for k, v in state.items()})
+            prefix = f"{model.base_model_prefix}."
+            body = {}
+            for key, value in policy_weights(self.model).items():
+                key = key.removeprefix("base_model.model.").replace("base_layer.", "")  # a LoRA model's names
+                if key.startswith(prefix) and "lora_" not in key:
+                    body[key.removeprefix(prefix)] = value
+            getattr(model, model.base_model_prefix).load_state_dict(body)
         model.config.pad_token_id = self.tokenizer.pad_token_id
         return model.to(self.device, torch.float32)
 
@@ -171,3 +173,12 @@ def ppo_scorer(section: Any) -> RewardScorer:
     scorer = RewardScorer([*rewards, ("honing.methods.ppo_value:unscored", 1.0)], key="ppo.rewards")
     scorer.names[-1] = "reward_model"
     return scorer
+
+
+def policy_weights(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The policy's whole weights on the CPU, under its names (gathered on every rank from FSDP2's shards)."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+    # cpu_offload would leave every rank but 0 an empty dict: each rank gathers the full tensors, then moves them
+    state = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True))
+    return {key: value.detach().cpu() for key, value in state.items()}
