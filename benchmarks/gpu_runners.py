@@ -132,9 +132,13 @@ def run_honing(settings: dict[str, Any], device: Any, clock: StepClock, losses: 
     compile_choice = choose_compile(switches.pop("compile", defaults.compile), device)
     if compile_choice.enabled and compile_choice.automatic:
         allow_eager_fallback()
+    # parallel.activation_checkpointing: auto plans the run's memory in the recipe (honing.plan.auto_checkpointing);
+    # this loop builds no recipe: auto is taken as none, and the result says whether the measured peak fits the 90%
+    # auto would demand (it picks none exactly then)
+    checkpointing = defaults.activation_checkpointing
     options = dict(
         reshard_after_forward=defaults.reshard_after_forward,
-        activation_checkpointing=defaults.activation_checkpointing,
+        activation_checkpointing="none" if checkpointing == "auto" else checkpointing,
         mixed_precision=defaults.mixed_precision,
         compile=compile_choice.enabled,
     )
@@ -174,7 +178,14 @@ def run_honing(settings: dict[str, Any], device: Any, clock: StepClock, losses: 
             },
         ).build(module, loader).fit()
     liger = chunked_loss and honing.chunked_ce.liger_available(device)
-    return {"fsdp2": parallel.is_fsdp(model), "compile": compile_choice.line, "liger": liger}
+    facts = {"fsdp2": parallel.is_fsdp(model), "compile": compile_choice.line, "liger": liger}
+    if checkpointing == "auto" and "activation_checkpointing" not in switches and device.type == "cuda":
+        import torch
+
+        total = torch.cuda.get_device_properties(device).total_memory
+        fits = torch.cuda.max_memory_allocated(device) <= 0.9 * total
+        facts["activation_checkpointing"] = "auto: none (the peak fits 90% of the GPU)" if fits else "auto: NOT none"
+    return facts
 
 
 def training_arguments(settings: dict[str, Any], device: Any, folder: str, arguments_class: Any, **extra: Any) -> Any:
