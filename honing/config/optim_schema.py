@@ -29,6 +29,22 @@ class OptimSection(Section):
     """``adamw``, ``sgd``, ``adafactor`` or ``muon``, or a Hugging Face alias (``honing.config.optimizers``)."""
     momentum: float | None = Field(default=None, ge=0)
     """sgd's and muon's momentum; None: 0.9 for sgd, 0.95 for muon."""
+    muon_nesterov: bool | None = None
+    """muon: Nesterov momentum; None: true (torch.optim.Muon's and Keller Jordan's default)."""
+    muon_ns_steps: int | None = Field(default=None, ge=1)
+    """muon: Newton-Schulz iterations that orthogonalise each update; None: 5."""
+    muon_adjust_lr: Literal["match_rms_adamw", "original"] | None = None
+    """muon: how a matrix's LR is scaled by its shape: ``match_rms_adamw`` (Moonshot's 0.2 x sqrt(max(rows, cols)),
+    AdamW's update size, so one lr serves both halves) or ``original`` (Keller Jordan's sqrt(max(1, rows / cols)),
+    olmOCR's Muon); None: match_rms_adamw."""
+    muon_adamw_lr: float | None = Field(default=None, gt=0)
+    """muon: the LR of the AdamW half (embeddings, head, norms, biases, other shapes); None: ``lr``."""
+    muon_lr_multiplier_head: float | None = Field(default=None, gt=0)
+    """muon: the output head's AdamW LR is the AdamW half's LR x this (olmOCR's name; its default 11); None: 1."""
+    muon_lr_multiplier_embed: float | None = Field(default=None, gt=0)
+    """muon: the input embeddings' AdamW LR multiplier (olmOCR's default 30); None: 1."""
+    muon_lr_multiplier_scalar: float | None = Field(default=None, gt=0)
+    """muon: the 1-D parameters' (norms, biases) AdamW LR multiplier (olmOCR's default 2); None: 1."""
     lr: float = Field(default=3e-4, gt=0)
     """The peak learning rate (the schedule scales it)."""
     weight_decay: float = Field(default=0.1, ge=0)

@@ -30,6 +30,18 @@ OPTIONAL_KEYS: dict[str, tuple[str, ...]] = {
     "eps": ("adamw", "muon"),
     "fused": ("adamw", "sgd", "muon"),
     "momentum": ("sgd", "muon"),
+    **{
+        f"muon_{key}": ("muon",)
+        for key in (
+            "nesterov",
+            "ns_steps",
+            "adjust_lr",
+            "adamw_lr",
+            "lr_multiplier_head",
+            "lr_multiplier_embed",
+            "lr_multiplier_scalar",
+        )
+    },  # fmt: skip
     "state_dtype": ("adamw",),  # 8-bit AdamW states
     "bf16_stochastic_round": ("adamw",),
 }
@@ -59,6 +71,8 @@ def optimizer_key_refusals(section: Any) -> list[str]:
     lines = []
     for key in sorted(section.model_fields_set & OPTIONAL_KEYS.keys()):
         users = OPTIONAL_KEYS[key]
-        if name not in users and getattr(section, key) not in (None, False):
+        value = getattr(section, key)
+        # false is "off" for a switch such as fused, but muon_nesterov: false asks for something
+        if name not in users and (value is not None if key.startswith("muon_") else value not in (None, False)):
             lines.append(f"optim.{key}: not used by optim.name {name!r} (used by: {', '.join(users)})")
     return lines

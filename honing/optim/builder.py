@@ -19,7 +19,8 @@ from honing.config.optimizers import resolve_optimizer
 from honing.errors import ConfigError
 from honing.models import unwrap_model
 from honing.models.quantize import require_torchao
-from honing.optim.muon_adamw import USE_MUON, MuonWithAdamW
+from honing.optim.muon_adamw import MuonWithAdamW
+from honing.optim.muon_groups import MuonKnobs, muon_groups
 from honing.optim.param_groups import adamw_kernels, build_param_groups
 
 
@@ -34,6 +35,7 @@ class OptimizerSettings:
     eps: float = 1e-8
     fused: bool | None = None
     momentum: float | None = None  # sgd: 0.9, muon: 0.95 when None
+    muon: MuonKnobs | None = None  # muon: its own settings (None: the defaults)
     state_dtype: str | None = None  # adamw: int8 for 8-bit moments (honing.optim.low_bit)
     bf16_stochastic_round: bool = False
     offload: bool = False  # parallel.offload: optimizer: AdamW's states and update in host memory
@@ -50,6 +52,7 @@ class OptimizerSettings:
             eps=optim.eps,
             fused=optim.fused,
             momentum=optim.momentum,
+            muon=MuonKnobs.from_config(optim),
             state_dtype=optim.state_dtype,
             bf16_stochastic_round=optim.bf16_stochastic_round,
         )
@@ -139,13 +142,8 @@ def muon(
             "parallelism); use parallel.strategy: ddp (or none) with muon, or another optimizer"
         )
     inner = unwrap_model(model)  # DDP / peft wrappers do not forward get_input_embeddings
-    excluded = {id(m.weight) for m in (inner.get_input_embeddings(), inner.get_output_embeddings()) if m is not None}
-    split = []
-    for group in param_groups:
-        matrices = [p for p in group["params"] if p.ndim == 2 and id(p) not in excluded]
-        others = [p for p in group["params"] if not (p.ndim == 2 and id(p) not in excluded)]
-        split += [{**group, "params": matrices, USE_MUON: True}, {**group, "params": others, USE_MUON: False}]
-    split = [group for group in split if group["params"]]
+    knobs = settings.muon or MuonKnobs()
+    split = muon_groups(param_groups, inner, knobs, settings.lr)
     momentum = 0.95 if settings.momentum is None else settings.momentum
     return MuonWithAdamW(
         split,
@@ -155,4 +153,7 @@ def muon(
         betas=settings.betas,
         eps=settings.eps,
         fused=all(p.device.type in ("cpu", "cuda") for p in params) if fused is None else fused,
+        nesterov=knobs.nesterov,
+        ns_steps=knobs.ns_steps,
+        adjust_lr=knobs.adjust_lr,
     )

@@ -30,14 +30,24 @@ class MuonWithAdamW(torch.optim.Optimizer):
         betas: tuple[float, float],
         eps: float,
         fused: bool | None,
+        nesterov: bool = True,
+        ns_steps: int = 5,
+        adjust_lr: str = "match_rms_adamw",
     ):
         muon_groups = [group for group in groups if group[USE_MUON]]
         adamw_groups = [group for group in groups if not group[USE_MUON]]
         if not muon_groups:
             raise ValueError("muon: the model has no trainable 2-D weight matrix outside the embeddings and head")
-        # Moonshot's scaling ("match_rms_adamw") gives Muon's updates AdamW's size, so optim.lr serves both halves
+        # Moonshot's scaling ("match_rms_adamw", the default) gives Muon's updates AdamW's size, so optim.lr serves
+        # both halves; "original" is Keller Jordan's sqrt(max(1, rows / cols)), which olmOCR's Muon uses
         self._muon = torch.optim.Muon(
-            muon_groups, lr=lr, weight_decay=weight_decay, momentum=momentum, adjust_lr_fn="match_rms_adamw"
+            muon_groups,
+            lr=lr,
+            weight_decay=weight_decay,
+            momentum=momentum,
+            nesterov=nesterov,
+            ns_steps=ns_steps,
+            adjust_lr_fn=adjust_lr,
         )
         self._adamw = (
             torch.optim.AdamW(adamw_groups, lr=lr, weight_decay=weight_decay, betas=betas, eps=eps, fused=fused)

@@ -68,12 +68,10 @@ TRAINING: dict[str, Entry] = {
     **honoured("optim.eps", "adam_epsilon"),
     **honoured("optim.weight_decay", "weight_decay"),
     **honoured("optim.grad_clip", "max_grad_norm"),
-    **refused(
-        "not translated with optim muon: give optim.momentum (unused by other optimizers: noted)", "muon_momentum"
-    ),  # fmt: skip
-    **refused(
-        "not available with optim muon: honing's Muon has one learning rate for every group (unused by other "
-        "optimizers: noted)",
+    **honoured("optim.momentum (optim muon; unused by other optimizers: noted)", "muon_momentum"),
+    **honoured(
+        "optim.muon_lr_multiplier_head / _embed / _scalar (optim muon, with optim.muon_adjust_lr: original; unused "
+        "by other optimizers: noted)",
         "muon_lr_multiplier_head",
         "muon_lr_multiplier_embed",
         "muon_lr_multiplier_scalar",

@@ -20,6 +20,7 @@ from honing.interop.configs.hf_args import (
     step_interval,
 )
 from honing.interop.configs.machine_options import set_attention
+from honing.interop.configs.olmocr_muon import translate_muon
 from honing.interop.configs.olmocr_pipeline import pipeline_options
 from honing.interop.configs.translation import Keys, Translation
 
@@ -215,11 +216,7 @@ def translate_optimizer(t: Translation, training: Keys) -> None:
     training.copy("adam_epsilon", "optim.eps", float)
     norm = training.number("max_grad_norm", float, 1.0)
     t.set("optim.grad_clip", norm if norm else None)
-    for muon in ("muon_momentum", "muon_lr_multiplier_head", "muon_lr_multiplier_embed", "muon_lr_multiplier_scalar"):
-        if name != "muon":
-            training.note(muon, f"unused by {name}")
-        else:
-            training.refuse(muon, "not translated: honing's Muon has its own momentum and learning rates")
+    translate_muon(t, training, name)
     set_schedule(
         t,
         training.key("lr_scheduler_type"),

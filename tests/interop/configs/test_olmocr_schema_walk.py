@@ -87,7 +87,15 @@ SPECIAL = {
     "training:gradient_accumulation_steps": (3, {"data.batch_size_per_rank": 3}),
     "training:lr_scheduler_type": ("linear", {"scheduler.name": "linear"}),
     "training:lr_scheduler_kwargs": ({"num_cycles": 0.25}, {"scheduler.kwargs.num_cycles": 0.25}),
-    "training:optim": ("muon", {"optim.name": "muon"}),
+    "training:optim": ("muon", {"optim.name": "muon", "optim.muon_adjust_lr": "original", "optim.momentum": 0.95}),
+    "training:muon_momentum": ({"optim": "muon", "muon_momentum": 0.9}, {"optim.momentum": 0.9}),
+    **{
+        f"training:muon_lr_multiplier_{name}": (
+            {"optim": "muon", f"muon_lr_multiplier_{name}": 3.0},
+            {f"optim.muon_lr_multiplier_{name}": 3.0},
+        )
+        for name in ("head", "embed", "scalar")
+    },
     "training:adam_beta1": (0.8, {"optim.betas": [0.8, 0.999]}),
     "training:adam_beta2": (0.95, {"optim.betas": [0.9, 0.95]}),
     "training:gradient_checkpointing": (True, {"parallel.activation_checkpointing": "full"}),
@@ -106,9 +114,7 @@ SPECIAL = {
     "pipeline[TableTransformation]:transformation": ("firstrowpreview", {"data.olmocr.tables": "firstrowpreview"}),
 }
 # values that ask for something of a refused or moot key where the type's sample would not
-VALUES = {"training:muon_momentum": {"optim": "muon", "muon_momentum": 0.9}}
-for name in ("head", "embed", "scalar"):
-    VALUES[f"training:muon_lr_multiplier_{name}"] = {"optim": "muon", f"muon_lr_multiplier_{name}": 3.0}
+VALUES: dict[str, dict] = {}
 
 
 def sample(kind: str, default: str):
