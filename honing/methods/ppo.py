@@ -5,6 +5,8 @@ and / or reward functions; per-token rewards with the KL penalty, a value model'
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -43,6 +45,7 @@ class PPOTrainModule(GRPOTrainModule):
         vf_coef: float = 0.1,
         missing_eos_penalty: float | None = None,
         eos_token_id: int | None = None,
+        held_out_scorer: Any = None,
         **options: Any,
     ):
         super().__init__(model, optimizer, num_generations=1, beta=kl_coef, scale_rewards="none", **options)
@@ -52,6 +55,9 @@ class PPOTrainModule(GRPOTrainModule):
         self.gamma, self.lam = gamma, lam
         self.cliprange, self.cliprange_value, self.vf_coef = cliprange, cliprange_value, vf_coef
         self.missing_eos_penalty, self.eos_token_id = missing_eos_penalty, eos_token_id
+        # held-out prompts are scored by the reward functions alone (None: the training scorer, when it has no
+        # reward-model column to fill)
+        self.held_out_scorer = held_out_scorer
 
     # --- rollout: scores, per-token rewards, values, advantages -------------------------------------------------
     @torch.no_grad()
@@ -157,6 +163,28 @@ class PPOTrainModule(GRPOTrainModule):
             for key, value in stats.items():
                 sums[key] = sums[key] + value.detach() if key in sums else value.detach()
         return pg_loss + self.vf_coef * vf_loss
+
+    # --- held-out prompts: the reward functions' scores ------------------------------------------------------
+    def eval_batch(self, batch: Any) -> dict[str, torch.Tensor]:
+        """GRPO's held-out sampling, scored by ``held_out_scorer`` (no reward-model column)."""
+        with self._scoring_held_out():
+            return super().eval_batch(batch)
+
+    def eval_metrics(self, totals: dict[str, float]) -> dict[str, float]:
+        """GRPO's held-out reward metrics, named after the held-out scorer's rewards."""
+        with self._scoring_held_out():
+            return super().eval_metrics(totals)
+
+    @contextmanager
+    def _scoring_held_out(self) -> Iterator[None]:
+        if self.held_out_scorer is None:
+            yield
+            return
+        scorer, self.scorer = self.scorer, self.held_out_scorer
+        try:
+            yield
+        finally:
+            self.scorer = scorer
 
     # --- the value model steps and zeroes with the policy ------------------------------------------------------
     def zero_grads(self) -> None:

@@ -70,7 +70,12 @@ class PPORecipe(Recipe):
 
     def build_data(self) -> RunData:
         """A resumable loader of left-padded prompts, and the held-out prompts the evaluator samples and scores."""
-        validation = wants_reward_validation(self.config) and bool(self.ppo.rewards)
+        validation = wants_reward_validation(self.config)
+        if validation and not self.ppo.rewards:
+            raise ConfigError(
+                "data.validation: PPO scores held-out prompts with ppo.rewards, which is empty (the reward model "
+                "scores training rollouts only); add a reward function to ppo.rewards or remove data.validation"
+            )
         return build_finetune_data(self.row_kind(), self.config.data, self.data_placement(), validation=validation)
 
     def stop_token_ids(self) -> list[int]:
@@ -145,13 +150,16 @@ class PPORecipe(Recipe):
             eos_token_id=tokenizer.eos_token_id,
             tokenizer=tokenizer,
             scorer=ppo_scorer(ppo),
+            held_out_scorer=RewardScorer(weighted_rewards(ppo), key="ppo.rewards")
+            if ppo.reward_model_path and ppo.rewards
+            else None,
             stop_token_ids=self.stop_token_ids(),
             max_completion_length=ppo.response_length,
             temperature=ppo.temperature,
             reference_model=reference,
             seed=self.config.trainer.seed,
             sample_interval=ppo.sample_interval,
-            validation=reward_validation(self) if ppo.rewards else None,
+            validation=reward_validation(self),
             **train_module_options(self),
         )
 

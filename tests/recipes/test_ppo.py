@@ -95,3 +95,35 @@ def test_settings_it_cannot_use_are_refused_in_one_line(tmp_path, ppo, message):
     with pytest.raises(ConfigError) as info:
         PPORecipe(validate(ppo_raw(tmp_path, **ppo))).run()
     assert message in str(info.value) and "\n" not in str(info.value), str(info.value)
+
+
+def test_a_reward_model_folder_scores_the_rollouts_and_starts_the_value_model(tmp_path):
+    from transformers import LlamaConfig, LlamaForSequenceClassification
+
+    torch.manual_seed(0)
+    folder = tmp_path / "reward_model"  # a method: reward export's shape: a one-label sequence classifier
+    LlamaForSequenceClassification(
+        LlamaConfig(
+            vocab_size=260,
+            hidden_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            num_key_value_heads=2,
+            intermediate_size=64,
+            num_labels=1,
+            pad_token_id=0,
+        )  # fmt: skip
+    ).save_pretrained(folder)
+    raw = ppo_raw(tmp_path, steps=2, reward_model_path=str(folder))
+    raw["data"]["validation"] = {"sources": [{"path": "generated:reverse?samples=2&seed=1"}]}
+    raw["callbacks"]["evaluator"] = {"interval": 2}
+    recipe = PPORecipe(validate(raw))
+    recipe.run()
+    value_head = recipe.train_module.value.model.score.weight
+    assert not torch.equal(value_head, LlamaForSequenceClassification.from_pretrained(folder).score.weight)
+    rows = metrics(tmp_path / "run")
+    trained = [row for row in rows if "train/loss" in row]
+    assert all(row["train/rewards/reward_model/mean"] != 0 for row in trained)  # the model's scores, not zeros
+    held_out = [row for row in rows if "eval/reward" in row][-1]
+    assert "eval/rewards/sharp_5tokens_completions/mean" in held_out
+    assert not any("reward_model" in key for key in held_out if key.startswith("eval/"))  # the functions alone
