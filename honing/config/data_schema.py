@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from honing.config.image_schema import ImageTransformsSection
 from honing.config.mixture_schema import MixtureSection
 from honing.config.olmocr_schema import OlmocrSection
 from honing.config.section import Section
@@ -171,6 +172,9 @@ class DataSection(Section):
     point."""
     bad_rows: Literal["fail", "skip"] = "fail"
     """Fine-tuning: a malformed row stops the run naming its file and line (``fail``), or is left out (``skip``)."""
+    image_transforms: ImageTransformsSection | None = None
+    """Vision-language SFT: each image resized and augmented before its processor sees it (a fixed size, a small
+    rotation / zoom / shift, brightness, contrast, JPEG re-encoding; docs/data.md#image-transforms); None: as read."""
     olmocr: OlmocrSection | None = None
     """Vision-language SFT: how sources of format ``olmocr_pages`` / ``olmocr_batch`` become rows (olmOCR's
     pipeline steps); None: the defaults."""

@@ -77,6 +77,7 @@ VISION_ONLY = (
     "data.max_pixels",
     "data.pdf_longest_side",
     "data.olmocr",
+    "data.image_transforms",
     "model.freeze_vision",
     "model.freeze_projector",
     "optim.vision_lr",
@@ -203,6 +204,7 @@ METHODS["vl_grpo"] = replace(
     unused=(
         *(k for k in METHODS["grpo"].unused if k not in VISION_ONLY),
         "data.olmocr",
+        "data.image_transforms",  # VL-SFT's images only
         "callbacks.harness_eval",
         *GRPO_TOOL_KEYS,  # tool turns carry no pixel inputs
     ),
@@ -211,7 +213,12 @@ METHODS["vl_grpo"] = replace(
 # DPO's section on pairs whose prompts hold images, through the model's processor (VL-SFT's model keys; no olmOCR rows)
 METHODS["vl_dpo"] = replace(
     METHODS["dpo"],
-    unused=(*(k for k in METHODS["dpo"].unused if k not in VISION_ONLY), "data.olmocr", "callbacks.harness_eval"),
+    unused=(
+        *(k for k in METHODS["dpo"].unused if k not in VISION_ONLY),
+        "data.olmocr",
+        "data.image_transforms",
+        "callbacks.harness_eval",
+    ),
     values={**source_formats("auto", "preference", "preference_prompt"), "tokenizer.kind": ("auto", "pretrained")},
 )
 # SFT's conversations, padded (a row's prompt is sampled from), scored by a teacher: no router loss is added

@@ -506,6 +506,12 @@ def vl_sft(tmp_path: Path) -> Iterator[dict[str, Any]]:
     second["model"]["freeze_layers"] = ["*language_model.layers.0.self_attn.q_proj*"]
     second["optim"].update(vision_lr=1e-4, param_groups=[{"params": "*lm_head*", "lr": 1e-4, "weight_decay": 0.0}])
     second["data"].update(packing=False, seq_len=102, overlong="drop", bad_rows="fail")  # some over-long
+    # every augmentation, the size kept (so the same rows are over-long)
+    second["data"]["image_transforms"] = {
+        "probability": 1.0, "geometric_probability": 0.5, "rotation_degrees": 2.0, "scale": [0.95, 1.05],
+        "translate": 0.02, "brightness": 0.2, "contrast": 0.2, "jpeg_quality": [50, 90], "seed": 1,
+        "resample": "bicubic",
+    }  # fmt: skip
     yield second
     yield from olmocr_runs(raw, tmp_path)
 

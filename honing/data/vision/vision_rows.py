@@ -17,6 +17,7 @@ from honing.data.report import DataReport
 from honing.data.row_kind import TemplatedRows
 from honing.data.row_reader import BadRowReport
 from honing.data.vision.batches import VLCollator
+from honing.data.vision.image_transforms import transform_image
 from honing.data.vision.images import load_image
 from honing.data.vision.olmocr_rows import OLMOCR_FORMATS, flip_reply_tokens, read_vision_sources
 from honing.data.vision.packing import PackedVLCollator, VLPackedDataset
@@ -132,8 +133,13 @@ class VisionRows(TemplatedRows):
         return True
 
     def load_image(self, item: Any) -> Any:
-        """One image item as an RGB image; PDF pages at ``data.pdf_longest_side`` when set."""
-        return load_image(item, pdf_longest_side=self.data.pdf_longest_side)
+        """One image item as an RGB image; PDF pages at ``data.pdf_longest_side`` when set; then resized and
+        augmented by ``data.image_transforms`` (seeded by the item's name: the same at build and batch time)."""
+        image = load_image(item, pdf_longest_side=self.data.pdf_longest_side)
+        transforms = self.data.image_transforms
+        if transforms is None:
+            return image
+        return transform_image(image, transforms, f"{item.type}:{item.page}:{item.content}")
 
     def settings(self) -> dict[str, Any]:
         """The text settings, the processor (image sizes, patches, pixel bounds) and how PDF pages render."""
@@ -145,6 +151,7 @@ class VisionRows(TemplatedRows):
             "pdf_longest_side": self.data.pdf_longest_side,
             # only when set, so the rows of runs without it keep their cache keys
             **({"olmocr": self.data.olmocr.model_dump()} if self.data.olmocr is not None else {}),
+            **({"image_transforms": self.data.image_transforms.model_dump()} if self.data.image_transforms else {}),
         }
 
     def stamps(self, fields: list[dict[str, Any]]) -> list[str]:

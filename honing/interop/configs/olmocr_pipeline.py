@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from honing.interop.configs.olmocr_augment import augment_like_olmocr
 from honing.interop.configs.translation import Translation
 
 # olmOCR's step defaults (olmocr/train/config.py)
@@ -95,6 +96,8 @@ def read_step(
         options["tables"] = transformation
     elif name == "RotationAugmentation":
         options["rotation_probability"] = number(t, f"{where}.probability", setting("probability", DEFAULT_ROTATION))
+    elif name == "AugraphyBasicAugmentations":
+        augment_like_olmocr(t, where, number(t, f"{where}.probability", setting("probability", None)))
     elif name == "RandomTokenFlipper":
         options["token_flip_rate"] = number(
             t, f"{where}.token_flip_rate", setting("token_flip_rate", DEFAULT_FLIP_RATE)

@@ -138,6 +138,7 @@ STEP_OPTIONS = {
     "FilterOutRotatedDocuments": "data.olmocr.skip_rotated",
     "DatasetTextRuleFilter": "data.olmocr.text_rules",
     "RotationAugmentation": "data.olmocr.rotation_probability",
+    "AugraphyBasicAugmentations": "data.image_transforms (olmOCR's warp, brightness and JPEG ranges)",
 }
 STEP_KEYS: dict[str, dict[str, Entry]] = {
     "FrontMatterParser": refused(
@@ -158,9 +159,7 @@ STEP_KEYS: dict[str, dict[str, Entry]] = {
         **refused("not available: honing leaves tokens out of the loss with -100", "masking_index"),
     },
     "RotationAugmentation": honoured("data.olmocr.rotation_probability", "probability"),
-    "AugraphyBasicAugmentations": refused(
-        "not available: augraphy's augmentations are not built in honing; remove the step", "probability"
-    ),  # fmt: skip
+    "AugraphyBasicAugmentations": honoured("data.image_transforms.probability", "probability"),
 }
 
 
@@ -175,7 +174,7 @@ def step_table(step: str) -> dict[str, Entry]:
     return rows
 
 
-STEPS = [*STEP_OPTIONS, "AugraphyBasicAugmentations"]
+STEPS = list(STEP_OPTIONS)
 TABLE: dict[str, dict[str, Entry]] = {
     "": TOP,
     "model": MODEL,

@@ -97,9 +97,9 @@ def test_anchor_text_and_the_plain_prompt_come_from_their_steps():
 
 def test_an_unknown_step_is_refused_in_one_line_naming_it():
     raw = copy.deepcopy(TRAINER)
-    raw["dataset"]["train"][0]["pipeline"] = [*PIPELINE, {"name": "AugraphyBasicAugmentations", "probability": 0.5}]
+    raw["dataset"]["train"][0]["pipeline"] = [*PIPELINE, {"name": "SharpenText", "probability": 0.5}]
     refused = translate(raw).refused
-    assert "dataset.train[0].pipeline[11]: pipeline step 'AugraphyBasicAugmentations' is not available" in refused[0]
+    assert "dataset.train[0].pipeline[11]: pipeline step 'SharpenText' is not available" in refused[0]
     assert len(refused) == 1
 
 

@@ -46,6 +46,8 @@ STEP_SETS = {
     "FilterOutRotatedDocuments": {"data.olmocr.skip_rotated": True},
     "DatasetTextRuleFilter": {"data.olmocr.text_rules": True},
     "RotationAugmentation": {"data.olmocr.rotation_probability": 0.5},
+    "AugraphyBasicAugmentations": {"data.image_transforms.probability": 0.5,
+                                   "data.image_transforms.rotation_degrees": 3.0},
 }  # fmt: skip
 ROTATE = [*PIPELINE, {"name": "RotationAugmentation", "probability": 0.2}]
 # honoured keys whose translation is not "the row's honing key = the value": "group:key" -> (value, {key: value})
