@@ -76,6 +76,13 @@ def translate_training(t: Translation, training: Keys, *, method: str, verl: boo
             t.set("grpo.rewards", [{"name": f"verl:{name}" if verl else name} for name in names])
     if verl:
         translate_verl_overrides(t, t.section(training.take("verl_config_overrides"), "training.verl_config_overrides"))
+        if not t.get("grpo.rewards"):  # neither reward_functions nor verl's custom_reward_function
+            # verl then scores each row with its built-in reward for the row's data_source (verl.utils.reward_score)
+            t.refuse(
+                "training.reward_functions",
+                f"{rewards!r}: verl's built-in reward for each row's data_source is not ported whole; honing has "
+                "verl's countdown and gsm8k scorers: name one (e.g. [countdown]) or your own function",
+            )
     else:
         training.refuse("verl_config_overrides", "used by trainer_type VERL_GRPO only")
     training.take("use_peft")  # read with the peft section

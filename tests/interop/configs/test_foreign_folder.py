@@ -22,6 +22,7 @@ OUMI_REFUSED_KEYS = {
     "model.model_revision",  # Falcon-E's BitNet fine-tuning
     "data.train.datasets[i].subset",  # a hub dataset's named configuration
     "peft.lora_target_parameters",  # LoRA on MoE expert tensors
+    "training.reward_functions",  # VERL_GRPO without one: verl's built-in reward by data_source (Molmo's geo3k)
     # what the refused ones above also hold (GRPO on images: verl's own keys, its validation set, vLLM)
     "data.validation",
     "training.grpo.use_vllm",

@@ -96,9 +96,21 @@ training:
 """
 
 
+def with_reward(raw: dict) -> dict:
+    """The recipe with a reward named (as written, ``reward_functions: []`` asks for verl's built-in geo3k scorer,
+    which honing lacks: refused, see the test below)."""
+    raw["training"]["reward_functions"] = ["my_rewards:geo3k_score"]
+    return raw
+
+
+def test_verls_built_in_reward_by_data_source_is_refused_in_one_line():
+    t = translate(yaml.safe_load(GEOMETRY3K))
+    assert len(t.refused) == 1 and t.refused[0].startswith("training.reward_functions: []: verl's built-in reward")
+
+
 def test_oumis_geometry3k_and_molmo_verl_recipes_translate_with_verls_settings():
-    raw = yaml.safe_load(GEOMETRY3K)
-    molmo = yaml.safe_load(GEOMETRY3K)
+    raw = with_reward(yaml.safe_load(GEOMETRY3K))
+    molmo = with_reward(yaml.safe_load(GEOMETRY3K))
     molmo["model"] = {"model_name": "oumi-ai/Molmo-7B-O-0924", "torch_dtype_str": "float32", "trust_remote_code": True}
     molmo["training"]["enable_gradient_checkpointing"] = False
     for config in (raw, molmo):
@@ -114,7 +126,7 @@ def test_oumis_geometry3k_and_molmo_verl_recipes_translate_with_verls_settings()
 
 
 def test_freeze_vision_tower_reaches_an_image_run_and_verls_own_keys_override_oumis():
-    raw = yaml.safe_load(GEOMETRY3K)
+    raw = with_reward(yaml.safe_load(GEOMETRY3K))
     actor = raw["training"]["verl_config_overrides"]["actor_rollout_ref"]["actor"]
     actor["freeze_vision_tower"] = True
     actor["optim"] = {"lr": 2e-6, "weight_decay": 0.0, "lr_scheduler_type": "cosine", "lr_warmup_steps": 3}
@@ -127,7 +139,7 @@ def test_freeze_vision_tower_reaches_an_image_run_and_verls_own_keys_override_ou
 
 
 def test_a_loss_mode_honing_lacks_is_refused_in_one_line_with_why():
-    raw = yaml.safe_load(GEOMETRY3K)
+    raw = with_reward(yaml.safe_load(GEOMETRY3K))
     raw["training"]["verl_config_overrides"]["actor_rollout_ref"]["actor"]["policy_loss"] = {"loss_mode": "cispo"}
     t = translate(raw)
     assert len(t.refused) == 1 and t.refused[0].startswith(f"{PREFIX}.actor_rollout_ref.actor.policy_loss.loss_mode")
