@@ -67,9 +67,7 @@ class PPOSection(Section):
 
     @model_validator(mode="after")
     def _a_score_and_one_stop(self) -> PPOSection:
-        check_reward_weights(self, "ppo")
-        if not self.rewards and self.reward_model_path is None:
-            raise ValueError("ppo: give ppo.reward_model_path or ppo.rewards: [{name: ...}] (or both)")
+        check_reward_weights(self, "ppo")  # a score at all is checked by the recipe: the section may stand unused
         if self.stop_token is not None and self.stop_token_id is not None:
             raise ValueError("ppo.stop_token and ppo.stop_token_id both set; give one (TRL refuses both too)")
         return self

@@ -37,6 +37,8 @@ class PPORecipe(Recipe):
         super().__init__(config)
         self.ppo = rollout_section(config)
         self.grpo = self.ppo  # what GRPO's shared parts read: the rewards and the validation settings
+        if not self.ppo.rewards and self.ppo.reward_model_path is None:
+            raise ConfigError("ppo: give ppo.reward_model_path or ppo.rewards: [{name: ...}] (or both)")
         if config.trainer.precision == "fp16-mixed":
             raise ConfigError("trainer.precision: fp16-mixed does not scale the PPO value model's loss; use bf16-mixed")
 

@@ -691,7 +691,7 @@ def assert_refused(method: str, key: str, refused: str, tmp_path: Path) -> None:
     raw = minimal(method, tmp_path)
     if key.startswith("data.validation."):  # a source needs its path to be one
         raw["data"]["validation"] = {"sources": [{"path": "held_out.jsonl"}]}
-    for section in ("grpo", "rloo", "online_dpo"):
+    for section in ("grpo", "rloo", "online_dpo", "ppo"):
         if key.startswith(f"{section}.rewards[]."):  # a reward needs its name to be one
             raw[section] = {"rewards": [{"name": "countdown"}]}
     set_key(raw, key, sample_value(key))
@@ -738,6 +738,7 @@ REQUIRED_SAMPLES = {
     "grpo.rewards[].name": "countdown",
     "rloo.rewards[].name": "countdown",
     "online_dpo.rewards[].name": "countdown",
+    "ppo.rewards[].name": "countdown",
 }
 
 

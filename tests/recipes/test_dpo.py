@@ -72,8 +72,10 @@ def test_adapters_off_needs_lora(tmp_path):
         DPORecipe(config).run()
 
 
-def test_label_smoothing_is_refused_outside_robust(tmp_path):
-    with pytest.raises(ConfigError, match="label_smoothing is used by loss_type 'robust' only"):
+def test_label_smoothing_is_refused_outside_the_losses_that_read_it(tmp_path):
+    with pytest.raises(
+        ConfigError, match=r"label_smoothing is used by loss_type robust, exo_pair, aot, aot_unpaired only"
+    ):
         dpo_config(tmp_path, dpo={"label_smoothing": 0.1})
 
 

@@ -10,7 +10,8 @@ import pytest
 from honing.interop.configs import translate
 from tests.interop.configs.test_oumi_defaults import bare
 
-FROM_THE_FILE = {"method", "model.name_or_path", "data.train.sources"}  # model_name, datasets, trainer_type
+# model_name, datasets, trainer_type (and VERL_GRPO's reward_functions)
+FROM_THE_FILE = {"method", "model.name_or_path", "data.train.sources", "grpo.rewards"}
 
 
 def leaves(node, prefix=""):
