@@ -79,3 +79,21 @@ def convert_linears_to_float8(model: nn.Module, *, fsdp_float8_all_gather: bool 
             "outside the LM head): use bf16-mixed"
         )
     return len(converted)
+
+
+def precompute_scales_after_steps(model: nn.Module, optimizer: torch.optim.Optimizer) -> bool:
+    """Under FSDP2's float8 all-gather, compute every weight's float8 scale in one pass after each optimizer step
+    (torchao's ``precompute_float8_dynamic_scale_for_fsdp``, as torchtitan does) instead of one small amax kernel per
+    weight at each all-gather; returns whether the hook was added (only float8 all-gather needs it)."""
+    gathered = [
+        module
+        for module in model.modules()
+        if getattr(getattr(module, "config", None), "enable_fsdp_float8_all_gather", False)
+        and type(module).__name__ == "Float8Linear"
+    ]
+    if not gathered:
+        return False
+    from torchao.float8 import precompute_float8_dynamic_scale_for_fsdp
+
+    optimizer.register_step_post_hook(lambda *_: precompute_float8_dynamic_scale_for_fsdp(model))
+    return True

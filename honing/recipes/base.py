@@ -45,7 +45,7 @@ from honing.interop.veomni_recipe import adapt_recipe_steps
 from honing.models import count_parameters, freeze_layers, is_lora, unwrap_model
 from honing.models.builder import ModelBuilder
 from honing.models.compile_choice import allow_eager_fallback, choose_compile
-from honing.models.float8 import FP8, check_fp8_device, convert_linears_to_float8
+from honing.models.float8 import FP8, check_fp8_device, convert_linears_to_float8, precompute_scales_after_steps
 from honing.models.model_parallel import check_model_layout
 from honing.models.parallel import fsdp_shards, parallelize_from, resolve_strategy
 from honing.optim.builder import OptimizerSettings, build_optimizer
@@ -294,7 +294,10 @@ class Recipe:
         """``optim.name``'s optimizer (AdamW by default) with decay / no-decay groups and the parameter groups of
         ``build_param_groups``."""
         settings = OptimizerSettings.from_config(self.config.optim, offload=self.config.parallel.offload == "optimizer")
-        return build_optimizer(model, settings, groups=self.build_param_groups())
+        optimizer = build_optimizer(model, settings, groups=self.build_param_groups())
+        if self.precision == FP8:
+            precompute_scales_after_steps(model, optimizer)
+        return optimizer
 
     def build_train_module(self) -> Any:
         """The method's TrainModule around the model and optimizer (next-token loss by default, plus an MoE model's
