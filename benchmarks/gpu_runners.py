@@ -108,7 +108,7 @@ def run_honing(settings: dict[str, Any], device: Any, clock: StepClock, losses: 
     from honing.methods.lm import LMTrainModule
     from honing.models import parallel
     from honing.models.compile_choice import allow_eager_fallback, choose_compile
-    from honing.models.float8 import FP8, check_fp8_device, convert_linears_to_float8
+    from honing.models.float8 import FP8, check_fp8_device, convert_linears_to_float8, precompute_scales_after_steps
     from honing.optim.param_groups import build_adamw
     from honing.parallel_dims import ParallelDims
     from honing.train import Callback
@@ -144,14 +144,19 @@ def run_honing(settings: dict[str, Any], device: Any, clock: StepClock, losses: 
     )
     options.update(switches)
     model, data = build(settings, device)
+    # fp8 on one GPU: honing resolves fsdp to none there, so its weights are not gathered in float8 (fp8_all_gather
+    # False, the default variant); several GPUs gather them in float8 with one scale pass after each step
+    float8_all_gather = switches.pop("fp8_all_gather", False)
     if precision == FP8:
         check_fp8_device(device) if device.type == "cuda" else None  # the CPU smoke run takes the CPU stand-in
-        convert_linears_to_float8(model, fsdp_float8_all_gather=True)
+        convert_linears_to_float8(model, fsdp_float8_all_gather=float8_all_gather)
     force_fsdp_on_one_process()
     dims = ParallelDims(world_size=1)
     dims.build_mesh(device.type)
     model = parallel.parallelize(model, strategy="fsdp", dims=dims, device=device, precision=precision, **options)
     optimizer = build_adamw(model, lr=LR, weight_decay=WEIGHT_DECAY, betas=BETAS, eps=EPS)
+    if precision == FP8:
+        precompute_scales_after_steps(model, optimizer)
     module = LMTrainModule(
         model,
         optimizer,
@@ -159,7 +164,7 @@ def run_honing(settings: dict[str, Any], device: Any, clock: StepClock, losses: 
         grad_clip=1.0,
         precision=precision,
         device=device,
-        scheduler={"name": "constant"},
+        scheduler={"name": "constant", "warmup_steps": settings["lr_warmup"]},
         chunked_loss=chunked_loss,
     )
     loader = DataLoader(Rows(data), global_batch_size=settings["batch"], seed=SEED, shuffle=False)
@@ -178,7 +183,7 @@ def run_honing(settings: dict[str, Any], device: Any, clock: StepClock, losses: 
             },
         ).build(module, loader).fit()
     liger = chunked_loss and honing.chunked_ce.liger_available(device)
-    facts = {"fsdp2": parallel.is_fsdp(model), "compile": compile_choice.line, "liger": liger}
+    facts = {"fsdp2": parallel.is_fsdp(model), "compile": compile_choice.line, "liger": liger, **dynamo_facts()}
     if checkpointing == "auto" and "activation_checkpointing" not in switches and device.type == "cuda":
         import torch
 
@@ -186,6 +191,18 @@ def run_honing(settings: dict[str, Any], device: Any, clock: StepClock, losses: 
         fits = torch.cuda.max_memory_allocated(device) <= 0.9 * total
         facts["activation_checkpointing"] = "auto: none (the peak fits 90% of the GPU)" if fits else "auto: NOT none"
     return facts
+
+
+def dynamo_facts() -> dict[str, int]:
+    """How many graphs torch.compile made and how often it broke a graph or fell back to eager: a variant whose
+    compile failed (``auto`` runs such a graph eagerly) is told apart from a slow compiled one."""
+    from torch._dynamo.utils import counters
+
+    return {
+        "compiled_graphs": int(counters["stats"].get("unique_graphs", 0)),
+        "graph_breaks": int(sum(counters["graph_break"].values())),
+        "frames_not_compiled": int(counters["frames"].get("total", 0) - counters["frames"].get("ok", 0)),
+    }
 
 
 def training_arguments(settings: dict[str, Any], device: Any, folder: str, arguments_class: Any, **extra: Any) -> Any:
@@ -204,7 +221,8 @@ def training_arguments(settings: dict[str, Any], device: Any, folder: str, argum
         adam_epsilon=EPS,
         optim="adamw_torch_fused",
         max_grad_norm=1.0,
-        lr_scheduler_type="constant",
+        lr_scheduler_type="constant_with_warmup",
+        warmup_steps=settings["lr_warmup"],
         logging_steps=LOG_EVERY,
         save_strategy="no",
         report_to=[],
@@ -308,6 +326,8 @@ def run_hand(settings: dict[str, Any], device: Any, clock: StepClock, losses: Lo
     optimizer = torch.optim.AdamW(
         model.parameters(), lr=LR, weight_decay=WEIGHT_DECAY, betas=BETAS, eps=EPS, fused=True
     )
+    warmup = max(settings["lr_warmup"], 1)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / warmup))
     autocast = torch.autocast(device.type, dtype=torch.bfloat16) if mixed else contextlib.nullcontext()
     model.train()
     batch_size = settings["batch"]
@@ -319,6 +339,7 @@ def run_hand(settings: dict[str, Any], device: Any, clock: StepClock, losses: Lo
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
+        schedule.step()
         optimizer.zero_grad(set_to_none=True)
         if step % LOG_EVERY == 0:  # a loop that never looks at its loss is not a realistic baseline
             losses.record(step, loss.item())
