@@ -28,8 +28,8 @@ from honing.models.wrappers import transformers_model
 #              images and the largest size with zeros (pixel_attention_mask marks real pixels), then concatenated.
 PixelLayout = Literal["patches", "crops", "images", "rows"]
 
-# olmOCR's LoRA targets: the attention and MLP projections of the language model.
-OLMOCR_LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+# The default LoRA targets: the attention and MLP projections of the language model (olmOCR's choice).
+LANGUAGE_MODEL_LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 # Names a model gives its parts, as seen in transformers' image-text-to-text models.
 VISION_NAMES = ("visual", "vision_tower", "vision_model", "vision_encoder", "image_encoder", "vit")
 PROJECTOR_NAMES = ("multi_modal_projector", "mm_projector", "connector", "merger", "projector", "vision_projection")
@@ -83,7 +83,7 @@ class VLFamily:
     # ``(image_processor, min_pixels, max_pixels)`` from the config -> attributes to set on the image processor.
     pixel_kwargs: Callable[[Any, int | None, int | None], dict[str, Any]]
     # Module-name endings LoRA adapts inside the language model (never the tower's own q/k/v).
-    lora_target_modules: tuple[str, ...] = OLMOCR_LORA_TARGETS
+    lora_target_modules: tuple[str, ...] = LANGUAGE_MODEL_LORA_TARGETS
     # Keys whose values index rows of the flattened pixel_values (Molmo2's image_token_pooling, -1 for none): when
     # rows are concatenated, each row's indices shift by the patch rows of the rows before it.
     pixel_index_keys: tuple[str, ...] = ()
