@@ -181,15 +181,15 @@ class BaseTrainer:
     def clip_grad_norm(self, max_norm: float | None) -> torch.Tensor:
         """VeOmni's ``veomni_clip_grad_norm(self.model, max_norm)``: the gradients' total norm (recorded as
         ``optim/grad_norm``), clipped to ``max_norm`` (None: not clipped)."""
-        grad_norm = self.train_module.clip_grad_norm(max_norm)
+        grad_norm = self.train_module.updater.clip_grad_norm(max_norm)
         self.trainer.record_metric("optim/grad_norm", grad_norm, ReduceType.max)
         return grad_norm
 
     # --- wired into honing's build ------------------------------------------------------
-    def build_trainer(self) -> Any:
-        """The method's Trainer, its steps run by ``train_step`` and its train / epoch events passed on to
-        ``self.callbacks``; the LR scheduler over the train module's schedule."""
-        trainer = super().build_trainer()
+    def build_trainer(self, parts: Any) -> Any:
+        """The method's Trainer over the run's ``parts``, its steps run by ``train_step`` and its train / epoch
+        events passed on to ``self.callbacks``; the LR scheduler over the train module's schedule."""
+        trainer = super().build_trainer(parts)
         self.check_step()
         self.lr_scheduler = LRScheduler(self.train_module)
         TRAINERS_OF_MODELS[self.model] = self  # veomni_clip_grad_norm(self.model, ...) clips as this trainer does

@@ -38,7 +38,7 @@ class NextTokenLoss:
         local = sum((micro["targets"] != IGNORE_INDEX).sum() for micro in micro_batches)
         self.local_tokens = torch.as_tensor(local).to(module.device)
         # as LMTrainModule.train_batch: the update is the mean over every target token of the step
-        self.scale = module.grad_divisor / module.sum_over_ranks(self.local_tokens).clamp(min=1)
+        self.scale = module.ranks.grad_divisor / module.ranks.sum(self.local_tokens).clamp(min=1)
         self.router = None
         self.total: Any = 0.0  # the step's loss so far (the micro-batches' shares), recorded once
         self.recorded = False
@@ -74,7 +74,8 @@ class NextTokenLoss:
         self.recorded = True
         module.record_loss(loss, cross_entropy=True)
         if module.trainer is not None:
-            module.trainer.record_metric("train/target_tokens", module.count_once(self.local_tokens), ReduceType.sum)
+            tokens = module.ranks.count_once(self.local_tokens)
+            module.trainer.record_metric("train/target_tokens", tokens, ReduceType.sum)
             if self.router is not None:
                 self.router.record(module.trainer, module.router_layers)
 

@@ -80,13 +80,13 @@ class DistillTrainModule(BaseTrainModule):
         for micro in micro_batches:
             micro["targets"] = batch_targets(micro)
         local_tokens = sum((micro["targets"] != IGNORE_INDEX).sum() for micro in micro_batches)
-        scale = self.grad_divisor / self.sum_over_ranks(local_tokens).clamp(min=1)
+        scale = self.ranks.grad_divisor / self.ranks.sum(local_tokens).clamp(min=1)
         loss_sum = self.backward_each(micro_batches, self.divergence_sum, scale)
-        self._step_tokens = (batch, self.collator.num_tokens(rows) * self.data_parallel_size)
+        self._step_tokens = (batch, self.collator.num_tokens(rows) * self.ranks.dp_size)
         self.record_loss(loss_sum * scale, cross_entropy=False, dry_run=dry_run)
         if self.trainer is not None and not dry_run:
             self.trainer.record_metric("train/on_policy", float(source == STUDENT), ReduceType.max)
-            self.trainer.record_metric("train/target_tokens", self.count_once(local_tokens), ReduceType.sum)
+            self.trainer.record_metric("train/target_tokens", self.ranks.count_once(local_tokens), ReduceType.sum)
 
     def divergence_sum(self, micro: dict[str, torch.Tensor]) -> torch.Tensor:
         """The micro-batch's divergence summed over its completion tokens (the student's graph kept)."""

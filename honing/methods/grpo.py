@@ -161,18 +161,18 @@ class GRPOTrainModule(RolloutMetrics, BaseTrainModule):
             else stack_collate.split(rows, completions // self.steps_per_generation)
         )
         steps_micro = [stack_collate.split(step, width) for step in steps]
-        global_tokens = self.sum_over_ranks(rollouts["completion_mask"].sum())
+        global_tokens = self.ranks.sum(rollouts["completion_mask"].sum())
         if self.steps_per_generation > 1:  # TRL's dapo normaliser: the generation batch's tokens / its steps
             global_tokens = global_tokens / self.steps_per_generation
         scales = [
             torch.as_tensor(  # backward takes a tensor
                 grpo_loss_scale(
                     self.policy_loss.loss_type,
-                    sequences=completions // len(steps) * self.data_parallel_size,
+                    sequences=completions // len(steps) * self.ranks.dp_size,
                     tokens=global_tokens,
                     micro_batches=len(micro_batches),
                     max_completion_length=self.max_completion_length,
-                    world_size=self.grad_divisor,
+                    world_size=self.ranks.grad_divisor,
                 ),
                 dtype=torch.float32,
                 device=self.device,
@@ -287,7 +287,7 @@ class GRPOTrainModule(RolloutMetrics, BaseTrainModule):
         prompt_tokens = int(prompt_mask.sum())
         self._step_tokens = (
             batch,
-            int(self.sum_over_ranks(torch.tensor(prompt_tokens + int(groups.attention().sum())))),
+            int(self.ranks.sum(torch.tensor(prompt_tokens + int(groups.attention().sum())))),
         )
         if self.trainer is not None and not dry_run:
             self._record_rollout_metrics(
@@ -461,7 +461,7 @@ class GRPOTrainModule(RolloutMetrics, BaseTrainModule):
         """Prompt tokens (once per completion) plus generated tokens, over all ranks (TRL's ``num_tokens``)."""
         if self._step_tokens is not None and self._step_tokens[0] is batch:
             return self._step_tokens[1]
-        return self.collator.num_tokens(batch) * self.num_generations * self.data_parallel_size  # a skipped step
+        return self.collator.num_tokens(batch) * self.num_generations * self.ranks.dp_size  # a skipped step
 
     def eval_batch(self, batch: Any) -> dict[str, torch.Tensor]:
         """Held-out prompts sampled and scored by the rewards (``honing.methods.grpo_validation``): their sums."""

@@ -53,13 +53,13 @@ class RolloutMetrics:
 
     def _record_tool_counts(self, counts: torch.Tensor) -> None:
         # TRL's tools/call_frequency (calls per completion) and tools/failure_frequency (failed calls per call)
-        calls, failures = self.sum_over_ranks(counts.sum(0).to(self.device)).cpu().tolist()
-        completions = self.sum_over_ranks(torch.tensor(counts.shape[0], device=self.device)).item()
+        calls, failures = self.ranks.sum(counts.sum(0).to(self.device)).cpu().tolist()
+        completions = self.ranks.sum(torch.tensor(counts.shape[0], device=self.device)).item()
         self._record("tools/call_frequency", torch.tensor(calls / max(completions, 1)))
         self._record("tools/failure_frequency", torch.tensor(failures / calls if calls else 0.0))
 
     def _record_loss_stats(self, stats: LossStats) -> None:
-        totals = self.sum_over_ranks(torch.stack([*stats.sums(), *stats.metric]).to(self.device)).cpu()
+        totals = self.ranks.sum(torch.stack([*stats.sums(), *stats.metric]).to(self.device)).cpu()
         tokens = totals[0].clamp(min=1)
         if self.policy_loss.beta != 0.0 and self.kl_in_loss:
             self._record("kl", totals[1] / tokens)
@@ -77,7 +77,7 @@ class RolloutMetrics:
     def _record_sampling_counts(self, counts: Any) -> None:
         # verl's num_gen_batches (the same on every rank), and the groups summed over ranks
         self._record("num_gen_batches", counts.rounds)
-        summed = self.sum_over_ranks(
+        summed = self.ranks.sum(
             torch.tensor([counts.dropped_groups, counts.equal_groups_kept, counts.refill_prompts], device=self.device)
         ).cpu()
         self._record("dynamic_sampling/dropped_groups", summed[0])

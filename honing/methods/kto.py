@@ -41,7 +41,7 @@ class KTOTrainModule(PairTrainModule):
         kl = logps.new_zeros(())
         if self.loss.uses_kl:
             sums = kl_sums(logps[:, 1].detach(), reference[1], real)
-            kl = kl_estimate(self.sum_over_ranks(sums) if over_ranks else sums)
+            kl = kl_estimate(self.ranks.sum(sums) if over_ranks else sums)
         desirable = micro["desirable"].to(torch.bool) & real
         terms = self.loss.row_terms(logps, reference, desirable, kl)
         terms.update(desirable=desirable, undesirable=~micro["desirable"].to(torch.bool) & real, real=real, kl=kl)
@@ -72,8 +72,8 @@ class KTOTrainModule(PairTrainModule):
                 sum(scored_rows(m, m["desirable"].to(torch.bool)) for m in micro_batches),
             ]
         )
-        step_rows, step_desirable = self.sum_over_ranks(local).unbind()
-        scale = self.grad_divisor / step_rows.clamp(min=1)
+        step_rows, step_desirable = self.ranks.sum(local).unbind()
+        scale = self.ranks.grad_divisor / step_rows.clamp(min=1)
         sums: dict[str, torch.Tensor] = {}
         kls: list[torch.Tensor] = []
 
@@ -90,7 +90,7 @@ class KTOTrainModule(PairTrainModule):
             return
         # each rank's share of a label's mean over the step (0 in a step without rows of that label)
         counts = {"chosen": step_desirable.clamp(min=1), "rejected": (step_rows - step_desirable).clamp(min=1)}
-        means = {key: sums[key] * self.grad_divisor / counts[key.split("/")[1]] for key in LABELLED_SUMS}
+        means = {key: sums[key] * self.ranks.grad_divisor / counts[key.split("/")[1]] for key in LABELLED_SUMS}
         means["rewards/margins"] = means["rewards/chosen"] - means["rewards/rejected"]
         means["kl"] = torch.stack(kls).mean()  # the same on every rank
         for key, value in means.items():

@@ -100,10 +100,11 @@ class LMTrainModule(BaseTrainModule):
         local_tokens = sum((micro["targets"] != IGNORE_INDEX).sum() for micro in micro_batches)
         # Times the ranks DDP/FSDP average gradients over: the update is then the mean over every target token
         # of the step, however the batch is split into ranks, sequence slices and micro-batches.
-        scale = self.grad_divisor / self.sum_over_ranks(local_tokens).clamp(min=1)
+        scale = self.ranks.grad_divisor / self.ranks.sum(local_tokens).clamp(min=1)
         router = None if self.router_aux_loss_coef is None else RouterLoss(self, micro_batches, scale)
         loss_sums: list[torch.Tensor] = []
-        grad_scale = self.backward_scale(scale)  # what backward_each calls backward with (fp16: times the loss scale)
+        # what backward_each calls backward with (fp16: times the loss scale)
+        grad_scale = self.updater.backward_scale(scale)
 
         def micro_loss(micro: dict[str, torch.Tensor]) -> torch.Tensor:
             loss_sum, outputs = self.forward_loss(micro, grad_scale)
@@ -115,7 +116,7 @@ class LMTrainModule(BaseTrainModule):
         # token, also when ranks hold different numbers of them (assistant-only SFT)
         self.record_loss(sum(loss_sums) * scale, cross_entropy=True, dry_run=dry_run)
         if self.trainer is not None and not dry_run:
-            self.trainer.record_metric("train/target_tokens", self.count_once(local_tokens), ReduceType.sum)
+            self.trainer.record_metric("train/target_tokens", self.ranks.count_once(local_tokens), ReduceType.sum)
             if router is not None:
                 router.record(self.trainer, self.router_layers)
 
@@ -186,8 +187,8 @@ class RouterLoss:
 
     def __init__(self, module: LMTrainModule, micro_batches: list[dict[str, torch.Tensor]], scale: torch.Tensor):
         self.coef, self.top_k = module.router_aux_loss_coef, module.router_top_k
-        self.step_tokens = module.sum_over_ranks(sum(moe.routed_tokens(m) for m in micro_batches)).clamp(min=1)
-        self.grad_divisor = module.grad_divisor
+        self.step_tokens = module.ranks.sum(sum(moe.routed_tokens(m) for m in micro_batches)).clamp(min=1)
+        self.grad_divisor = module.ranks.grad_divisor
         # backward is called with ``scale`` (the cross-entropy's 1 / step target tokens × grad_divisor); the router
         # term is divided by it so that its gradient is grad_divisor · coef · share, averaged over grad_divisor ranks
         self.weight = self.grad_divisor * self.coef / (self.step_tokens * scale)

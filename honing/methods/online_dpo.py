@@ -77,7 +77,7 @@ class OnlineDPOTrainModule(GRPOTrainModule):
         rollouts["first_chosen"] = first.repeat_interleave(2).to(self.device)
         rollouts["ref_logps"] = self.reference_logps(rollouts)
         tokens = int(groups.prompt_mask.sum()) + int(groups.attention().sum())
-        self._step_tokens = (batch, int(self.sum_over_ranks(torch.tensor(tokens, device=self.device))))
+        self._step_tokens = (batch, int(self.ranks.sum(torch.tensor(tokens, device=self.device))))
         if self.trainer is not None and not dry_run:
             scores = self._record_rollout(groups, ended, rewards, first)
             if scores is not None:  # the step's mean reward, for objective/rlhf_reward
@@ -110,8 +110,8 @@ class OnlineDPOTrainModule(GRPOTrainModule):
         """Back-propagate the mean DPO loss over every rank's pairs, micro-batches of whole pairs."""
         micro_batches = stack_collate.split({k: rollouts[k] for k in PAIR_KEYS}, self.micro_batch_size * 2)
         local_pairs = torch.tensor(float(rollouts["completion_mask"].shape[0] // 2), device=self.device)
-        pairs = self.sum_over_ranks(local_pairs)
-        scale = self.grad_divisor / pairs  # gradients are averaged over ranks: the global mean
+        pairs = self.ranks.sum(local_pairs)
+        scale = self.ranks.grad_divisor / pairs  # gradients are averaged over ranks: the global mean
         sums: list[torch.Tensor] = []
         loss_sum = self.backward_each(micro_batches, partial(self._pair_loss, sums=sums), scale)
         self.record_loss(loss_sum * scale, cross_entropy=False, dry_run=dry_run)
@@ -142,7 +142,7 @@ class OnlineDPOTrainModule(GRPOTrainModule):
             chosen = torch.where(first, rewards[0::2], rewards[1::2])
             rejected = torch.where(first, rewards[1::2], rewards[0::2])
             values += [rewards.sum(), (chosen - rejected).sum()]
-        totals = self.sum_over_ranks(torch.stack([v.float().to(self.device) for v in values])).cpu()
+        totals = self.ranks.sum(torch.stack([v.float().to(self.device) for v in values])).cpu()
         completions = totals[3].clamp(min=1)
         self._record("completions/mean_length", totals[0] / completions)
         self._record("completions/clipped_ratio", totals[1] / completions)
@@ -154,7 +154,7 @@ class OnlineDPOTrainModule(GRPOTrainModule):
         return None
 
     def _record_pair_metrics(self, sums: torch.Tensor, pairs: torch.Tensor, scores: torch.Tensor | None) -> None:
-        totals = self.sum_over_ranks(sums.to(self.device)).cpu() / pairs.cpu()
+        totals = self.ranks.sum(sums.to(self.device)).cpu() / pairs.cpu()
         chosen, rejected, ref_chosen, ref_rejected, accurate = totals.tolist()
         kl = ((chosen - ref_chosen) + (rejected - ref_rejected)) / 2  # per completion, summed over its tokens
         self._record("logps/chosen", torch.tensor(chosen))

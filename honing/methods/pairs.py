@@ -110,8 +110,8 @@ class PairTrainModule(BaseTrainModule):
         chosen, rejected = micro["ref_chosen_logps"], micro["ref_rejected_logps"]
         missing = torch.isnan(chosen)
         needed = missing.any().to(torch.int64)
-        if self.data_parallel_size > 1:  # a sharded reference's forward is collective: all ranks run it, or none
-            needed = self.sum_over_ranks(needed)
+        if self.ranks.dp_size > 1:  # a sharded reference's forward is collective: all ranks run it, or none
+            needed = self.ranks.sum(needed)
         if not bool(needed):
             return chosen, rejected
         scored_chosen, scored_rejected = self.score_reference(micro)
@@ -204,14 +204,14 @@ class PairTrainModule(BaseTrainModule):
         self.start_step()
         micro_batches = self.micro_batches(batch)
         local_pairs = torch.tensor(sum(m["input_ids"].shape[0] for m in micro_batches), device=self.device)
-        step_pairs = self.sum_over_ranks(local_pairs).clamp(min=1)
+        step_pairs = self.ranks.sum(local_pairs).clamp(min=1)
         # times the world size because DDP / FSDP average gradients over ranks (as in LMTrainModule)
-        scale = self.grad_divisor / step_pairs
+        scale = self.ranks.grad_divisor / step_pairs
         nll_weight, step_tokens = None, None
         if self.loss.nll_weight or self.loss.reports_nll:
-            step_tokens = self.sum_over_ranks(
-                sum(nll_token_count(m, self.loss.nll_on_prompt) for m in micro_batches)
-            ).clamp(min=1)
+            step_tokens = self.ranks.sum(sum(nll_token_count(m, self.loss.nll_on_prompt) for m in micro_batches)).clamp(
+                min=1
+            )
             if self.loss.nll_weight:
                 nll_weight = self.loss.nll_weight * step_pairs / step_tokens
         sums: dict[str, torch.Tensor] = {}
@@ -231,7 +231,8 @@ class PairTrainModule(BaseTrainModule):
                 if key != "loss_sum":  # each rank's share of the step's mean; the mean over ranks is the mean
                     self.trainer.record_metric(f"train/{key}", value * scale, ReduceType.mean)
             if step_tokens is not None and self.loss.reports_nll:
-                self.trainer.record_metric("train/nll_loss", nll * self.grad_divisor / step_tokens, ReduceType.mean)
+                nll_loss = nll * self.ranks.grad_divisor / step_tokens
+                self.trainer.record_metric("train/nll_loss", nll_loss, ReduceType.mean)
 
     @torch.no_grad()
     def eval_batch(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:

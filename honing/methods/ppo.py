@@ -196,7 +196,7 @@ class PPOTrainModule(GRPOTrainModule):
         """Step the policy (``BaseTrainModule.optim_step``), then the value model at the same LR factor (skipped
         with the policy's step when the loss is not finite)."""
         super().optim_step()
-        if self.nonfinite_loss == "skip" and not self._loss_is_finite():
+        if self.updater.skips(self._step_loss):
             self.value.zero_grad()
             return
         dims = self.parallel_dims

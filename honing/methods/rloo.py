@@ -51,7 +51,7 @@ class RLOOTrainModule(GRPOTrainModule):
             kl = sequence_kl_penalty(policy, reference, mask, self.policy_loss.kl_estimator)
             rewards = rewards - self.policy_loss.beta * kl.to(rewards)
             if self.trainer is not None and not dry_run:
-                totals = self.sum_over_ranks(torch.stack([kl.sum(), mask.sum().to(kl)]).float()).cpu()
+                totals = self.ranks.sum(torch.stack([kl.sum(), mask.sum().to(kl)]).float()).cpu()
                 self._record("kl", totals[0] / totals[1].clamp(min=1.0))
         if not (self.normalize_advantages and is_distributed()):
             advantages, std = rloo_advantages(rewards, self.num_generations, self.normalize_advantages)

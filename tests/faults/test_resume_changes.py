@@ -149,7 +149,7 @@ def test_a_changed_grad_clip_reaches_the_step(saved_runs, tmp_path, caplog):
     raw = set_key(resumed_copy(saved_runs, "adamw", tmp_path), "optim.grad_clip", 0.5)
     trainer, warning = resume(raw, caplog)
     assert "optim.grad_clip: 1.0 -> 0.5" in warning
-    assert trainer.train_module.grad_clip == 0.5
+    assert trainer.train_module.updater.grad_clip == 0.5
 
 
 def test_a_changed_seed_reseeds_the_rng_and_says_so(saved_runs, tmp_path, caplog):

@@ -40,7 +40,7 @@ def test_fp16_mixed_learns_like_fp32_with_fp32_weights():
     assert losses[-1] < losses[0] / 4  # it learns the four rows
     # float16 matmuls under a 2^16 loss scale: the fp32 trajectory within rounding, no step skipped
     assert max(abs(a - b) for a, b in zip(losses, fp32_losses)) < 0.02
-    assert module.loss_scaler.skipped_steps == 0 and module.loss_scaler.scaler.get_scale() == 2.0**16
+    assert module.updater.loss_scaler.skipped_steps == 0 and module.updater.loss_scaler.scaler.get_scale() == 2.0**16
 
 
 def test_the_chunked_head_makes_its_gradients_at_the_loss_scale(monkeypatch):
@@ -68,13 +68,13 @@ def test_the_chunked_head_makes_its_gradients_at_the_loss_scale(monkeypatch):
 
 def test_an_overflow_skips_the_step_and_halves_the_scale():
     module = module_for("fp16-mixed")
-    module.loss_scaler = LossScaler(torch.device("cpu"), init_scale=2.0**40)  # loss x 2^40 overflows float16
+    module.updater.loss_scaler = LossScaler(torch.device("cpu"), init_scale=2.0**40)  # loss x 2^40 overflows float16
     before = flat_weights_of(module)
     train(module, 1)
     assert torch.equal(flat_weights_of(module), before)  # no update
     assert not module.optimizer.state  # AdamW's moments and step count never made
-    assert module.loss_scaler.scaler.get_scale() == 2.0**39
-    assert module.loss_scaler.skipped_steps == 1
+    assert module.updater.loss_scaler.scaler.get_scale() == 2.0**39
+    assert module.updater.loss_scaler.skipped_steps == 1
 
 
 def test_fp16_mixed_refuses_float16_weights():
@@ -142,6 +142,6 @@ def test_resume_is_exact_with_the_loss_scale_and_skipped_steps(tmp_path):
     resumed.fit()
     assert resumed.global_step == 10
     assert torch.equal(flat_weights(resumed), flat_weights(reference))
-    scaler = resumed.train_module.loss_scaler
+    scaler = resumed.train_module.updater.loss_scaler
     assert scaler.skipped_steps == 1 and scaler.scaler.get_scale() == 2.0**15
     assert metric_rows(tmp_path / "run")[8]["optim/lr"] == metric_rows(tmp_path / "ref")[8]["optim/lr"]
