@@ -2,7 +2,9 @@
 
 A reward is a built-in name (``honing.rl.builtin_rewards``), one registered with ``register_reward``, or a user
 function by import path ``package.module:function`` (importable from the working directory or ``PYTHONPATH``), or a
-trained reward model's folder ``reward_model:PATH`` (``honing.rl.reward_model``).
+trained reward model's folder ``reward_model:PATH`` (``honing.rl.reward_model``), or a name in a scheme another
+system's layer registers (``SCHEME:NAME``, ``honing.extensions``), whose adapters also wrap a function imported by path
+that is written to their system's signature.
 ``None`` means "not applicable to this completion" (TRL's semantics): it counts as 0 in the weighted sum, and a
 completion no reward applies to gets no advantage. A reward that raises, or returns the wrong number of values,
 stops the run with a message naming the reward and the prompt.
@@ -16,8 +18,9 @@ from typing import Any
 
 import torch
 
+from honing import extensions
 from honing.errors import ConfigError, DataError
-from honing.rl import reward_model, verl
+from honing.rl import reward_model
 from honing.rl.builtin_rewards import BUILTIN_REWARDS, completion_text
 from honing.rl.imports import import_callable
 from honing.rl.math_rewards import math_verify
@@ -39,34 +42,26 @@ def register_reward(name: str) -> Callable[[RewardFn], RewardFn]:
 
 
 def resolve_reward(name: str, *, key: str = "grpo.rewards") -> RewardFn:
-    """The function a reward name stands for: registered, or imported from ``module:function``; ``verl:NAME`` and
-    functions with verl's signature are wrapped to read verl's row columns (``honing.rl.verl``)."""
+    """The function a reward name stands for: registered, a registered scheme's ``SCHEME:NAME``, or imported from
+    ``module:function`` (wrapped by the adapter that recognises its signature, if one does)."""
     if name in REWARDS:
         return REWARDS[name]
     if name.startswith(reward_model.PREFIX):  # a trained reward model's folder, loaded once
         return reward_model.reward_model_reward(name, key)
-    if name.startswith(verl.PREFIX):
-        inner = name.removeprefix(verl.PREFIX)
-        if inner in verl.VERL_SCORES:
-            return verl.verl_reward(verl.VERL_SCORES[inner], inner)
-        if ":" not in inner:
-            raise ConfigError(
-                f"{key}: unknown verl reward {inner!r}; expected one of: {', '.join(sorted(verl.VERL_SCORES))}, or "
-                "'verl:package.module:function'"
-            )
-        return verl.verl_reward(_import_reward(inner, key), inner)
+    scheme, _, rest = name.partition(":")
+    if scheme in extensions.REWARD_SCHEMES:
+        return extensions.load(extensions.REWARD_SCHEMES[scheme])(rest, key)
     if ":" not in name:
         raise ConfigError(
             f"{key}: unknown reward {name!r}; expected a built-in ({', '.join(sorted(REWARDS))}) or an import "
             "path 'package.module:function'"
         )
-    fn = _import_reward(name, key)
-    return verl.verl_reward(fn, name) if verl.is_verl_signature(fn) else fn
-
-
-def _import_reward(name: str, key: str) -> RewardFn:
-    """The callable at ``package.module:function``."""
-    return import_callable(name, key=key, kind="reward")
+    fn = import_callable(name, key=key, kind="reward")
+    for adapt in extensions.reward_adapters():
+        adapted = adapt(fn, name)
+        if adapted is not None:
+            return adapted
+    return fn
 
 
 class RewardScorer:
@@ -136,7 +131,7 @@ def _first_failing_row(
     return 0
 
 
-def _show(value: Any, limit: int = 200) -> str:
+def _show(value: object, limit: int = 200) -> str:
     """A prompt or completion shortened for an error message."""
     if isinstance(value, list):  # a conversation: its last message
         value = value[-1].get("content", "") if value and isinstance(value[-1], dict) else str(value)

@@ -200,3 +200,33 @@ def test_answer_rewards_score_against_the_answer_column():
 def test_letter_a_share_is_the_share_of_the_completion_that_is_the_letter_a():
     completions = ["aaaa", "abab", "xyz", "", [{"role": "assistant", "content": "ba"}]]
     assert REWARDS["letter_a_share"]([None] * 5, completions) == [1.0, 0.5, 0.0, 0.0, 0.5]
+
+
+def _double_scheme(name, key):
+    """A scheme's resolver for the test below: ``double:N`` scores every completion 2 * N."""
+    return lambda prompts, completions, **_: [2.0 * float(name)] * len(completions)
+
+
+def _length_adapter(fn, name):
+    """An adapter for the test below: wraps functions taking ``text`` alone, leaves the others."""
+    if "text" not in fn.__code__.co_varnames[: fn.__code__.co_argcount]:
+        return None
+    return lambda prompts, completions, **_: [fn(text=completion) for completion in completions]
+
+
+def test_registered_schemes_and_adapters_reach_the_reward_registry(monkeypatch):
+    import sys
+    import types
+
+    from honing import extensions
+
+    module = types.ModuleType("extension_rewards")
+    module.double, module.adapt = _double_scheme, _length_adapter
+    module.length = lambda text: float(len(text))
+    module.plain = lambda prompts, completions, **_: [1.0] * len(completions)
+    monkeypatch.setitem(sys.modules, "extension_rewards", module)
+    monkeypatch.setitem(extensions.REWARD_SCHEMES, "double", "extension_rewards:double")
+    monkeypatch.setattr(extensions, "REWARD_ADAPTERS", ["extension_rewards:adapt"])
+    assert resolve_reward("double:3")(prompts=["p"], completions=["c"]) == [6.0]
+    assert resolve_reward("extension_rewards:length")(prompts=["p", "q"], completions=["ab", "c"]) == [2.0, 1.0]
+    assert resolve_reward("extension_rewards:plain") is module.plain  # not the adapter's signature: as imported

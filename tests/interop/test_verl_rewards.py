@@ -1,11 +1,13 @@
-"""verl's reward signature and row columns: ``verl:NAME``, ``verl:module:function`` and functions recognised by
-their parameters."""
+"""verl's reward signature and row columns (``honing.interop.verl_rewards``): ``verl:NAME``, ``verl:module:function``
+and functions recognised by their parameters, resolved by the core's reward registry through the extension points
+``honing.interop`` fills."""
 
 import sys
 import types
 
 import pytest
 
+import honing.interop  # noqa: F401  (registers the verl scheme and adapter)
 from honing.errors import ConfigError, DataError
 from honing.rl import resolve_reward
 

@@ -7,7 +7,9 @@ keys become columns), and ``verl_reward`` turns a ``compute_score`` into honing'
 ``f(prompts, completions, **columns)`` that reads those columns.
 
 Named as ``verl:NAME`` (a verl built-in below) or ``verl:package.module:function``; a function imported by path
-whose parameters include ``solution_str`` and ``ground_truth`` is recognised as verl's without the prefix.
+whose parameters include ``solution_str`` and ``ground_truth`` is recognised as verl's without the prefix. Both reach
+``honing.rl.rewards`` through ``honing.extensions`` (``resolve`` as the ``verl`` scheme, ``adapt`` as an adapter),
+registered by ``honing.interop``.
 """
 
 from __future__ import annotations
@@ -16,19 +18,23 @@ import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from honing.errors import DataError
+from honing.errors import ConfigError, DataError
 from honing.rl.builtin_rewards import completion_text, countdown_reward, gsm8k_answer, gsm8k_ground_truth
+from honing.rl.imports import import_callable
 
-PREFIX = "verl:"
-ComputeScore = Callable[..., Any]
+SCHEME = "verl"
+ComputeScore = Callable[..., float | Mapping[str, float]]
+BatchReward = Callable[..., list[float]]
 
 
-def countdown_score(data_source: Any, solution_str: str, ground_truth: Mapping[str, Any], extra_info: Any = None):
+def countdown_score(
+    data_source: str | None, solution_str: str, ground_truth: Mapping[str, Any], extra_info: object = None
+) -> float:
     """Countdown with verl's ground truth ``{"numbers": [...], "target": N}`` (honing's ``countdown`` rules)."""
     return countdown_reward(solution_str, float(ground_truth["target"]), ground_truth["numbers"])
 
 
-def gsm8k_score(data_source: Any, solution_str: str, ground_truth: Any, extra_info: Any = None) -> float:
+def gsm8k_score(data_source: str | None, solution_str: str, ground_truth: object, extra_info: object = None) -> float:
     """GSM8K with verl's strict ``#### N`` extraction against the ground-truth number."""
     found = gsm8k_answer(solution_str, "strict")
     return 1.0 if found is not None and found == gsm8k_ground_truth(ground_truth) else 0.0
@@ -38,7 +44,7 @@ def gsm8k_score(data_source: Any, solution_str: str, ground_truth: Any, extra_in
 VERL_SCORES: dict[str, ComputeScore] = {"countdown": countdown_score, "gsm8k": gsm8k_score}
 
 
-def is_verl_signature(fn: Callable[..., Any]) -> bool:
+def is_verl_signature(fn: Callable[..., object]) -> bool:
     """True when ``fn`` takes verl's ``solution_str`` and ``ground_truth`` parameters."""
     try:
         parameters = inspect.signature(fn).parameters
@@ -47,17 +53,17 @@ def is_verl_signature(fn: Callable[..., Any]) -> bool:
     return "solution_str" in parameters and "ground_truth" in parameters
 
 
-def verl_reward(compute_score: ComputeScore, name: str) -> Callable[..., list[Any]]:
+def verl_reward(compute_score: ComputeScore, name: str) -> BatchReward:
     """honing's batch reward calling verl's ``compute_score`` per completion with the row's verl columns."""
 
     def reward(
-        prompts: Sequence[Any],
-        completions: Sequence[Any],
-        reward_model: Sequence[Any] | None = None,
-        data_source: Sequence[Any] | None = None,
-        extra_info: Sequence[Any] | None = None,
-        **_: Any,
-    ) -> list[Any]:
+        prompts: Sequence[object],
+        completions: Sequence[object],
+        reward_model: Sequence[object] | None = None,
+        data_source: Sequence[str | None] | None = None,
+        extra_info: Sequence[object] | None = None,
+        **_: object,
+    ) -> list[float]:
         if reward_model is None:
             raise DataError(
                 f"verl reward {name!r} reads the column reward_model.ground_truth (verl's row format: prompt, "
@@ -79,3 +85,21 @@ def verl_reward(compute_score: ComputeScore, name: str) -> Callable[..., list[An
 
     reward.__name__ = f"verl_{name}"
     return reward
+
+
+def resolve(name: str, key: str) -> BatchReward:
+    """The reward ``verl:NAME`` stands for (``name`` is what follows ``verl:``): a verl built-in, or verl's
+    ``compute_score`` at ``package.module:function``."""
+    if name in VERL_SCORES:
+        return verl_reward(VERL_SCORES[name], name)
+    if ":" not in name:
+        raise ConfigError(
+            f"{key}: unknown verl reward {name!r}; expected one of: {', '.join(sorted(VERL_SCORES))}, or "
+            "'verl:package.module:function'"
+        )
+    return verl_reward(import_callable(name, key=key, kind="reward"), name)
+
+
+def adapt(fn: Callable[..., object], name: str) -> BatchReward | None:
+    """``fn`` wrapped to honing's batch reward when it has verl's signature; None when it does not."""
+    return verl_reward(fn, name) if is_verl_signature(fn) else None

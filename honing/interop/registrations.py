@@ -1,0 +1,12 @@
+"""What this layer plugs into the core's extension points (``honing.extensions``), by path: the core calls them by
+a generic name and imports each module only when a run uses it. Imported by ``honing.interop`` itself, so importing
+any module of this layer (the CLI imports ``honing.interop.configs``) registers them."""
+
+from __future__ import annotations
+
+from honing import extensions
+
+# verl's rewards: ``grpo.rewards: [{name: "verl:countdown"}]``, and a user's compute_score(data_source,
+# solution_str, ground_truth, extra_info) imported by path
+extensions.register_reward_scheme("verl", "honing.interop.verl_rewards:resolve")
+extensions.register_reward_adapter("honing.interop.verl_rewards:adapt")
