@@ -12,16 +12,14 @@ A source path is read as, in order:
 
 from __future__ import annotations
 
-import json
 import logging
 import lzma
 import os
 import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
-import fsspec
 import numpy as np
 
 from honing.data.column_mapping import mapped_row
@@ -36,6 +34,7 @@ from honing.data.datasets_reader import (  # noqa: F401  (re-exported: sources n
     datasets_target,
     reads_with_datasets,
 )
+from honing.data.file_rows import BadRowHandler, file_reader
 from honing.data.formats import (
     EXAMPLE_FORMATS,
     Conversation,
@@ -54,9 +53,11 @@ from honing.errors import DataError
 log = logging.getLogger(__name__)
 
 SOURCE_FORMATS = ("auto",) + EXAMPLE_FORMATS
-PARQUET_BATCH_ROWS = 1024
 
-BadRowHandler = Callable[[str, str], None]
+BadRows = Literal["fail", "skip"]
+Item = TypeVar("Item")
+#: a row's items (a KTO pair gives two); a ``RowError`` says why the row is bad
+RowItems = Callable[[Record], Sequence[Item]]
 ImageCheck = Callable[[Conversation], list[str]]  # the reasons a row's images cannot be read
 
 
@@ -88,7 +89,7 @@ def iter_records(
     files = expand_paths(path)
     unsupported = []
     for url in files:
-        reader = _reader(url)
+        reader = file_reader(url)
         if reader is None:
             if len(files) == 1:
                 raise DataError(
@@ -138,23 +139,135 @@ def _named_records(
             _bad_row(on_bad_row, record.origin, error.reason)
 
 
+@dataclass(frozen=True)
+class SourceKind(Generic[Item]):
+    """What one kind of row is read as: its items' name (``data source 0 ('a.jsonl') holds no preference pairs``),
+    what a named data set must give for it, and per source (its fields and index) how a row becomes its items."""
+
+    what: str
+    reads: tuple[Gives, ...]
+    row_items: Callable[[dict[str, Any], int], RowItems[Item]]
+
+
+class SourceFormat:
+    """A source's format: the one its config names, else the one its first readable row announces (a source holds
+    one format, as LLaMA-Factory's and TRL's files do)."""
+
+    def __init__(self, named: str | None, detect: Callable[[Mapping[str, Any]], str]):
+        self.name, self.detect = named, detect
+        self.detected_at: str | None = None  # the origin of the row it was detected from
+
+    def of(self, record: Record) -> str:
+        """The source's format, detected from ``record`` when none is known yet (a ``RowError`` if it names none)."""
+        if self.name is None:
+            self.name, self.detected_at = self.detect(record.row), record.origin
+        return self.name
+
+
+def named_format(fields: Mapping[str, Any], index: int, formats: Sequence[str], what: str) -> str | None:
+    """The format a source's config names, None for ``auto``; a ``DataError`` when the kind reads no such rows."""
+    format = fields["format"]
+    if format == "auto":
+        return None
+    if format not in formats:
+        raise DataError(
+            f"data source {index} ({fields['path']!r}): format {format!r} holds no {what}; expected auto or one of: "
+            f"{', '.join(name for name in formats if name != 'auto')}"
+        )
+    return format
+
+
+def read_items(
+    sources: Sequence[Mapping[str, Any] | object],
+    kind: SourceKind[Item],
+    *,
+    bad_rows: BadRows | None = "fail",
+    fields_of: Callable[[Mapping[str, Any] | object, int], dict[str, Any]] = source_fields,
+) -> tuple[list[list[tuple[Item, str]]], BadRowReport]:
+    """Each source's ``(item, origin)`` pairs once, in file order (from at most ``max_samples`` rows, the first valid
+    ones), and the bad rows skipped; weights are not applied. ``bad_rows`` None: a bad row always fails (GRPO's
+    prompts have no ``data.bad_rows``)."""
+    if bad_rows is not None:
+        _check_policy(bad_rows)
+    report = BadRowReport()
+    found = [
+        list(source_items(fields_of(source, index), index, kind, bad_rows=bad_rows, report=report))
+        for index, source in enumerate(sources)
+    ]
+    return found, report
+
+
+def source_items(
+    fields: dict[str, Any], index: int, kind: SourceKind[Item], *, bad_rows: BadRows | None, report: BadRowReport
+) -> Iterator[tuple[Item, str]]:
+    """One source's ``(item, origin)`` pairs, streamed: the row loop every kind of row is read through. A bad row
+    fails naming its ``file:line`` and the reason, or (``bad_rows: skip``) is counted in ``report``."""
+    path = fields["path"]
+
+    def bad(origin: str, reason: str) -> None:
+        if bad_rows is None:
+            raise DataError(f"{origin}: {reason}") from None
+        if bad_rows == "fail":
+            raise DataError(f"{origin}: {reason}; set data.bad_rows: skip to skip such rows") from None
+        report.add(path, origin, reason)
+
+    row_items = kind.row_items(fields, index)
+    rows = 0
+    for record in source_records(fields, index, kind.reads, on_bad_row=bad):
+        try:
+            items = row_items(record)
+        except RowError as error:
+            bad(record.origin, error.reason)
+            continue
+        for item in items:
+            yield item, record.origin
+        rows += 1
+        if rows == fields["max_samples"]:  # stop reading: max_samples exists to sample a head of a large source
+            return
+    if not rows:
+        skipped = report.per_source.get(path, 0)
+        raise DataError(
+            f"data source {index} ({path!r}) holds no {kind.what}"
+            + (f" ({skipped} bad row(s) skipped: {report.summary()})" if skipped else "")
+        )
+
+
+def example_kind(check_images: ImageCheck | None = None) -> SourceKind[Example]:
+    """Fine-tuning examples: conversations (with images) or texts, in any of ``EXAMPLE_FORMATS``; with
+    ``check_images`` (``honing.data.vision.images.check_images``) a row whose images do not all open is bad."""
+
+    def row_items(fields: dict[str, Any], index: int) -> RowItems[Example]:
+        text_field = fields["text_field"]
+        named = None if fields["format"] == "auto" else fields["format"]
+        format = SourceFormat(named, lambda row: detect_format(row, text_field=text_field))
+
+        def items(record: Record) -> list[Example]:
+            try:
+                example = to_example(record.row, format.of(record), text_field=text_field)
+            except RowError as error:
+                raise RowError(_mismatch(record.row, format, text_field) or error.reason) from None
+            if isinstance(example, Conversation) and example.images():
+                if record.folder is not None:
+                    example = resolve_image_paths(example, record.folder)
+                problems = check_images(example) if check_images else []
+                if problems:  # found now, while the data set is built, not by a loader worker mid-epoch
+                    raise RowError("; ".join(problems))
+            return [example]
+
+        return items
+
+    return SourceKind("examples", ("conversations", "image conversations"), row_items)
+
+
 def read_sources(
     sources: Sequence[Mapping[str, Any] | object],
     *,
-    bad_rows: Literal["fail", "skip"] = "fail",
+    bad_rows: BadRows = "fail",
     check_images: ImageCheck | None = None,
 ) -> tuple[list[list[tuple[Example, str]]], BadRowReport]:
     """Each source's ``(example, origin)`` pairs once, in file order (at most ``max_samples``, the first valid
     ones), and the bad rows skipped; weights are not applied (``load_examples`` and prepared rows apply them)."""
-    _check_policy(bad_rows)
-    report = BadRowReport()
-    found = [
-        list(
-            _source_examples(_fields(source, index), index, bad_rows=bad_rows, report=report, check_images=check_images)
-        )
-        for index, source in enumerate(sources)
-    ]
-    return found, report
+    return read_items(sources, example_kind(check_images), bad_rows=bad_rows, fields_of=_fields)
 
 
 def weighted_picks(counts: Sequence[int], weights: Sequence[float], paths: Sequence[str], *, seed: int) -> list[int]:
@@ -181,7 +294,7 @@ def load_examples(
     sources: Sequence[Mapping[str, Any] | object],
     *,
     seed: int = 0,
-    bad_rows: Literal["fail", "skip"] = "fail",
+    bad_rows: BadRows = "fail",
     check_images: ImageCheck | None = None,
 ) -> ExampleSet:
     """The examples of every source in order, each repeated by its weight like ``load_documents``.
@@ -205,7 +318,7 @@ def iter_examples(
     sources: Sequence[Mapping[str, Any] | object],
     *,
     seed: int = 0,
-    bad_rows: Literal["fail", "skip"] = "fail",
+    bad_rows: BadRows = "fail",
     report: BadRowReport | None = None,
     check_images: ImageCheck | None = None,
 ) -> Iterator[tuple[Example, str]]:
@@ -218,10 +331,8 @@ def iter_examples(
     _check_policy(bad_rows)
     report = report if report is not None else BadRowReport()
     fields = [_fields(source, index) for index, source in enumerate(sources)]
-    streams = [
-        _source_examples(f, index, bad_rows=bad_rows, report=report, check_images=check_images)
-        for index, f in enumerate(fields)
-    ]
+    kind = example_kind(check_images)
+    streams = [source_items(f, index, kind, bad_rows=bad_rows, report=report) for index, f in enumerate(fields)]
     rng = np.random.default_rng(seed)
     active = list(range(len(streams)))
     while active:
@@ -235,62 +346,25 @@ def iter_examples(
     warn_skipped(report)
 
 
-def _source_examples(
-    fields: dict[str, Any], index: int, *, bad_rows: str, report: BadRowReport, check_images: ImageCheck | None = None
-) -> Iterator[tuple[Example, str]]:
-    path, text_field, max_samples = fields["path"], fields["text_field"], fields["max_samples"]
-
-    def bad(origin: str, reason: str) -> None:
-        if bad_rows == "fail":
-            raise DataError(f"{origin}: {reason}; set data.bad_rows: skip to skip such rows")
-        report.add(path, origin, reason)
-
-    format = None if fields["format"] == "auto" else fields["format"]
-    detected_at = None
-    count = 0
-    for record in source_records(fields, index, ("conversations", "image conversations"), on_bad_row=bad):
-        try:
-            if format is None:
-                format, detected_at = detect_format(record.row, text_field=text_field), record.origin
-            example = to_example(record.row, format, text_field=text_field)
-        except RowError as error:
-            bad(record.origin, _mismatch(record.row, format, detected_at, text_field) or error.reason)
-            continue
-        if isinstance(example, Conversation) and example.images():
-            if record.folder is not None:
-                example = resolve_image_paths(example, record.folder)
-            problems = check_images(example) if check_images else []
-            if problems:  # found now, while the data set is built, not by a loader worker mid-epoch
-                bad(record.origin, "; ".join(problems))
-                continue
-        yield example, record.origin
-        count += 1
-        if count == max_samples:  # stop reading: max_samples exists to sample a head of a large source
-            return
-    if not count:
-        skipped = report.per_source.get(path, 0)
-        raise DataError(
-            f"data source {index} ({path!r}) holds no examples"
-            + (f" ({skipped} bad row(s) skipped: {report.summary()})" if skipped else "")
-        )
-
-
-def _mismatch(row: Any, format: str | None, detected_at: str | None, text_field: str) -> str | None:
+def _mismatch(row: Mapping[str, Any], format: SourceFormat, text_field: str) -> str | None:
     """Why an auto-detected source rejects a row that is in another format, if it is."""
-    if detected_at is None:
+    if format.detected_at is None:
         return None
     try:
         other = detect_format(row, text_field=text_field)
     except RowError:
         return None
-    if other == format:
+    if other == format.name:
         return None
     # LLaMA-Factory files mix rows with and without images; format mllm reads both.
     if other == "mllm":
         fix = "set the source's format: mllm, which reads rows without images too"
     else:
         fix = "a source holds one format, so split the files into two sources"
-    return f"row is in format {other!r} but the source's format is {format!r} (detected from {detected_at}); {fix}"
+    return (
+        f"row is in format {other!r} but the source's format is {format.name!r} (detected from {format.detected_at}); "
+        + fix
+    )
 
 
 def _fields(source: Mapping[str, Any] | object, index: int) -> dict[str, Any]:
@@ -331,82 +405,3 @@ def _bad_row(on_bad_row: BadRowHandler | None, origin: str, reason: str) -> None
     if on_bad_row is None:
         raise DataError(f"{origin}: {reason}")
     on_bad_row(origin, reason)
-
-
-# ---- file readers -------------------------------------------------------------------------------------------
-
-
-def _reader(url: str) -> Callable[[str, BadRowHandler], Iterator[Record]] | None:
-    name = url
-    for suffix in COMPRESSION_SUFFIXES:
-        name = name.removesuffix(suffix)
-    if name.endswith(".jsonl"):
-        return _iter_jsonl
-    if name.endswith(".json"):
-        return _iter_json
-    if name.endswith(".parquet") and name == url:
-        return _iter_parquet
-    return None
-
-
-def _iter_jsonl(url: str, bad: BadRowHandler) -> Iterator[Record]:
-    with fsspec.open(url, "rb", compression="infer") as file:
-        for line_number, raw in enumerate(file, start=1):
-            origin = f"{url}:{line_number}"
-            if not raw.strip():
-                continue
-            try:
-                row = json.loads(raw.rstrip(b"\r\n").decode("utf-8-sig" if line_number == 1 else "utf-8"))
-            except UnicodeDecodeError as error:
-                bad(origin, f"not valid UTF-8 ({error.reason} at byte {error.start})")
-                continue
-            except json.JSONDecodeError as error:
-                bad(origin, f"invalid JSON: {error.msg} at column {error.colno}; expected one JSON object per line")
-                continue
-            if not isinstance(row, dict):
-                bad(origin, f"expected a JSON object, got {type(row).__name__}")
-                continue
-            yield Record(row, origin)
-
-
-def _iter_json(url: str, bad: BadRowHandler) -> Iterator[Record]:
-    with fsspec.open(url, "rb", compression="infer") as file:
-        head = file.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n")
-    if not head.startswith(b"["):  # a .json file holding JSON Lines, as many datasets ship them
-        yield from _iter_jsonl(url, bad)
-        return
-    # An array is read whole: a syntax error anywhere makes every row's position unknowable, so it always fails.
-    with fsspec.open(url, "rt", encoding="utf-8-sig", compression="infer") as file:
-        try:
-            rows = json.load(file)
-        except json.JSONDecodeError as error:
-            raise DataError(
-                f"{url}:{error.lineno}: invalid JSON: {error.msg} at column {error.colno}; "
-                "a JSON array is read whole, so fix the file (or write it as JSON Lines)"
-            ) from error
-        except UnicodeDecodeError as error:
-            raise DataError(f"{url}: not valid UTF-8 ({error.reason} at byte {error.start})") from error
-    for index, row in enumerate(rows):
-        if isinstance(row, dict):
-            yield Record(row, f"{url}[{index}]")
-        else:
-            bad(f"{url}[{index}]", f"expected a JSON object, got {type(row).__name__}")
-
-
-def _iter_parquet(url: str, bad: BadRowHandler) -> Iterator[Record]:
-    import pyarrow
-    import pyarrow.parquet
-
-    with fsspec.open(url, "rb") as file:
-        try:
-            batches = pyarrow.parquet.ParquetFile(file).iter_batches(batch_size=PARQUET_BATCH_ROWS)
-        except pyarrow.ArrowException as error:
-            raise DataError(f"{url}: not a readable Parquet file ({error})") from error
-        index = 0
-        for batch in batches:
-            for row in batch.to_pylist():
-                yield Record(row, f"{url}[{index}]")
-                index += 1
-
-
-# ---- datasets (saved to disk, or loaded by name) ------------------------------------------------------------

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import fsspec
 import pytest
 
-from honing.data import row_reader
+from honing.data import file_rows
 from honing.data.formats import Conversation, Message, PlainText
 from honing.data.row_reader import BadRowReport, Record, iter_examples, iter_records, load_examples
 from honing.data.sources import expand_paths
@@ -63,7 +63,7 @@ def test_parquet_streams_in_batches_with_zero_based_index(tmp_path, monkeypatch)
 
     path = tmp_path / "rows.parquet"
     pyarrow.parquet.write_table(pyarrow.Table.from_pylist(ROWS), path, row_group_size=2)
-    monkeypatch.setattr(row_reader, "PARQUET_BATCH_ROWS", 2)  # three batches of 2, 2 and 1 rows
+    monkeypatch.setattr(file_rows, "PARQUET_BATCH_ROWS", 2)  # three batches of 2, 2 and 1 rows
     assert list(iter_records(str(path))) == [Record(row, f"{path}[{i}]") for i, row in enumerate(ROWS)]
 
 

@@ -11,9 +11,9 @@ A row that fits neither, a label that is not a boolean, or an empty completion i
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from honing.data.formats import RowError
 from honing.data.preference.pairs import (
@@ -25,8 +25,7 @@ from honing.data.preference.pairs import (
     detect_preference_format,
     to_pair,
 )
-from honing.data.row_reader import BadRowReport, source_records
-from honing.data.sources import source_fields
+from honing.data.row_reader import BadRowReport, BadRows, RowItems, SourceFormat, SourceKind, named_format, read_items
 from honing.errors import DataError
 
 UNPAIRED = "prompt_completion"
@@ -76,50 +75,19 @@ def to_examples(row: Mapping[str, Any], format: str) -> list[KTOExample]:
     return [KTOExample(_prompt(row["prompt"]), completion, label)]
 
 
+def _example_items(fields: dict[str, Any], index: int) -> RowItems[KTOExample]:
+    """A source's row → its examples, in the source's format (named, or the first row's)."""
+    format = SourceFormat(named_format(fields, index, KTO_FORMATS, "KTO rows"), detect_kto_format)
+    return lambda record: to_examples(record.row, format.of(record))
+
+
+#: KTO's examples, read from unpaired rows or from any preference format
+KTO_EXAMPLES = SourceKind("KTO rows", ("preference pairs",), _example_items)
+
+
 def read_example_sources(
-    sources: Sequence[Mapping[str, Any] | object], *, bad_rows: Literal["fail", "skip"] = "fail"
+    sources: Sequence[Mapping[str, Any] | object], *, bad_rows: BadRows = "fail"
 ) -> tuple[list[list[tuple[KTOExample, str]]], BadRowReport]:
     """Each source's ``(example, origin)`` in file order (a pair's two examples side by side; at most
     ``max_samples`` rows read), and the bad rows skipped; weights are not applied."""
-    if bad_rows not in ("fail", "skip"):
-        raise DataError(f"bad_rows must be 'fail' or 'skip', got {bad_rows!r}")
-    report = BadRowReport()
-    found = [
-        list(_source_examples(source_fields(source, index), index, bad_rows=bad_rows, report=report))
-        for index, source in enumerate(sources)
-    ]
-    return found, report
-
-
-def _source_examples(
-    fields: dict[str, Any], index: int, *, bad_rows: str, report: BadRowReport
-) -> Iterator[tuple[KTOExample, str]]:
-    path = fields["path"]
-    format = None if fields["format"] == "auto" else fields["format"]
-    if format is not None and format not in KTO_FORMATS:
-        raise DataError(
-            f"data source {index} ({path!r}): format {format!r} holds no KTO rows; expected auto or one of: "
-            f"{', '.join(KTO_FORMATS)}"
-        )
-
-    def bad(origin: str, reason: str) -> None:
-        if bad_rows == "fail":
-            raise DataError(f"{origin}: {reason}; set data.bad_rows: skip to skip such rows")
-        report.add(path, origin, reason)
-
-    count = 0
-    for record in source_records(fields, index, ("preference pairs",), on_bad_row=bad):
-        try:
-            if format is None:  # a source holds one format: the first row names it
-                format = detect_kto_format(record.row)
-            examples = to_examples(record.row, format)
-        except RowError as error:
-            bad(record.origin, error.reason)
-            continue
-        for example in examples:
-            yield example, record.origin
-        count += 1
-        if count == fields["max_samples"]:
-            return
-    if not count:
-        raise DataError(f"data source {index} ({path!r}) holds no KTO rows ({report.summary()})")
+    return read_items(sources, KTO_EXAMPLES, bad_rows=bad_rows)

@@ -14,13 +14,13 @@ whose chosen and rejected are the same, is a bad row (``data.bad_rows``), as is 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from math import inf
-from typing import Any, Literal
+from typing import Any
 
 from honing.data.formats import ROLES, SHAREGPT_ROLES, RowError
-from honing.data.row_reader import BadRowReport, source_records
+from honing.data.row_reader import BadRowReport, BadRows, RowItems, SourceFormat, SourceKind, named_format, read_items
 from honing.data.sources import source_fields, weighted_indices
 from honing.errors import DataError
 
@@ -114,24 +114,25 @@ def _from_conversations(chosen: Any, rejected: Any) -> PreferencePair:
     )
 
 
+def _pair_items(fields: dict[str, Any], index: int) -> RowItems[PreferencePair]:
+    """A source's row → its pair, in the source's format (named, or the first row's: as for fine-tuning rows)."""
+    format = SourceFormat(named_format(fields, index, PREFERENCE_FORMATS, "preference pairs"), detect_preference_format)
+    return lambda record: [to_pair(record.row, format.of(record))]
+
+
+#: preference pairs, read from any of ``PREFERENCE_FORMATS``
+PAIRS = SourceKind("preference pairs", ("preference pairs",), _pair_items)
+
+
 def read_pair_sources(
-    sources: Sequence[Mapping[str, Any] | object], *, bad_rows: Literal["fail", "skip"] = "fail"
+    sources: Sequence[Mapping[str, Any] | object], *, bad_rows: BadRows = "fail"
 ) -> tuple[list[list[tuple[PreferencePair, str]]], BadRowReport]:
     """Each source's ``(pair, origin)`` once, in file order (at most ``max_samples``), and the bad rows skipped;
     weights are not applied (``load_pairs`` and prepared rows apply them)."""
-    if bad_rows not in ("fail", "skip"):
-        raise DataError(f"bad_rows must be 'fail' or 'skip', got {bad_rows!r}")
-    report = BadRowReport()
-    found = [
-        list(_source_pairs(source_fields(source, index), index, bad_rows=bad_rows, report=report))
-        for index, source in enumerate(sources)
-    ]
-    return found, report
+    return read_items(sources, PAIRS, bad_rows=bad_rows)
 
 
-def load_pairs(
-    sources: Sequence[Mapping[str, Any] | object], *, seed: int = 0, bad_rows: Literal["fail", "skip"] = "fail"
-) -> PairSet:
+def load_pairs(sources: Sequence[Mapping[str, Any] | object], *, seed: int = 0, bad_rows: BadRows = "fail") -> PairSet:
     """The pairs of every source in order, each repeated by its weight as ``load_examples`` does; a bad row fails
     with its file:line, or (``bad_rows: skip``) is counted and reported."""
     found, report = read_pair_sources(sources, bad_rows=bad_rows)
@@ -142,39 +143,6 @@ def load_pairs(
         pairs.extend(items[i][0] for i in picks)
         origins.extend(items[i][1] for i in picks)
     return PairSet(pairs, origins, report)
-
-
-def _source_pairs(
-    fields: dict[str, Any], index: int, *, bad_rows: str, report: BadRowReport
-) -> Iterator[tuple[PreferencePair, str]]:
-    path = fields["path"]
-    format = None if fields["format"] == "auto" else fields["format"]
-    if format is not None and format not in PREFERENCE_FORMATS:
-        raise DataError(
-            f"data source {index} ({path!r}): format {format!r} holds no preference pairs; expected auto or one "
-            f"of: {', '.join(PREFERENCE_FORMATS)}"
-        )
-
-    def bad(origin: str, reason: str) -> None:
-        if bad_rows == "fail":
-            raise DataError(f"{origin}: {reason}; set data.bad_rows: skip to skip such rows")
-        report.add(path, origin, reason)
-
-    count = 0
-    for record in source_records(fields, index, ("preference pairs",), on_bad_row=bad):
-        try:
-            if format is None:  # a source holds one format: the first row names it, as for fine-tuning rows
-                format = detect_preference_format(record.row)
-            pair = to_pair(record.row, format)
-        except RowError as error:
-            bad(record.origin, error.reason)
-            continue
-        yield pair, record.origin
-        count += 1
-        if count == fields["max_samples"]:
-            return
-    if not count:
-        raise DataError(f"data source {index} ({path!r}) holds no preference pairs ({report.summary()})")
 
 
 # ---- row readers --------------------------------------------------------------------------------------------

@@ -33,11 +33,9 @@ from honing.data.preference.vision_batches import (
     fit_vision_pair,
     tokenize_vision_pair,
 )
-from honing.data.row_reader import BadRowReport, source_records
-from honing.data.sources import source_fields
+from honing.data.row_reader import BadRowReport, BadRows, RowItems, SourceKind, named_format, read_items
 from honing.data.vision.images import load_image
 from honing.data.vision.vision_rows import image_stamps
-from honing.errors import DataError
 
 #: the keys a row's prompt may be under, per source format, in the order they are looked for
 PROMPT_KEYS = {"auto": ("prompt", "question", "messages"), "preference_prompt": ("prompt", "question")}
@@ -101,38 +99,21 @@ def _image_slots(prompt: Any) -> Any:
     return out
 
 
+def _pair_items(fields: dict[str, Any], index: int) -> RowItems[VisionPair]:
+    """A source's row → its pair, its prompt under the keys the source's format names (``PROMPT_KEYS``)."""
+    format = named_format(fields, index, PROMPT_KEYS, "image pairs") or "auto"
+    return lambda record: [vision_pair(record.row, record.folder, format)]
+
+
+#: DPO's pairs whose prompt holds images
+VISION_PAIRS = SourceKind("preference pairs", ("preference pairs",), _pair_items)
+
+
 def read_vision_pair_sources(
-    sources: Sequence[Mapping[str, Any] | object], *, bad_rows: str = "fail"
+    sources: Sequence[Mapping[str, Any] | object], *, bad_rows: BadRows = "fail"
 ) -> tuple[list[list[tuple[VisionPair, str]]], BadRowReport]:
     """Each source's ``(pair, origin)`` in file order (at most ``max_samples``), and the bad rows skipped."""
-    report = BadRowReport()
-    out: list[list[tuple[VisionPair, str]]] = []
-    for index, source in enumerate(sources):
-        fields = source_fields(source, index)
-        if fields["format"] not in PROMPT_KEYS:
-            raise DataError(
-                f"data source {index} ({fields['path']!r}): format {fields['format']!r} holds no image pairs; "
-                f"expected one of: {', '.join(PROMPT_KEYS)}"
-            )
-
-        def bad(origin: str, reason: str, path: str = fields["path"]) -> None:
-            if bad_rows == "fail":
-                raise DataError(f"{origin}: {reason}; set data.bad_rows: skip to skip such rows")
-            report.add(path, origin, reason)
-
-        found: list[tuple[VisionPair, str]] = []
-        for record in source_records(fields, index, ("preference pairs",), on_bad_row=bad):
-            try:
-                found.append((vision_pair(record.row, record.folder, fields["format"]), record.origin))
-            except RowError as error:
-                bad(record.origin, error.reason)
-                continue
-            if len(found) == fields["max_samples"]:
-                break
-        if not found:
-            raise DataError(f"data source {index} ({fields['path']!r}) holds no preference pairs")
-        out.append(found)
-    return out, report
+    return read_items(sources, VISION_PAIRS, bad_rows=bad_rows)
 
 
 class VisionPreferenceRows(PreferenceRows):

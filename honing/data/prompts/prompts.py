@@ -17,7 +17,7 @@ import torch
 from honing.data.collate import Collator, padded_rows
 from honing.data.formats import RowError, _messages
 from honing.data.named.registry import suggested_datasets
-from honing.data.row_reader import source_records
+from honing.data.row_reader import RowItems, SourceKind, named_format, read_items
 from honing.data.sources import source_fields, weighted_indices
 from honing.errors import DataError
 
@@ -92,31 +92,20 @@ def _plain_messages(value: Any, key: str) -> list[dict[str, str]]:
     return [message.to_hf() for message in messages]
 
 
+def _prompt_items(fields: dict[str, Any], index: int) -> RowItems[Prompt]:
+    """A source's row → its prompt, in the source's format or (``auto``) the format the row's own keys announce."""
+    format = named_format(fields, index, PROMPT_FORMATS, "prompts")
+    return lambda record: [to_prompt(record.row, format or detect_prompt_format(record.row))]
+
+
+#: GRPO's text prompts, from prompt rows or conversations
+PROMPTS = SourceKind("prompts", ("prompts", "conversations"), _prompt_items)
+
+
 def read_prompt_sources(sources: Sequence[Mapping[str, Any] | object]) -> list[list[tuple[Prompt, str]]]:
     """Each source's ``(prompt, origin)`` once, in file order (at most ``max_samples``); a bad row fails with its
     ``file:line``. Weights are not applied (``load_prompts`` and prepared rows apply them)."""
-    out: list[list[tuple[Prompt, str]]] = []
-    for index, source in enumerate(sources):
-        fields = source_fields(source, index)
-        format = fields["format"]
-        if format not in PROMPT_FORMATS:
-            raise DataError(
-                f"data source {index} ({fields['path']!r}): format {format!r} holds no prompts; expected one of: "
-                f"{', '.join(PROMPT_FORMATS)}"
-            )
-        found: list[tuple[Prompt, str]] = []
-        for record in source_records(fields, index, ("prompts", "conversations")):
-            try:
-                row_format = detect_prompt_format(record.row) if format == "auto" else format
-                found.append((to_prompt(record.row, row_format), record.origin))
-            except RowError as error:
-                raise DataError(f"{record.origin}: {error.reason}") from None
-            if len(found) == fields["max_samples"]:
-                break
-        if not found:
-            raise DataError(f"data source {index} ({fields['path']!r}) holds no prompts")
-        out.append(found)
-    return out
+    return read_items(sources, PROMPTS, bad_rows=None)[0]
 
 
 def load_prompts(sources: Sequence[Mapping[str, Any] | object], *, seed: int = 0) -> list[tuple[Prompt, str]]:

@@ -37,8 +37,7 @@ from honing.data.formats import (
 )
 from honing.data.prompts.prompt_rows import PromptRows, check_json_columns
 from honing.data.prompts.prompts import PROMPT_FORMATS, Prompt, PromptCollator, PromptDataset, detect_prompt_format
-from honing.data.row_reader import BadRowReport, source_records
-from honing.data.sources import source_fields
+from honing.data.row_reader import BadRowReport, RowItems, SourceKind, named_format, read_items
 from honing.data.vision.images import load_image
 from honing.data.vision.processing import process
 from honing.data.vision.vision_rows import image_stamps
@@ -124,30 +123,25 @@ def _placed(messages: list[Message], images: list[ContentItem], key: str) -> lis
     return placed
 
 
-def read_vision_prompt_sources(sources: Sequence[Mapping[str, Any] | object]) -> list[list[tuple[Any, str]]]:
+#: a prompt conversation (its images resolved) and the row's other columns, for the rewards
+PromptParts = tuple[Conversation, dict[str, Any]]
+
+
+def _prompt_items(fields: dict[str, Any], index: int) -> RowItems[PromptParts]:
+    """A source's row → its prompt and columns; ``mllm`` (LLaMA-Factory's image rows) reads as ``auto``."""
+    named = {**fields, "format": "auto"} if fields["format"] == "mllm" else fields
+    format = named_format(named, index, PROMPT_FORMATS, "prompts") or "auto"
+    return lambda record: [vision_prompt(record.row, format, record.folder)]
+
+
+#: GRPO's prompts whose messages may hold images
+VISION_PROMPTS = SourceKind("prompts", ("prompts", "conversations", "image conversations"), _prompt_items)
+
+
+def read_vision_prompt_sources(sources: Sequence[Mapping[str, Any] | object]) -> list[list[tuple[PromptParts, str]]]:
     """Each source's ``((conversation, columns), origin)`` in file order (at most ``max_samples``); a bad row fails
     with its ``file:line``."""
-    out: list[list[tuple[Any, str]]] = []
-    for index, source in enumerate(sources):
-        fields = source_fields(source, index)
-        format = "auto" if fields["format"] == "mllm" else fields["format"]
-        if format not in PROMPT_FORMATS:
-            raise DataError(
-                f"data source {index} ({fields['path']!r}): format {format!r} holds no prompts; expected one of: "
-                f"{', '.join(PROMPT_FORMATS)}"
-            )
-        found: list[tuple[Any, str]] = []
-        for record in source_records(fields, index, ("prompts", "conversations", "image conversations")):
-            try:
-                found.append((vision_prompt(record.row, format, record.folder), record.origin))
-            except RowError as error:
-                raise DataError(f"{record.origin}: {error.reason}") from None
-            if len(found) == fields["max_samples"]:
-                break
-        if not found:
-            raise DataError(f"data source {index} ({fields['path']!r}) holds no prompts")
-        out.append(found)
-    return out
+    return read_items(sources, VISION_PROMPTS, bad_rows=None)[0]
 
 
 class VisionPromptRows(PromptRows):
