@@ -10,3 +10,7 @@ from honing import extensions
 # solution_str, ground_truth, extra_info) imported by path
 extensions.register_reward_scheme("verl", "honing.interop.verl_rewards:resolve")
 extensions.register_reward_adapter("honing.interop.verl_rewards:adapt")
+
+# olmOCR's data layouts (a folder of PDF + front-matter markdown pages; OpenAI batch responses), shaped by data.olmocr
+for source_format in ("olmocr_pages", "olmocr_batch"):
+    extensions.register_source_format(source_format, "honing.interop.olmocr_rows:OLMOCR_SOURCES")

@@ -19,9 +19,9 @@ from honing.data.row_reader import BadRowReport
 from honing.data.vision.batches import VLCollator
 from honing.data.vision.image_transforms import transform_image
 from honing.data.vision.images import load_image
-from honing.data.vision.olmocr_rows import OLMOCR_FORMATS, flip_reply_tokens, read_vision_sources
 from honing.data.vision.packing import PackedVLCollator, VLPackedDataset
 from honing.data.vision.processing import VLDataset, VLExample, image_token_ids, tokenize_vl_conversations
+from honing.data.vision.source_formats import read_vision_sources, registered_readers
 from honing.errors import ConfigError, DataError
 from honing.losses import IGNORE_INDEX
 
@@ -113,7 +113,8 @@ class VisionRows(TemplatedRows):
         self.processor, self.family, self.rope_positions = processor, family, rope_positions
         self.cut = data.seq_len
         self._read: tuple[str, Any] | None = None
-        check_olmocr_sources(data)
+        for reader in registered_readers():  # a registered format's options, given with none of its sources
+            reader.check(data)
 
     @property
     def group_by_length(self) -> bool:
@@ -149,8 +150,8 @@ class VisionRows(TemplatedRows):
             "bad_rows": self.data.bad_rows,
             "processor": content_hash([self.processor.to_json_string()]),
             "pdf_longest_side": self.data.pdf_longest_side,
-            # only when set, so the rows of runs without it keep their cache keys
-            **({"olmocr": self.data.olmocr.model_dump()} if self.data.olmocr is not None else {}),
+            # a registered format's options, only when set, so the rows of runs without them keep their cache keys
+            **{key: value for reader in registered_readers() for key, value in reader.settings(self.data).items()},
             **({"image_transforms": self.data.image_transforms.model_dump()} if self.data.image_transforms else {}),
         }
 
@@ -162,7 +163,7 @@ class VisionRows(TemplatedRows):
         """The sources' examples (read once per set of sources: the cache key reads them for their images)."""
         key = json.dumps(fields, sort_keys=True)
         if self._read is None or self._read[0] != key:
-            self._read = (key, read_vision_sources(fields, self.data))  # olmOCR's layouts read with data.olmocr
+            self._read = (key, read_vision_sources(fields, self.data))  # registered formats through their readers
         return self._read[1]
 
     def build(self, items: list[Any]) -> list[dict[str, Any] | DataError]:
@@ -189,8 +190,8 @@ class VisionRows(TemplatedRows):
         for entry in loaded:
             item = entry if isinstance(entry, DataError) else next(results)
             rows.append(item if isinstance(item, DataError) else vl_row(item, entry[1], image_ids, cut))
-        if self.data.olmocr is not None and self.data.olmocr.token_flip_rate:
-            rows = flip_reply_tokens(rows, self.data.olmocr.token_flip_rate, self.tokenizer)
+        for reader in registered_readers():
+            rows = reader.transform_rows(rows, self.data, self.tokenizer)
         return rows
 
     def fit(self, table: Any, indices: Sequence[int], split: str) -> tuple[list[VLExample], DataReport]:
@@ -239,15 +240,3 @@ class VisionRows(TemplatedRows):
         report.rows, report.row_length = len(fitted), max(report.lengths)
         image_token_id = self.tokenizer.convert_tokens_to_ids(family.image_token) if family.image_only_batches else None
         return dataset, VLCollator(self.processor, pad_id, family.model_input_keys, image_token_id=image_token_id)
-
-
-def check_olmocr_sources(data: Any) -> None:
-    """``data.olmocr`` shapes the rows of olmOCR's sources only: given with none of them, it would change nothing."""
-    if data.olmocr is None:
-        return
-    splits = [split for split in (data.train, data.validation) if split is not None]
-    if not any(source.format in OLMOCR_FORMATS for split in splits for source in split.sources):
-        raise ConfigError(
-            f"data.olmocr: read by sources of format {' / '.join(OLMOCR_FORMATS)}, and no source has one; set "
-            "their format or remove data.olmocr"
-        )

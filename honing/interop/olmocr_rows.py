@@ -1,5 +1,6 @@
 """olmOCR's data read as image + prompt → reply conversations for VL-SFT, its pipeline steps as the options of
-``data.olmocr`` (``honing.config.olmocr_schema``). Two layouts, one per olmOCR generation:
+``data.olmocr`` (``honing.config.olmocr_schema``); ``OLMOCR_SOURCES`` is the reader ``honing.interop`` registers for
+both formats (``honing.data.vision.source_formats``). Two layouts, one per olmOCR generation:
 
 - ``format: olmocr_pages`` (olmOCR's current trainer): a folder, searched below, of one-page PDFs each beside a
   markdown file of the same name whose YAML front matter holds the page's fields (``primary_language``,
@@ -21,44 +22,73 @@ import logging
 import os
 import random
 import zlib
-from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 from honing import storage
 from honing.config.olmocr_schema import OlmocrSection
+from honing.config.schema import DataSection
 from honing.data.formats import ContentItem, Conversation, Message, RowError
 from honing.data.report import BadRowReport
-from honing.data.row_reader import iter_records, read_sources
+from honing.data.row_reader import iter_records
 from honing.data.sources import source_fields
 from honing.data.vision.images import ImageError, load_image
-from honing.data.vision.olmocr_anchor import anchor_text
-from honing.data.vision.olmocr_pages import PageReply, parse_page
-from honing.data.vision.olmocr_prompts import instruction
-from honing.data.vision.olmocr_text import broken_rule, latex_bold_italic, latex_brackets, transform_tables
-from honing.errors import DataError
+from honing.data.vision.source_formats import Found, Row
+from honing.errors import ConfigError, DataError
+from honing.interop.olmocr_anchor import anchor_text
+from honing.interop.olmocr_pages import PageReply, parse_page
+from honing.interop.olmocr_prompts import instruction
+from honing.interop.olmocr_text import broken_rule, latex_bold_italic, latex_brackets, transform_tables
 from honing.losses import IGNORE_INDEX
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 log = logging.getLogger(__name__)
 
 OLMOCR_FORMATS = ("olmocr_pages", "olmocr_batch")
-Found = list[tuple[Conversation, str]]
+#: one page's conversation, built when called (None: a pipeline step left the page out)
+PageBuild = Callable[[], "Conversation | None"]
 
 
-def read_vision_sources(fields: Sequence[Mapping[str, Any]], data: Any) -> tuple[list[Found], BadRowReport]:
-    """Each source's ``(conversation, origin)`` pairs in file order and the bad rows skipped: olmOCR's sources
-    through ``data.olmocr``, the others as every fine-tuning source is read."""
-    options = data.olmocr or OlmocrSection()
-    others = [index for index, source in enumerate(fields) if source.get("format") not in OLMOCR_FORMATS]
-    found_others, report = read_sources([fields[index] for index in others], bad_rows=data.bad_rows)
-    by_index = dict(zip(others, found_others))
-    found = []
-    for index, source in enumerate(fields):
-        if index in by_index:
-            found.append(by_index[index])
-        else:
-            reader = OlmocrReader(options, pdf_longest_side=data.pdf_longest_side, bad_rows=data.bad_rows)
-            found.append(reader.read(source, index, report))
-    return found, report
+class OlmocrSources:
+    """The reader of olmOCR's source formats, shaped by ``data.olmocr`` (a ``SourceFormatReader``)."""
+
+    formats = OLMOCR_FORMATS
+
+    def read(self, source: Mapping[str, Any], index: int, data: DataSection, report: BadRowReport) -> Found:
+        """One olmOCR source's conversations, through ``data.olmocr`` (its defaults when not given)."""
+        options = data.olmocr or OlmocrSection()
+        reader = OlmocrReader(options, pdf_longest_side=data.pdf_longest_side, bad_rows=data.bad_rows)
+        return reader.read(source, index, report)
+
+    def check(self, data: DataSection) -> None:
+        """``data.olmocr`` shapes the rows of olmOCR's sources only: given with none of them, it would change
+        nothing, so it is refused."""
+        if data.olmocr is None:
+            return
+        splits = [split for split in (data.train, data.validation) if split is not None]
+        if not any(source.format in OLMOCR_FORMATS for split in splits for source in split.sources):
+            raise ConfigError(
+                f"data.olmocr: read by sources of format {' / '.join(OLMOCR_FORMATS)}, and no source has one; set "
+                "their format or remove data.olmocr"
+            )
+
+    def settings(self, data: DataSection) -> dict[str, object]:
+        """``data.olmocr`` as the rows' cache key holds it; only when set, so other runs keep their keys."""
+        return {"olmocr": data.olmocr.model_dump()} if data.olmocr is not None else {}
+
+    def transform_rows(
+        self, rows: list[Row | Exception], data: DataSection, tokenizer: PreTrainedTokenizerBase
+    ) -> list[Row | Exception]:
+        """The replies' tokens flipped at ``data.olmocr.token_flip_rate`` (``flip_reply_tokens``)."""
+        if data.olmocr is None or not data.olmocr.token_flip_rate:
+            return rows
+        return flip_reply_tokens(rows, data.olmocr.token_flip_rate, tokenizer)
+
+
+#: the instance ``honing.interop.registrations`` registers for ``OLMOCR_FORMATS``
+OLMOCR_SOURCES = OlmocrSources()
 
 
 class OlmocrReader:
@@ -103,7 +133,7 @@ class OlmocrReader:
         return found
 
     # --- the two layouts -------------------------------------------------------------------------------------
-    def page_rows(self, folder: str) -> Iterator[tuple[str, Any]]:
+    def page_rows(self, folder: str) -> Iterator[tuple[str, PageBuild]]:
         """``(origin, build)`` per markdown file below ``folder``, sorted (olmOCR's ``root_dir``)."""
         if storage.is_url(folder) or not os.path.isdir(folder):
             raise DataError(f"{folder!r}: format olmocr_pages reads a local folder of .pdf and .md files")
@@ -136,7 +166,7 @@ class OlmocrReader:
         reply = page.json() if self.options.reply == "json" else page.front_matter()
         return self.conversation(page_item, image, reply)
 
-    def batch_rows(self, path: str) -> Iterator[tuple[str, Any]]:
+    def batch_rows(self, path: str) -> Iterator[tuple[str, PageBuild]]:
         """``(origin, build)`` per OpenAI batch response under ``path``; an unreadable line is a bad row."""
         bad: list[tuple[str, str]] = []
         for record in iter_records(path, on_bad_row=lambda origin, reason: bad.append((origin, reason))):
@@ -228,7 +258,7 @@ class OlmocrReader:
         self.left_out[reason] = self.left_out.get(reason, 0) + 1
 
 
-def page_of(custom_id: Any, folder: str | None) -> tuple[str, int]:
+def page_of(custom_id: object, folder: str | None) -> tuple[str, int]:
     """The PDF and 1-based page a batch request's ``custom_id`` (``PDF-PAGE``) names."""
     if not isinstance(custom_id, str) or "-" not in custom_id:
         raise RowError(f"custom_id is {custom_id!r}, expected 'PDF-PAGE' such as 's3://bucket/doc.pdf-3'")
@@ -247,7 +277,7 @@ def page_file(pdf: str) -> str:
     return pdf
 
 
-def request_items(row: Any) -> tuple[ContentItem, ContentItem] | None:
+def request_items(row: object) -> tuple[ContentItem, ContentItem] | None:
     """The text and the image (a data URL) of a batch request's user message, or None when it lacks one."""
     if not isinstance(row, dict) or not isinstance(row.get("custom_id"), str):
         return None
@@ -270,7 +300,9 @@ def raise_row_error(reason: str) -> None:
     raise RowError(reason)
 
 
-def flip_reply_tokens(rows: list[Any], rate: float, tokenizer: Any) -> list[Any]:
+def flip_reply_tokens(
+    rows: list[Row | Exception], rate: float, tokenizer: PreTrainedTokenizerBase
+) -> list[Row | Exception]:
     """olmOCR's ``RandomTokenFlipper``: each reply token (a label in the loss) is, at ``rate``, replaced in the
     input by a random plain token and left out of the loss, so the model learns to read past a wrong token.
     Drawn once per row from its text; rows that are errors pass through."""

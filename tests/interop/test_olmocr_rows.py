@@ -1,4 +1,5 @@
-"""olmOCR's data read as VL-SFT conversations (``honing.data.vision.olmocr_rows``): both layouts, each pipeline
+"""olmOCR's data read as VL-SFT conversations (``honing.interop.olmocr_rows``, registered for the core's vision
+source formats): both layouts, each pipeline
 option, the anchor text from the PDF's text layer, and bad rows that name their file (and line)."""
 
 from __future__ import annotations
@@ -11,11 +12,12 @@ import pytest
 from PIL import Image
 
 from honing.config.schema import DataSection
-from honing.data.vision.olmocr_anchor import PageElement, anchor_text, linearize
-from honing.data.vision.olmocr_pages import parse_page
-from honing.data.vision.olmocr_rows import flip_reply_tokens, read_vision_sources
-from honing.data.vision.olmocr_text import broken_rule, latex_bold_italic, latex_brackets, transform_tables
+from honing.data.vision.source_formats import read_vision_sources
 from honing.errors import DataError
+from honing.interop.olmocr_anchor import PageElement, anchor_text, linearize
+from honing.interop.olmocr_pages import parse_page
+from honing.interop.olmocr_rows import flip_reply_tokens
+from honing.interop.olmocr_text import broken_rule, latex_bold_italic, latex_brackets, transform_tables
 from tests.interop.configs.olmocr_data import FRONT_MATTER, batch_folder, batch_response, pages_folder, text_pdf
 
 
