@@ -126,6 +126,9 @@ def run_honing(settings: dict[str, Any], device: Any, clock: StepClock, losses: 
 
     defaults = ParallelSection()
     precision = switches.pop("precision", settings["precision"])
+    # fp8 on one GPU: honing resolves fsdp to none there, so its weights are not gathered in float8 (fp8_all_gather
+    # False, the default variant); several GPUs gather them in float8 with one scale pass after each step
+    float8_all_gather = switches.pop("fp8_all_gather", False)
     chunked_loss = switches.pop("chunked_loss", ModelSection.model_fields["chunked_loss"].default)
     if not switches.pop("liger", True):  # the compiled-chunks path a machine without liger-kernel takes
         honing.chunked_ce.liger_available = lambda device: False
@@ -144,9 +147,6 @@ def run_honing(settings: dict[str, Any], device: Any, clock: StepClock, losses: 
     )
     options.update(switches)
     model, data = build(settings, device)
-    # fp8 on one GPU: honing resolves fsdp to none there, so its weights are not gathered in float8 (fp8_all_gather
-    # False, the default variant); several GPUs gather them in float8 with one scale pass after each step
-    float8_all_gather = switches.pop("fp8_all_gather", False)
     if precision == FP8:
         check_fp8_device(device) if device.type == "cuda" else None  # the CPU smoke run takes the CPU stand-in
         convert_linears_to_float8(model, fsdp_float8_all_gather=float8_all_gather)
