@@ -16,7 +16,7 @@ from honing.models.param_names import named_parameters  # noqa: E402
 from honing.models.tiny_vl import TINY_FAMILIES, build_tiny_processor, tiny_vl_config  # noqa: E402
 from honing.models.vl_families import (  # noqa: E402
     FAMILIES,
-    OLMOCR_LORA_TARGETS,
+    LANGUAGE_MODEL_LORA_TARGETS,
     concat_image_inputs,
     family_for,
     lora_targets,
@@ -221,7 +221,7 @@ def test_lora_targets_only_the_language_models_linear_layers(model_type, assets)
         for name, module in model.named_modules()
         if isinstance(module, torch.nn.Linear)
         and module_part(family, name) == "language"
-        and name.rsplit(".", 1)[-1] in OLMOCR_LORA_TARGETS
+        and name.rsplit(".", 1)[-1] in LANGUAGE_MODEL_LORA_TARGETS
     }
     peft_model = apply_lora(model, rank=2, target_modules=lora_targets(family))
     adapted = {

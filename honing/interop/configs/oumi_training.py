@@ -72,7 +72,7 @@ def translate_training(t: Translation, training: Keys, *, method: str, verl: boo
             t.refuse("training.reward_functions", f"used by GRPO trainers only, not {method!r}")
         else:
             names = [rewards] if isinstance(rewards, str) else rewards if isinstance(rewards, list) else [rewards]
-            # verl's reward signature (data_source, solution_str, ground_truth, extra_info): honing.rl.verl
+            # verl's reward signature (data_source, solution_str, ground_truth, extra_info): honing.interop.verl_rewards
             t.set("grpo.rewards", [{"name": f"verl:{name}" if verl else name} for name in names])
     if verl:
         translate_verl_overrides(t, t.section(training.take("verl_config_overrides"), "training.verl_config_overrides"))
