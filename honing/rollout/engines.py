@@ -8,17 +8,34 @@ honing.
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import inspect
 import logging
 import os
 import sys
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
 
 log = logging.getLogger("honing-rollout")
 
 
-def build_engine(args: Any) -> Any:
+@dataclass(frozen=True)
+class Sampling:
+    """How every completion of a request is drawn: greedy at temperature 0, else after top-k (0: none) and top-p
+    filtering; at most ``max_tokens``, ending at the first of ``stop_token_ids`` (kept)."""
+
+    temperature: float
+    top_p: float
+    top_k: int
+    max_tokens: int
+    stop_token_ids: tuple[int, ...]
+
+
+def build_engine(args: argparse.Namespace) -> Engine:
     """The engine ``--engine`` names; ``auto``: vLLM where it imports and CUDA is there, else transformers."""
     choice = args.engine
     if choice == "auto":
@@ -44,7 +61,7 @@ def vllm_can_run() -> bool:
     return torch.cuda.is_available()
 
 
-def read_tensors(blob: bytes) -> dict[str, Any]:
+def read_tensors(blob: bytes) -> dict[str, torch.Tensor]:
     """The named tensors of a safetensors file held in memory (on the CPU)."""
     from safetensors.torch import load
 
@@ -73,29 +90,14 @@ class TransformersEngine:
             "cache" if "cache" in inspect.signature(self.model.forward).parameters else "past_key_values"
         )
 
-    def generate(
-        self,
-        prompts: list[list[int]],
-        seeds: list[int],
-        *,
-        temperature: float,
-        top_p: float,
-        top_k: int,
-        max_tokens: int,
-        stop_token_ids: list[int],
-    ) -> list[list[int]]:
+    def generate(self, prompts: list[list[int]], seeds: list[int], sampling: Sampling) -> list[list[int]]:
         """One completion per prompt (see the class)."""
         import torch
 
         with torch.no_grad():
-            return [
-                self.complete(prompt, seed, temperature, top_p, top_k, max_tokens, set(stop_token_ids))
-                for prompt, seed in zip(prompts, seeds)
-            ]
+            return [self.complete(prompt, seed, sampling) for prompt, seed in zip(prompts, seeds)]
 
-    def complete(
-        self, prompt: list[int], seed: int, temperature: float, top_p: float, top_k: int, max_tokens: int, stops: set
-    ) -> list[int]:
+    def complete(self, prompt: list[int], seed: int, sampling: Sampling) -> list[int]:
         """One prompt's completion over the model's KV cache. transformers' ``generate`` is not used: it would add
         the model's own end-of-sequence token to the stop tokens."""
         import torch
@@ -103,10 +105,11 @@ class TransformersEngine:
         generator = torch.Generator(device=self.device).manual_seed(seed)
         out = self.model(input_ids=torch.tensor([prompt], device=self.device), use_cache=True)
         tokens: list[int] = []
+        stops = set(sampling.stop_token_ids)
         while True:
-            token = pick_token(out.logits[0, -1].float(), generator, temperature, top_p, top_k)
+            token = pick_token(out.logits[0, -1].float(), generator, sampling)
             tokens.append(token)
-            if token in stops or len(tokens) == max_tokens:
+            if token in stops or len(tokens) == sampling.max_tokens:
                 return tokens
             step = torch.tensor([[token]], device=self.device)
             cache = getattr(out, self.cache_argument)  # the output names its cache as the forward's argument does
@@ -141,10 +144,11 @@ class TransformersEngine:
         """No cache outlives a request."""
 
 
-def pick_token(logits: Any, generator: Any, temperature: float, top_p: float, top_k: int) -> int:
+def pick_token(logits: torch.Tensor, generator: torch.Generator, sampling: Sampling) -> int:
     """The next token from one row's logits: greedy at temperature 0, else drawn after top-k, then top-p filtering."""
     import torch
 
+    temperature, top_p, top_k = sampling.temperature, sampling.top_p, sampling.top_k
     if temperature == 0:
         return int(logits.argmax())
     logits = logits / temperature
@@ -214,17 +218,7 @@ class VLLMEngine:
         dtype_value = getattr(model_config, "dtype", None)
         self.dtype = str(dtype_value).removeprefix("torch.") if dtype_value is not None else None
 
-    def generate(
-        self,
-        prompts: list[list[int]],
-        seeds: list[int],
-        *,
-        temperature: float,
-        top_p: float,
-        top_k: int,
-        max_tokens: int,
-        stop_token_ids: list[int],
-    ) -> list[list[int]]:
+    def generate(self, prompts: list[list[int]], seeds: list[int], sampling: Sampling) -> list[list[int]]:
         """One completion per prompt (see the class)."""
         from vllm import SamplingParams
 
@@ -232,11 +226,11 @@ class VLLMEngine:
             SamplingParams(
                 n=1,
                 seed=seed,
-                temperature=temperature,
-                top_p=top_p,
-                top_k=top_k,  # 0: no top-k filtering, as honing's
-                max_tokens=max_tokens,
-                stop_token_ids=list(stop_token_ids),
+                temperature=sampling.temperature,
+                top_p=sampling.top_p,
+                top_k=sampling.top_k,  # 0: no top-k filtering, as honing's
+                max_tokens=sampling.max_tokens,
+                stop_token_ids=list(sampling.stop_token_ids),
                 ignore_eos=True,  # honing's stop tokens alone end a completion (they hold the tokenizer's EOS)
             )
             for seed in seeds
@@ -260,3 +254,7 @@ class VLLMEngine:
     def reset_prefix_cache(self) -> None:
         """Cached prefixes hold keys and values computed with the old weights."""
         self.llm.reset_prefix_cache()
+
+
+#: either engine: the server calls only what both have
+Engine = TransformersEngine | VLLMEngine

@@ -28,10 +28,16 @@ import argparse
 import json
 import logging
 import threading
+from collections.abc import Callable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlparse
+
+if __package__:
+    from . import engines  # python -m honing.rollout.serve
+else:
+    import engines  # python path/to/serve.py: this file's folder is on sys.path
 
 log = logging.getLogger("honing-rollout")
 
@@ -53,7 +59,7 @@ class RolloutService:
     """The server's state around one engine: the weights version, an open update, and the lock that serialises
     the engine's calls."""
 
-    def __init__(self, engine: Any, model: str):
+    def __init__(self, engine: engines.Engine, model: str):
         self.engine = engine
         self.model = model
         self.weights_version = 0
@@ -90,14 +96,15 @@ class RolloutService:
                     HTTPStatus.CONFLICT,
                     f"/generate: the request expects weights version {expected}; the engine has {self.weights_version}",
                 )
-            completions = self.engine.generate(
-                [[int(token) for token in prompt] for prompt in prompts],
-                [int(seed) for seed in seeds],
+            sampling = engines.Sampling(
                 temperature=float(request["temperature"]),
                 top_p=float(request["top_p"]),
                 top_k=int(request["top_k"]),
                 max_tokens=int(request["max_tokens"]),
-                stop_token_ids=stops,
+                stop_token_ids=tuple(stops),
+            )
+            completions = self.engine.generate(
+                [[int(token) for token in prompt] for prompt in prompts], [int(seed) for seed in seeds], sampling
             )
             version = self.weights_version
             self.generate_requests += 1
@@ -171,7 +178,7 @@ def handler_for(service: RolloutService) -> type[BaseHTTPRequestHandler]:
             else:
                 self.send_json(HTTPStatus.NOT_FOUND, {"error": f"no POST {path}"})
 
-        def answer(self, produce: Any) -> None:
+        def answer(self, produce: Callable[[], dict[str, Any]]) -> None:
             try:
                 self.send_json(HTTPStatus.OK, produce())
             except RequestError as error:
@@ -190,7 +197,7 @@ def handler_for(service: RolloutService) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(data)
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (http.server's signature)
+        def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (http.server's signature)
             log.debug("%s " + format, self.address_string(), *args)
 
     return Handler
@@ -223,10 +230,6 @@ def main(argv: list[str] | None = None) -> None:
     """Build the engine, then serve until interrupted."""
     args = parse_arguments(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    if __package__:
-        from . import engines  # python -m honing.rollout.serve
-    else:
-        import engines  # python path/to/serve.py: this file's folder is on sys.path
     engine = engines.build_engine(args)
     service = RolloutService(engine, args.model)
     server = ThreadingHTTPServer((args.host, args.port), handler_for(service))
