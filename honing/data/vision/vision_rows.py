@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from honing.cache import content_hash
 from honing.data.formats import ContentItem, Conversation
@@ -21,9 +21,17 @@ from honing.data.vision.image_transforms import transform_image
 from honing.data.vision.images import load_image
 from honing.data.vision.packing import PackedVLCollator, VLPackedDataset
 from honing.data.vision.processing import VLDataset, VLExample, image_token_ids, tokenize_vl_conversations
-from honing.data.vision.source_formats import read_vision_sources, registered_readers
+from honing.data.vision.source_formats import Found, read_vision_sources, registered_readers
 from honing.errors import ConfigError, DataError
 from honing.losses import IGNORE_INDEX
+
+if TYPE_CHECKING:
+    from PIL import Image
+    from transformers import ProcessorMixin
+
+    from honing.config.schema import DataSection
+    from honing.data.prepared_rows import PreparedRows
+    from honing.data.splits import JoinedRows, MemoryRows
 
 
 def vl_row(item: VLExample, images: Sequence[ContentItem], image_ids: set[int], cut: int | None) -> dict[str, Any]:
@@ -74,7 +82,7 @@ def fit_vl_row(row: dict[str, Any], seq_len: int, overlong: str) -> tuple[VLExam
     return example, fate
 
 
-def image_stamps(found: Sequence[Sequence[tuple[Any, str]]]) -> list[str]:
+def image_stamps(found: Sequence[Sequence[tuple[object, str]]]) -> list[str]:
     """Each local image or PDF file the examples name, with its size and modification time: an image changed in
     place changes its rows (token count, pixels), so a cache key holds these. Reading the rows for this costs
     ~15 µs a row, against milliseconds to build one."""
@@ -101,18 +109,18 @@ class VisionRows(TemplatedRows):
 
     def __init__(
         self,
-        processor: Any,
+        processor: ProcessorMixin,
         chat_template: str,
-        data: Any,
+        data: DataSection,
         *,
         family: Any,
         rope_positions: Callable[..., Any] | None = None,
-        **where: Any,
+        **where: object,
     ):
         super().__init__(processor.tokenizer, chat_template, data, **where)
         self.processor, self.family, self.rope_positions = processor, family, rope_positions
         self.cut = data.seq_len
-        self._read: tuple[str, Any] | None = None
+        self._read: tuple[str, tuple[list[Found], BadRowReport]] | None = None
         for reader in registered_readers():  # a registered format's options, given with none of its sources
             reader.check(data)
 
@@ -133,7 +141,7 @@ class VisionRows(TemplatedRows):
             )
         return True
 
-    def load_image(self, item: Any) -> Any:
+    def load_image(self, item: ContentItem) -> Image.Image:
         """One image item as an RGB image; PDF pages at ``data.pdf_longest_side`` when set; then resized and
         augmented by ``data.image_transforms`` (seeded by the item's name: the same at build and batch time)."""
         image = load_image(item, pdf_longest_side=self.data.pdf_longest_side)
@@ -159,7 +167,7 @@ class VisionRows(TemplatedRows):
         """The local image and PDF files the rows name, with their sizes and modification times."""
         return image_stamps(self.read(fields)[0])
 
-    def read(self, fields: list[dict[str, Any]]) -> tuple[list[list[tuple[Any, str]]], BadRowReport]:
+    def read(self, fields: list[dict[str, Any]]) -> tuple[list[Found], BadRowReport]:
         """The sources' examples (read once per set of sources: the cache key reads them for their images)."""
         key = json.dumps(fields, sort_keys=True)
         if self._read is None or self._read[0] != key:
@@ -194,7 +202,9 @@ class VisionRows(TemplatedRows):
             rows = reader.transform_rows(rows, self.data, self.tokenizer)
         return rows
 
-    def fit(self, table: Any, indices: Sequence[int], split: str) -> tuple[list[VLExample], DataReport]:
+    def fit(
+        self, table: PreparedRows | MemoryRows | JoinedRows, indices: Sequence[int], split: str
+    ) -> tuple[list[VLExample], DataReport]:
         """The rows ``indices`` fitted to ``data.seq_len`` (``fit_vl_row``) as VL examples; the rest counted."""
         data = self.data
         report, tokenized = DataReport(), []
@@ -221,7 +231,9 @@ class VisionRows(TemplatedRows):
             raise DataError(f"no {split} example is left to train on (see the data report above)")
         return tokenized, report
 
-    def dataset(self, fitted: list[VLExample], report: DataReport) -> tuple[Any, Any]:
+    def dataset(
+        self, fitted: list[VLExample], report: DataReport
+    ) -> tuple[VLDataset | VLPackedDataset, VLCollator | PackedVLCollator]:
         """Padded rows (length-grouped) by default; packed rows with per-document rope positions when
         ``data.packing: true`` and the family has them (Qwen-VL). Images are re-processed when batched."""
         data, family, pad_id = self.data, self.family, self.tokenizer.pad_token_id
