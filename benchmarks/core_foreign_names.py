@@ -3,12 +3,16 @@ item 3: the core is every file of ``honing/`` outside ``honing/interop/`` and th
 which dispatch to every surface). Code is read as ``architecture_numbers.code_only`` reads it: comments and string
 literals (docstrings included) left out, so a name in prose does not count and an identifier or import does.
 
-    python benchmarks/core_foreign_names.py [--tree PATH] [--json]
+    python benchmarks/core_foreign_names.py [--tree PATH] [--json] [--strings]
+
+``--strings`` also lists the core's string literals (documentation strings left out) that name one: config keys,
+formats and messages, which the count above leaves out.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import os
 import re
@@ -55,11 +59,36 @@ def foreign_names(tree: str = REPO) -> dict[str, list[str]]:
     return found
 
 
+def foreign_strings(tree: str = REPO) -> dict[str, list[str]]:
+    """Each core file → its string literals (docstrings left out) that name another system, as written."""
+    pattern = re.compile(WORD_PART_START + "(?i:" + "|".join(SYSTEMS.values()) + ")")
+    found: dict[str, list[str]] = {}
+    for path in python_files(os.path.join(tree, "honing")):
+        relative = os.path.relpath(path, tree)
+        if not is_core(relative):
+            continue
+        with open(path, encoding="utf-8") as handle:
+            module = ast.parse(handle.read())
+        # a string standing alone as a statement is documentation: a module's, class's or function's docstring,
+        # or a field's (pydantic sections document each field with the string below it)
+        docstrings = {id(node.value) for node in ast.walk(module) if isinstance(node, ast.Expr)}
+        strings = [
+            node.value
+            for node in ast.walk(module)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+        ]
+        named = [text for text in strings if pattern.search(text)]
+        if named:
+            found[relative] = named
+    return found
+
+
 def main() -> None:
     """Print the count and the files (or JSON with ``--json``)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tree", default=REPO, help="the repository's root (default: this one)")
     parser.add_argument("--json", action="store_true", help="print {file: [systems]} as JSON")
+    parser.add_argument("--strings", action="store_true", help="also list the string literals naming one")
     args = parser.parse_args()
     found = foreign_names(args.tree)
     if args.json:
@@ -68,6 +97,11 @@ def main() -> None:
     print(f"core files naming another system in their code: {len(found)}")
     for path, systems in found.items():
         print(f"  {path}: {', '.join(systems)}")
+    if args.strings:
+        strings = foreign_strings(args.tree)
+        print(f"core files with string literals (documentation left out) naming another system: {len(strings)}")
+        for path, texts in strings.items():
+            print(f"  {path}: {len(texts)}: " + "; ".join(repr(text[:60]) for text in texts[:4]))
 
 
 if __name__ == "__main__":
