@@ -10,10 +10,13 @@ the length is reached, so the anchor always spans the whole page.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from honing.data.formats import ContentItem
 from honing.data.vision.images import _with_pdf_page
+
+if TYPE_CHECKING:
+    from pypdfium2 import PdfPage
 
 MAX_ELEMENT_CHARS = 250  # one run of text longer than this keeps its head and tail
 ESCAPES = str.maketrans({"[": "\\[", "]": "\\]", "\n": "\\n", "\r": "\\r", "\t": "\\t"})
@@ -45,7 +48,7 @@ def anchor_text(pdf: str, page: int, length: int) -> str:
     return linearize(width, height, elements, length)
 
 
-def read_page(page: Any) -> tuple[float, float, list[PageElement]]:
+def read_page(page: PdfPage) -> tuple[float, float, list[PageElement]]:
     """The page's size in points and its elements: pdfium's text rectangles (runs of text on one line) and the
     bounds of its image objects."""
     import pypdfium2.raw as pdfium_c
