@@ -21,7 +21,6 @@ from honing.data.preference.batches import PairCollator, PairDataset, TokenizedP
 from honing.data.preference.kto_examples import KTOExample, read_example_sources
 from honing.data.preference.pairs import PreferencePair
 from honing.data.preference.preference_rows import PreferenceRows
-from honing.data.prepared_rows import REJECTED
 from honing.data.report import DataReport
 from honing.data.row_reader import BadRowReport
 from honing.errors import DataError
@@ -88,15 +87,7 @@ class KTORows(PreferenceRows):
         mismatched completion cut to what the prompt leaves; bad rows counted in the data report."""
         data = self.data
         report, fitted, labels, origins = DataReport(), [], [], []
-        if (split == "train" or data.validation is not None) and table.skipped.count:
-            report.rejected, report.reasons = table.skipped.count, list(table.skipped.first_reasons)
-        for index in indices:
-            row = table.row(index)
-            if row["status"] == REJECTED:
-                if data.bad_rows == "fail":
-                    raise DataError(f"{row['origin']}: {row['reason']}") from None
-                report.reject(f"{row['origin']}: {row['reason']}")
-                continue
+        for row in self.built_rows(table, indices, split, report):
             completion = row["completion_ids"]
             item = fit_pair(TokenizedPair(row["prompt_ids"], completion, completion), data.seq_len, data.overlong)
             if item is None:

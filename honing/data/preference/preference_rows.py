@@ -4,7 +4,7 @@ batches whose two replies share the prompt."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from honing.data.generated.preferences import is_generated_preference, materialize
@@ -53,18 +53,8 @@ class PreferenceRows(TemplatedRows):
     def fit(self, table: Any, indices: Sequence[int], split: str) -> tuple[list[TokenizedPair], DataReport]:
         """The pairs ``indices`` of ``table`` fitted to ``data.seq_len`` (``data.overlong``); bad rows, those skipped
         while reading included, counted in the data report."""
-        data = self.data
         report, tokenized = DataReport(), []
-        # rows skipped while reading count for the split read from those sources (not for a held-out part)
-        if (split == "train" or data.validation is not None) and table.skipped.count:
-            report.rejected, report.reasons = table.skipped.count, list(table.skipped.first_reasons)
-        for index in indices:
-            row = table.row(index)
-            if row["status"] == REJECTED:
-                if data.bad_rows == "fail":
-                    raise DataError(f"{row['origin']}: {row['reason']}") from None
-                report.reject(f"{row['origin']}: {row['reason']}")
-                continue
+        for row in self.built_rows(table, indices, split, report):
             item = self.tokenized(row)
             fitted = self.fit_pair(item)
             if fitted is None:
@@ -78,6 +68,23 @@ class PreferenceRows(TemplatedRows):
         if not tokenized:
             raise DataError(f"no {split} pair is left to train on (see the data report above)")
         return tokenized, report
+
+    def built_rows(
+        self, table: Any, indices: Sequence[int], split: str, report: DataReport
+    ) -> Iterator[dict[str, Any]]:
+        """The rows ``indices`` of ``table`` that were built; a rejected one fails (``data.bad_rows: fail``) or is
+        counted in ``report``, as are the rows skipped while reading."""
+        # rows skipped while reading count for the split read from those sources (not for a held-out part)
+        if (split == "train" or self.data.validation is not None) and table.skipped.count:
+            report.rejected, report.reasons = table.skipped.count, list(table.skipped.first_reasons)
+        for index in indices:
+            row = table.row(index)
+            if row["status"] == REJECTED:
+                if self.data.bad_rows == "fail":
+                    raise DataError(f"{row['origin']}: {row['reason']}") from None
+                report.reject(f"{row['origin']}: {row['reason']}")
+                continue
+            yield row
 
     def tokenized(self, row: dict[str, Any]) -> TokenizedPair:
         """A stored row's pair of token ids (a kind with more columns returns them too)."""
