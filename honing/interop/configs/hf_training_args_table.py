@@ -11,6 +11,14 @@ from honing.interop.configs.schema_table import Entry, honoured, moot, refused
 EVAL = "not needed: honing evaluates the validation loss every callbacks.evaluator.interval steps"
 LOGS = "not needed: honing logs at INFO on rank 0"
 DDP = "not needed: FSDP2 (honing's default for several processes) needs no such setting"
+JIT_CHECKPOINT = (
+    "not needed: honing always saves on SIGTERM / SIGINT (the step finishes, a checkpoint is written, exit 0: "
+    "honing.train.signals)"
+)
+PREDICT = (
+    "not needed: transformers' Trainer never reads it (its example scripts do); `honing generate` / `honing eval` "
+    "predict"
+)
 
 TRAINING_ARGUMENTS: dict[str, Entry] = {
     **honoured("trainer.save_folder", "output_dir"),
@@ -48,15 +56,16 @@ TRAINING_ARGUMENTS: dict[str, Entry] = {
         "gradient_checkpointing",
         "activation_checkpointing",
     ),  # fmt: skip
-    **moot("not needed: honing's activation checkpointing is always non-reentrant", "gradient_checkpointing_kwargs"),
-    **refused(
-        "not translated: give parallel.activation_checkpointing: every_n with activation_checkpointing_every, and "
-        "parallel.activation_offload",
+    **honoured(
+        "every_n_layers: parallel.activation_checkpointing: every_n with activation_checkpointing_every; offload: "
+        "parallel.activation_offload; use_reentrant a note (always non-reentrant); another key refused",
         "activation_checkpointing_kwargs",
+        "gradient_checkpointing_kwargs",
     ),  # fmt: skip
     **honoured("parallel.compile", "torch_compile"),
-    **refused(
-        "not available: honing compiles with torch.compile's defaults (parallel.compile)",
+    **honoured(
+        "parallel.compile: true ('inductor' / 'default', what it runs, as olmOCR's configs give them; another "
+        "backend or mode refused)",
         "torch_compile_backend",
         "torch_compile_mode",
     ),  # fmt: skip
@@ -102,9 +111,7 @@ TRAINING_ARGUMENTS: dict[str, Entry] = {
         "batch_eval_metrics",
         "label_names",
     ),  # fmt: skip
-    **refused(
-        "not available: honing evaluates every N steps after the first (callbacks.evaluator.interval)", "eval_on_start"
-    ),  # fmt: skip
+    **honoured("callbacks.evaluator.before_training", "eval_on_start"),
     **moot(MODEL_AND_OPTIMIZER, "save_only_model"),
     **honoured(
         "callbacks.checkpointer.save_interval ('no': never on the way; 'epoch': save_at_epoch_end)",
@@ -113,7 +120,7 @@ TRAINING_ARGUMENTS: dict[str, Entry] = {
     ),  # fmt: skip
     **moot("not needed: rank 0 writes the checkpoints' shared files", "save_on_each_node"),
     **honoured("callbacks.checkpointer.keep_last", "save_total_limit"),
-    **refused("not available: honing saves by the checkpointer's interval and a cancel file", "enable_jit_checkpoint"),
+    **moot(JIT_CHECKPOINT, "enable_jit_checkpoint"),
     **honoured(
         "callbacks.hub.repo_id (with push_to_hub; else output_dir's name, as transformers names it)",
         "push_to_hub",
@@ -138,7 +145,10 @@ TRAINING_ARGUMENTS: dict[str, Entry] = {
     **honoured("trainer.seed: the same as seed, else refused (honing's data order follows one seed)", "data_seed"),
     **honoured("trainer.device: cpu", "use_cpu"),
     **moot("not needed: honing's config has no accelerate settings", "accelerator_config"),
-    **refused("not translated: give honing's mesh (parallel.dp_replicate, dp_shard, tp, cp)", "parallelism_config"),
+    **honoured(
+        "parallel.dp_replicate / dp_shard / tp / cp (accelerate's *_size; sp_size > 1 refused: give cp_size)",
+        "parallelism_config",
+    ),  # fmt: skip
     **refused("not available: honing's loader batches an epoch's last rows itself", "dataloader_drop_last"),
     **honoured("data.num_workers", "dataloader_num_workers"),
     **moot(
@@ -172,7 +182,7 @@ TRAINING_ARGUMENTS: dict[str, Entry] = {
         "do_train",
         "do_eval",
     ),  # fmt: skip
-    **refused("not available in a training config: `honing generate` / `honing eval` predict", "do_predict"),
+    **moot(PREDICT, "do_predict"),
     **honoured(
         "trainer.load_path with trainer.load_strategy: always (TRL's scripts resume from it)", "resume_from_checkpoint"
     ),  # fmt: skip

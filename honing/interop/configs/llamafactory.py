@@ -18,6 +18,7 @@ from honing.interop.configs.hf_args import (
     step_interval,
 )
 from honing.interop.configs.hf_engines import lora_targets, set_fp16, translate_deepspeed_file, translate_fsdp_config
+from honing.interop.configs.hf_training_extras import NON_REENTRANT, translate_training_extras
 from honing.interop.configs.hub_args import translate_hub
 from honing.interop.configs.llamafactory_data import translate_data
 from honing.interop.configs.llamafactory_keys import KEYS, SOURCE
@@ -259,11 +260,9 @@ def translate_engine(t: Translation, top: Keys, config_path: str | None) -> None
         set_fp16(t, "fp16")
     if top.take("gradient_checkpointing"):
         t.set("parallel.activation_checkpointing", "full")
-    kwargs = t.section(top.take("gradient_checkpointing_kwargs"), "gradient_checkpointing_kwargs")
-    kwargs.note("use_reentrant", "not needed: honing's activation checkpointing is always non-reentrant")
-    kwargs.done("honing checkpoints whole blocks, non-reentrant")
-    top.note("use_reentrant_gc", "not needed: honing's activation checkpointing is always non-reentrant")
+    top.note("use_reentrant_gc", NON_REENTRANT)
     top.copy("torch_compile", "parallel.compile", bool)
+    translate_training_extras(t, top)
     deepspeed = top.take("deepspeed")
     if deepspeed is not None:
         translate_deepspeed_file(t, "deepspeed", deepspeed, config_path)

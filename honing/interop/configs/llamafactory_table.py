@@ -5,8 +5,9 @@ flat YAML) and of ``dataset_info.json``, with its verdict: honoured (what it bec
 
 from __future__ import annotations
 
-from honing.interop.configs.axolotl_reasons import MODEL_AND_OPTIMIZER
+from honing.interop.configs.hf_training_args_table import TRAINING_ARGUMENTS
 from honing.interop.configs.llamafactory_dataset_table import COLUMNS, DATASET_INFO, TAGS
+from honing.interop.configs.llamafactory_keys import KEYS
 from honing.interop.configs.schema_table import Entry, honoured, moot, refused
 
 OWN_LOOP = "not needed: honing runs its own loop, not the transformers Trainer this setting tunes"
@@ -26,6 +27,28 @@ LOSS = "not available: honing's SFT loss is cross-entropy on the labels"
 PROFILER = "honing's profiler: callbacks.profiler (start / stop steps), traces under the save folder"
 GENERATION = "not needed for training: a sampling setting of prediction (honing generate has its own)"
 UNUSED_EVAL = "not needed: honing evaluates the validation loss every callbacks.evaluator.interval steps"
+
+# transformers' Seq2SeqTrainingArguments as LLaMA-Factory's pinned transformers declares them: the rows of TRL's
+# TrainingArguments table (one verdict per key, read by the same translate_training / engine / outputs), with
+# LLaMA-Factory's wording where TRL's names the defaults its classes fill in, and the keys that transformers had
+HF_TRAINING: dict[str, Entry] = {
+    **{key: entry for key, entry in TRAINING_ARGUMENTS.items() if key in KEYS["Seq2SeqTrainingArguments"]},
+    **honoured(
+        "data.micro_batch_size / batch_size_per_rank", "per_device_train_batch_size", "gradient_accumulation_steps"
+    ),  # fmt: skip
+    **honoured("trainer.max_duration", "num_train_epochs", "max_steps"),
+    **honoured("optim.lr", "learning_rate"),
+    **honoured("scheduler.*", "lr_scheduler_type", "warmup_ratio"),
+    **honoured("optim.weight_decay / betas", "weight_decay", "adam_beta1", "adam_beta2"),
+    **honoured("trainer.precision", "bf16"),
+    **honoured("parallel.activation_checkpointing: full", "gradient_checkpointing"),
+    **honoured("sft.neftune_noise_alpha, where honing has it", "neftune_noise_alpha"),
+    **honoured("callbacks.console.log_interval", "logging_steps", "logging_strategy"),
+    **honoured("trainer.seed", "seed"),
+    **honoured("trainer.load_path", "resume_from_checkpoint"),
+    **refused(LOSS, "label_smoothing_factor"),
+    **moot("honing writes TensorBoard events under the save folder (SAVE_FOLDER/tensorboard)", "logging_dir"),
+}
 
 TRAIN: dict[str, Entry] = {
     # the model
@@ -352,121 +375,8 @@ TRAIN: dict[str, Entry] = {
         "profile_modules",
     ),  # fmt: skip
     **honoured("trainer.save_overwrite", "overwrite_output_dir"),
-    # transformers' Seq2SeqTrainingArguments
-    **honoured("trainer.save_folder", "output_dir"),
-    **honoured(
-        "data.micro_batch_size / batch_size_per_rank", "per_device_train_batch_size", "gradient_accumulation_steps"
-    ),  # fmt: skip
-    **honoured("trainer.max_duration", "num_train_epochs", "max_steps"),
-    **honoured("optim.lr", "learning_rate"),
-    **honoured("scheduler.*", "lr_scheduler_type", "lr_scheduler_kwargs", "warmup_steps", "warmup_ratio"),
-    **honoured("optim.name", "optim"),
-    **honoured(
-        "optim.weight_decay / betas / eps / grad_clip",
-        "weight_decay",
-        "adam_beta1",
-        "adam_beta2",
-        "adam_epsilon",
-        "max_grad_norm",
-    ),  # fmt: skip
-    **honoured("trainer.precision", "bf16", "fp16"),
-    **honoured(
-        "parallel.activation_checkpointing: full", "gradient_checkpointing", "gradient_checkpointing_kwargs"
-    ),  # fmt: skip
-    **honoured("parallel.compile", "torch_compile"),
-    **honoured("sft.neftune_noise_alpha, where honing has it", "neftune_noise_alpha"),
-    **honoured("callbacks.console.log_interval", "logging_steps", "logging_strategy"),
-    **honoured("callbacks.wandb / tensorboard", "report_to", "run_name"),
-    **honoured(
-        "callbacks.evaluator.*",
-        "eval_strategy",
-        "eval_steps",
-        "per_device_eval_batch_size",
-        "metric_for_best_model",
-        "greater_is_better",
-        "load_best_model_at_end",
-    ),  # fmt: skip
-    **honoured("callbacks.checkpointer.*", "save_strategy", "save_steps", "save_total_limit"),
-    **honoured("trainer.seed", "seed", "data_seed"),
-    **honoured("trainer.load_path", "resume_from_checkpoint"),
-    **honoured("parallel.* (ZeRO stage, offload, precision of the DeepSpeed JSON)", "deepspeed"),
-    **honoured("parallel.strategy: fsdp and its settings", "fsdp", "fsdp_config"),
-    **honoured("parallel.timeout_seconds", "ddp_timeout"),
-    **honoured("trainer.device: cpu", "use_cpu"),
-    **refused(NO_OPTIMIZER, "optim_args", "optim_target_modules"),
-    **moot("honing averages the loss over the tokens of every rank's batch", "average_tokens_across_devices"),
-    **moot(
-        UNUSED_EVAL,
-        "bf16_full_eval",
-        "fp16_full_eval",
-        "prediction_loss_only",
-        "eval_do_concat_batches",
-        "eval_use_gather_object",
-        "eval_accumulation_steps",
-        "include_for_metrics",
-        "batch_eval_metrics",
-        "eval_delay",
-        "label_names",
-    ),  # fmt: skip
-    **refused(
-        "not available: honing evaluates every N steps after the first (callbacks.evaluator.interval)", "eval_on_start"
-    ),  # fmt: skip
-    **moot("not needed: torch's TF32 matmul setting; honing leaves it as PyTorch sets it", "tf32"),
-    **refused(
-        "not available: honing compiles with torch.compile's defaults (parallel.compile)",
-        "torch_compile_backend",
-        "torch_compile_mode",
-    ),  # fmt: skip
-    **moot(
-        "not needed: honing's garbage collector callback runs every callbacks.garbage_collector.interval steps",
-        "torch_empty_cache_steps",
-    ),  # fmt: skip
-    **refused("not available: honing's batch sizes are given, not searched", "auto_find_batch_size"),
-    **moot("honing logs the first step too", "logging_first_step"),
-    **moot("honing writes TensorBoard events under the save folder (SAVE_FOLDER/tensorboard)", "logging_dir"),
-    **moot(
-        "not needed: honing logs at INFO on rank 0",
-        "log_on_each_node",
-        "log_level",
-        "log_level_replica",
-        "disable_tqdm",
-        "debug",
-        "skip_memory_metrics",
-    ),  # fmt: skip
-    **moot("not needed: honing stops on a non-finite loss (trainer.nonfinite_loss)", "logging_nan_inf_filter"),
-    **refused(TRACKER, "trackio_space_id", "trackio_bucket_id", "trackio_static_space_id"),
-    **honoured("callbacks.wandb.project", "project"),
-    **moot(MODEL_AND_OPTIMIZER, "save_only_model"),
-    **moot("not needed: rank 0 writes the checkpoints' shared files", "save_on_each_node"),
-    **refused("not available: honing saves by the checkpointer's interval and a cancel file", "enable_jit_checkpoint"),
-    **refused(
-        "not available: honing skips the batches already seen when it resumes (exact resume)", "ignore_data_skip"
-    ),  # fmt: skip
-    **moot("not needed: honing's callbacks resume with the trainer's state", "restore_callback_states_from_checkpoint"),
-    **moot(
-        "honing's runs repeat for a seed (the same losses); deterministic kernels are not forced", "full_determinism"
-    ),  # fmt: skip
-    **moot("not needed: honing's config has no accelerate settings", "accelerator_config"),
-    **refused("not translated: give honing's mesh (parallel.dp_replicate, dp_shard, tp, cp)", "parallelism_config"),
-    **moot(LOADER, "dataloader_pin_memory", "dataloader_persistent_workers", "dataloader_prefetch_factor"),  # fmt: skip
-    **refused("not available: honing's loader batches an epoch's last rows itself", "dataloader_drop_last"),
-    **moot("not needed: honing's rows keep the columns their method reads", "remove_unused_columns"),
-    **honoured("data.group_by_length", "train_sampling_strategy"),
-    **moot("not needed: honing measures its rows' lengths itself", "length_column_name"),
-    **moot(
-        "not needed: FSDP2 (honing's default for several processes) needs no such setting",
-        "ddp_find_unused_parameters",
-        "ddp_bucket_cap_mb",
-        "ddp_broadcast_buffers",
-        "ddp_static_graph",
-        "ddp_backend",
-    ),  # fmt: skip
-    **moot(
-        "not needed: `honing train` trains; evaluation runs every callbacks.evaluator.interval steps",
-        "do_train",
-        "do_eval",
-    ),  # fmt: skip
-    **refused("not available in a training config: `honing generate` / `honing eval` predict", "do_predict"),
+    # transformers' Seq2SeqTrainingArguments: one table with TRL's (HF_TRAINING)
+    **HF_TRAINING,
 }
 
 TABLE: dict[str, dict[str, Entry]] = {

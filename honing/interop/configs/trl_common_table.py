@@ -12,7 +12,14 @@ NO_SYNC = "not available: honing's reference model is fixed (TRL's TR-DPO refere
 UNUSED_WITHOUT_SYNC = "unused without sync_ref_model"
 NEFTUNE_SFT_ONLY = "not available for this method: honing adds NEFTune noise to SFT only (sft.neftune_noise_alpha)"
 # TrainingArguments' verdicts a class other than SFT / GKD changes
-NOT_SFT: dict[str, Entry] = refused(NEFTUNE_SFT_ONLY, "neftune_noise_alpha")
+OWN_LOSS = (
+    "not needed: the class's trainer computes its own loss (its compute_loss) and never calls transformers' label "
+    "smoother, so TRL ignores it too"
+)
+NOT_SFT: dict[str, Entry] = {
+    **refused(NEFTUNE_SFT_ONLY, "neftune_noise_alpha"),
+    **moot(OWN_LOSS, "label_smoothing_factor"),
+}
 
 LOADING: dict[str, Entry] = {
     **honoured("model.load_kwargs (a mapping; a JSON string is refused)", "model_init_kwargs"),
@@ -35,13 +42,20 @@ REFERENCE_SYNC: dict[str, Entry] = {
     **moot(UNUSED_WITHOUT_SYNC, "ref_model_mixup_alpha", "ref_model_sync_steps"),
 }
 TEMPLATE: dict[str, Entry] = {
-    **refused("not translated: give data.chat_template (a template's name or its Jinja text)", "chat_template_path"),
+    **honoured(
+        "data.chat_template: a .jinja / .j2 file's text (a tokenizer to clone the template of is refused)",
+        "chat_template_path",
+    ),  # fmt: skip
     **honoured(
         "tokenizer.special_tokens.eos_token (a text the vocabulary lacks is added, where TRL refuses it)", "eos_token"
     ),  # fmt: skip
 }
 ENCODER_DECODER: dict[str, Entry] = {
-    **refused("not available: honing trains decoder-only (causal) models", "is_encoder_decoder"),
+    **moot(
+        "not needed: TRL reads it only when no model is given (a model's own config decides); honing trains "
+        "decoder-only models, given by model.name_or_path",
+        "is_encoder_decoder",
+    ),  # fmt: skip
     **refused(GENERATION, "generate_during_eval"),
 }
 PADDING_VALUE: dict[str, Entry] = moot(PADDING, "padding_value")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from honing.interop.configs.schema_table import counts
 from honing.interop.configs.trl_args import CLASSES, table
+from honing.interop.configs.trl_key_tests import WALK, shown_by
 from honing.interop.configs.trl_keys import KEYS, SOURCE
 
 REGENERATE = "python -m honing.interop.configs.trl_keys_page > docs/reference/trl-keys.md"
@@ -16,6 +17,14 @@ REGENERATE = "python -m honing.interop.configs.trl_keys_page > docs/reference/tr
 def cell(text: str) -> str:
     """Text safe in a Markdown table cell."""
     return text.replace("|", "\\|")
+
+
+def tests_cell(config_class: str, key: str, verdict: str) -> str:
+    """A honoured row's tests: the walk's case (``[Class.key]``), then its feature's own tests by name."""
+    if verdict != "honoured":
+        return ""
+    walk, *features = shown_by(config_class, key)
+    return ", ".join([f"walk `[{config_class}.{key}]`", *(f"`{test}`" for test in features)])
 
 
 def page() -> str:
@@ -32,7 +41,8 @@ def page() -> str:
         "**refused** (why, and what to give instead: one line when set). A field left at its default asks for nothing;",
         "where the class's default differs from honing's, the default is written into the translation and listed.",
         "`tests/interop/configs/test_trl_schema_walk.py` walks the installed classes' fields (a new field fails it",
-        "until it has a row) and translates each honoured field with a value other than its default.",
+        'until it has a row) and translates each honoured field with a value other than its default: "shown by" names',
+        f"that case (`walk`: `{WALK}[Class.key]`) and the tests of the feature behind the field.",
         "",
         "| class | method | fields | honoured | moot | refused |",
         "| --- | --- | --- | --- | --- | --- |",
@@ -59,13 +69,15 @@ def page() -> str:
             if name != "TrainingArguments"
             else "The base of every TRL config class.",
             "",  # fmt: skip
-            "| field | default | verdict | becomes / why |",
-            "| --- | --- | --- | --- |",
+            "| field | default | verdict | becomes / why | shown by |",
+            "| --- | --- | --- | --- | --- |",
         ]
         for key in own:
             verdict, why = rows[key]
             default = {**KEYS["TrainingArguments"], **KEYS[name]}[key][1]
-            lines.append(f"| `{key}` | `{cell(default)}` | {verdict} | {cell(why)} |")
+            lines.append(
+                f"| `{key}` | `{cell(default)}` | {verdict} | {cell(why)} | {tests_cell(name, key, verdict)} |"
+            )
     return "\n".join(lines) + "\n"
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from honing.interop.configs.schema_table import schema_default
 from honing.interop.configs.translation import Keys, Translation, schema_has
+from honing.interop.configs.trl_extra_keys import read_chat_template_path, read_online_extras
 from honing.interop.configs.trl_grpo_batch import steps_as_rollout_batches, translate_trl_grpo_batch
 from honing.interop.configs.trl_keys import KEYS
 from honing.interop.configs.trl_online_table import GRPO_LOSS_KEYS, SAME_NAME
@@ -53,8 +54,10 @@ def read_training_arguments(t: Translation, top: Keys, config_class: str) -> Non
 
 
 def read_sft(t: Translation, top: Keys, config_class: str) -> None:
-    """``SFTConfig``: packing (TRL's false filled in), which tokens train, truncation, the loss."""
+    """``SFTConfig``: packing (TRL's false filled in), which tokens train, truncation, the loss, the chat template's
+    file."""
     read_model(t, top, config_class)
+    read_chat_template_path(t, top)
     if top.has("packing"):
         top.copy("packing", "data.packing", bool)
     elif config_class == "SFTConfig":
@@ -157,8 +160,9 @@ def read_cpo(t: Translation, top: Keys, config_class: str) -> None:
 
 
 def read_reward(t: Translation, top: Keys, config_class: str) -> None:
-    """``RewardConfig``: the centring of the rewards."""
+    """``RewardConfig``: the centring of the rewards, the chat template's file."""
     read_model(t, top, config_class)
+    read_chat_template_path(t, top)
     top.copy("center_rewards_coefficient", "reward.center_rewards_coefficient", float)
 
 
@@ -173,6 +177,7 @@ def read_online(t: Translation, top: Keys, config_class: str) -> None:
         else:
             top.copy(name, f"{section}.{name}", kind)
     read_online_batch(t, top, config_class, section)
+    read_online_extras(t, top, config_class, section)
     if not top.has("max_completion_length"):
         t.default(f"{section}.max_completion_length", 512, f"{config_class}.max_completion_length")
     if top.peek("use_vllm") and not top.has("vllm_mode"):

@@ -9,6 +9,10 @@ from honing.interop.configs.trl_common_table import DROPOUT, LOADING, NO_ROUTER,
 
 SAMPLING = "not available: honing samples with temperature, top_p and top_k"
 VLLM_SERVER = "not needed: a setting of the vLLM server honing's rollout server starts itself (serve.py's flags)"
+ENGINE = (
+    "not needed: how transformers' generate holds its KV cache or batches requests changes speed, not what is "
+    "sampled; honing samples with its own KV-cached decoder or the rollout server (use_vllm)"
+)
 LOGGED = "not needed: completions and rewards go to samples.jsonl every sample_interval steps"
 # GRPOConfig's loss keys beside the clipping range, each grpo.<key>
 GRPO_LOSS_KEYS = ("delta", "sapo_temperature_neg", "sapo_temperature_pos", "vespo_k_pos", "vespo_lambda_pos",
@@ -43,10 +47,18 @@ def shared(section: str) -> dict[str, Entry]:
         ),  # fmt: skip
         **moot("not needed: honing's loader shuffles the prompts each epoch (data.shuffle)", "shuffle_dataset"),
         **moot("not needed: honing's sampling runs outside DeepSpeed", "ds3_gather_for_generation"),
-        **refused(
-            "not available: the sampling eval uses grpo.validation.num_generations / rloo's", "num_generations_eval"
-        ),
-        **refused(SAMPLING, "min_p", "generation_kwargs", "repetition_penalty", "cache_implementation"),
+        **honoured(
+            f"{section}.validation.num_generations, the held-out prompts sampled with the training's temperature, "
+            "top_p and top_k (TRL's eval)",
+            "num_generations_eval",
+        ),  # fmt: skip
+        **refused(SAMPLING, "min_p", "repetition_penalty"),
+        **honoured(
+            f"{section}.temperature / top_p / top_k / max_completion_length (max_new_tokens, max_tokens), overriding "
+            "the class's keys as in TRL; do_sample false and other keys refused by name",
+            "generation_kwargs",
+        ),  # fmt: skip
+        **moot(ENGINE, "cache_implementation"),
         **refused(
             "not available: honing renders prompts without extra chat template arguments", "chat_template_kwargs"
         ),
@@ -62,15 +74,12 @@ def shared(section: str) -> dict[str, Entry]:
         **refused(
             "not available: honing's rollout server samples without structured outputs", "vllm_structured_outputs_regex"
         ),  # fmt: skip
-        **refused(
-            "not translated: give the rewards and their weights as grpo.rewards / rloo.rewards (name, weight)",
-            "reward_weights",
-        ),  # fmt: skip
+        **honoured(f"{section}.reward_weights (one per reward of {section}.rewards)", "reward_weights"),
         **honoured(f"{section}.mask_truncated_completions", "mask_truncated_completions"),
         **moot(LOGGED, "log_completions", "num_completions_to_print", "log_unique_prompts"),
         **moot("not needed: honing logs no images of multimodal rollouts", "log_multimodal"),
-        **refused(
-            "not available: honing samples with its own decoder or the rollout server (use_vllm)",
+        **moot(
+            ENGINE,
             "use_transformers_continuous_batching",
             "transformers_continuous_batching_config",
             "use_transformers_paged",

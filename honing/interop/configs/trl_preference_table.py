@@ -28,7 +28,10 @@ PRECOMPUTE = {
     **moot("not needed: honing scores the reference with the training batch size", "precompute_ref_batch_size"),
 }
 TRUNCATION = "not available: honing cuts a pair's prompt from its start so the pair fits data.seq_len"
-PAIR_LENGTH = "not available: honing cuts a pair to data.seq_len (its prompt from the start); no separate limit"
+DECODER_ONLY_LENGTH = (
+    "not needed: TRL cuts completions to it for encoder-decoder models only; a decoder-only pair is cut to max_length "
+    "(data.seq_len)"
+)
 
 DPO: dict[str, Entry] = {
     **NOT_SFT,
@@ -77,7 +80,7 @@ ORPO: dict[str, Entry] = {
     **LENGTH,
     **ENCODER_DECODER,
     **PADDING_VALUE,
-    **refused(PAIR_LENGTH, "max_completion_length"),
+    **moot(DECODER_ONLY_LENGTH, "max_completion_length"),
     **honoured("orpo.beta", "beta"),
 }
 

@@ -85,6 +85,25 @@ SPECIAL = {
     "reward_clip_range": ([-1, 1], {"rloo.reward_clip_range": [-1.0, 1.0]}),
     "teacher_model_init_kwargs": ({"dtype": "bfloat16"}, {"distill.teacher_model_init_kwargs": {"dtype": "bfloat16"}}),
     "vllm_mode": ("server", None),  # per class: <section>.vllm_mode
+    "activation_checkpointing_kwargs": (
+        {"every_n_layers": 2, "offload": True},
+        {
+            "parallel.activation_checkpointing": "every_n",
+            "parallel.activation_checkpointing_every": 2,
+            "parallel.activation_offload": True,
+        },
+    ),  # fmt: skip
+    "gradient_checkpointing_kwargs": ({"every_n_layers": 3}, {"parallel.activation_checkpointing_every": 3}),
+    "torch_compile_backend": ("inductor", {"parallel.compile": True}),
+    "torch_compile_mode": ("default", {"parallel.compile": True}),
+    "eval_on_start": (True, {"callbacks.evaluator.before_training": True}),
+    "parallelism_config": ({"dp_shard_size": 2, "tp_size": 2}, {"parallel.dp_shard": 2, "parallel.tp": 2}),
+}
+# honoured keys of GRPOConfig / RLOOConfig whose honing key is under the class's section: key -> (value, {key: value})
+ONLINE = {
+    "reward_weights": ([1.0, 0.5], {"reward_weights": [1.0, 0.5]}),
+    "num_generations_eval": (4, {"validation.num_generations": 4, "validation.temperature": 1.0}),
+    "generation_kwargs": ({"top_k": 20, "max_new_tokens": 64}, {"top_k": 20, "max_completion_length": 64}),
 }
 # loss types other than the default that honing has, per class
 LOSSES = {"DPOConfig": (["ipo"], "dpo.loss_type", "ipo"), "KTOConfig": ("apo_zero_unpaired", "kto.loss_type", None),
@@ -140,10 +159,17 @@ def honoured_cases() -> list[tuple[str, str]]:
 
 
 @pytest.mark.parametrize("config_class, key", honoured_cases(), ids=[f"{c}.{k}" for c, k in honoured_cases()])
-def test_each_honoured_field_reaches_its_honing_key(config_class, key):
+def test_each_honoured_field_reaches_its_honing_key(config_class, key, tmp_path):
     kind, default_text = class_fields(config_class)[key]
     section = {"GRPOConfig": "grpo", "RLOOConfig": "rloo"}.get(config_class)
-    if key == "loss_type":
+    if key == "chat_template_path":
+        template = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
+        (tmp_path / "template.jinja").write_text(template)
+        value, expect = str(tmp_path / "template.jinja"), {"data.chat_template": template}
+    elif section and key in ONLINE:
+        value, under = ONLINE[key]
+        expect = {f"{section}.{path}": expected for path, expected in under.items()}
+    elif key == "loss_type":
         value, path, expected = LOSSES[config_class]
         expect = {path: expected if expected is not None else value} if path else {}
     elif key == "precompute_ref_log_probs":
@@ -217,3 +243,14 @@ def test_the_docs_page_is_the_tables():
 
     written = Path(__file__).resolve().parents[3] / "docs" / "reference" / "trl-keys.md"
     assert written.read_text(encoding="utf-8") == page(), f"regenerate: {REGENERATE}"
+
+
+def test_every_test_the_page_names_exists():
+    from pathlib import Path
+
+    from honing.interop.configs.trl_key_tests import FEATURE_TESTS, WALK
+
+    root = Path(__file__).resolve().parents[3]
+    for test in {WALK, *(name for tests in FEATURE_TESTS.values() for name in tests)}:
+        path, _, function = test.partition("::")
+        assert f"def {function}(" in (root / path).read_text(encoding="utf-8"), test

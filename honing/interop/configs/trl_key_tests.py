@@ -1,0 +1,37 @@
+"""The tests that show each honoured row of the TRL tables (``docs/reference/trl-keys.md``'s "shown by" column):
+every honoured field is translated alone by ``WALK`` (parametrized ``[Class.key]``); the fields whose feature has
+its own test (a run, a loss against TRL's function) name it here too. ``test_trl_schema_walk.py`` checks that
+every test named exists."""
+
+from __future__ import annotations
+
+WALK = "tests/interop/configs/test_trl_schema_walk.py::test_each_honoured_field_reaches_its_honing_key"
+EXTRAS = "tests/interop/configs/test_trl_training_extras.py"
+DPO_KEYS = "tests/interop/configs/test_dpo_loss_keys.py::test_a_dpo_configs_loss_keys_reach_the_dpo_section"
+GRPO_BATCH = "tests/interop/configs/test_trl_grpo_batch.py"
+
+# field -> the tests of the feature behind it (beside WALK), as "path::test"
+FEATURE_TESTS: dict[str, tuple[str, ...]] = {
+    "eval_on_start": (f"{EXTRAS}::test_eval_on_start_evaluates_at_step_0_before_training",),
+    "activation_checkpointing_kwargs": (
+        f"{EXTRAS}::test_activation_checkpointing_kwargs_are_honings_every_n_and_offload",
+    ),
+    "gradient_checkpointing_kwargs": (
+        f"{EXTRAS}::test_activation_checkpointing_kwargs_are_honings_every_n_and_offload",
+    ),
+    "parallelism_config": (f"{EXTRAS}::test_parallelism_config_is_honings_mesh",),
+    "torch_compile_backend": (f"{EXTRAS}::test_compile_backend_and_mode_turn_compile_on_and_another_value_is_refused",),
+    "torch_compile_mode": (f"{EXTRAS}::test_compile_backend_and_mode_turn_compile_on_and_another_value_is_refused",),
+    "chat_template_path": (f"{EXTRAS}::test_a_jinja_chat_template_path_is_the_templates_text",),
+    "reward_weights": (f"{EXTRAS}::test_online_reward_weights_eval_generations_and_generation_kwargs",),
+    "num_generations_eval": (f"{EXTRAS}::test_online_reward_weights_eval_generations_and_generation_kwargs",),
+    "generation_kwargs": (f"{EXTRAS}::test_online_reward_weights_eval_generations_and_generation_kwargs",),
+    **dict.fromkeys(("loss_weights", "ld_alpha", "f_divergence_type", "use_weighting"), (DPO_KEYS,)),
+    "steps_per_generation": (f"{GRPO_BATCH}::test_the_translated_run_takes_trls_optimizer_steps_and_generations",),
+    "num_generations": (f"{GRPO_BATCH}::test_prompts_and_optimizer_steps_per_generation_are_trls_at_any_world_size",),
+}
+
+
+def shown_by(config_class: str, key: str) -> list[str]:
+    """The tests that show ``config_class``'s honoured ``key``: the walk's case, then its feature's own."""
+    return [f"{WALK}[{config_class}.{key}]", *FEATURE_TESTS.get(key, ())]
