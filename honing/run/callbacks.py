@@ -21,6 +21,7 @@ from honing.train import Callback
 from honing.train.callbacks.best_model import BestModelCallback, BestModelExportCallback
 from honing.train.callbacks.checkpointer import CheckpointerCallback
 from honing.train.callbacks.console import ConsoleCallback
+from honing.train.callbacks.evaluate_before_training import EvaluateBeforeTrainingCallback
 from honing.train.callbacks.evaluator import EvaluatorCallback
 from honing.train.callbacks.export import ExportCallback
 from honing.train.callbacks.gc import GarbageCollectorCallback
@@ -83,6 +84,8 @@ def _evaluator(recipe: Recipe, cfg: Any) -> Built:
         max_batches=cfg.max_batches,
         interval_fraction=cfg.interval_fraction,
     )
+    if cfg.before_training:  # transformers' eval_on_start
+        return {"evaluator": evaluator, "evaluate_before_training": EvaluateBeforeTrainingCallback(evaluator)}
     return {"evaluator": evaluator}
 
 
