@@ -6,13 +6,12 @@ is written once as a ``preference`` JSONL file (``messages`` + ``chosen`` + ``re
 
 from __future__ import annotations
 
-import json
 import os
 import random
 from collections.abc import Callable
+from typing import Any
 
-from honing.cache import atomic_write
-from honing.data.generated.tasks import DEFAULT_SAMPLES, PREFIX
+from honing.data.generated.tasks import PREFIX, samples_and_seed, write_rows_once
 from honing.errors import DataError
 
 # part of the cached file's name: bump it whenever a task's rows change
@@ -45,7 +44,7 @@ def is_generated_preference(path: str) -> bool:
     return path.startswith(PREFIX) and path[len(PREFIX) :].partition("?")[0] in TASKS
 
 
-def generate_rows(task: str, *, samples: int, seed: int) -> list[dict]:
+def generate_rows(task: str, *, samples: int, seed: int) -> list[dict[str, Any]]:
     """``samples`` preference rows of ``task``: the question, the right answer chosen, a wrong one rejected."""
     rng = random.Random(f"{task}:{seed}")  # string seeds are stable across Python runs
     rows = []
@@ -64,14 +63,6 @@ def materialize(path: str, cache_dir: str) -> str:
     unknown = set(options) - {"samples", "seed"}
     if unknown or (query and not options):
         raise DataError(f"{path}: unknown option(s) {', '.join(sorted(unknown)) or query}; expected samples and seed")
-    try:
-        samples, seed = int(options.get("samples", DEFAULT_SAMPLES)), int(options.get("seed", 0))
-    except ValueError as error:
-        raise DataError(f"{path}: samples and seed must be integers ({error})") from None
-    if samples < 1:
-        raise DataError(f"{path}: samples must be >= 1, got {samples}")
+    samples, seed = samples_and_seed(path, options)
     out = os.path.join(cache_dir, "generated", f"{name}-{samples}-{seed}-v{VERSION}.jsonl")
-    if not os.path.exists(out):
-        text = "".join(json.dumps(row) + "\n" for row in generate_rows(name, samples=samples, seed=seed))
-        atomic_write(out, lambda handle: handle.write(text.encode("utf-8")))
-    return out
+    return write_rows_once(out, lambda: generate_rows(name, samples=samples, seed=seed))

@@ -14,7 +14,8 @@ import json
 import os
 import random
 import string
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 from urllib.parse import parse_qsl
 
 from honing.cache import atomic_write
@@ -85,16 +86,30 @@ def _parse(path: str) -> tuple[str, int, int, dict[str, str]]:
     if unknown:
         expected = f"{', '.join(allowed[:-1])} and {allowed[-1]}"
         raise DataError(f"{path}: unknown option(s) {', '.join(sorted(unknown))}; expected {expected}")
+    samples, seed = samples_and_seed(path, options)
+    extra = {key: value for key, value in options.items() if key not in ("samples", "seed")}
+    if "letters" in extra:
+        letters_range(path, extra["letters"])  # a bad range fails here, before any file is written
+    return name, samples, seed, extra
+
+
+def samples_and_seed(path: str, options: Mapping[str, str]) -> tuple[int, int]:
+    """A generated path's ``samples`` (>= 1, default ``DEFAULT_SAMPLES``) and ``seed`` (default 0) options."""
     try:
         samples, seed = int(options.get("samples", DEFAULT_SAMPLES)), int(options.get("seed", 0))
     except ValueError as error:
         raise DataError(f"{path}: samples and seed must be integers ({error})") from None
     if samples < 1:
         raise DataError(f"{path}: samples must be >= 1, got {samples}")
-    extra = {key: value for key, value in options.items() if key not in ("samples", "seed")}
-    if "letters" in extra:
-        letters_range(path, extra["letters"])  # a bad range fails here, before any file is written
-    return name, samples, seed, extra
+    return samples, seed
+
+
+def write_rows_once(out: str, rows: Callable[[], list[dict[str, Any]]]) -> str:
+    """``out``, written as JSON Lines from ``rows()`` unless it exists (a generated set is made once per cache)."""
+    if not os.path.exists(out):
+        text = "".join(json.dumps(row) + "\n" for row in rows())
+        atomic_write(out, lambda handle: handle.write(text.encode("utf-8")))
+    return out
 
 
 def letters_range(path: str, value: str) -> tuple[int, int]:
@@ -131,8 +146,4 @@ def materialize(path: str, cache_dir: str) -> str:
     letters = letters_range(path, options["letters"]) if "letters" in options else None
     lengths = f"-letters{letters[0]}-{letters[1]}" if letters else ""
     out = os.path.join(cache_dir, "generated", f"{task}-{samples}-{seed}{lengths}-v{VERSION}.jsonl")
-    if not os.path.exists(out):
-        rows = generate_rows(task, samples=samples, seed=seed, letters=letters)
-        text = "".join(json.dumps(row) + "\n" for row in rows)
-        atomic_write(out, lambda handle: handle.write(text.encode("utf-8")))
-    return out
+    return write_rows_once(out, lambda: generate_rows(task, samples=samples, seed=seed, letters=letters))
