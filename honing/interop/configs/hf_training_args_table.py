@@ -5,7 +5,7 @@ that every installed field is here and that each honoured one reaches its honing
 
 from __future__ import annotations
 
-from honing.interop.configs.axolotl_reasons import KERNEL, LOADER, MODEL_AND_OPTIMIZER, NO_OPTIMIZER, TRACKER
+from honing.interop.configs.axolotl_reasons import KERNEL, LOADER, MODEL_AND_OPTIMIZER, TRACKER
 from honing.interop.configs.schema_table import Entry, honoured, moot, refused
 
 EVAL = "not needed: honing evaluates the validation loss every callbacks.evaluator.interval steps"
@@ -37,7 +37,15 @@ TRAINING_ARGUMENTS: dict[str, Entry] = {
     **honoured("scheduler.kwargs.*, the keys the schedule reads", "lr_scheduler_kwargs"),
     **honoured("scheduler.warmup_steps (>= 1) or scheduler.warmup_ratio (a fraction < 1)", "warmup_steps"),
     **honoured("optim.name (8-bit AdamW: optim.state_dtype: int8)", "optim"),
-    **refused(NO_OPTIMIZER, "optim_args", "optim_target_modules"),
+    **honoured(
+        "sgd: momentum / weight_decay as optim.* (torch's momentum 0 filled in without it), dampening / nesterov "
+        "refused; adamw / adafactor: a note (transformers reads none for them)",
+        "optim_args",
+    ),  # fmt: skip
+    **moot(
+        "not needed: transformers reads it only for GaLore / APOLLO-family optimizers, which optim refuses",
+        "optim_target_modules",
+    ),  # fmt: skip
     **honoured("optim.weight_decay (default 0.0 filled in: honing's differs)", "weight_decay"),
     **honoured("optim.betas (default [0.9, 0.999] filled in: honing's differ)", "adam_beta1", "adam_beta2"),
     **honoured("optim.eps", "adam_epsilon"),
@@ -149,7 +157,11 @@ TRAINING_ARGUMENTS: dict[str, Entry] = {
         "parallel.dp_replicate / dp_shard / tp / cp (accelerate's *_size; sp_size > 1 refused: give cp_size)",
         "parallelism_config",
     ),  # fmt: skip
-    **refused("not available: honing's loader batches an epoch's last rows itself", "dataloader_drop_last"),
+    **moot(
+        "not needed: honing's loader always drops an epoch's last rows short of a full global batch "
+        "(honing.data.loader: batches_per_epoch)",
+        "dataloader_drop_last",
+    ),  # fmt: skip
     **honoured("data.num_workers", "dataloader_num_workers"),
     **moot(
         LOADER,

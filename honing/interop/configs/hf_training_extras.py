@@ -1,11 +1,13 @@
 """transformers' ``TrainingArguments`` keys read by both TRL's and LLaMA-Factory's translators beside the batch, the
 schedule and the outputs (``llamafactory.translate_training`` / ``translate_outputs``): the activation checkpointing
-kwargs, accelerate's ``parallelism_config`` (honing's mesh), the compile backend and mode, and ``eval_on_start``."""
+kwargs, accelerate's ``parallelism_config`` (honing's mesh), the compile backend and mode, ``eval_on_start`` and
+``optim_args`` (SGD's momentum, as transformers' ``_get_sgd`` reads them)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+from honing.config.optimizers import resolve_optimizer
 from honing.interop.configs.translation import Keys, Translation
 
 NON_REENTRANT = "not needed: honing's activation checkpointing is always non-reentrant"
@@ -27,6 +29,55 @@ def translate_training_extras(t: Translation, top: Keys) -> None:
             t.set("parallel.compile", True)
     if top.take("eval_on_start"):
         t.set("callbacks.evaluator.before_training", True)
+    translate_optim_args(t, top)
+
+
+def translate_optim_args(t: Translation, top: Keys) -> None:
+    """``optim_args`` (``"momentum=0.9,nesterov=False"``) as transformers reads it for ``optim`` (run after
+    ``translate_training`` set ``optim.name``): SGD's ``momentum`` / ``weight_decay`` as ``optim.*`` (and SGD's own
+    momentum 0 filled in, torch's, where honing's default is 0.9); AdamW and Adafactor read none (a note)."""
+    text = top.take("optim_args")
+    name = str(t.get("optim.name") or "adamw")
+    try:
+        family = resolve_optimizer(name)[0]
+    except ValueError:
+        return  # optim is refused already
+    values = parse_optim_args(t, text)
+    if family not in ("adamw", "muon") and "optim.betas" in t.defaults:
+        t.unset("optim.betas")  # the class's Adam betas, filled in for an optimizer that reads none
+    if family == "sgd":
+        if "momentum" in values:
+            t.set("optim.momentum", float(values.pop("momentum")))
+        else:  # transformers' SGD: torch's momentum 0 unless optim_args says
+            t.default("optim.momentum", 0.0, f"transformers' {name} (torch's SGD: momentum 0)")
+        if "weight_decay" in values:
+            t.set("optim.weight_decay", float(values.pop("weight_decay")))
+        for key, value in values.items():
+            if not (key == "dampening" and float(value) == 0 or key == "nesterov" and value.lower() in ("false", "0")):
+                t.refuse("optim_args", f"{key}={value}: not available: honing's SGD reads momentum and weight_decay")
+    elif values and family in ("adamw", "adafactor"):
+        t.note("optim_args", f"not needed: transformers' {name} reads no optim_args (as here)")
+    elif values:
+        t.refuse("optim_args", f"not available for optim {name!r}: honing reads optim_args for SGD only")
+
+
+def parse_optim_args(t: Translation, text: object) -> dict[str, str]:
+    """transformers' ``"key=value,key=value"`` (spaces dropped, as ``_parse_optim_args``); refused when not so."""
+    if text is None or text == "":
+        return {}
+    pairs = [item.split("=", 1) for item in str(text).replace(" ", "").split(",") if item]
+    if not all(len(pair) == 2 for pair in pairs):
+        t.refuse("optim_args", f"{text!r}: expected key=value pairs separated by commas")
+        return {}
+    values = dict(pairs)
+    for key, value in values.items():
+        if key != "nesterov":
+            try:
+                float(value)
+            except ValueError:
+                t.refuse("optim_args", f"{key}={value}: expected a number")
+                return {}
+    return values
 
 
 def translate_checkpointing_kwargs(t: Translation, kwargs: Keys) -> None:

@@ -20,6 +20,7 @@ FEATURE_TESTS: dict[str, tuple[str, ...]] = {
         f"{EXTRAS}::test_activation_checkpointing_kwargs_are_honings_every_n_and_offload",
     ),
     "parallelism_config": (f"{EXTRAS}::test_parallelism_config_is_honings_mesh",),
+    "optim_args": (f"{EXTRAS}::test_optim_args_are_read_as_transformers_reads_them_for_the_optimizer",),
     "torch_compile_backend": (f"{EXTRAS}::test_compile_backend_and_mode_turn_compile_on_and_another_value_is_refused",),
     "torch_compile_mode": (f"{EXTRAS}::test_compile_backend_and_mode_turn_compile_on_and_another_value_is_refused",),
     "chat_template_path": (f"{EXTRAS}::test_a_jinja_chat_template_path_is_the_templates_text",),

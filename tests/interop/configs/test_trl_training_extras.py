@@ -103,3 +103,14 @@ def test_label_smoothing_factor_is_a_note_where_trls_trainer_ignores_it():
     t = translate_trl_args({"label_smoothing_factor": 0.1}, "DPOConfig")
     assert t.refused == [] and t.notes[0].startswith("label_smoothing_factor: not needed: the class's trainer")
     assert translate_trl_args({"label_smoothing_factor": 0.1}, "SFTConfig").refused  # SFTTrainer smooths
+
+
+def test_optim_args_are_read_as_transformers_reads_them_for_the_optimizer():
+    config = valid({"optim": "sgd", "optim_args": "momentum=0.9, weight_decay=0.01"}, "SFTConfig")
+    assert (config.optim.momentum, config.optim.weight_decay) == (0.9, 0.01)
+    t = translate_trl_args({"optim": "sgd"}, "SFTConfig")  # transformers' SGD: torch's momentum 0, not honing's 0.9
+    assert t.get("optim.momentum") == 0.0 and "optim.momentum" in t.defaults
+    t = translate_trl_args({"optim_args": "beta3=0.99"}, "DPOConfig")  # adamw_torch_fused reads none
+    assert t.refused == [] and t.notes[0].startswith("optim_args: not needed: transformers'")
+    refused = translate_trl_args({"optim": "sgd", "optim_args": "nesterov=True"}, "SFTConfig").refused
+    assert refused == ["optim_args: nesterov=True: not available: honing's SGD reads momentum and weight_decay"]
