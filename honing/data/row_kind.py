@@ -9,14 +9,19 @@ chat template, the ``data`` section); nothing in ``data/`` asks a recipe for any
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from honing.cache import content_hash
 from honing.data.generated.tasks import is_generated, materialize
 from honing.data.report import BadRowReport, DataReport
-from honing.data.splits import resolve_sources
+from honing.data.splits import RowTable, resolve_sources
 from honing.data.tokenizer import tokenizer_fingerprint
 from honing.errors import DataError
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
+    from honing.config.data_schema import DataSection
 
 #: each source's ``(item, origin)`` pairs in file order
 SourceItems = list[list[tuple[Any, str]]]
@@ -48,7 +53,7 @@ class RowKind(Protocol):
     def build(self, items: list[Any]) -> list[dict[str, Any] | Exception]:
         """One row (its columns) per item, or the DataError that rejected it."""
 
-    def fit(self, table: Any, indices: Sequence[int], split: str) -> tuple[Any, DataReport]:
+    def fit(self, table: RowTable, indices: Sequence[int], split: str) -> tuple[Any, DataReport]:
         """The rows ``indices`` of ``table`` fitted to ``data.seq_len`` as training items, and the split's report
         (a rejected row fails here under ``data.bad_rows: fail``; none left is a DataError)."""
 
@@ -64,9 +69,9 @@ class TemplatedRows:
 
     def __init__(
         self,
-        tokenizer: Any,
+        tokenizer: PreTrainedTokenizerBase,
         chat_template: str,
-        data: Any,
+        data: DataSection,
         *,
         cache_dir: str,
         printer: Callable[[str], None] = print,

@@ -35,6 +35,7 @@ from honing.distributed import barrier, get_local_rank, is_distributed
 from honing.errors import ConfigError, DataError
 
 if TYPE_CHECKING:
+    from honing.config.data_schema import DataSection, SourceSection, SplitSection
     from honing.data.row_kind import RowKind
 
 
@@ -69,7 +70,7 @@ class MemoryRows:
 class JoinedRows:
     """Several tables read as one, their sources in order (a split listing several prepared folders)."""
 
-    def __init__(self, tables: Sequence[Any]):
+    def __init__(self, tables: Sequence[PreparedRows]):
         self.tables = list(tables)
         self.starts = [0]
         for table in self.tables:
@@ -105,9 +106,13 @@ class JoinedRows:
         return np.concatenate([values for values, _ in parts]), offsets
 
 
+#: the rows a row kind fits: a prepared folder, rows built in this process, or several prepared folders as one
+RowTable = PreparedRows | MemoryRows | JoinedRows
+
+
 def read_splits(
-    kind: RowKind, data: Any, *, seed: int, cache_dir: str, validation: bool = True, progress: bool = False
-) -> dict[str, tuple[Any, list[int]]]:
+    kind: RowKind, data: DataSection, *, seed: int, cache_dir: str, validation: bool = True, progress: bool = False
+) -> dict[str, tuple[RowTable, list[int]]]:
     """Each split's table and the row indices training uses (weighted; validation, unless not asked for, from its
     own sources or held out of the training rows). ``data`` is the run's ``data`` section."""
     reader = SplitReader(kind, data, cache_dir=cache_dir, progress=progress)
@@ -127,10 +132,10 @@ def read_splits(
 class SplitReader:
     """A split's rows for one kind: prepared folders as they are, raw sources through the cache (or memory)."""
 
-    def __init__(self, kind: RowKind, data: Any, *, cache_dir: str, progress: bool = False):
+    def __init__(self, kind: RowKind, data: DataSection, *, cache_dir: str, progress: bool = False):
         self.kind, self.data, self.cache_dir, self.progress = kind, data, cache_dir, progress
 
-    def table(self, sources: Sequence[Any], split: str) -> tuple[Any, list[float]]:
+    def table(self, sources: Sequence[SourceSection], split: str) -> tuple[RowTable, list[float]]:
         """A split's rows and each of their sources' weight."""
         prepared = [is_prepared_folder(source.path) for source in sources]
         if any(prepared) and not all(prepared):
@@ -227,7 +232,7 @@ def prepare_kind(
     )
 
 
-def _picks(table: Any, weights: list[float], split: Any, seed: int, where: str) -> list[int]:
+def _picks(table: RowTable, weights: list[float], split: SplitSection, seed: int, where: str) -> list[int]:
     """The rows a split uses: its mixture's draws, or each source's rows repeated by its weight."""
     if split.mixture is None:
         return _weighted(table, weights, seed)
@@ -240,7 +245,7 @@ def _picks(table: Any, weights: list[float], split: Any, seed: int, where: str) 
     return mixed_picks(counts, split.sources, split.mixture, seed=seed, where=where)
 
 
-def _weighted(table: Any, weights: list[float], seed: int) -> list[int]:
+def _weighted(table: RowTable, weights: list[float], seed: int) -> list[int]:
     counts = [source.rows for source in table.sources]
     return weighted_picks(counts, weights, [source.fields["path"] for source in table.sources], seed=seed)
 

@@ -9,9 +9,9 @@ rejected when it was built, is a problem the caller reports or fails on (``data.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -20,13 +20,19 @@ from honing.data.chat.flat_examples import FlatExamples
 from honing.data.chat.packing import PackedDataset
 from honing.data.chat.padding import PaddedDataset
 from honing.data.collate import pad_collate
-from honing.data.formats import Conversation
+from honing.data.formats import Conversation, Example
 from honing.data.prepared_rows import REJECTED
 from honing.data.report import DataReport
 from honing.data.row_kind import TemplatedRows, build_each
 from honing.data.row_reader import BadRowReport, read_sources
+from honing.data.splits import RowTable
 from honing.errors import DataError
 from honing.losses import IGNORE_INDEX
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
+    from honing.config.data_schema import DataSection
 
 NO_TOKENS = "no_tokens"  # a problem's kind: the row fits but carries no loss
 REJECTED_ROW = "rejected"  # ... or it was rejected when it was built (its reason is in the row)
@@ -44,7 +50,7 @@ class FittedRows:
     problems: list[tuple[int, str]]
 
 
-def fit_chat_rows(table: Any, indices: np.ndarray, seq_len: int, overlong: str) -> FittedRows:
+def fit_chat_rows(table: RowTable, indices: np.ndarray, seq_len: int, overlong: str) -> FittedRows:
     """The rows ``indices`` of ``table`` (columns ``status``, ``length``, ``input_ids``, ``labels``; repeats
     allowed) fitted to ``seq_len`` tokens under ``overlong`` (``truncate`` or ``drop``)."""
     indices = np.asarray(indices, dtype=np.int64)
@@ -79,7 +85,15 @@ class ChatRows(TemplatedRows):
 
     method = "sft"
 
-    def __init__(self, tokenizer: Any, chat_template: str, data: Any, *, packed_collate: Any = None, **where: Any):
+    def __init__(
+        self,
+        tokenizer: PreTrainedTokenizerBase,
+        chat_template: str,
+        data: DataSection,
+        *,
+        packed_collate: Callable[[list[dict[str, Any]]], dict[str, Any]] | None = None,
+        **where: Any,
+    ):
         super().__init__(tokenizer, chat_template, data, **where)
         self.packed_collate = packed_collate
         self.cut = data.seq_len  # truncation keeps a row's head, so rows serve any shorter seq_len
@@ -97,7 +111,7 @@ class ChatRows(TemplatedRows):
         """Each example's token ids and labels cut at ``cut`` and its whole length, or the DataError rejecting it."""
         return build_each(items, self.build_one)
 
-    def build_one(self, example: Any) -> dict[str, Any]:
+    def build_one(self, example: Example) -> dict[str, Any]:
         """One example's row (DataError: rejected)."""
         if isinstance(example, Conversation):
             item = tokenize_conversation(
@@ -112,7 +126,7 @@ class ChatRows(TemplatedRows):
         cut = self.cut
         return {"input_ids": item.input_ids[:cut], "labels": item.labels[:cut], "length": len(item.input_ids)}
 
-    def fit(self, table: Any, indices: Sequence[int], split: str) -> tuple[FlatExamples, DataReport]:
+    def fit(self, table: RowTable, indices: Sequence[int], split: str) -> tuple[FlatExamples, DataReport]:
         """The rows ``indices`` that fit ``data.seq_len`` and carry loss; the rest counted in the report (a rejected
         row fails the run under ``data.bad_rows: fail``)."""
         data = self.data
@@ -141,7 +155,9 @@ class ChatRows(TemplatedRows):
             raise DataError(f"no {split} example is left to train on (see the data report above)")
         return fitted.examples, report
 
-    def dataset(self, fitted: Any, report: DataReport) -> tuple[Any, Any]:
+    def dataset(
+        self, fitted: FlatExamples, report: DataReport
+    ) -> tuple[PackedDataset | PaddedDataset, Callable[[list[dict[str, Any]]], dict[str, Any]] | None]:
         """Rows packed to ``data.seq_len`` (``data.packing``) or padded, and their collator."""
         pad_id, seq_len = self.tokenizer.pad_token_id, self.data.seq_len
         if self.data.packing:

@@ -23,7 +23,11 @@ from honing.data.preference.pairs import PreferencePair
 from honing.data.preference.preference_rows import PreferenceRows
 from honing.data.report import DataReport
 from honing.data.row_reader import BadRowReport
+from honing.data.splits import RowTable
 from honing.errors import DataError
+
+#: the fitted rows (each with its mismatched completion), each row's label and each row's preference pair
+KTOFitted = tuple[list[TokenizedPair], list[bool], list[int]]
 
 
 class KTOCollator(PairCollator):
@@ -82,7 +86,7 @@ class KTORows(PreferenceRows):
         item = tokenize_pair(self.tokenizer, pair, chat_template=self.chat_template)
         return {"prompt_ids": item.prompt_ids, "completion_ids": item.chosen_ids, "label": int(example.desirable)}
 
-    def fit(self, table: Any, indices: Sequence[int], split: str) -> tuple[Any, DataReport]:
+    def fit(self, table: RowTable, indices: Sequence[int], split: str) -> tuple[KTOFitted, DataReport]:
         """The rows ``indices`` of ``table`` fitted to ``data.seq_len`` (``data.overlong``), each with its
         mismatched completion cut to what the prompt leaves; bad rows counted in the data report."""
         data = self.data
@@ -122,7 +126,7 @@ class KTORows(PreferenceRows):
             rows[index] = TokenizedPair(fitted[index].prompt_ids, fitted[index].chosen_ids, other.chosen_ids[:room])
         return rows  # type: ignore[return-value]
 
-    def dataset(self, fitted: Any, report: DataReport) -> tuple[KTODataset, KTOCollator]:
+    def dataset(self, fitted: KTOFitted, report: DataReport) -> tuple[KTODataset, KTOCollator]:
         """The rows as a dataset (one row an item), batched by the KTO collator."""
         rows, labels, pairs = fitted
         dataset = KTODataset(rows, labels, pairs)

@@ -91,7 +91,7 @@ def to_pair(row: Mapping[str, Any], format: str) -> PreferencePair:
     return _checked(_with_margin(pair, row.get("margin")))
 
 
-def _holds_prompt(value: Any) -> bool:
+def _holds_prompt(value: object) -> bool:
     """True for a conversation that starts before the assistant's reply (TRL's implicit-prompt completions)."""
     return (
         isinstance(value, list)
@@ -101,7 +101,7 @@ def _holds_prompt(value: Any) -> bool:
     )
 
 
-def _from_conversations(chosen: Any, rejected: Any) -> PreferencePair:
+def _from_conversations(chosen: object, rejected: object) -> PreferencePair:
     """TRL's implicit prompt: whole conversations, the prompt being the messages the two share (``extract_prompt``)."""
     chosen, rejected = _messages(chosen, "chosen"), _messages(rejected, "rejected")
     shared = 0
@@ -157,7 +157,7 @@ def _checked(pair: PreferencePair) -> PreferencePair:
     return pair
 
 
-def _with_margin(pair: PreferencePair, margin: Any) -> PreferencePair:
+def _with_margin(pair: PreferencePair, margin: object) -> PreferencePair:
     if margin is None:
         return pair
     if isinstance(margin, bool) or not isinstance(margin, (int, float)) or margin != margin or abs(margin) == inf:
@@ -165,13 +165,13 @@ def _with_margin(pair: PreferencePair, margin: Any) -> PreferencePair:
     return replace(pair, margin=float(margin))
 
 
-def _prompt(value: Any) -> Messages:
+def _prompt(value: object) -> Messages:
     if isinstance(value, str):
         return [{"role": "user", "content": value}]
     return _messages(value, "prompt")
 
 
-def _completion(value: Any, key: str) -> Messages:
+def _completion(value: object, key: str) -> Messages:
     """A string, one message (``role`` / ``content`` or ShareGPT's ``from`` / ``value``), a list of messages, or a
     conversation ``{"messages": [...]}`` (Oumi's documented DPO rows)."""
     if isinstance(value, str):
@@ -189,7 +189,7 @@ def _completion(value: Any, key: str) -> Messages:
     return messages
 
 
-def _messages(value: Any, key: str) -> Messages:
+def _messages(value: object, key: str) -> Messages:
     if not isinstance(value, list) or not value:
         raise RowError(f"{key!r} must be a non-empty list of messages, got {_kind(value)}")
     messages = []
@@ -203,7 +203,7 @@ def _messages(value: Any, key: str) -> Messages:
     return messages
 
 
-def _sharegpt(value: Any, key: str, *, system: Any = None) -> Messages:
+def _sharegpt(value: object, key: str, *, system: object = None) -> Messages:
     if not isinstance(value, list) or not value:
         raise RowError(f"{key!r} must be a non-empty list of {{'from', 'value'}} objects, got {_kind(value)}")
     messages = [{"role": "system", "content": system}] if isinstance(system, str) and system else []
@@ -216,7 +216,7 @@ def _sharegpt(value: Any, key: str, *, system: Any = None) -> Messages:
     return messages
 
 
-def _text(content: Any, where: str) -> str:
+def _text(content: object, where: str) -> str:
     """A message's text: a string, or the text items of a list of content items (images are refused)."""
     if isinstance(content, str):
         return content
@@ -232,7 +232,7 @@ def _text(content: Any, where: str) -> str:
     raise RowError(f"'content' must be a string or a list of text items, got {_kind(content)} in {where}")
 
 
-def _from_transcripts(chosen: Any, rejected: Any) -> PreferencePair:
+def _from_transcripts(chosen: object, rejected: object) -> PreferencePair:
     """HH-RLHF: the prompt is the transcript up to the last ``Assistant:`` both share; the rest are the replies."""
     if not (isinstance(chosen, str) and isinstance(rejected, str)):
         raise RowError(f"'chosen' and 'rejected' must be transcript strings, got {_kind(chosen)} and {_kind(rejected)}")
@@ -274,5 +274,5 @@ def _transcript_turns(text: str) -> Messages:
     return turns
 
 
-def _kind(value: Any) -> str:
+def _kind(value: object) -> str:
     return "null" if value is None else type(value).__name__

@@ -5,16 +5,22 @@ batches whose two replies share the prompt."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from honing.data.generated.preferences import is_generated_preference, materialize
 from honing.data.preference.batches import PairCollator, PairDataset, TokenizedPair, fit_pair, tokenize_pair
-from honing.data.preference.pairs import read_pair_sources
+from honing.data.preference.pairs import PreferencePair, read_pair_sources
 from honing.data.prepared_rows import REJECTED
 from honing.data.report import DataReport
 from honing.data.row_kind import TemplatedRows, build_each
 from honing.data.row_reader import BadRowReport
+from honing.data.splits import RowTable
 from honing.errors import DataError
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
+    from honing.config.data_schema import DataSection
 
 
 class PreferenceRows(TemplatedRows):
@@ -24,7 +30,15 @@ class PreferenceRows(TemplatedRows):
     cut = None  # data.overlong cuts a prompt from its left and the replies from their right, from the whole pair
     generated_format = "preference"
 
-    def __init__(self, tokenizer: Any, chat_template: str, data: Any, *, collator: PairCollator, **where: Any):
+    def __init__(
+        self,
+        tokenizer: PreTrainedTokenizerBase,
+        chat_template: str,
+        data: DataSection,
+        *,
+        collator: PairCollator,
+        **where: Any,
+    ):
         super().__init__(tokenizer, chat_template, data, **where)
         self.collator = collator
         self.group_by_length = data.group_by_length
@@ -45,12 +59,12 @@ class PreferenceRows(TemplatedRows):
         """Each pair's prompt, chosen and rejected token ids, or the DataError rejecting it."""
         return build_each(items, self.build_one)
 
-    def build_one(self, pair: Any) -> dict[str, Any]:
+    def build_one(self, pair: PreferencePair) -> dict[str, Any]:
         """One pair's row (DataError: rejected)."""
         item = tokenize_pair(self.tokenizer, pair, chat_template=self.chat_template)
         return {"prompt_ids": item.prompt_ids, "chosen_ids": item.chosen_ids, "rejected_ids": item.rejected_ids}
 
-    def fit(self, table: Any, indices: Sequence[int], split: str) -> tuple[list[TokenizedPair], DataReport]:
+    def fit(self, table: RowTable, indices: Sequence[int], split: str) -> tuple[list[TokenizedPair], DataReport]:
         """The pairs ``indices`` of ``table`` fitted to ``data.seq_len`` (``data.overlong``); bad rows, those skipped
         while reading included, counted in the data report."""
         report, tokenized = DataReport(), []
@@ -70,7 +84,7 @@ class PreferenceRows(TemplatedRows):
         return tokenized, report
 
     def built_rows(
-        self, table: Any, indices: Sequence[int], split: str, report: DataReport
+        self, table: RowTable, indices: Sequence[int], split: str, report: DataReport
     ) -> Iterator[dict[str, Any]]:
         """The rows ``indices`` of ``table`` that were built; a rejected one fails (``data.bad_rows: fail``) or is
         counted in ``report``, as are the rows skipped while reading."""

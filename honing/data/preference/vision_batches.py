@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 
@@ -29,6 +29,9 @@ from honing.data.preference.batches import REFERENCE_KEYS, PairDataset, Tokenize
 from honing.data.vision.processing import process
 from honing.errors import DataError
 from honing.losses import IGNORE_INDEX
+
+if TYPE_CHECKING:
+    from PIL.Image import Image
 
 #: joins several rows' image inputs as the processor joins a batch's (the model family's
 #: ``honing.models.vl_families.concat_image_inputs``, handed in: data imports no models)
@@ -106,7 +109,7 @@ def fit_vision_pair(
 class VisionPairDataset(PairDataset):
     """Tokenized image pairs: each item also its rendered prompt and its images, opened when it is read."""
 
-    def __init__(self, pairs: Sequence[VisionTokenizedPair], load_image: Any):
+    def __init__(self, pairs: Sequence[VisionTokenizedPair], load_image: Callable[[ContentItem], Image]):
         super().__init__(pairs)
         self.load_image = load_image
 

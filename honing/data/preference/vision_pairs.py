@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from honing.cache import content_hash
-from honing.data.formats import IMAGE_PLACEHOLDER, Conversation, RowError, resolve_image_paths, to_example
+from honing.data.formats import IMAGE_PLACEHOLDER, ContentItem, Conversation, RowError, resolve_image_paths, to_example
 from honing.data.preference.pairs import PreferencePair, _checked, _completion
 from honing.data.preference.preference_rows import PreferenceRows
 from honing.data.preference.vision_batches import (
@@ -33,9 +33,16 @@ from honing.data.preference.vision_batches import (
     fit_vision_pair,
     tokenize_vision_pair,
 )
+from honing.data.report import DataReport
 from honing.data.row_reader import BadRowReport, BadRows, RowItems, SourceKind, named_format, read_items
 from honing.data.vision.images import load_image
 from honing.data.vision.vision_rows import image_stamps
+
+if TYPE_CHECKING:
+    from PIL.Image import Image
+    from transformers import ProcessorMixin
+
+    from honing.config.data_schema import DataSection
 
 #: the keys a row's prompt may be under, per source format, in the order they are looked for
 PROMPT_KEYS = {"auto": ("prompt", "question", "messages"), "preference_prompt": ("prompt", "question")}
@@ -80,7 +87,7 @@ def vision_pair(row: Mapping[str, Any], folder: str | None, format: str = "auto"
     return VisionPair(conversation, chosen, rejected)
 
 
-def _image_slots(prompt: Any) -> Any:
+def _image_slots(prompt: object) -> object:
     """TRL's ``{"type": "image"}`` content parts (no content: the next of ``images``) as ``<image>`` placeholders."""
     if not isinstance(prompt, list):
         return prompt
@@ -125,7 +132,14 @@ class VisionPreferenceRows(PreferenceRows):
     generated_format = "preference"
 
     def __init__(
-        self, processor: Any, chat_template: str, data: Any, *, family: Any, join_images: JoinImages, **where: Any
+        self,
+        processor: ProcessorMixin,
+        chat_template: str,
+        data: DataSection,
+        *,
+        family: Any,
+        join_images: JoinImages,
+        **where: Any,
     ):
         collator = VisionPairCollator(processor, family, processor.tokenizer.pad_token_id, join_images=join_images)
         super().__init__(processor.tokenizer, chat_template, data, collator=collator, **where)
@@ -144,15 +158,15 @@ class VisionPreferenceRows(PreferenceRows):
         found = self.read(fields)[0]
         return image_stamps([[(pair.prompt, origin) for pair, origin in items] for items in found])
 
-    def read(self, fields: list[dict[str, Any]]) -> tuple[list[list[tuple[Any, str]]], BadRowReport]:
+    def read(self, fields: list[dict[str, Any]]) -> tuple[list[list[tuple[VisionPair, str]]], BadRowReport]:
         """Each source's image pairs and origins in file order, and the bad rows skipped while reading."""
         return read_vision_pair_sources(fields, bad_rows=self.data.bad_rows)
 
-    def load_image(self, item: Any) -> Any:
+    def load_image(self, item: ContentItem) -> Image:
         """One image item as an RGB image; PDF pages at ``data.pdf_longest_side`` when set."""
         return load_image(item, pdf_longest_side=self.data.pdf_longest_side)
 
-    def build_one(self, pair: Any) -> dict[str, Any]:
+    def build_one(self, pair: VisionPair) -> dict[str, Any]:
         """One pair's row: ids (its images opened and processed now), rendered prompt and image references."""
         messages, image_items = pair.prompt.to_vl_messages()
         images = [self.load_image(item) for item in image_items]
@@ -173,11 +187,13 @@ class VisionPreferenceRows(PreferenceRows):
             row["prompt_ids"], row["chosen_ids"], row["rejected_ids"], text=row["text"], images=list(row["images"])
         )
 
-    def fit_pair(self, pair: Any) -> VisionTokenizedPair | None:
+    def fit_pair(self, pair: VisionTokenizedPair) -> VisionTokenizedPair | None:
         """The pair fitted to ``data.seq_len``: replies cut from the right, never the prompt (its image tokens)."""
         return fit_vision_pair(pair, self.data.seq_len, self.data.overlong)
 
-    def dataset(self, fitted: list[Any], report: Any) -> tuple[VisionPairDataset, VisionPairCollator]:
+    def dataset(
+        self, fitted: list[VisionTokenizedPair], report: DataReport
+    ) -> tuple[VisionPairDataset, VisionPairCollator]:
         """The pairs with their images (opened per batch), batched side by side with their pixel inputs."""
         dataset = VisionPairDataset(fitted, self.load_image)
         report.rows, report.row_length = len(dataset), max(dataset.lengths)

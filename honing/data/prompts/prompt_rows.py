@@ -5,14 +5,20 @@ of ``max_completion_length`` tokens within ``data.seq_len`` is dropped when the 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from honing.data.prepared_rows import REJECTED
 from honing.data.prompts.prompts import Prompt, PromptCollator, PromptDataset, read_prompt_sources
 from honing.data.row_kind import TemplatedRows, build_each
 from honing.data.row_reader import BadRowReport
+from honing.data.splits import RowTable
 from honing.errors import DataError
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
+    from honing.config.data_schema import DataSection
 
 
 class PromptRows(TemplatedRows):
@@ -24,9 +30,9 @@ class PromptRows(TemplatedRows):
 
     def __init__(
         self,
-        tokenizer: Any,
+        tokenizer: PreTrainedTokenizerBase,
         chat_template: str,
-        data: Any,
+        data: DataSection,
         *,
         max_completion_length: int,
         num_generations: int,
@@ -72,7 +78,9 @@ class PromptRows(TemplatedRows):
             check_json_columns(prompt)
         return {"prompt_ids": self.prompt_ids(prompt), "prompt": prompt.prompt, "columns": prompt.columns}
 
-    def fit(self, table: Any, indices: Sequence[int], split: str) -> tuple[tuple[list[Prompt], list[list[int]]], None]:
+    def fit(
+        self, table: RowTable, indices: Sequence[int], split: str
+    ) -> tuple[tuple[list[Prompt], list[list[int]]], None]:
         """The prompts ``indices`` of ``table`` that leave ``max_completion_length`` tokens of ``data.seq_len``, and
         their token ids; no data report (the reward is logged every step)."""
         room = self.data.seq_len - self.max_completion_length
@@ -98,7 +106,7 @@ class PromptRows(TemplatedRows):
         )
         return (kept, token_ids), None
 
-    def fitted_prompt(self, row: Any) -> Prompt:
+    def fitted_prompt(self, row: Mapping[str, Any]) -> Prompt:
         """The prompt of a built row (its text or messages and its columns)."""
         return Prompt(row["prompt"], row["columns"])
 

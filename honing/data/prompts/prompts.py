@@ -82,7 +82,7 @@ def to_prompt(row: Mapping[str, Any], format: str) -> Prompt:
     raise DataError(f"unknown prompt format {format!r}; expected one of: {', '.join(PROMPT_FORMATS)}")
 
 
-def _plain_messages(value: Any, key: str) -> list[dict[str, str]]:
+def _plain_messages(value: object, key: str) -> list[dict[str, str]]:
     messages = _messages(value, key)
     if not messages:
         raise RowError(f"{key!r} is an empty list; expected at least one message")

@@ -17,9 +17,9 @@ the rows are built: a missing or unreadable one rejects its row, and the run sto
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -42,6 +42,12 @@ from honing.data.vision.images import load_image
 from honing.data.vision.processing import process
 from honing.data.vision.vision_rows import image_stamps
 from honing.errors import DataError
+
+if TYPE_CHECKING:
+    from PIL.Image import Image
+    from transformers import ProcessorMixin
+
+    from honing.config.data_schema import DataSection
 
 #: the batch key holding each prompt's pixel inputs (a dict of the processor's tensors, one per row)
 IMAGE_INPUTS = "image_inputs"
@@ -89,7 +95,7 @@ def vision_prompt(row: Mapping[str, Any], format: str, folder: str | None) -> tu
     return conversation, columns
 
 
-def _image_list(images: Any) -> list[Any]:
+def _image_list(images: object) -> list[object]:
     if images is None:  # absent, or a null table cell: a text-only prompt
         return []
     if not isinstance(images, list):
@@ -97,7 +103,7 @@ def _image_list(images: Any) -> list[Any]:
     return images
 
 
-def _image_item(image: Any, where: str) -> ContentItem:
+def _image_item(image: object, where: str) -> ContentItem:
     if isinstance(image, Mapping) and isinstance(image.get("image"), str):
         image = image["image"]  # verl's and qwen-vl-utils' {"image": "file://..." | path}
     if isinstance(image, str) and image.startswith("file://"):
@@ -150,7 +156,9 @@ class VisionPromptRows(PromptRows):
 
     method = "vl_grpo"
 
-    def __init__(self, processor: Any, chat_template: str, data: Any, *, family: Any, **options: Any):
+    def __init__(
+        self, processor: ProcessorMixin, chat_template: str, data: DataSection, *, family: Any, **options: Any
+    ):
         super().__init__(processor.tokenizer, chat_template, data, **options)
         self.processor, self.family = processor, family
 
@@ -164,15 +172,15 @@ class VisionPromptRows(PromptRows):
             [[(conversation, origin) for (conversation, _), origin in found] for found in self.read(fields)[0]]
         )
 
-    def read(self, fields: list[dict[str, Any]]) -> tuple[list[list[tuple[Any, str]]], BadRowReport]:
+    def read(self, fields: list[dict[str, Any]]) -> tuple[list[list[tuple[PromptParts, str]]], BadRowReport]:
         """Each source's image prompts and origins in file order (a bad row fails: GRPO has no data.bad_rows)."""
         return read_vision_prompt_sources(fields), BadRowReport()
 
-    def load_image(self, item: ContentItem) -> Any:
+    def load_image(self, item: ContentItem) -> Image:
         """One image item as an RGB image."""
         return load_image(item, pdf_longest_side=self.data.pdf_longest_side)
 
-    def build_one(self, item: tuple[Conversation, dict[str, Any]]) -> dict[str, Any]:
+    def build_one(self, item: PromptParts) -> dict[str, Any]:
         """One prompt's row: its expanded ids (its images opened and processed now), the text messages the rewards
         read, its columns, the rendered chat and the image references."""
         conversation, columns = item
@@ -197,7 +205,9 @@ class VisionPromptRows(PromptRows):
         """The prompt of a built row, with its rendered chat and image references."""
         return VisionPrompt(row["prompt"], row["columns"], text=row["text"], images=list(row["images"]))
 
-    def dataset(self, fitted: Any, report: None) -> tuple[PromptDataset, PromptCollator]:
+    def dataset(
+        self, fitted: tuple[list[VisionPrompt], list[list[int]]], report: None
+    ) -> tuple[PromptDataset, PromptCollator]:
         """The prompts with their ids and images (opened per batch), collated with their pixel inputs."""
         dataset = VisionPromptDataset(*fitted, load_image=self.load_image)
         return dataset, VisionPromptCollator(self.processor, self.family, self.tokenizer.pad_token_id)
@@ -206,7 +216,13 @@ class VisionPromptRows(PromptRows):
 class VisionPromptDataset(PromptDataset):
     """Tokenized image prompts: each item also its rendered chat and its images, opened when it is read."""
 
-    def __init__(self, prompts: Sequence[VisionPrompt], token_ids: Sequence[Sequence[int]], *, load_image: Any):
+    def __init__(
+        self,
+        prompts: Sequence[VisionPrompt],
+        token_ids: Sequence[Sequence[int]],
+        *,
+        load_image: Callable[[ContentItem], Image],
+    ):
         super().__init__(prompts, token_ids)
         self.load_image = load_image
 
