@@ -6,8 +6,6 @@ Where the file says nothing, LLaMA-Factory's and transformers' defaults are writ
 
 from __future__ import annotations
 
-from typing import Any
-
 from honing.interop.configs.hf_args import (
     duration,
     eval_strategy_of,
@@ -24,7 +22,7 @@ from honing.interop.configs.llamafactory_data import translate_data
 from honing.interop.configs.llamafactory_keys import KEYS, SOURCE
 from honing.interop.configs.llamafactory_table import TABLE
 from honing.interop.configs.machine_options import set_attention
-from honing.interop.configs.schema_table import finish
+from honing.interop.configs.schema_table import Value, finish
 from honing.interop.configs.translation import Keys, Translation, schema_has
 
 SCHEMA = f"LLaMA-Factory ({SOURCE})"
@@ -44,7 +42,7 @@ PREF_LOSSES = {
 ATTENTION = {"disabled": "eager", "sdpa": "sdpa", "fa2": "flash_attention_2"}
 
 
-def is_llamafactory(raw: dict[str, Any]) -> bool:
+def is_llamafactory(raw: dict[str, Value]) -> bool:
     """A LLaMA-Factory config: ``model_name_or_path`` with its ``stage`` / ``finetuning_type`` / ``dataset`` /
     ``template`` / ``cutoff_len``."""
     return "model_name_or_path" in raw and any(
@@ -52,7 +50,7 @@ def is_llamafactory(raw: dict[str, Any]) -> bool:
     )
 
 
-def translate_llamafactory(raw: dict[str, Any], config_path: str | None = None) -> Translation:
+def translate_llamafactory(raw: dict[str, Value], config_path: str | None = None) -> Translation:
     """honing's config for a LLaMA-Factory training config, with refusals, notes and defaults filled in."""
     t = Translation("LLaMA-Factory")
     top = t.section(raw, "")
@@ -169,7 +167,7 @@ def translate_adapters(t: Translation, top: Keys, method: str) -> None:
     targets = lora_targets(top.take("lora_target", "all"))
     extra = lora_targets(top.take("additional_target"))
     if kind == "lora":
-        lora: dict[str, Any] = {"rank": rank, "alpha": alpha if alpha is not None else rank * 2.0, "dropout": dropout}
+        lora: dict[str, Value] = {"rank": rank, "alpha": alpha if alpha is not None else rank * 2.0, "dropout": dropout}
         lora["target_modules"] = targets or "all-linear"
         if isinstance(extra, list):
             lora["modules_to_save"] = extra

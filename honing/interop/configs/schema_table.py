@@ -12,11 +12,13 @@ from __future__ import annotations
 import ast
 from collections import Counter
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Literal
 
 from honing.interop.configs.translation import Keys
 
 Verdict = Literal["honoured", "moot", "refused"]
+# a value a config file or a schema default holds (YAML / JSON scalars, lists and mappings of them)
+Value = str | int | float | bool | None | list["Value"] | dict[str, "Value"]
 Entry = tuple[Verdict, str]  # the verdict and what the key becomes (honoured) or why (moot, refused)
 
 
@@ -35,7 +37,7 @@ def refused(why: str, *keys: str) -> dict[str, Entry]:
     return {key: ("refused", why) for key in keys}
 
 
-def schema_default(text: str) -> Any:
+def schema_default(text: str) -> Value:
     """A default as the schema's source writes it (``"None"``, ``"'cosine'"``, ``"512"``) as a value; the text itself
     when it is not a literal (``TRLConfig()``, ``REQUIRED``)."""
     try:
@@ -44,7 +46,7 @@ def schema_default(text: str) -> Any:
         return text
 
 
-def is_unset(value: Any, default_text: str) -> bool:
+def is_unset(value: Value, default_text: str) -> bool:
     """True when ``value`` asks for nothing: null, empty, its schema default, or false where the default is null."""
     if value is None or value in ("", [], {}):
         return True

@@ -7,12 +7,11 @@ class's own keys here. Where the values say nothing, the class's defaults are wr
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from honing.interop.configs.hf_args import set_schedule_defaults, set_warmup
 from honing.interop.configs.hf_training_args_table import TRAINING_ARGUMENTS
 from honing.interop.configs.llamafactory import translate_engine, translate_outputs, translate_training
-from honing.interop.configs.schema_table import Entry, finish
+from honing.interop.configs.schema_table import Entry, Value, finish
 from honing.interop.configs.translation import Keys, Translation
 from honing.interop.configs.trl_keys import SOURCE
 from honing.interop.configs.trl_method_keys import READERS, class_default, class_fields
@@ -43,7 +42,7 @@ def table(config_class: str) -> dict[str, Entry]:
     return {**TRAINING_ARGUMENTS, **CLASSES[config_class][1]}
 
 
-def translate_trl_args(values: Mapping[str, Any], config_class: str) -> Translation:
+def translate_trl_args(values: Mapping[str, Value], config_class: str) -> Translation:
     """honing's config for the keyword arguments of TRL's ``config_class`` (or ``TrainingArguments``), with
     refusals, notes and the class's defaults filled in; a key the class does not have is refused by name."""
     if config_class not in CLASSES:

@@ -5,9 +5,8 @@ one reader per class (``READERS``), each taking the keys its verdict table honou
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
-from honing.interop.configs.schema_table import schema_default
+from honing.interop.configs.schema_table import Value, schema_default
 from honing.interop.configs.translation import Keys, Translation, schema_has
 from honing.interop.configs.trl_extra_keys import read_chat_template_path, read_online_extras
 from honing.interop.configs.trl_grpo_batch import steps_as_rollout_batches, translate_trl_grpo_batch
@@ -20,7 +19,7 @@ def class_fields(config_class: str) -> dict[str, tuple[str, str]]:
     return {**KEYS["TrainingArguments"], **KEYS[config_class]}
 
 
-def class_default(config_class: str, key: str) -> Any:
+def class_default(config_class: str, key: str) -> Value:
     """A field's default in ``config_class``."""
     return schema_default(class_fields(config_class)[key][1])
 
