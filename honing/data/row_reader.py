@@ -23,11 +23,8 @@ from typing import Any, Generic, Literal, TypeVar
 import numpy as np
 
 from honing.data.column_mapping import mapped_row
-from honing.data.datasets_reader import (  # noqa: F401  (re-exported: sources name them from here)
+from honing.data.datasets_reader import (  # noqa: F401  (SPLIT_SUFFIX, reads_with_datasets: re-exported)
     COMPRESSION_SUFFIXES,
-    DATA_SUFFIXES,
-    HUB_NAME,
-    SAVED_DATASET_MARKERS,
     SPLIT_SUFFIX,
     SUBSET_NEEDS_LOAD_DATASET,
     Record,

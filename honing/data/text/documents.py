@@ -12,8 +12,9 @@ from typing import Any
 import fsspec
 
 from honing.data.column_mapping import pretraining_text_field
+from honing.data.datasets_reader import SUBSET_NEEDS_LOAD_DATASET, reads_with_datasets
 from honing.data.mixture import mixed_picks
-from honing.data.row_reader import SUBSET_NEEDS_LOAD_DATASET, iter_records, reads_with_datasets
+from honing.data.row_reader import iter_records
 from honing.data.sources import JSONL_SUFFIXES, expand_paths, row_text, source_fields, weighted_indices
 from honing.data.text.pieces import split_text
 from honing.errors import DataError

@@ -23,15 +23,15 @@ import fsspec
 
 from honing import storage
 from honing.data.column_mapping import pretraining_text_field
-from honing.data.row_reader import (
+from honing.data.datasets_reader import (
     COMPRESSION_SUFFIXES,
     DATA_SUFFIXES,
     HUB_NAME,
     SAVED_DATASET_MARKERS,
     SPLIT_SUFFIX,
     SUBSET_NEEDS_LOAD_DATASET,
-    iter_records,
 )
+from honing.data.row_reader import iter_records
 from honing.data.sources import JSONL_SUFFIXES, expand_paths, row_text, source_fields
 from honing.data.text import pieces as text_pieces
 from honing.data.text.pieces import NotUTF8Error, TextPart, cut_position, iter_text_parts
