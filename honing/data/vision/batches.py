@@ -25,7 +25,6 @@ import torch
 
 from honing.data.collate import PadCollator
 from honing.errors import DataError
-from honing.losses import IGNORE_INDEX
 
 #: the batch key holding, per image field, each row's number of entries along the field's first dimension
 SHARES = "image_shares"
@@ -96,13 +95,6 @@ class ProcessedVLCollator(PadCollator):
                         micro[key] = _shift(micro[key], -skipped)
             micro_batches.append(micro)
         return micro_batches
-
-    def filler(self, batch: Mapping[str, Any]) -> dict[str, Any]:
-        """The batch with no labels and no real tokens (see ``Collator.filler``)."""
-        filler = dict(batch)
-        filler["labels"] = torch.full_like(batch["labels"], IGNORE_INDEX)
-        filler["num_real_tokens"] = torch.zeros_like(batch["num_real_tokens"])
-        return filler
 
 
 class VLCollator(PadCollator):
@@ -182,13 +174,6 @@ class VLCollator(PadCollator):
                 "the images or the image processor changed since the data set was built"
             )
         return micro
-
-    def filler(self, batch: Mapping[str, Any]) -> dict[str, Any]:
-        """The batch with no labels and no real tokens (see ``Collator.filler``); its forward is a real one."""
-        filler = dict(batch)
-        filler["labels"] = torch.full_like(batch["labels"], IGNORE_INDEX)
-        filler["num_real_tokens"] = torch.zeros_like(batch["num_real_tokens"])
-        return filler
 
 
 def _shift(indices: torch.Tensor, by: int) -> torch.Tensor:
