@@ -1,7 +1,8 @@
-"""docs/coming-from.md's counts, never typed: axolotl's and LLaMA-Factory's schema keys per verdict, written from the
-verdict tables themselves (``axolotl_table.TABLE``, ``llamafactory_table.TABLE``), and the four documents' code blocks
-per document, counted from the page's table of each document's blocks (a row per block, its ``runs`` cell starting
-``as written``, ``nearest form`` or ``differs``; the tests check each table has a row per block the document holds).
+"""docs/coming-from.md's counts, never typed: axolotl's, LLaMA-Factory's and TRL's schema keys per verdict, written
+from the verdict tables themselves (``axolotl_table.TABLE``, ``llamafactory_table.TABLE``, ``trl_args.table``),
+and the four documents' code blocks per document, counted from the page's table of each document's blocks (a row
+per block, its ``runs`` cell starting ``as written``, ``nearest form`` or ``differs``; the tests check each table has
+a row per block the document holds).
 
     python benchmarks/coming_from_counts.py --write    # rewrites the page's generated blocks
     python benchmarks/coming_from_counts.py            # prints them
@@ -20,6 +21,8 @@ from architecture_page import block, replace_block
 
 from honing.interop.configs import axolotl_table, llamafactory_table
 from honing.interop.configs.schema_table import counts
+from honing.interop.configs.trl_args import CLASSES as TRL_CLASSES
+from honing.interop.configs.trl_args import table as trl_table
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "coming-from.md"
 NOTE = (
@@ -50,6 +53,12 @@ BLOCKS = [
             "dataset_info.columns": "`dataset_info.json` `columns`",
             "dataset_info.tags": "`dataset_info.json` `tags`",
         },
+    ),
+    (
+        "trl-schema-counts",
+        "TRL's config classes (the installed TRL)",
+        {name: trl_table(name) for name in TRL_CLASSES},
+        {name: f"`{name}`" for name in TRL_CLASSES},
     ),
 ]
 

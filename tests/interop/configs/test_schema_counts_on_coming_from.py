@@ -1,6 +1,6 @@
-"""docs/coming-from.md's counts of axolotl's and LLaMA-Factory's schema keys per verdict are the verdict tables' own
-(``benchmarks/coming_from_counts.py --write`` writes them): a table change that moves a number fails here until the
-page is rewritten."""
+"""docs/coming-from.md's counts of axolotl's, LLaMA-Factory's and TRL's schema keys per verdict are the verdict
+tables' own (``benchmarks/coming_from_counts.py --write`` writes them): a table change that moves a number fails here
+until the page is rewritten."""
 
 from __future__ import annotations
 
