@@ -107,7 +107,7 @@ def data_phase(work: str, samples: int, *overrides: str) -> float:
         "import sys, time, json; sys.path.insert(0, {repo!r}); import torch; torch.set_num_threads(1)\n"
         "from honing.config import load_config\nfrom honing.recipes import recipe_class\n"
         "config = load_config({config!r}, {overrides!r})\nrecipe = recipe_class(config.method)(config)\n"
-        "recipe.build_model_assets()\nstarted = time.perf_counter()\nrecipe.build_data()\n"
+        "assets = recipe.model_assets()\nstarted = time.perf_counter()\nrecipe.build_data(assets)\n"
         "print(json.dumps(time.perf_counter() - started))"
     ).format(repo=REPO, config=os.path.join(work, "first.yaml"), overrides=list(overrides))
     env = {**os.environ, "OMP_NUM_THREADS": "1"}

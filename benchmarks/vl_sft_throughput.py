@@ -224,13 +224,14 @@ def run_honing(model_dir: str, rows: str, warmup: int, steps: int, threads: int)
                 losses.append(metrics["train/loss"])
 
     class BenchmarkRecipe(VLSFTRecipe):
-        def build_data(self):
-            loader, validation = super().build_data()
+        def build_data(self, assets, model=None):
+            data = super().build_data(assets, model)
+            loader = data.train_loader
             loader.collate_fn = self.counter = CountingCollate(loader.collate_fn)
-            return loader, validation
+            return data
 
-        def build_callbacks(self):
-            return {**super().build_callbacks(), "benchmark_timer": Timer()}
+        def build_callbacks(self, parts):
+            return {**super().build_callbacks(parts), "benchmark_timer": Timer()}
 
     with tempfile.TemporaryDirectory() as folder:
         config = {

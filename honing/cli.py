@@ -144,9 +144,8 @@ def run_data(args: argparse.Namespace) -> int:
 
     config = load_any_config(args.config, args.overrides)
     seed_all(config.trainer.seed)
-    recipe = recipe_for(config)  # its own recipe up to the data step: what training would get, no model
-    recipe.build_model_assets()
-    reports = recipe.build_data().reports
+    _, data = recipe_for(config).data_alone()  # its own recipe's model assets and data, as training's: no model
+    reports = data.reports
     text, text_path, png_path = write_data_report(reports, args.output or config.trainer.save_folder)
     print(f"{text}\nwrote {text_path} and {png_path}")
     return 0

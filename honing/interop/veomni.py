@@ -119,7 +119,7 @@ class BaseTrainer:
         in honing's (or OLMo-core's) the Trainer's, named by its class."""
         if in_veomni_form(callback):
             self.callbacks.add(callback)
-        elif self.trainer is None:
+        elif getattr(self, "trainer", None) is None:  # not built yet: the Trainer takes it when it is
             self._honing_callbacks.append(callback)
         else:
             self.trainer.add_callback(callback)

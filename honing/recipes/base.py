@@ -1,34 +1,36 @@
-"""The recipe: a run composed of parts, read top to bottom in :meth:`Recipe.build`.
+"""The recipe: a method's spec, the build steps that ``honing.recipes.build_run.build_run`` calls in order.
 
-The parts: the model builder (``honing.models.builder``), the method's row kind and its data
-(``honing.data.row_kind``, ``honing.data.finetune_data``), the loader, the train module (``honing.methods``), the
-reference model, the callbacks (``honing.run.callbacks``) and the Trainer. A method's recipe picks its parts; each
-``build_*`` step takes what it needs, returns what it made, and is a hook a user may replace in a subclass
-(VeOmni's names: ``build_model_assets``, ``freeze_module``, ``build_data_transform``, ``build_data_collate_info``,
-``build_param_groups``, ``post_init``). The config is never changed: ``saved_config`` is what the run applied.
+The parts: the model assets (``honing.run.parts.ModelAssets``), the model builder (``honing.models.builder``), the
+method's row kind and its data (``honing.data.row_kind``, ``honing.data.finetune_data``), the reference model, the
+train module (``honing.methods``), the callbacks (``honing.run.callbacks``) and the Trainer. A method's recipe picks
+its parts; each step takes what it needs as arguments, returns what it made, and is a hook a user may replace in a
+subclass (VeOmni's names: ``build_model_assets``, ``freeze_module``, ``build_data_transform``,
+``build_data_collate_info``, ``build_param_groups``, ``post_init``; steps written in VeOmni's form read the parts
+``share`` keeps on the recipe). The config is never changed: ``saved_config`` is what the run applied.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
 import sys
 import tempfile
+from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from honing import storage
 from honing.config import RunConfig, to_yaml
 from honing.config.methods import dropout_disabled
+from honing.config.trainer_schema import TrainerSection
 from honing.data.collate import packed_collate
 from honing.data.finetune_data import DataPlacement, RunData, build_finetune_data
 from honing.data.prepared_rows import is_prepared_folder
 from honing.data.splits import prepare_kind
 from honing.data.text.corpus import default_cache_dir
-from honing.data.transformed import TransformedDataset
 from honing.distributed import (
     default_device,
     get_world_size,
@@ -40,7 +42,6 @@ from honing.distributed import (
 from honing.errors import ConfigError
 from honing.export.model_card import DATA_FILE
 from honing.interop.callback_names import with_honing_event_names
-from honing.interop.veomni_collate import collator_from_info
 from honing.interop.veomni_recipe import adapt_recipe_steps
 from honing.models import count_parameters, freeze_layers, is_lora, unwrap_model
 from honing.models.builder import ModelBuilder
@@ -52,20 +53,26 @@ from honing.optim.builder import OptimizerSettings, build_optimizer
 from honing.optim.schedulers import schedule_options
 from honing.parallel_dims import ParallelDims, check_divides, parallel_dims_from
 from honing.plan.auto_checkpointing import choose_activation_checkpointing
-from honing.recipes.prerequisites import check_model_inputs
-from honing.recipes.run_paths import check_run_paths
+from honing.recipes.build_run import build_run, configure_storage
 from honing.run.callbacks import build_callbacks
 from honing.run.outputs import RunOutputs
+from honing.run.parts import HeldOutAnswers, ModelAssets, Placement, RunParts, TrainInputs
 from honing.train import Callback, Trainer
 from honing.train.cpu_load import choose_num_threads, current_load
-from honing.train.precision import choose_precision, describe_device
-from honing.train.shared_folder import check_shared_folder
+from honing.train.precision import choose_precision
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
+    from honing.data.row_kind import RowKind
+    from honing.methods.base import BaseTrainModule
 
 log = logging.getLogger(__name__)
 
 
 class Recipe:
-    """Build everything a run needs from its config, then ``run()`` it."""
+    """A method's spec: its build steps, which ``build_run`` calls in order, each given what it needs; ``run()``
+    builds and trains."""
 
     #: what generates text and exports the trained model (the callbacks call it)
     outputs_class: type[RunOutputs] = RunOutputs
@@ -87,36 +94,25 @@ class Recipe:
             disable_dropout=dropout_disabled(config),
         )
         self.cache_dir = config.data.cache_dir or default_cache_dir()
-        # What build() makes, each set once as it is made (VeOmni's steps read them as self.model, self.trainer, ...)
-        self.processor: Any = None  # a tokenizer, or a multimodal processor holding one
-        self.tokenizer: Any = None
-        self.chat_template: str | None = None
-        self.model: torch.nn.Module | None = None
-        self.reference_model: torch.nn.Module | None = None
-        self.train_loader: Any = None
-        self.eval_batches: Any = None
-        self.collator: Any = None  # how the data's batches split into micro-batches
-        self.data_reports: dict[str, Any] = {}  # split → honing.data.report.DataReport
-        self.train_module: Any = None
-        self.outputs: RunOutputs | None = None
-        self.trainer: Trainer | None = None
-        self._parallel_dims: ParallelDims | None = None
         if config.recipe is not None and f"{type(self).__module__}:{type(self).__qualname__}" != config.recipe:
             raise ConfigError(
                 f"recipe: the config names {config.recipe!r} but {type(self).__name__} runs it; build the recipe "
                 "with honing.recipes.recipe_for(config)"
             )
 
-    @property
+    @functools.cached_property
     def parallel_dims(self) -> ParallelDims:
         """The run's parallel layout (``parallel.dp_replicate / dp_shard / tp / cp / ep``) over the processes that
         joined, checked against ``data.seq_len`` and its mesh built on first use."""
-        if self._parallel_dims is None:
-            dims = parallel_dims_from(self.config.parallel, get_world_size())
-            check_divides("data.seq_len", self.config.data.seq_len, "cp", dims.cp)
-            dims.build_mesh(self.device.type)
-            self._parallel_dims = dims
-        return self._parallel_dims
+        dims = parallel_dims_from(self.config.parallel, get_world_size())
+        check_divides("data.seq_len", self.config.data.seq_len, "cp", dims.cp)
+        dims.build_mesh(self.device.type)
+        return dims
+
+    @property
+    def placement(self) -> Placement:
+        """Where the run computes: device, precision, parallel layout."""
+        return Placement(self.device, self.precision, self.parallel_dims)
 
     def packed_rows(self) -> bool:
         """Whether training rows hold several documents told apart by restarting ``position_ids`` (those are what
@@ -125,62 +121,18 @@ class Recipe:
 
     # --- the run, top to bottom -------------------------------------------------------
     def build(self) -> Trainer:
-        """Run every build step in order and return the Trainer."""
-        configure_storage(self.config.storage)
-        check_model_inputs(self.config)  # a missing example output: one line with its command, before any hub call
-        check_run_paths(self.config)  # save folder, load path, data paths: one line each, before any model
-        layout = self.parallel_dims.describe()  # a layout that cannot fit fails here, before any model is built
-        self.build_model_assets()
-        try:
-            model = self.build_model()
-        except ValueError as error:  # transformers' word for an unknown kernel names no config key
-            if "attn_implementation" not in str(error):
-                raise
-            raise ConfigError(f"model.attn_implementation: {error} honing also takes auto (the default).") from error
-        self.freeze_module(model)
-        self.reference_model = self.build_reference_model(model)  # copied from the model before it is parallelised
-        self.model = self.build_parallel(model)
-        # from_pretrained hands the model over in eval mode, while a wrapper built around it (peft's, DDP's) starts
-        # in training mode, and the train module's "still training?" check reads the wrapper: without this, a
-        # fine-tuned checkpoint trained with activation checkpointing and dropout off until the first evaluation
-        self.model.train()
-        data = self.build_data()
-        self.train_loader, self.eval_batches, self.data_reports = data.train_loader, data.eval_batches, data.reports
-        self.collator = data.collator
-        transform = self.build_data_transform()
-        if transform is not None:
-            parts = getattr(self.eval_batches, "parts", {"": self.eval_batches})  # several validation sources
-            for batches in (self.train_loader, *parts.values()):
-                if hasattr(batches, "dataset"):  # the loader and the validation batches read items from it
-                    batches.dataset = TransformedDataset(batches.dataset, transform)
-        collate_info = self.build_data_collate_info()
-        if isinstance(collate_info, dict):  # VeOmni's per-key (pack_dim, sp_slice, sp_pad_value, sp_pad_scale)
-            owner = f"{type(self).__name__}.build_data_collate_info"
-            collate_info = collator_from_info(collate_info, data.collator, owner=owner, sp_size=self.parallel_dims.cp)
-        self.collator = collate_info
-        self.train_module = self.build_train_module()
-        self.outputs = self.outputs_class(
-            config=self.saved_config,
-            model=self.model,
-            processor=self.processor,
-            device=self.device,
-            data_reports=self.data_reports,
-            persist=lambda path: self.trainer.persist_working_file(path),
-            collator=self.collator,
-        )
-        self.trainer = self.build_trainer()
-        check_shared_folder(self.config.trainer.save_folder)  # several machines: one folder all of them see
-        if is_rank0():
-            self.trainer.write_file("config.yaml", to_yaml(self.saved_config))  # secrets redacted; makes the folder
-        total, trainable = count_parameters(self.model), count_parameters(self.model, trainable_only=True)
-        share = "" if trainable == total else f" ({trainable:,} trainable)"
-        print0(
-            f"model: {total:,} parameters{share} | device {describe_device(self.device)} | "
-            f"precision {self.precision} | attention {self.models.describe_attention()} | parallel {layout} | "
-            f"dropout {'off' if self.models.disable_dropout else 'on'} | save folder {self.config.trainer.save_folder}"
-        )
+        """Run every build step in order (``honing.recipes.build_run``) and return the Trainer."""
+        _, trainer = build_run(self.config, self)
+        self.share(trainer=trainer)
         self.post_init()
-        return self.trainer
+        return trainer
+
+    def share(self, **parts: Any) -> None:
+        """Keep parts on the recipe as they are made, as the steps written in VeOmni's form read them
+        (``self.processor``, ``self.model``, ``self.train_module``, ``self.trainer``, ...); honing's own steps take
+        them as arguments instead."""
+        for name, value in parts.items():
+            setattr(self, name, value)
 
     def run(self) -> Trainer:
         """Prepare the environment, build, train, tear down."""
@@ -203,15 +155,31 @@ class Recipe:
         return trainer
 
     # --- the steps (hooks a subclass may replace) ---------------------------------------
-    def build_model_assets(self) -> list[Any]:
-        """The tokenizer or processor (VeOmni's step): sets ``self.processor`` and ``self.tokenizer`` (and the chat
-        template of chat methods) and returns ``[processor]``."""
+    def model_assets(self) -> ModelAssets:
+        """The run's tokenizer or processor (and the chat template of chat methods)."""
         raise NotImplementedError
 
-    def build_model(self) -> torch.nn.Module:
+    def build_model_assets(self) -> list[Any]:
+        """VeOmni's step: the model assets, kept as ``self.processor``, ``self.tokenizer`` and
+        ``self.chat_template``; returns ``[processor]``."""
+        assets = self.model_assets()
+        self.share(processor=assets.processor, tokenizer=assets.tokenizer, chat_template=assets.chat_template)
+        return [assets.processor]
+
+    def run_assets(self) -> ModelAssets:
+        """The model assets the run is built over: ``model_assets()``, or what a ``build_model_assets`` written in
+        VeOmni's form (which keeps them on the recipe) kept; either way kept for VeOmni-form steps too."""
+        if getattr(type(self).build_model_assets, "completes_tokenizer", False):  # honing.interop.veomni_recipe
+            self.build_model_assets()
+            return ModelAssets(self.processor, self.tokenizer, getattr(self, "chat_template", None))
+        assets = self.model_assets()
+        self.share(processor=assets.processor, tokenizer=assets.tokenizer, chat_template=assets.chat_template)
+        return assets
+
+    def build_model(self, assets: ModelAssets) -> torch.nn.Module:
         """The model from ``model.name_or_path`` or ``model.config``, on the run's device and dtype."""
         shards = fsdp_shards(self.config.parallel.strategy, self.parallel_dims)
-        return self.models.causal_lm(self.tokenizer, max_length=self.config.data.seq_len, shards=shards)
+        return self.models.causal_lm(assets.tokenizer, max_length=self.config.data.seq_len, shards=shards)
 
     def freeze_module(self, model: torch.nn.Module) -> None:
         """Freeze parameters by ``model.freeze_layers`` patterns before the optimizer is built (VeOmni's step)."""
@@ -249,18 +217,24 @@ class Recipe:
         off): packed preference pairs, by default."""
         return ["packed preference pairs"] if getattr(self, "packed_pairs", False) else []
 
-    def build_reference_model(self, model: torch.nn.Module) -> torch.nn.Module | None:
+    def build_reference_model(self, model: torch.nn.Module, assets: ModelAssets) -> torch.nn.Module | None:
         """A frozen model the method compares against (DPO, GRPO's KL), from the unparallelised ``model``; none by
         default."""
         return None
 
-    def row_kind(self) -> Any:
-        """The method's row kind (``honing.data.row_kind.RowKind``) over the built tokenizer or processor."""
+    def row_kind(self, assets: ModelAssets) -> RowKind:
+        """The method's row kind over the run's tokenizer or processor."""
         raise NotImplementedError
 
-    def build_data(self) -> RunData:
-        """The training loader, the validation batches and the data reports, through the method's row kind."""
-        return build_finetune_data(self.row_kind(), self.config.data, self.data_placement())
+    def build_data(self, assets: ModelAssets, model: torch.nn.Module | None = None) -> RunData:
+        """The training loader, the validation batches and the data reports, through the method's row kind
+        (``model``: the model to train, None where only the data is built: ``honing data``)."""
+        return build_finetune_data(self.row_kind(assets), self.config.data, self.data_placement())
+
+    def data_alone(self) -> tuple[ModelAssets, RunData]:
+        """The model assets and the data as training would make them, with no model (``honing data``)."""
+        assets = self.run_assets()
+        return assets, self.build_data(assets)
 
     def data_placement(self) -> DataPlacement:
         """This process's slice of the data: seed, data-parallel rank and size, validation batch rows, cache."""
@@ -274,14 +248,14 @@ class Recipe:
             progress=show_progress(),
         )
 
-    def build_data_transform(self) -> Any:
+    def build_data_transform(self) -> Callable[[Any], Any] | None:
         """A function applied to every training and validation item before collation (None: the method's rows
         as they are); VeOmni's step, e.g. ``partial(process_sample, processor=self.processor)``."""
         return None
 
     def build_data_collate_info(self) -> Any:
         """The collator that splits a batch into micro-batches and names the model's inputs (VeOmni's step;
-        by default the one the data step chose), or VeOmni's dict of per-key settings over it
+        by default the one the data step chose, ``self.collator``), or VeOmni's dict of per-key settings over it
         (``honing.interop.veomni_collate``)."""
         return self.collator
 
@@ -299,34 +273,48 @@ class Recipe:
             precompute_scales_after_steps(model, optimizer)
         return optimizer
 
-    def build_train_module(self) -> Any:
+    def build_train_module(self, inputs: TrainInputs) -> BaseTrainModule:
         """The method's TrainModule around the model and optimizer (next-token loss by default, plus an MoE model's
         router load-balancing loss)."""
         from honing.methods.lm import LMTrainModule
 
         return LMTrainModule(
-            self.model,
-            self.build_optimizer(self.model),
+            inputs.model,
+            self.build_optimizer(inputs.model),
             router_aux_loss_coef=self.config.model.router_aux_loss_coef,  # MoE models' load-balancing loss
             neftune_noise_alpha=self.config.sft.neftune_noise_alpha if self.config.sft else None,  # SFT's NEFTune
-            **train_module_options(self),
+            **self.train_module_options(inputs.data.collator),
         )
 
-    def build_callbacks(self) -> dict[str, Callback]:
-        """The registered callbacks the config enables (``honing.run.callbacks``), then the user's own."""
-        return build_callbacks(self)
+    def train_module_options(self, collator: Any) -> dict[str, Any]:
+        """The step settings every method's TrainModule takes (``honing.methods.base.BaseTrainModule``)."""
+        config, dims = self.config, self.parallel_dims
+        return dict(
+            micro_batch_size=micro_batch_size(config, dims),
+            scheduler=schedule_options(config.scheduler, config.optim.lr),
+            grad_clip=config.optim.grad_clip,
+            precision=self.precision,
+            device=self.device,
+            collator=collator,
+            chunked_loss=config.model.chunked_loss,
+            parallel_dims=dims,
+        )
 
-    def build_trainer(self) -> Trainer:
+    def build_callbacks(self, parts: RunParts) -> dict[str, Callback]:
+        """The registered callbacks the config enables (``honing.run.callbacks``), then the user's own."""
+        return build_callbacks(parts)
+
+    def build_trainer(self, parts: RunParts) -> Trainer:
         """The Trainer over the train module and data loader: it takes the config's trainer and storage sections;
         callbacks written with OLMo-core's or VeOmni's event names are adapted to honing's as they are registered."""
         return Trainer(
             self.config.trainer,
             storage=self.config.storage,
-            train_module=self.train_module,
-            data_loader=self.train_loader,
-            callbacks=self.build_callbacks(),
-            extra_checkpoint_files=checkpoint_files(self),
-            model_params=count_parameters(self.model, non_embedding=True),
+            train_module=parts.train_module,
+            data_loader=parts.data.train_loader,
+            callbacks=self.build_callbacks(parts),
+            extra_checkpoint_files=checkpoint_files(parts),
+            model_params=count_parameters(parts.model, non_embedding=True),
             callback_adapter=with_honing_event_names,
         )
 
@@ -347,11 +335,10 @@ class Recipe:
         if any(is_prepared_folder(source.path) for source in section.sources):
             raise ConfigError(f"data.{split}.sources: these are already prepared folders")
         configure_storage(self.config.storage)
-        self.build_model_assets()
-        kind = self.row_kind()
+        kind = self.row_kind(self.run_assets())
         return prepare_kind(kind, out_dir, kind.source_fields(section.sources), workers=workers, progress=progress)
 
-    def held_out_answers(self) -> list[tuple[Any, str]]:
+    def held_out_answers(self, assets: ModelAssets) -> HeldOutAnswers:
         """``(prompt, expected answer)`` pairs for the generation eval (none by default)."""
         return []
 
@@ -366,7 +353,7 @@ def run_device(choice: str) -> torch.device:
     return default_device() if choice == "auto" else torch.device(choice)
 
 
-def run_precision(trainer: Any, device: torch.device) -> str:
+def run_precision(trainer: TrainerSection, device: torch.device) -> str:
     """``trainer.precision``, unless it asks for bf16 on a CPU that only emulates it (see
     ``honing.train.precision``): then a warning with the measured slowdown, or fp32 by policy. ``fp8`` is refused
     here, before any model is read, on a device without float8 matmuls."""
@@ -387,19 +374,6 @@ def use_float8_linears(model: torch.nn.Module, strategy: str) -> None:
     print0(f"trainer.precision: fp8 -> {count} linear layers in float8 (torchao, tensorwise scales); the LM head bf16")
 
 
-def configure_storage(cfg: Any) -> None:
-    """Credentials and endpoint from the ``storage`` section for every ``s3://`` path of this process."""
-    storage.set_storage_options(
-        "s3",
-        **storage.s3_storage_options(
-            endpoint_url=cfg.endpoint_url,
-            aws_access_key_id=cfg.aws_access_key_id,
-            aws_secret_access_key=cfg.aws_secret_access_key,
-            region=cfg.region,
-        ),
-    )
-
-
 def micro_batch_size(config: RunConfig, dims: ParallelDims) -> int:
     """Rows per forward pass on each rank (defaults to the whole per-rank batch)."""
     local = config.data.rows_per_step(dims.dp_size) // dims.dp_size
@@ -411,48 +385,38 @@ def show_progress() -> bool:
     return sys.stderr.isatty()
 
 
-def use_chat_tokenizer(recipe: Recipe) -> list[Any]:
+def chat_assets(config: RunConfig) -> ModelAssets:
     """The chat methods' model assets: a byte-level or pretrained tokenizer with the run's chat template (and its
-    special tokens), set as the recipe's processor and tokenizer."""
+    special tokens)."""
     from honing.data.chat.chat_tokenizer import chat_tokenizer
 
-    config = recipe.config
-    recipe.tokenizer, recipe.chat_template = chat_tokenizer(config.tokenizer, config.data, config.model)
-    recipe.processor = recipe.tokenizer
-    return [recipe.processor]
+    tokenizer, chat_template = chat_tokenizer(config.tokenizer, config.data, config.model)
+    return ModelAssets(processor=tokenizer, tokenizer=tokenizer, chat_template=chat_template)
 
 
-def chat_packed_collate(recipe: Recipe) -> Any:
+def chat_packed_collate(models: ModelBuilder) -> Callable[[list[dict[str, Any]]], dict[str, Any]]:
     """The collator of packed rows for the attention kernel the model builder chose."""
-    return packed_collate(recipe.models.attention.name if recipe.models.attention else None)
+    return packed_collate(models.attention.name if models.attention else None)
 
 
-def train_module_options(recipe: Recipe) -> dict[str, Any]:
-    """The step settings every method's TrainModule takes (``honing.methods.base.BaseTrainModule``)."""
-    config, dims = recipe.config, recipe.parallel_dims
-    return dict(
-        micro_batch_size=micro_batch_size(config, dims),
-        scheduler=schedule_options(config.scheduler, config.optim.lr),
-        grad_clip=config.optim.grad_clip,
-        precision=recipe.precision,
-        device=recipe.device,
-        collator=recipe.collator,
-        chunked_loss=config.model.chunked_loss,
-        parallel_dims=dims,
-    )
+def stop_token_ids(tokenizer: PreTrainedTokenizerBase) -> list[int]:
+    """Where a sampled completion ends: the end-of-sequence and the chat template's end-of-turn tokens."""
+    from honing.models.generation import end_of_turn_ids
+
+    return [int(i) for i in (tokenizer.eos_token_id, *end_of_turn_ids(tokenizer)) if i is not None]
 
 
-def checkpoint_files(recipe: Recipe) -> dict[str, str | bytes]:
+def checkpoint_files(parts: RunParts) -> dict[str, str | bytes]:
     """Files saved in every checkpoint: the run's config, its data summary, the model config and tokenizer."""
-    files: dict[str, str | bytes] = {"config.yaml": to_yaml(recipe.saved_config)}
-    files[DATA_FILE] = json.dumps(recipe.outputs.data_summary(), indent=2)  # what the model card of an export says
-    files.update(folder_files(lambda d: unwrap_model(recipe.model).config.save_pretrained(d), "model"))
-    if recipe.processor is not None:
-        files.update(folder_files(recipe.processor.save_pretrained, "tokenizer"))
+    files: dict[str, str | bytes] = {"config.yaml": to_yaml(parts.config)}
+    files[DATA_FILE] = json.dumps(parts.outputs.data_summary(), indent=2)  # what the model card of an export says
+    files.update(folder_files(lambda d: unwrap_model(parts.model).config.save_pretrained(d), "model"))
+    if parts.assets.processor is not None:
+        files.update(folder_files(parts.assets.processor.save_pretrained, "tokenizer"))
     return files
 
 
-def folder_files(save: Any, prefix: str) -> dict[str, bytes]:
+def folder_files(save: Callable[[str], Any], prefix: str) -> dict[str, bytes]:
     """Run ``save(dir)`` into a temporary folder and return its files as ``prefix/name`` → bytes."""
     with tempfile.TemporaryDirectory() as tmp:
         save(tmp)

@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from honing.config import RunConfig
 from honing.config.distill_schema import DistillSection
 from honing.data.chat.chat_rows import ChatRows
 from honing.data.chat.padding import PaddedDataset
@@ -20,48 +21,47 @@ from honing.data.formats import Conversation
 from honing.data.report import DataReport
 from honing.distributed import print0
 from honing.methods.distill import DistillTrainModule
-from honing.models.generation import end_of_turn_ids
-from honing.recipes.base import Recipe, train_module_options, use_chat_tokenizer
+from honing.recipes.base import Recipe, chat_assets, stop_token_ids
 from honing.recipes.distill_teacher import build_teacher
 from honing.recipes.sft import prompt_and_answer, validation_examples
+from honing.run.parts import HeldOutAnswers, ModelAssets, TrainInputs
 
 
 class DistillRecipe(Recipe):
     """Conversations → chat template with assistant-only labels → padded rows → the generalized JSD to a frozen
     teacher, on the rows' completions or the student's own (``distill.lmbda``)."""
 
-    def __init__(self, config: Any):
+    def __init__(self, config: RunConfig):
         super().__init__(config)
         self.distill = config.distill or DistillSection()  # its defaults when absent
 
-    def build_model_assets(self) -> list[Any]:
+    def model_assets(self) -> ModelAssets:
         """A byte-level or pretrained tokenizer with the run's chat template (the teacher's must be the same)."""
-        return use_chat_tokenizer(self)
+        return chat_assets(self.config)
 
     def compile_blockers(self) -> list[str]:
         """On-policy rows are decoded in the step (``distill.lmbda`` > 0): each new length would recompile."""
         return ["the student's decoding"] if self.distill.lmbda > 0 else []
 
-    def build_reference_model(self, model: torch.nn.Module) -> torch.nn.Module | None:
+    def build_reference_model(self, model: torch.nn.Module, assets: ModelAssets) -> torch.nn.Module | None:
         """The frozen teacher (``distill.teacher_model_name_or_path``, or a copy of the student as built)."""
-        return build_teacher(self, model)
+        return build_teacher(model, self.distill, self.config, assets.tokenizer, self.models, self.placement)
 
-    def row_kind(self) -> PaddedChatRows:
+    def row_kind(self, assets: ModelAssets) -> PaddedChatRows:
         """SFT's conversations with assistant-only labels, padded (never packed: each row's prompt is sampled from)."""
         return PaddedChatRows(
-            self.tokenizer, self.chat_template, self.config.data, cache_dir=self.cache_dir, printer=print0
+            assets.tokenizer, assets.chat_template, self.config.data, cache_dir=self.cache_dir, printer=print0
         )
 
-    def build_train_module(self) -> DistillTrainModule:
+    def build_train_module(self, inputs: TrainInputs) -> DistillTrainModule:
         """The distillation TrainModule with the run's ``distill`` settings and teacher."""
-        cfg, tokenizer = self.distill, self.tokenizer
-        stop = [int(i) for i in (tokenizer.eos_token_id, *end_of_turn_ids(tokenizer)) if i is not None]
+        cfg, tokenizer = self.distill, inputs.assets.tokenizer
         return DistillTrainModule(
-            self.model,
-            self.build_optimizer(self.model),
-            teacher=self.reference_model,
+            inputs.model,
+            self.build_optimizer(inputs.model),
+            teacher=inputs.reference_model,
             pad_token_id=tokenizer.pad_token_id,
-            stop_token_ids=stop,
+            stop_token_ids=stop_token_ids(tokenizer),
             seq_len=self.config.data.seq_len,
             lmbda=cfg.lmbda,
             beta=cfg.beta,
@@ -71,12 +71,12 @@ class DistillRecipe(Recipe):
             max_new_tokens=cfg.max_new_tokens,
             seq_kd=cfg.seq_kd,
             seed=self.config.trainer.seed,
-            **train_module_options(self),
+            **self.train_module_options(inputs.data.collator),
         )
 
-    def held_out_answers(self) -> list[tuple[list[dict[str, Any]], str]]:
+    def held_out_answers(self, assets: ModelAssets) -> HeldOutAnswers:
         """The validation conversations as (messages before the last assistant turn, that turn's text)."""
-        examples = validation_examples(self.row_kind(), self.config)
+        examples = validation_examples(self.row_kind(assets), self.config)
         held_out = [example for example in examples if isinstance(example, Conversation)]
         return [item for item in map(prompt_and_answer, held_out) if item is not None]
 

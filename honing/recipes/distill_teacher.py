@@ -6,16 +6,22 @@ not built."""
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from honing.distributed import get_world_size
 from honing.errors import ConfigError
 from honing.models import unwrap_model
 from honing.models.loading import load_pretrained_model
-from honing.models.parallel import parallelize_from, resolve_strategy
-from honing.recipes.reference_parts import build_reference_model
+from honing.recipes.reference_parts import build_reference_model, frozen_parallel
+from honing.run.parts import Placement
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
+    from honing.config import RunConfig
+    from honing.config.distill_schema import DistillSection
+    from honing.models.builder import ModelBuilder
 
 log = logging.getLogger(__name__)
 
@@ -23,15 +29,21 @@ log = logging.getLogger(__name__)
 INIT_KWARGS = ("dtype", "torch_dtype", "attn_implementation", "trust_remote_code")
 
 
-def build_teacher(recipe: Any, model: torch.nn.Module) -> torch.nn.Module:
+def build_teacher(
+    model: torch.nn.Module,
+    section: DistillSection,
+    config: RunConfig,
+    tokenizer: PreTrainedTokenizerBase,
+    models: ModelBuilder,
+    placement: Placement,
+) -> torch.nn.Module:
     """The frozen teacher on the run's device (sharded like the student under FSDP2), its tokenizer and vocabulary
-    checked against the student's."""
-    section, config = recipe.distill, recipe.config
+    checked against the student's (``tokenizer``; ``models``: the student's dtype and attention kernel)."""
     path = section.teacher_model_name_or_path
     if path is None:
-        return build_reference_model(recipe, model, "copy")
-    check_same_tokenizer(path, recipe.tokenizer, student_name(config))
-    options = teacher_load_options(section.teacher_model_init_kwargs, recipe)
+        return build_reference_model(model, "copy", config, placement)
+    check_same_tokenizer(path, tokenizer, student_name(config))
+    options = teacher_load_options(section.teacher_model_init_kwargs, models)
     teacher = load_pretrained_model(path, **options)
     teacher_rows = teacher.get_output_embeddings().weight.shape[0]
     student_rows = unwrap_model(model).get_output_embeddings().weight.shape[0]
@@ -39,20 +51,11 @@ def build_teacher(recipe: Any, model: torch.nn.Module) -> torch.nn.Module:
         raise ConfigError(
             tokenizer_refusal(path, student_name(config), f"{teacher_rows} logits per token against {student_rows}")
         )
-    teacher = teacher.to(recipe.device).eval().requires_grad_(False)
-    if resolve_strategy(config.parallel.strategy, get_world_size()) != "fsdp":
-        return teacher
-    return parallelize_from(
-        teacher,
-        config.parallel,
-        dims=recipe.parallel_dims,
-        device=recipe.device,
-        precision=recipe.precision,
-        frozen=True,
-    )
+    teacher = teacher.to(placement.device).eval().requires_grad_(False)
+    return frozen_parallel(teacher, config, placement)
 
 
-def check_same_tokenizer(path: str, tokenizer: Any, student: str) -> None:
+def check_same_tokenizer(path: str, tokenizer: PreTrainedTokenizerBase, student: str) -> None:
     """Refuse a teacher whose tokenizer maps any text to other ids than the student's (its vocabulary, token →
     id, differs); a teacher folder without a tokenizer is checked by its logits' width alone."""
     from transformers import AutoTokenizer
@@ -82,13 +85,13 @@ def tokenizer_refusal(teacher: str, student: str, why: str) -> str:
     )
 
 
-def student_name(config: Any) -> str:
+def student_name(config: RunConfig) -> str:
     """The student as the user named it."""
     name = config.model.name_or_path
     return repr(name) if name else "(built from model.config)"
 
 
-def teacher_load_options(kwargs: dict[str, Any], recipe: Any) -> dict[str, Any]:
+def teacher_load_options(kwargs: dict[str, Any], models: ModelBuilder) -> dict[str, Any]:
     """``load_pretrained_model``'s arguments from ``distill.teacher_model_init_kwargs``: dtype (names as in TRL,
     ``auto``: the checkpoint's own; default the student's), attention kernel (default the student's), remote code."""
     unknown = sorted(set(kwargs) - set(INIT_KWARGS))
@@ -99,13 +102,13 @@ def teacher_load_options(kwargs: dict[str, Any], recipe: Any) -> dict[str, Any]:
         )
     dtype = kwargs.get("dtype", kwargs.get("torch_dtype"))
     if dtype is None:
-        dtype = recipe.models.dtype()
+        dtype = models.dtype()
     elif dtype != "auto":
         if not isinstance(getattr(torch, str(dtype), None), torch.dtype):
             raise ConfigError(f"distill.teacher_model_init_kwargs.dtype: {dtype!r} is not a torch dtype name")
         dtype = getattr(torch, str(dtype))
     return {
         "dtype": dtype,
-        "attn_implementation": kwargs.get("attn_implementation", recipe.models.attention_name()),
+        "attn_implementation": kwargs.get("attn_implementation", models.attention_name()),
         "trust_remote_code": bool(kwargs.get("trust_remote_code", False)),
     }

@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from honing.config import RunConfig
 from honing.config.grpo_loss_schema import weighted_rewards
 from honing.config.schema import GRPOSection
 from honing.data.finetune_data import RunData, build_finetune_data
@@ -19,9 +20,9 @@ from honing.data.prompts.prompt_rows import PromptRows
 from honing.data.prompts.prompts import load_prompts
 from honing.distributed import print0
 from honing.errors import DataError
+from honing.methods.base import BaseTrainModule
 from honing.models import is_lora
-from honing.models.generation import end_of_turn_ids
-from honing.recipes.base import Recipe, train_module_options, use_chat_tokenizer
+from honing.recipes.base import Recipe, chat_assets, stop_token_ids
 from honing.recipes.grpo_batches import generation_steps, micro_batch_completions
 from honing.recipes.grpo_sampling import dynamic_sampling, estimator_parts, rollout_section
 from honing.recipes.grpo_validation import (
@@ -32,60 +33,92 @@ from honing.recipes.grpo_validation import (
 from honing.recipes.rollout_backend import rollout_sampler
 from honing.recipes.tool_parts import refuse_unsupported_tool_use, tool_schemas, tool_turns
 from honing.rl.rewards import RewardScorer
+from honing.run.parts import HeldOutAnswers, ModelAssets, RunParts, TrainInputs
+from honing.train import Callback
+
+
+def policy_copy(model: torch.nn.Module, *, wanted: bool) -> torch.nn.Module | None:
+    """A frozen copy of the policy as built, the rollout methods' KL reference; None when the method needs none
+    (``wanted`` false) or with LoRA (its adapters are disabled instead)."""
+    if not wanted or is_lora(model):
+        return None
+    return copy.deepcopy(model).eval().requires_grad_(False)
+
+
+def prompt_rows(
+    assets: ModelAssets,
+    config: RunConfig,
+    cache_dir: str,
+    *,
+    max_completion_length: int,
+    num_generations: int,
+    tools: list[dict[str, Any]] | None = None,
+) -> PromptRows:
+    """The rollout methods' row kind: prompts rendered with the chat template's generation prompt, each leaving
+    ``max_completion_length`` tokens for its ``num_generations`` completions (``tools``: schemas shown with it)."""
+    return PromptRows(
+        assets.tokenizer,
+        assets.chat_template,
+        config.data,
+        cache_dir=cache_dir,
+        max_completion_length=max_completion_length,
+        num_generations=num_generations,
+        tools=tools,
+        printer=print0,
+    )
+
+
+def on_device(model: torch.nn.Module | None, device: torch.device) -> torch.nn.Module | None:
+    """``model`` moved to the run's device (None stays None)."""
+    return model.to(device) if model is not None else None
 
 
 class GRPORecipe(Recipe):
     """A chat tokenizer and model (full or LoRA); prompts for data; GRPO's train module."""
 
-    def __init__(self, config: Any):
+    def __init__(self, config: RunConfig):
         super().__init__(config)
         self.grpo: GRPOSection = rollout_section(config)  # or RLOO's section, for method: rloo
         refuse_unsupported_tool_use(config, self.grpo)
 
-    def build_model_assets(self) -> list[Any]:
+    def model_assets(self) -> ModelAssets:
         """A byte-level or pretrained tokenizer with the run's chat template."""
-        return use_chat_tokenizer(self)
+        return chat_assets(self.config)
 
     def compile_blockers(self) -> list[str]:
         """Rollouts decode in the step: each new length would recompile the blocks."""
         return ["the rollouts' decoding"]
 
-    def build_reference_model(self, model: torch.nn.Module) -> torch.nn.Module | None:
+    def build_reference_model(self, model: torch.nn.Module, assets: ModelAssets) -> torch.nn.Module | None:
         """A frozen copy of the policy as built (``grpo.beta`` > 0, full fine-tuning); None with LoRA (its adapters
         are disabled instead) or beta = 0 (no KL term)."""
-        if self.grpo.beta == 0.0 or is_lora(model):
-            return None
-        return copy.deepcopy(model).eval().requires_grad_(False)
+        return policy_copy(model, wanted=self.grpo.beta != 0.0)
 
-    def row_kind(self) -> PromptRows:
+    def row_kind(self, assets: ModelAssets) -> PromptRows:
         """Prompts rendered with the chat template's generation prompt."""
-        return PromptRows(
-            self.tokenizer,
-            self.chat_template,
-            self.config.data,
-            cache_dir=self.cache_dir,
+        return prompt_rows(
+            assets,
+            self.config,
+            self.cache_dir,
             max_completion_length=self.grpo.max_completion_length,
             num_generations=self.grpo.num_generations,
-            tools=tool_schemas(self.grpo, self.config.method, self.tokenizer),
-            printer=print0,
+            tools=tool_schemas(self.grpo, self.config.method, assets.tokenizer),
         )
 
-    def build_data(self) -> RunData:
+    def build_data(self, assets: ModelAssets, model: torch.nn.Module | None = None) -> RunData:
         """A resumable loader of left-padded prompts, and the held-out prompts the evaluator samples and scores."""
         validation = wants_reward_validation(self.config)
-        return build_finetune_data(self.row_kind(), self.config.data, self.data_placement(), validation=validation)
+        kind = self.row_kind(assets)
+        return build_finetune_data(kind, self.config.data, self.data_placement(), validation=validation)
 
-    def build_train_module(self) -> Any:
+    def build_train_module(self, inputs: TrainInputs) -> BaseTrainModule:
         """GRPO's train module (RLOO's for ``method: rloo``) with the rewards of ``grpo.rewards``."""
-        grpo, tokenizer = self.grpo, self.tokenizer
-        stop = [int(i) for i in (tokenizer.eos_token_id, *end_of_turn_ids(tokenizer)) if i is not None]
-        reference = self.reference_model
-        if reference is not None:
-            reference = reference.to(self.device)
-        train_module, estimator = self.estimator_parts()
+        grpo, tokenizer, seed = self.grpo, inputs.assets.tokenizer, self.config.trainer.seed
+        stop = stop_token_ids(tokenizer)
+        train_module, estimator = self.estimator_parts(inputs.assets)
         return train_module(
-            self.model,
-            self.build_optimizer(self.model),
+            inputs.model,
+            self.build_optimizer(inputs.model),
             tokenizer=tokenizer,
             scorer=RewardScorer(weighted_rewards(grpo)),
             stop_token_ids=stop,
@@ -100,32 +133,32 @@ class GRPORecipe(Recipe):
             num_iterations=grpo.num_iterations,
             steps_per_generation=generation_steps(self.config, grpo, self.parallel_dims.dp_size),
             micro_batch_completions=micro_batch_completions(self.config, grpo, self.parallel_dims.dp_size),
-            reference_model=reference,
-            seed=self.config.trainer.seed,
+            reference_model=on_device(inputs.reference_model, self.device),
+            seed=seed,
             sample_interval=grpo.sample_interval,
-            validation=reward_validation(self),
+            validation=reward_validation(inputs.data.eval_batches, grpo, seed),
             rollout_sampler=rollout_sampler(grpo, self.config.method),
-            tool_turns=tool_turns(self, grpo, stop),
+            tool_turns=tool_turns(inputs.assets, grpo, self.config.method, stop),
             **estimator,
-            **dynamic_sampling(self, grpo),
-            **train_module_options(self),
+            **dynamic_sampling(inputs.data.train_loader, grpo, seed),
+            **self.train_module_options(inputs.data.collator),
         )
 
-    def estimator_parts(self) -> tuple[type, dict[str, Any]]:
+    def estimator_parts(self, assets: ModelAssets) -> tuple[type[BaseTrainModule], dict[str, Any]]:
         """The train module class and the settings only its estimator reads (``recipes.grpo_sampling``)."""
         return estimator_parts(self.config.method, self.grpo)
 
-    def build_callbacks(self) -> dict[str, Any]:
+    def build_callbacks(self, parts: RunParts) -> dict[str, Callback]:
         """The registered callbacks, and an evaluation before training where ``grpo.validation`` asks for one."""
-        return with_evaluation_before_training(super().build_callbacks(), self.grpo)
+        return with_evaluation_before_training(super().build_callbacks(parts), self.grpo)
 
-    def held_out_answers(self) -> list[tuple[Any, str]]:
+    def held_out_answers(self, assets: ModelAssets) -> HeldOutAnswers:
         """The ``data.validation`` prompts as (messages, their ``answer`` column) for the generation eval: the
         held-out words a verifiable reward checks, answered greedily before and after training."""
         data = self.config.data
         if data.validation is None:
             return []
-        fields = self.row_kind().source_fields(data.validation.sources)
+        fields = self.row_kind(assets).source_fields(data.validation.sources)
         prompts = load_prompts(fields, seed=self.config.trainer.seed)
         answerable = [p for p, _ in prompts if p.is_conversational and isinstance(p.columns.get("answer"), str)]
         if len(answerable) < len(prompts):

@@ -5,10 +5,13 @@ training prompts it refills from."""
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from honing.errors import ConfigError
 from honing.methods.grpo_sampling import RefillPrompts
+
+if TYPE_CHECKING:
+    from honing.config import RunConfig
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +29,7 @@ LOSS_OPTION_KEYS = (
 )
 
 
-def rollout_section(config: Any) -> Any:
+def rollout_section(config: RunConfig) -> Any:
     """The method's own section (``grpo`` or ``rloo``), which must name at least its rewards."""
     method = config.method
     section = getattr(config, method, None)
@@ -77,16 +80,15 @@ def warn_level_and_loss(level: str, loss_type: str) -> None:
         )
 
 
-def dynamic_sampling(recipe: Any, section: Any) -> dict[str, Any]:
+def dynamic_sampling(loader: Any, section: Any, seed: int) -> dict[str, Any]:
     """The train module's dynamic-sampling settings: none when ``filter_groups`` is off, else the round limit and
-    the training prompts refills are drawn from (the loader's rows, collated as its batches)."""
+    the training prompts refills are drawn from (``loader``'s rows, collated as its batches)."""
     if not section.filter_groups.enable:
         return {}
-    loader = recipe.train_loader
     refill = RefillPrompts(
         loader.dataset,
         loader.collate_fn,
-        seed=recipe.config.trainer.seed,
+        seed=seed,
         rank=loader.rank,
         world_size=loader.world_size,
     )

@@ -5,33 +5,38 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from honing.config.grpo_loss_schema import weighted_rewards
 from honing.distributed import is_rank0
 from honing.errors import DataError
 from honing.methods.grpo_validation import RewardValidation
 from honing.rl.rewards import RewardScorer
+from honing.train.callbacks.base import Callback
 from honing.train.callbacks.evaluate_before_training import EvaluateBeforeTrainingCallback
+
+if TYPE_CHECKING:
+    from honing.config import RunConfig
 
 log = logging.getLogger(__name__)
 
 
-def wants_reward_validation(config: Any) -> bool:
+def wants_reward_validation(config: RunConfig) -> bool:
     """Whether the held-out prompts of ``data.validation`` are read for the evaluator (enabled, and given)."""
     return config.data.validation is not None and config.callbacks.evaluator.enabled
 
 
-def reward_validation(recipe: Any) -> RewardValidation | None:
-    """How the train module answers the held-out prompts at an evaluation; None without validation batches. The
-    rewards are tried on the first held-out batch first, so rows they cannot score fail before training does."""
-    if recipe.eval_batches is None:
+def reward_validation(eval_batches: Any, section: Any, seed: int) -> RewardValidation | None:
+    """How the train module answers the held-out prompts at an evaluation (``section``: the method's, with its
+    rewards and ``validation``); None without validation batches. The rewards are tried on the first held-out batch
+    first, so rows they cannot score fail before training does."""
+    if eval_batches is None:
         return None
-    check_held_out_columns(recipe.eval_batches, weighted_rewards(recipe.grpo))
-    return RewardValidation.from_section(recipe.grpo.validation, recipe.config.trainer.seed)
+    check_held_out_columns(eval_batches, weighted_rewards(section))
+    return RewardValidation.from_section(section.validation, seed)
 
 
-def with_evaluation_before_training(callbacks: dict[str, Any], section: Any) -> dict[str, Any]:
+def with_evaluation_before_training(callbacks: dict[str, Callback], section: Any) -> dict[str, Callback]:
     """The recipe's callbacks, plus one evaluation of the held-out prompts before step 1 when
     ``grpo.validation.before_training`` asks for it (and there is an evaluator)."""
     if section.validation.before_training and "evaluator" in callbacks:

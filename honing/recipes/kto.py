@@ -2,75 +2,50 @@
 policy trained against a reference to raise the first and lower the second (TRL's KTOTrainer).
 
 Parts: a chat tokenizer, the KTO row kind (``honing.data.preference.kto_rows.KTORows``: each row batched as a pair,
-``prompt | completion | mismatched completion``), the reference DPO has (``honing.recipes.reference_parts``), and the
+``prompt | completion | mismatched completion``), the reference DPO has (``honing.recipes.pair_recipe``), and the
 pair step with the KTO loss part (``honing.methods.kto.KTOTrainModule``).
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-import torch
-
+from honing.config import RunConfig
 from honing.config.kto_schema import KTOSection
-from honing.data.finetune_data import RunData, build_finetune_data
 from honing.data.preference.kto_rows import KTOCollator, KTORows
 from honing.distributed import print0
 from honing.methods.kto import KTOTrainModule
 from honing.methods.kto_loss import KTOLoss
-from honing.recipes.base import Recipe, micro_batch_size, train_module_options, use_chat_tokenizer
-from honing.recipes.pair_parts import check_pair_attention, packed_pairs
-from honing.recipes.reference_parts import build_reference_model, lazy_reference_cache, precomputed_reference
+from honing.recipes.base import micro_batch_size
+from honing.recipes.pair_recipe import PairRecipe
+from honing.run.parts import HeldOutAnswers, ModelAssets, TrainInputs
 
 
-class KTORecipe(Recipe):
+class KTORecipe(PairRecipe):
     """Rows → chat template (prompt with the generation prompt, the completion the rest) → rows with a mismatched
     completion, batched as pairs → the KTO loss against a frozen copy, the adapters-off model, or precomputed
     reference log-probs."""
 
-    def __init__(self, config: Any):
-        super().__init__(config)
-        self.kto = config.kto or KTOSection()  # its defaults when absent
-        self.packed_pairs = packed_pairs(config, self.kto)
+    def __init__(self, config: RunConfig):
+        self.kto: KTOSection = config.kto or KTOSection()  # its defaults when absent
+        super().__init__(config, self.kto)
 
-    def build_model_assets(self) -> list[Any]:
-        """A byte-level or pretrained tokenizer with the run's chat template."""
-        return use_chat_tokenizer(self)
-
-    def build_reference_model(self, model: torch.nn.Module) -> torch.nn.Module | None:
-        """A frozen copy of the initial model for ``kto.reference: copy`` (none for ``adapters_off`` and
-        ``precompute``)."""
-        return build_reference_model(self, model, self.kto.reference)
-
-    def row_kind(self) -> KTORows:
+    def row_kind(self, assets: ModelAssets) -> KTORows:
         """KTO rows through the chat template, batched by the KTO collator."""
         pairing = self.kto.kl_pairing if self.kto.loss_type == "kto" else "none"
         collator = KTOCollator(
-            self.tokenizer.pad_token_id,
+            assets.tokenizer.pad_token_id,
             additive_mask=self.models.attention_name() == "eager",
             kl_rows=micro_batch_size(self.config, self.parallel_dims) if pairing == "batch" else None,
             seq_len=self.config.data.seq_len,
         )
         return KTORows(
-            self.tokenizer,
-            self.chat_template,
+            assets.tokenizer,
+            assets.chat_template,
             self.config.data,
             cache_dir=self.cache_dir,
             collator=collator,
             printer=print0,
             seed=self.config.trainer.seed,
             mismatched=pairing,
-        )
-
-    def build_data(self) -> RunData:
-        """Row batches; with ``kto.reference: precompute``, each dataset scored by the initial model first."""
-        attention = check_pair_attention(self)
-        kind = self.row_kind()
-        reference = None
-        if self.kto.reference == "precompute":
-            reference = precomputed_reference(self, kind.collator, attention=attention, packed=self.packed_pairs)
-        return build_finetune_data(
-            kind, self.config.data, self.data_placement(), finish=reference.attach if reference else None
         )
 
     def build_pair_loss(self) -> KTOLoss:
@@ -83,25 +58,25 @@ class KTORecipe(Recipe):
             undesirable_weight=cfg.undesirable_weight,
         )
 
-    def build_train_module(self) -> KTOTrainModule:
+    def build_train_module(self, inputs: TrainInputs) -> KTOTrainModule:
         """The pair step with the KTO loss and the run's reference."""
         return KTOTrainModule(
-            self.model,
-            self.build_optimizer(self.model),
+            inputs.model,
+            self.build_optimizer(inputs.model),
             loss=self.build_pair_loss(),
             reference=self.kto.reference,
-            reference_model=self.reference_model,
-            reference_cache=lazy_reference_cache(self, self.kto.reference, packed=self.packed_pairs),
+            reference_model=inputs.reference_model,
+            reference_cache=self.lazy_reference_cache(inputs.model),
             packed_pairs=self.packed_pairs,
-            **train_module_options(self),
+            **self.train_module_options(inputs.data.collator),
         )
 
-    def held_out_answers(self) -> list[tuple[list[dict[str, Any]], str]]:
+    def held_out_answers(self, assets: ModelAssets) -> HeldOutAnswers:
         """The validation prompts with their desirable reply's text (the answer the generation eval expects)."""
         from honing.data.preference.kto_examples import read_example_sources
         from honing.data.text.corpus import split_documents
 
-        data, seed, kind = self.config.data, self.config.trainer.seed, self.row_kind()
+        data, seed, kind = self.config.data, self.config.trainer.seed, self.row_kind(assets)
         if data.validation is not None:
             found, _ = read_example_sources(kind.source_fields(data.validation.sources), bad_rows=data.bad_rows)
             examples = [example for source in found for example, _ in source]

@@ -9,29 +9,25 @@ module (``honing.methods.online_dpo``).
 
 from __future__ import annotations
 
-import copy
-from typing import Any
-
 import torch
 
+from honing.config import RunConfig
 from honing.config.grpo_loss_schema import weighted_rewards
 from honing.data.prompts.prompt_rows import PromptRows
-from honing.distributed import print0
 from honing.errors import ConfigError
 from honing.methods.online_dpo import NoRewards, OnlineDPOTrainModule
-from honing.models import is_lora
-from honing.models.generation import end_of_turn_ids
-from honing.recipes.base import Recipe, train_module_options
-from honing.recipes.grpo import GRPORecipe
+from honing.recipes.base import Recipe, stop_token_ids
+from honing.recipes.grpo import GRPORecipe, on_device, policy_copy, prompt_rows
 from honing.recipes.grpo_validation import reward_validation
 from honing.rl.imports import import_callable
 from honing.rl.rewards import RewardScorer
+from honing.run.parts import ModelAssets, TrainInputs
 
 
 class OnlineDPORecipe(GRPORecipe):
     """GRPO's tokenizer, prompts and sampling; a reference copy; the online DPO train module."""
 
-    def __init__(self, config: Any):
+    def __init__(self, config: RunConfig):
         Recipe.__init__(self, config)  # GRPO's reads tools and vLLM keys that online DPO's section has not
         if config.online_dpo is None:
             raise ConfigError(
@@ -51,44 +47,32 @@ class OnlineDPORecipe(GRPORecipe):
                 "callbacks.evaluator.enabled: false"
             )
 
-    def build_reference_model(self, model: torch.nn.Module) -> torch.nn.Module | None:
+    def build_reference_model(self, model: torch.nn.Module, assets: ModelAssets) -> torch.nn.Module | None:
         """A frozen copy of the policy as built; None with LoRA (its adapters are disabled instead)."""
-        if is_lora(model):
-            return None
-        return copy.deepcopy(model).eval().requires_grad_(False)
+        return policy_copy(model, wanted=True)
 
-    def row_kind(self) -> PromptRows:
+    def row_kind(self, assets: ModelAssets) -> PromptRows:
         """Prompts rendered with the chat template's generation prompt, each leaving ``max_new_tokens``."""
-        return PromptRows(
-            self.tokenizer,
-            self.chat_template,
-            self.config.data,
-            cache_dir=self.cache_dir,
-            max_completion_length=self.grpo.max_new_tokens,
-            num_generations=2,
-            printer=print0,
+        return prompt_rows(
+            assets, self.config, self.cache_dir, max_completion_length=self.grpo.max_new_tokens, num_generations=2
         )
 
-    def build_train_module(self) -> Any:
+    def build_train_module(self, inputs: TrainInputs) -> OnlineDPOTrainModule:
         """The online DPO train module, its pairs ranked by the rewards or the judge."""
-        section, tokenizer = self.grpo, self.tokenizer
-        stop = [int(i) for i in (tokenizer.eos_token_id, *end_of_turn_ids(tokenizer)) if i is not None]
-        reference = self.reference_model
-        if reference is not None:
-            reference = reference.to(self.device)
+        section, tokenizer, seed = self.grpo, inputs.assets.tokenizer, self.config.trainer.seed
         if section.rewards:
-            scorer: Any = RewardScorer(weighted_rewards(section), key="online_dpo.rewards")
+            scorer: RewardScorer | NoRewards = RewardScorer(weighted_rewards(section), key="online_dpo.rewards")
         else:
             scorer = NoRewards()
         judge = None
         if section.judge is not None:
             judge = import_callable(section.judge, key="online_dpo.judge", kind="judge")
         return OnlineDPOTrainModule(
-            self.model,
-            self.build_optimizer(self.model),
+            inputs.model,
+            self.build_optimizer(inputs.model),
             tokenizer=tokenizer,
             scorer=scorer,
-            stop_token_ids=stop,
+            stop_token_ids=stop_token_ids(tokenizer),
             max_completion_length=section.max_new_tokens,
             temperature=section.temperature,
             top_p=section.top_p,
@@ -97,9 +81,9 @@ class OnlineDPORecipe(GRPORecipe):
             loss_type=section.loss_type,
             missing_eos_penalty=section.missing_eos_penalty,
             judge=judge,
-            reference_model=reference,
-            seed=self.config.trainer.seed,
+            reference_model=on_device(inputs.reference_model, self.device),
+            seed=seed,
             sample_interval=section.sample_interval,
-            validation=reward_validation(self) if section.rewards else None,
-            **train_module_options(self),
+            validation=reward_validation(inputs.data.eval_batches, section, seed) if section.rewards else None,
+            **self.train_module_options(inputs.data.collator),
         )

@@ -3,16 +3,28 @@ the attention check, whether pairs are packed, and the held-out answers of the g
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Protocol
 
 from honing.data.preference.batches import PairCollator
 from honing.data.preference.preference_rows import PreferenceRows
 from honing.distributed import print0
 from honing.errors import ConfigError
 from honing.models.attention_choice import is_flash
+from honing.run.parts import HeldOutAnswers, ModelAssets
+
+if TYPE_CHECKING:
+    from honing.config import RunConfig
+    from honing.config.data_schema import DataSection
+    from honing.data.row_kind import RowKind
 
 
-def packed_pairs(config: Any, section: Any) -> bool:
+class PairSection(Protocol):
+    """A pair method's section, as far as packing reads it."""
+
+    packed_pairs: bool
+
+
+def packed_pairs(config: RunConfig, section: PairSection) -> bool:
     """``<section>.packed_pairs``, off under ``parallel.compile: true`` (the per-pair loop would recompile every
     step); under ``auto`` packed pairs win and the blocks stay eager (``Recipe.compile_blockers``)."""
     if section.packed_pairs and config.parallel.compile is True:
@@ -21,22 +33,16 @@ def packed_pairs(config: Any, section: Any) -> bool:
     return section.packed_pairs
 
 
-def preference_rows(recipe: Any) -> PreferenceRows:
-    """Preference pairs through the chat template, batched by the pair collator."""
-    collator = PairCollator(recipe.tokenizer.pad_token_id, additive_mask=recipe.models.attention_name() == "eager")
+def preference_rows(assets: ModelAssets, data: DataSection, *, cache_dir: str, attention: str) -> PreferenceRows:
+    """Preference pairs through the chat template, batched by the pair collator (``attention``: the run's kernel)."""
+    collator = PairCollator(assets.tokenizer.pad_token_id, additive_mask=attention == "eager")
     return PreferenceRows(
-        recipe.tokenizer,
-        recipe.chat_template,
-        recipe.config.data,
-        cache_dir=recipe.cache_dir,
-        collator=collator,
-        printer=print0,
+        assets.tokenizer, assets.chat_template, data, cache_dir=cache_dir, collator=collator, printer=print0
     )
 
 
-def check_pair_attention(recipe: Any) -> str:
+def check_pair_attention(attention: str) -> str:
     """The run's attention kernel, refused in one line when it cannot take the pairs' 4D mask."""
-    attention = recipe.models.attention_name()
     if is_flash(attention):
         raise ConfigError(
             f"model.attn_implementation: {attention!r} cannot take the 4D attention mask through which a pair's "
@@ -45,12 +51,13 @@ def check_pair_attention(recipe: Any) -> str:
     return attention
 
 
-def held_out_answers(recipe: Any) -> list[tuple[list[dict[str, Any]], str]]:
-    """The validation prompts with their chosen reply's text (the answer the generation eval expects)."""
+def held_out_answers(kind: RowKind, config: RunConfig) -> HeldOutAnswers:
+    """The validation prompts of ``kind``'s rows with their chosen reply's text (the answer the generation eval
+    expects)."""
     from honing.data.preference.pairs import load_pairs
     from honing.data.text.corpus import split_documents
 
-    data, seed, kind = recipe.config.data, recipe.config.trainer.seed, recipe.row_kind()
+    data, seed = config.data, config.trainer.seed
     if data.validation is not None:
         pairs = load_pairs(kind.source_fields(data.validation.sources), seed=seed, bad_rows=data.bad_rows).pairs
     elif data.validation_split > 0:

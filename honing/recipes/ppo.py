@@ -10,30 +10,36 @@ policy's weights with a new scalar head) and the PPO train module (``honing.meth
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
+from honing.config import RunConfig
 from honing.config.grpo_loss_schema import weighted_rewards
 from honing.data.finetune_data import RunData, build_finetune_data
 from honing.data.prompts.prompt_rows import PromptRows
-from honing.distributed import print0
 from honing.errors import ConfigError
 from honing.methods.ppo_value import ValueModel
 from honing.models import is_lora
-from honing.models.generation import end_of_turn_ids
 from honing.models.wrappers import unwrap_model
-from honing.recipes.base import Recipe, micro_batch_size, train_module_options, use_chat_tokenizer
-from honing.recipes.grpo import GRPORecipe
+from honing.recipes.base import Recipe, chat_assets, micro_batch_size, stop_token_ids
+from honing.recipes.grpo import GRPORecipe, on_device, policy_copy, prompt_rows
 from honing.recipes.grpo_sampling import rollout_section
 from honing.recipes.grpo_validation import reward_validation, wants_reward_validation, with_evaluation_before_training
 from honing.rl.rewards import RewardScorer
+from honing.run.parts import HeldOutAnswers, ModelAssets, RunParts, TrainInputs
+from honing.train import Callback
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
+    from honing.methods.ppo import PPOTrainModule
 
 
 class PPORecipe(Recipe):
     """A chat tokenizer and policy (full or LoRA); prompts for data; a value model; PPO's train module."""
 
-    def __init__(self, config: Any):
+    def __init__(self, config: RunConfig):
         super().__init__(config)
         self.ppo = rollout_section(config)
         self.grpo = self.ppo  # what GRPO's shared parts read: the rewards and the validation settings
@@ -42,35 +48,26 @@ class PPORecipe(Recipe):
         if config.trainer.precision == "fp16-mixed":
             raise ConfigError("trainer.precision: fp16-mixed does not scale the PPO value model's loss; use bf16-mixed")
 
-    def build_model_assets(self) -> list[Any]:
+    def model_assets(self) -> ModelAssets:
         """A byte-level or pretrained tokenizer with the run's chat template."""
-        return use_chat_tokenizer(self)
+        return chat_assets(self.config)
 
     def compile_blockers(self) -> list[str]:
         """Rollouts decode in the step: each new length would recompile the blocks."""
         return ["the rollouts' decoding"]
 
-    def build_reference_model(self, model: torch.nn.Module) -> torch.nn.Module | None:
+    def build_reference_model(self, model: torch.nn.Module, assets: ModelAssets) -> torch.nn.Module | None:
         """A frozen copy of the policy as built (``ppo.kl_coef`` > 0, full fine-tuning); None with LoRA (its adapters
         are disabled instead) or kl_coef = 0."""
-        if self.ppo.kl_coef == 0.0 or is_lora(model):
-            return None
-        return copy.deepcopy(model).eval().requires_grad_(False)
+        return policy_copy(model, wanted=self.ppo.kl_coef != 0.0)
 
-    def row_kind(self) -> PromptRows:
+    def row_kind(self, assets: ModelAssets) -> PromptRows:
         """Prompts rendered with the chat template's generation prompt, one completion each."""
-        return PromptRows(
-            self.tokenizer,
-            self.chat_template,
-            self.config.data,
-            cache_dir=self.cache_dir,
-            max_completion_length=self.ppo.response_length,
-            num_generations=1,
-            tools=None,
-            printer=print0,
+        return prompt_rows(
+            assets, self.config, self.cache_dir, max_completion_length=self.ppo.response_length, num_generations=1
         )
 
-    def build_data(self) -> RunData:
+    def build_data(self, assets: ModelAssets, model: torch.nn.Module | None = None) -> RunData:
         """A resumable loader of left-padded prompts, and the held-out prompts the evaluator samples and scores."""
         validation = wants_reward_validation(self.config)
         if validation and not self.ppo.rewards:
@@ -78,26 +75,28 @@ class PPORecipe(Recipe):
                 "data.validation: PPO scores held-out prompts with ppo.rewards, which is empty (the reward model "
                 "scores training rollouts only); add a reward function to ppo.rewards or remove data.validation"
             )
-        return build_finetune_data(self.row_kind(), self.config.data, self.data_placement(), validation=validation)
+        kind = self.row_kind(assets)
+        return build_finetune_data(kind, self.config.data, self.data_placement(), validation=validation)
 
-    def stop_token_ids(self) -> list[int]:
+    def stop_token_ids(self, tokenizer: PreTrainedTokenizerBase) -> list[int]:
         """Where a completion ends: ``stop_token: eos`` the end-of-sequence and end-of-turn tokens, or
         ``stop_token_id``, or nowhere (TRL's default: ``response_length`` tokens)."""
         if self.ppo.stop_token_id is not None:
             return [self.ppo.stop_token_id]
         if self.ppo.stop_token == "eos":
-            tokenizer = self.tokenizer
-            return [int(i) for i in (tokenizer.eos_token_id, *end_of_turn_ids(tokenizer)) if i is not None]
+            return stop_token_ids(tokenizer)
         return []
 
-    def sequence_classifier(self, path: str | None) -> torch.nn.Module:
+    def sequence_classifier(
+        self, path: str | None, policy_model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase
+    ) -> torch.nn.Module:
         """A sequence classifier with one label from ``path``, or (None) the policy's weights with a new head."""
         from transformers import AutoModelForSequenceClassification
 
         if path is not None:
             model = AutoModelForSequenceClassification.from_pretrained(path, num_labels=1)
         else:
-            policy = unwrap_model(self.model)
+            policy = unwrap_model(policy_model)
             if is_lora(policy):
                 policy = policy.get_base_model()
             torch.manual_seed(self.config.trainer.seed)  # the new head's start
@@ -106,19 +105,19 @@ class PPORecipe(Recipe):
             model = AutoModelForSequenceClassification.from_config(config)
             prefix = f"{model.base_model_prefix}."
             body = {}
-            for key, value in policy_weights(self.model).items():
+            for key, value in policy_weights(policy_model).items():
                 key = key.removeprefix("base_model.model.").replace("base_layer.", "")  # a LoRA model's names
                 if key.startswith(prefix) and "lora_" not in key:
                     body[key.removeprefix(prefix)] = value
             getattr(model, model.base_model_prefix).load_state_dict(body)
-        model.config.pad_token_id = self.tokenizer.pad_token_id
+        model.config.pad_token_id = tokenizer.pad_token_id
         return model.to(self.device, torch.float32)
 
-    def build_train_module(self) -> Any:
+    def build_train_module(self, inputs: TrainInputs) -> PPOTrainModule:
         """PPO's train module with the reward model, the value model and the rewards of ``ppo.rewards``."""
         from honing.methods.ppo import PPOTrainModule
 
-        ppo, tokenizer = self.ppo, self.tokenizer
+        ppo, tokenizer, policy = self.ppo, inputs.assets.tokenizer, inputs.model
         rows = self.config.data.rows_per_step(self.parallel_dims.dp_size) // self.parallel_dims.dp_size
         if rows % ppo.num_mini_batches or (rows // ppo.num_mini_batches) % micro_batch_size(
             self.config, self.parallel_dims
@@ -129,13 +128,16 @@ class PPORecipe(Recipe):
             )
         reward_model = None
         if ppo.reward_model_path is not None:
-            reward_model = self.sequence_classifier(ppo.reward_model_path).eval().requires_grad_(False)
-        value_model = self.sequence_classifier(ppo.value_model_path or ppo.reward_model_path).train()
-        value = ValueModel(value_model, self.build_optimizer(value_model), grad_clip=self.config.optim.grad_clip)
-        reference = self.reference_model.to(self.device) if self.reference_model is not None else None
+            reward_model = self.sequence_classifier(ppo.reward_model_path, policy, tokenizer)
+            reward_model = reward_model.eval().requires_grad_(False)
+        value_model = self.sequence_classifier(ppo.value_model_path or ppo.reward_model_path, policy, tokenizer)
+        value = ValueModel(
+            value_model.train(), self.build_optimizer(value_model), grad_clip=self.config.optim.grad_clip
+        )
+        seed = self.config.trainer.seed
         return PPOTrainModule(
-            self.model,
-            self.build_optimizer(self.model),
+            policy,
+            self.build_optimizer(policy),
             value=value,
             reward_model=reward_model,
             num_ppo_epochs=ppo.num_ppo_epochs,
@@ -155,23 +157,23 @@ class PPORecipe(Recipe):
             held_out_scorer=RewardScorer(weighted_rewards(ppo), key="ppo.rewards")
             if ppo.reward_model_path and ppo.rewards
             else None,
-            stop_token_ids=self.stop_token_ids(),
+            stop_token_ids=self.stop_token_ids(tokenizer),
             max_completion_length=ppo.response_length,
             temperature=ppo.temperature,
-            reference_model=reference,
-            seed=self.config.trainer.seed,
+            reference_model=on_device(inputs.reference_model, self.device),
+            seed=seed,
             sample_interval=ppo.sample_interval,
-            validation=reward_validation(self),
-            **train_module_options(self),
+            validation=reward_validation(inputs.data.eval_batches, ppo, seed),
+            **self.train_module_options(inputs.data.collator),
         )
 
-    def build_callbacks(self) -> dict[str, Any]:
+    def build_callbacks(self, parts: RunParts) -> dict[str, Callback]:
         """The registered callbacks, and an evaluation before training where ``ppo.validation`` asks for one."""
-        return with_evaluation_before_training(super().build_callbacks(), self.ppo)
+        return with_evaluation_before_training(super().build_callbacks(parts), self.ppo)
 
-    def held_out_answers(self) -> list[tuple[Any, str]]:
+    def held_out_answers(self, assets: ModelAssets) -> HeldOutAnswers:
         """The ``data.validation`` prompts with their ``answer`` column, as GRPO's (the generation eval's)."""
-        return GRPORecipe.held_out_answers(self)  # type: ignore[arg-type]
+        return GRPORecipe.held_out_answers(self, assets)  # type: ignore[arg-type]
 
 
 def ppo_scorer(section: Any) -> RewardScorer:

@@ -8,18 +8,22 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
+
+from honing.config import RunConfig
 from honing.data.finetune_data import RunData
 from honing.data.pretrain_data import PretrainText
 from honing.data.text.prepare import PrepareResult
 from honing.distributed import print0
 from honing.errors import ConfigError
 from honing.recipes.base import Recipe, chat_packed_collate, configure_storage
+from honing.run.parts import ModelAssets
 
 
 class PretrainRecipe(Recipe):
     """Tokenize documents, concatenate them with an end-of-document token, cut rows of ``seq_len``."""
 
-    def __init__(self, config: Any):
+    def __init__(self, config: RunConfig):
         super().__init__(config)
         self.text = PretrainText(config, cache_dir=self.cache_dir, printer=print0)
 
@@ -27,15 +31,15 @@ class PretrainRecipe(Recipe):
         """Rows hold several documents apart when ``data.document_masking`` restarts their positions."""
         return self.config.data.document_masking
 
-    def build_model_assets(self) -> list[Any]:
+    def model_assets(self) -> ModelAssets:
         """The run's tokenizer (trained on the documents for ``char`` / ``bpe``)."""
-        self.tokenizer = self.processor = self.text.tokenizer()
-        return [self.processor]
+        tokenizer = self.text.tokenizer()
+        return ModelAssets(processor=tokenizer, tokenizer=tokenizer)
 
-    def build_data(self) -> RunData:
+    def build_data(self, assets: ModelAssets, model: torch.nn.Module | None = None) -> RunData:
         """Rows of ``seq_len`` tokens from the documents or prepared shards, stacked (no padding)."""
-        collate = chat_packed_collate(self)
-        loader, batches, reports = self.text.build(self.tokenizer, collate, self.data_placement())
+        collate = chat_packed_collate(self.models)
+        loader, batches, reports = self.text.build(assets.tokenizer, collate, self.data_placement())
         return RunData(loader, batches, collate, reports)
 
     def prepare(self, out_dir: str, **options: Any) -> PrepareResult:  # type: ignore[override]  # shards, not rows

@@ -8,41 +8,31 @@ held in memory beside the policy: no frozen copy, no reference forward, no preco
 
 from __future__ import annotations
 
-from typing import Any
-
+from honing.config import RunConfig
 from honing.config.schema import CPOSection, ORPOSection
-from honing.data.finetune_data import RunData, build_finetune_data
 from honing.data.preference.preference_rows import PreferenceRows
 from honing.methods.pair_losses import CPOLoss, ORPOLoss, PairLoss
 from honing.methods.pairs import PairTrainModule
-from honing.recipes.base import Recipe, train_module_options, use_chat_tokenizer
-from honing.recipes.pair_parts import check_pair_attention, held_out_answers, packed_pairs, preference_rows
+from honing.recipes.pair_parts import held_out_answers, preference_rows
+from honing.recipes.pair_recipe import PairRecipe
+from honing.run.parts import HeldOutAnswers, ModelAssets, TrainInputs
 
 #: method → its section's type (the defaults when the section is absent)
 SECTIONS: dict[str, type] = {"orpo": ORPOSection, "cpo": CPOSection}
 
 
-class ReferenceFreeRecipe(Recipe):
+class ReferenceFreeRecipe(PairRecipe):
     """Pairs → chat template (prompt with the generation prompt, completions the rest) → packed pair batches → the
     method's reference-free pair loss."""
 
-    def __init__(self, config: Any):
-        super().__init__(config)
-        self.section = getattr(config, config.method) or SECTIONS[config.method]()
-        self.packed_pairs = packed_pairs(config, self.section)
+    def __init__(self, config: RunConfig):
+        super().__init__(config, getattr(config, config.method) or SECTIONS[config.method]())
 
-    def build_model_assets(self) -> list[Any]:
-        """A byte-level or pretrained tokenizer with the run's chat template."""
-        return use_chat_tokenizer(self)
-
-    def row_kind(self) -> PreferenceRows:
+    def row_kind(self, assets: ModelAssets) -> PreferenceRows:
         """Preference pairs through the chat template, batched by the pair collator."""
-        return preference_rows(self)
-
-    def build_data(self) -> RunData:
-        """Pair batches (a flash kernel, which cannot take the pairs' mask, is refused first)."""
-        check_pair_attention(self)
-        return build_finetune_data(self.row_kind(), self.config.data, self.data_placement())
+        return preference_rows(
+            assets, self.config.data, cache_dir=self.cache_dir, attention=self.models.attention_name()
+        )
 
     def build_pair_loss(self) -> PairLoss:
         """The method's loss part from its section (a hook: return another ``PairLoss`` to train with it)."""
@@ -58,16 +48,16 @@ class ReferenceFreeRecipe(Recipe):
             alpha=cfg.alpha,
         )
 
-    def build_train_module(self) -> PairTrainModule:
+    def build_train_module(self, inputs: TrainInputs) -> PairTrainModule:
         """The pair step with the method's loss and no reference."""
         return PairTrainModule(
-            self.model,
-            self.build_optimizer(self.model),
+            inputs.model,
+            self.build_optimizer(inputs.model),
             loss=self.build_pair_loss(),
             packed_pairs=self.packed_pairs,
-            **train_module_options(self),
+            **self.train_module_options(inputs.data.collator),
         )
 
-    def held_out_answers(self) -> list[tuple[list[dict[str, Any]], str]]:
+    def held_out_answers(self, assets: ModelAssets) -> HeldOutAnswers:
         """The validation prompts with their chosen reply's text (the answer the generation eval expects)."""
-        return held_out_answers(self)
+        return held_out_answers(self.row_kind(assets), self.config)

@@ -4,7 +4,7 @@ batches first need them and cached per row (``<method>.reference``)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -16,13 +16,20 @@ from honing.models import is_lora, unwrap_model
 from honing.models.parallel import parallelize_from, resolve_strategy
 from honing.models.quantize import frozen_copy
 from honing.recipes.base import micro_batch_size
+from honing.run.parts import Placement
+
+if TYPE_CHECKING:
+    from honing.config import RunConfig
+    from honing.data.preference.batches import PairCollator
+    from honing.data.preference.kto_rows import KTOCollator
 
 
-def build_reference_model(recipe: Any, model: torch.nn.Module, reference: str) -> torch.nn.Module | None:
+def build_reference_model(
+    model: torch.nn.Module, reference: str, config: RunConfig, placement: Placement
+) -> torch.nn.Module | None:
     """A frozen copy of the initial model for ``reference: copy``, and for ``lazy`` without LoRA (which scores with
     the adapters off), sharded like the policy under FSDP2 (none for ``adapters_off`` and ``precompute``); a warm
     start and ``adapters_off`` without LoRA are refused in one line."""
-    config = recipe.config
     trainer, method = config.trainer, config.method
     if trainer.load_path and not trainer.load_trainer_state:
         # the reference is the model as built here; weights loaded later by the trainer would not be in it
@@ -38,50 +45,74 @@ def build_reference_model(recipe: Any, model: torch.nn.Module, reference: str) -
     if reference not in ("copy", "lazy"):
         return None
     copy = frozen_copy(unwrap_model(model)).eval().requires_grad_(False)
-    if resolve_strategy(config.parallel.strategy, get_world_size()) != "fsdp":  # DDP: no wrapper needed
-        return copy
+    return frozen_parallel(copy, config, placement)
+
+
+def frozen_parallel(model: torch.nn.Module, config: RunConfig, placement: Placement) -> torch.nn.Module:
+    """A frozen model sharded like the policy under FSDP2 (as it is under DDP, which needs no wrapper)."""
+    if resolve_strategy(config.parallel.strategy, get_world_size()) != "fsdp":
+        return model
     return parallelize_from(
-        copy, config.parallel, dims=recipe.parallel_dims, device=recipe.device, precision=recipe.precision, frozen=True
+        model,
+        config.parallel,
+        dims=placement.parallel_dims,
+        device=placement.device,
+        precision=placement.precision,
+        frozen=True,
     )
 
 
 def precomputed_reference(
-    recipe: Any, collator: Any, *, attention: str, packed: bool, ld_alpha: float | None = None
+    model: torch.nn.Module | None,
+    collator: PairCollator | KTOCollator,
+    config: RunConfig,
+    placement: Placement,
+    *,
+    cache_dir: str,
+    attention: str,
+    packed: bool,
+    ld_alpha: float | None = None,
 ) -> PrecomputedReference | None:
-    """What scores each dataset with the initial model before training (``reference: precompute``; ``ld_alpha``:
+    """What scores each dataset with the initial ``model`` before training (``reference: precompute``; ``ld_alpha``:
     DPO's LD-DPO log-probs); None when no model is built (``honing data``)."""
-    if recipe.model is None:
+    if model is None:
         return None
-    config = recipe.config
     return PrecomputedReference(
-        recipe.model,
+        model,
         collator,
-        device=recipe.device,
-        precision=recipe.precision,
+        device=placement.device,
+        precision=placement.precision,
         attention=attention,
-        batch_size=micro_batch_size(config, recipe.parallel_dims),
+        batch_size=micro_batch_size(config, placement.parallel_dims),
         chunked=config.model.chunked_loss,
         packed=packed,
         sharded=resolve_strategy(config.parallel.strategy, get_world_size()) == "fsdp",
-        cache_dir=recipe.cache_dir,
+        cache_dir=cache_dir,
         ld_alpha=ld_alpha,
     )
 
 
 def lazy_reference_cache(
-    recipe: Any, reference: str, *, packed: bool, ld_alpha: float | None = None
+    model: torch.nn.Module,
+    reference: str,
+    config: RunConfig,
+    *,
+    precision: str,
+    attention: str,
+    cache_dir: str,
+    packed: bool,
+    ld_alpha: float | None = None,
 ) -> ReferenceCache | None:
     """The per-row store of ``reference: lazy`` (None for the other references), on disk under the cache folder,
     keyed by the initial weights and what a row's log-probs depend on besides its tokens (precision, attention,
     packing, the chunked head, DPO's ``ld_alpha``)."""
     if reference != "lazy":
         return None
-    config, attention = recipe.config, recipe.models.attention_name()
     sharded = resolve_strategy(config.parallel.strategy, get_world_size()) == "fsdp"
-    settings = f"{recipe.precision}|{attention}|packed={packed}|chunked={config.model.chunked_loss}"
+    settings = f"{precision}|{attention}|packed={packed}|chunked={config.model.chunked_loss}"
     if ld_alpha is not None:  # LD-DPO's log-probs are other numbers (unset: the folders as before)
         settings += f"|ld_alpha={ld_alpha!r}"
-    folder = lazy_cache_folder(recipe.model, cache_dir=recipe.cache_dir, settings=settings, sharded=sharded)
+    folder = lazy_cache_folder(model, cache_dir=cache_dir, settings=settings, sharded=sharded)
     cache = ReferenceCache(folder, rank=get_rank())
     if len(cache):
         print0(

@@ -9,12 +9,10 @@ loads with ``AutoModelForSequenceClassification``; ``reward_model:SAVE_FOLDER/hf
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 
+from honing.config import RunConfig
 from honing.config.reward_schema import RewardSection
-from honing.data.finetune_data import RunData, build_finetune_data
 from honing.data.preference.batches import PairCollator
 from honing.data.preference.reward_rows import RewardRows
 from honing.distributed import print0
@@ -22,50 +20,40 @@ from honing.methods.reward import RewardTrainModule
 from honing.methods.reward_loss import RewardLoss
 from honing.models.parallel import fsdp_shards
 from honing.models.score_head import build_reward_model
-from honing.recipes.base import Recipe, train_module_options, use_chat_tokenizer
-from honing.recipes.pair_parts import check_pair_attention, packed_pairs
+from honing.recipes.pair_recipe import PairRecipe
 from honing.run.callbacks import build_callbacks
+from honing.run.parts import ModelAssets, RunParts, TrainInputs
+from honing.train import Callback
 
 
-class RewardRecipe(Recipe):
+class RewardRecipe(PairRecipe):
     """Pairs → chat template (prompt with the generation prompt, completions the rest) → packed pair batches → a
     one-label score head's reward of each sequence → Bradley–Terry loss."""
 
-    def __init__(self, config: Any):
-        super().__init__(config)
-        self.section = config.reward or RewardSection()  # its defaults when absent
-        self.packed_pairs = packed_pairs(config, self.section)
+    def __init__(self, config: RunConfig):
+        super().__init__(config, config.reward or RewardSection())  # its defaults when absent
 
-    def build_model_assets(self) -> list[Any]:
-        """A byte-level or pretrained tokenizer with the run's chat template."""
-        return use_chat_tokenizer(self)
-
-    def build_model(self) -> torch.nn.Module:
+    def build_model(self, assets: ModelAssets) -> torch.nn.Module:
         """``AutoModelForSequenceClassification`` with one label from ``model.name_or_path`` or ``model.config``
         (LoRA: peft's ``SEQ_CLS`` task, the new head trained whole)."""
         shards = fsdp_shards(self.config.parallel.strategy, self.parallel_dims)
-        return build_reward_model(self.models, self.tokenizer, max_length=self.config.data.seq_len, shards=shards)
+        return build_reward_model(self.models, assets.tokenizer, max_length=self.config.data.seq_len, shards=shards)
 
-    def row_kind(self) -> RewardRows:
+    def row_kind(self, assets: ModelAssets) -> RewardRows:
         """Preference pairs and their margins through the chat template, batched by the pair collator."""
-        collator = PairCollator(self.tokenizer.pad_token_id, additive_mask=self.models.attention_name() == "eager")
+        collator = PairCollator(assets.tokenizer.pad_token_id, additive_mask=self.models.attention_name() == "eager")
         return RewardRows(
-            self.tokenizer,
-            self.chat_template,
+            assets.tokenizer,
+            assets.chat_template,
             self.config.data,
             cache_dir=self.cache_dir,
             collator=collator,
             printer=print0,
         )
 
-    def build_data(self) -> RunData:
-        """Pair batches (a flash kernel, which cannot take the pairs' mask, is refused first)."""
-        check_pair_attention(self)
-        return build_finetune_data(self.row_kind(), self.config.data, self.data_placement())
-
-    def build_callbacks(self) -> dict[str, Any]:
+    def build_callbacks(self, parts: RunParts) -> dict[str, Callback]:
         """The registered callbacks but the text samples (a score head generates no text)."""
-        callbacks = build_callbacks(self)
+        callbacks = build_callbacks(parts)
         callbacks.pop("sample", None)
         return callbacks
 
@@ -73,12 +61,12 @@ class RewardRecipe(Recipe):
         """The loss part from the ``reward`` section (a hook: return another ``PairLoss`` over rewards to train it)."""
         return RewardLoss(center_rewards_coefficient=self.section.center_rewards_coefficient)
 
-    def build_train_module(self) -> RewardTrainModule:
+    def build_train_module(self, inputs: TrainInputs) -> RewardTrainModule:
         """The pair step over sequence rewards, with the reward loss and no reference."""
         return RewardTrainModule(
-            self.model,
-            self.build_optimizer(self.model),
+            inputs.model,
+            self.build_optimizer(inputs.model),
             loss=self.build_pair_loss(),
             packed_pairs=self.packed_pairs,
-            **train_module_options(self),
+            **self.train_module_options(inputs.data.collator),
         )

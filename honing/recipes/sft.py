@@ -6,13 +6,18 @@ the next-token train module.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from honing.data.chat.chat_rows import ChatRows
 from honing.data.formats import Conversation
 from honing.data.row_reader import load_examples
 from honing.distributed import print0
-from honing.recipes.base import Recipe, chat_packed_collate, use_chat_tokenizer
+from honing.recipes.base import Recipe, chat_assets, chat_packed_collate
+from honing.run.parts import HeldOutAnswers, ModelAssets
+
+if TYPE_CHECKING:
+    from honing.config import RunConfig
+    from honing.data.row_kind import RowKind
 
 
 class SFTRecipe(Recipe):
@@ -22,30 +27,30 @@ class SFTRecipe(Recipe):
         """Rows hold several examples apart with ``data.packing``."""
         return self.config.data.packing
 
-    def build_model_assets(self) -> list[Any]:
+    def model_assets(self) -> ModelAssets:
         """A byte-level or pretrained tokenizer with the run's chat template (and its special tokens)."""
-        return use_chat_tokenizer(self)
+        return chat_assets(self.config)
 
-    def row_kind(self) -> ChatRows:
+    def row_kind(self, assets: ModelAssets) -> ChatRows:
         """Conversations tokenized with the chat template, assistant-only labels."""
         return ChatRows(
-            self.tokenizer,
-            self.chat_template,
+            assets.tokenizer,
+            assets.chat_template,
             self.config.data,
             cache_dir=self.cache_dir,
             printer=print0,
-            packed_collate=chat_packed_collate(self),
+            packed_collate=chat_packed_collate(self.models),
         )
 
-    def held_out_answers(self) -> list[tuple[list[dict[str, Any]], str]]:
+    def held_out_answers(self, assets: ModelAssets) -> HeldOutAnswers:
         """The validation conversations as (messages before the last assistant turn, that turn's text)."""
         # image rows were refused or skipped as bad rows while tokenizing: text SFT cannot answer them
-        examples = validation_examples(self.row_kind(), self.config)
+        examples = validation_examples(self.row_kind(assets), self.config)
         held_out = [example for example in examples if isinstance(example, Conversation) and not example.images()]
         return [item for item in map(prompt_and_answer, held_out) if item is not None]
 
 
-def validation_examples(kind: Any, config: Any) -> list[Any]:
+def validation_examples(kind: RowKind, config: RunConfig) -> list[Any]:
     """The validation examples as read (its own sources, or the held-out part of the training sources)."""
     from honing.data.text.corpus import split_documents
 

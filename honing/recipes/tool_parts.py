@@ -5,12 +5,16 @@ refused in one line."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from honing.errors import ConfigError
 from honing.methods.tool_turns import ToolTurns
 from honing.rl.tool_calls import detect_tool_call_format
 from honing.rl.tools import ToolBox
+from honing.run.parts import ModelAssets
+
+if TYPE_CHECKING:
+    from honing.config import RunConfig
 
 
 def wants_tools(section: Any) -> bool:
@@ -18,7 +22,7 @@ def wants_tools(section: Any) -> bool:
     return bool(getattr(section, "tools", None))
 
 
-def refuse_unsupported_tool_use(config: Any, section: Any) -> None:
+def refuse_unsupported_tool_use(config: RunConfig, section: Any) -> None:
     """A ConfigError where tools meet the generation eval, which answers in one turn (the GRPO validation pass runs
     the tools); image prompts with tools are refused by the method table (``honing.config.methods``)."""
     if not wants_tools(section):
@@ -66,16 +70,15 @@ def check_template_shows_tools(tokenizer: Any, schemas: list[dict[str, Any]], *,
         )
 
 
-def tool_turns(recipe: Any, section: Any, stop_token_ids: Sequence[int]) -> ToolTurns | None:
+def tool_turns(assets: ModelAssets, section: Any, method: str, stop_token_ids: Sequence[int]) -> ToolTurns | None:
     """The conversation sampler of a run with tools, or None (one assistant turn per completion)."""
-    method = recipe.config.method
     box = tool_box(section, method)
     if box is None:
         return None
-    tokenizer = recipe.tokenizer
+    tokenizer = assets.tokenizer
     format = section.tool_call_format
     if format == "auto":
-        template = recipe.chat_template if isinstance(recipe.chat_template, str) else ""
+        template = assets.chat_template if isinstance(assets.chat_template, str) else ""
         format = detect_tool_call_format(
             getattr(tokenizer, "chat_template", None) or template, key=f"{method}.tool_call_format"
         )

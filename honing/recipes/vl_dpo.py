@@ -15,8 +15,11 @@ the family's own (Qwen-VL's M-RoPE) per sequence; each sequence is a row of its 
 from __future__ import annotations
 
 from functools import partial
-from typing import Any
 
+import torch
+
+from honing.config import RunConfig
+from honing.config.schema import DPOSection
 from honing.data.finetune_data import RunData, build_finetune_data
 from honing.data.preference.vision_pairs import VisionPreferenceRows
 from honing.distributed import print0
@@ -24,6 +27,7 @@ from honing.errors import ConfigError
 from honing.models.vl_families import concat_image_inputs
 from honing.recipes.dpo import DPORecipe
 from honing.recipes.vl_sft import VisionModelSteps, VLSFTRecipe
+from honing.run.parts import HeldOutAnswers, ModelAssets
 from honing.run.vl_outputs import VLOutputs
 
 
@@ -32,18 +36,18 @@ class VLDPORecipe(VisionModelSteps, DPORecipe):
 
     outputs_class = VLOutputs
     # VL-SFT's processor and model builders as they are (shared steps, not a second base class: they call no super())
-    build_model_assets = VLSFTRecipe.build_model_assets
+    model_assets = VLSFTRecipe.model_assets
     build_model = VLSFTRecipe.build_model
 
-    def __init__(self, config: Any):
+    def __init__(self, config: RunConfig):
         super().__init__(config)
         self.packed_pairs = padded_pairs(self.dpo)
 
-    def row_kind(self) -> VisionPreferenceRows:
+    def row_kind(self, assets: ModelAssets) -> VisionPreferenceRows:
         """Image pairs through the processor, batched with each prompt's pixel inputs."""
         return VisionPreferenceRows(
-            self.processor,
-            self.chat_template,
+            assets.processor,
+            assets.chat_template,
             self.config.data,
             family=self.family,
             join_images=partial(concat_image_inputs, self.family),
@@ -51,20 +55,20 @@ class VLDPORecipe(VisionModelSteps, DPORecipe):
             printer=print0,
         )
 
-    def build_data(self) -> RunData:
+    def build_data(self, assets: ModelAssets, model: torch.nn.Module | None = None) -> RunData:
         """Image pair batches (the reference scores them every step: ``copy`` or ``adapters_off``)."""
         if self.dpo.reference in ("precompute", "lazy"):
             raise ConfigError(
                 f"dpo.reference: {self.dpo.reference!r} is not available for image pairs (its cache is keyed by token "
                 "ids, not pixels); use copy or adapters_off"
             )
-        return build_finetune_data(self.row_kind(), self.config.data, self.data_placement())
+        return build_finetune_data(self.row_kind(assets), self.config.data, self.data_placement())
 
-    def held_out_answers(self) -> list[tuple[Any, str]]:
+    def held_out_answers(self, assets: ModelAssets) -> HeldOutAnswers:
         """The validation pairs' prompts (image conversations) with their chosen reply's text."""
         from honing.data.text.corpus import split_documents
 
-        data, kind = self.config.data, self.row_kind()
+        data, kind = self.config.data, self.row_kind(assets)
         if data.validation is not None:
             found = [item for items in kind.read(kind.source_fields(data.validation.sources))[0] for item in items]
         elif data.validation_split > 0:
@@ -75,7 +79,7 @@ class VLDPORecipe(VisionModelSteps, DPORecipe):
         return [(pair.prompt, pair.chosen[0]["content"]) for pair, _ in found if len(pair.chosen) == 1]
 
 
-def padded_pairs(section: Any) -> bool:
+def padded_pairs(section: DPOSection) -> bool:
     """False: image pairs are padded rows; ``dpo.packed_pairs: true`` set in the config is refused in one line,
     its default is turned off with one info line."""
     if not section.packed_pairs:

@@ -11,13 +11,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from honing.config import RunConfig
 from honing.data.prompts.vision_prompts import VisionPromptRows, read_vision_prompt_sources
 from honing.data.vision.processing import image_token_ids
 from honing.distributed import print0
 from honing.errors import ConfigError, DataError
+from honing.methods.base import BaseTrainModule
 from honing.recipes.base import Recipe
 from honing.recipes.grpo import GRPORecipe
-from honing.recipes.vl_sft import VisionModelSteps, VLSFTRecipe, vl_processor
+from honing.recipes.vl_sft import VisionModelSteps, VLSFTRecipe
+from honing.run.parts import HeldOutAnswers, ModelAssets
 from honing.run.vl_outputs import VLOutputs
 
 
@@ -36,23 +39,20 @@ class VLGRPORecipe(VisionModelSteps, GRPORecipe):
     # VL-SFT's model builder as it is (a shared step, not a second base class: it calls no super())
     build_model = VLSFTRecipe.build_model
 
-    def __init__(self, config: Any):
+    def __init__(self, config: RunConfig):
         Recipe.__init__(self, config)  # GRPO's own looks for a section named after the method; ours is grpo
         if config.grpo is None:
             raise ConfigError("grpo: method 'vl_grpo' needs a grpo section, at least grpo.rewards: [{name: ...}]")
         self.grpo = config.grpo
 
-    def build_model_assets(self) -> list[Any]:
-        """The model's own processor (or a tiny one of its family for ``model.config``), as VL-SFT's."""
-        self.processor, self.family, self.chat_template = vl_processor(self.config, self.cache_dir)
-        self.tokenizer = self.processor.tokenizer
-        return [self.processor]
+    # the model's own processor (or a tiny one of its family for ``model.config``), as VL-SFT's
+    model_assets = VLSFTRecipe.model_assets
 
-    def row_kind(self) -> VisionPromptRows:
+    def row_kind(self, assets: ModelAssets) -> VisionPromptRows:
         """Image prompts through the processor, rendered with its chat template's generation prompt."""
         return VisionPromptRows(
-            self.processor,
-            self.chat_template,
+            assets.processor,
+            assets.chat_template,
             self.config.data,
             family=self.family,
             cache_dir=self.cache_dir,
@@ -61,15 +61,15 @@ class VLGRPORecipe(VisionModelSteps, GRPORecipe):
             printer=print0,
         )
 
-    def estimator_parts(self) -> tuple[type, dict[str, Any]]:
+    def estimator_parts(self, assets: ModelAssets) -> tuple[type[BaseTrainModule], dict[str, Any]]:
         """GRPO's train module with pixel inputs, and the model family that says how they join."""
         from honing.methods.grpo_vision import VisionGRPOTrainModule
 
-        _, options = super().estimator_parts()
-        blocked = image_token_ids(self.processor) | video_token_ids(self.processor)
+        _, options = super().estimator_parts(assets)
+        blocked = image_token_ids(assets.processor) | video_token_ids(assets.processor)
         return VisionGRPOTrainModule, {**options, "family": self.family, "image_token_ids": sorted(blocked)}
 
-    def held_out_answers(self) -> list[tuple[Any, str]]:
+    def held_out_answers(self, assets: ModelAssets) -> HeldOutAnswers:
         """The ``data.validation`` prompts as (their image conversation, their ``answer`` column), for the
         generation eval."""
         data = self.config.data
@@ -77,7 +77,7 @@ class VLGRPORecipe(VisionModelSteps, GRPORecipe):
             return []
         found = [
             item
-            for items in read_vision_prompt_sources(self.row_kind().source_fields(data.validation.sources))
+            for items in read_vision_prompt_sources(self.row_kind(assets).source_fields(data.validation.sources))
             for item in items
         ]
         answerable = [

@@ -39,6 +39,7 @@ from honing.models.vl_families import (
 )
 from honing.recipes.base import Recipe
 from honing.recipes.sft import validation_examples
+from honing.run.parts import HeldOutAnswers, ModelAssets
 from honing.run.vl_outputs import VLOutputs
 
 log = logging.getLogger(__name__)
@@ -68,13 +69,13 @@ class VLSFTRecipe(VisionModelSteps, Recipe):
     outputs_class = VLOutputs
     family: VLFamily
 
-    def build_model_assets(self) -> list[Any]:
+    def model_assets(self) -> ModelAssets:
         """The model's own ``AutoProcessor`` (image processor, tokenizer, chat template); for a model built from
         ``model.config``, a tiny processor of its family assembled here (``honing.models.tiny_vl``). The image
-        size bounds of ``data.min_pixels`` / ``data.max_pixels`` are set on it, so they are saved with it."""
-        self.processor, self.family, self.chat_template = vl_processor(self.config, self.cache_dir)
-        self.tokenizer = self.processor.tokenizer
-        return [self.processor]
+        size bounds of ``data.min_pixels`` / ``data.max_pixels`` are set on it, so they are saved with it. The
+        family is kept on the recipe: the vision steps (freezing, parameter groups) read it."""
+        processor, self.family, chat_template = vl_processor(self.config, self.cache_dir)
+        return ModelAssets(processor, processor.tokenizer, chat_template)
 
     def complete_model_assets(self) -> None:
         """After a ``build_model_assets`` of a subclass that only loaded ``self.processor`` (VeOmni's): the
@@ -82,7 +83,7 @@ class VLSFTRecipe(VisionModelSteps, Recipe):
         self.tokenizer = self.processor.tokenizer
         self.family, self.chat_template = processor_settings(self.config, self.processor)
 
-    def build_model(self) -> torch.nn.Module:
+    def build_model(self, assets: ModelAssets) -> torch.nn.Module:
         """``AutoModelForImageTextToText`` from ``model.name_or_path`` or ``model.config``; LoRA on the language
         model by default (``model.lora: null`` trains every weight)."""
         from transformers import AutoModelForImageTextToText
@@ -98,24 +99,25 @@ class VLSFTRecipe(VisionModelSteps, Recipe):
 
             options = dict(cfg.config or {})
             model_type = options.pop("model_type")
-            model_config = tiny_vl_config(model_type, vocab_size=len(self.tokenizer), **options)
+            model_config = tiny_vl_config(model_type, vocab_size=len(assets.tokenizer), **options)
             model = AutoModelForImageTextToText.from_config(
                 model_config, dtype=self.models.dtype(), attn_implementation=self.models.attention_to_build()
             )
-        self.family = family_for(model.config.model_type, model=model, processor=self.processor)
+        self.family = family_for(model.config.model_type, model=model, processor=assets.processor)
         if lora is not None and "target_modules" not in lora.model_fields_set:
             # the language model's linears, never the vision tower's; the config saved with the run (read back by
             # best-model export and `honing merge`) says what was applied
             lora = lora.model_copy(update={"target_modules": lora_targets(self.family)})
             model_section = self.config.model.model_copy(update={"lora": lora})
             self.saved_config = self.config.model_copy(update={"model": model_section})
-        return self.models.finish(model, self.tokenizer, lora=lora, shards=shards)
+        return self.models.finish(model, assets.tokenizer, lora=lora, shards=shards)
 
-    def row_kind(self) -> VisionRows:
-        """Image conversations through the processor; packed rows take the model's per-document rope positions."""
+    def row_kind(self, assets: ModelAssets) -> VisionRows:
+        """Image conversations through the processor; packed rows take the model's per-document rope positions
+        (of the model as ``build_run`` shares it: the rows are read after it is built)."""
         return VisionRows(
-            self.processor,
-            self.chat_template,
+            assets.processor,
+            assets.chat_template,
             self.config.data,
             family=self.family,
             cache_dir=self.cache_dir,
@@ -123,10 +125,10 @@ class VLSFTRecipe(VisionModelSteps, Recipe):
             printer=print0,
         )
 
-    def held_out_answers(self) -> list[tuple[Any, str]]:
+    def held_out_answers(self, assets: ModelAssets) -> HeldOutAnswers:
         """Validation conversations as ((messages before the last assistant turn, their image items), answer)."""
         out = []
-        for example in validation_examples(self.row_kind(), self.config):
+        for example in validation_examples(self.row_kind(assets), self.config):
             if not isinstance(example, Conversation) or example.messages[-1].role != "assistant":
                 continue
             prompt = Conversation(messages=example.messages[:-1], metadata=example.metadata)

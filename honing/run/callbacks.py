@@ -1,8 +1,8 @@
-"""The callback registry: name → config section → how the recipe builds it.
+"""The callback registry: name → config section → how it is built from the run's parts.
 
 A new callback is one file in ``honing/train/callbacks/`` (its class sets its ``priority``, from the one
 table in ``honing.train.callbacks.order``), one config section in ``honing.config.callbacks_schema.CallbacksSection``,
-and one entry here. The recipe builds every entry whose section is enabled, in this order, then the
+and one entry here. ``build_callbacks`` builds every entry whose section is enabled, in this order, then the
 user's own callbacks (``callbacks.custom``).
 """
 
@@ -39,7 +39,7 @@ from honing.train.callbacks.upload import CheckpointUploadCallback
 from honing.train.callbacks.wandb import WandbCallback
 
 if TYPE_CHECKING:
-    from honing.recipes.base import Recipe
+    from honing.run.parts import RunParts
 
 log = logging.getLogger(__name__)
 
@@ -50,11 +50,11 @@ Built = dict[str, Callback]
 @dataclass(frozen=True)
 class CallbackEntry:
     """One built-in callback: its trainer name, its ``callbacks.<section>`` (None: always on), and the
-    function that builds it from the recipe and that section (returning ``{}`` when it has nothing to do)."""
+    function that builds it from the run's parts and that section (returning ``{}`` when it has nothing to do)."""
 
     name: str
     section: str | None
-    build: Callable[[Recipe, Any], Built]
+    build: Callable[[RunParts, Any], Built]
 
     def enabled(self, callbacks_config: Any) -> bool:
         """True when the entry has no section or its section's ``enabled`` is true."""
@@ -63,7 +63,7 @@ class CallbackEntry:
         return bool(getattr(getattr(callbacks_config, self.section), "enabled", True))
 
 
-def _checkpointer(recipe: Recipe, cfg: Any) -> Built:
+def _checkpointer(parts: RunParts, cfg: Any) -> Built:
     return {
         "checkpointer": CheckpointerCallback(
             save_interval=cfg.save_interval,
@@ -75,11 +75,11 @@ def _checkpointer(recipe: Recipe, cfg: Any) -> Built:
     }
 
 
-def _evaluator(recipe: Recipe, cfg: Any) -> Built:
-    if recipe.eval_batches is None:
+def _evaluator(parts: RunParts, cfg: Any) -> Built:
+    if parts.eval_batches is None:
         return {}
     evaluator = EvaluatorCallback(
-        batches=recipe.eval_batches,
+        batches=parts.eval_batches,
         interval=cfg.interval,
         max_batches=cfg.max_batches,
         interval_fraction=cfg.interval_fraction,
@@ -89,7 +89,7 @@ def _evaluator(recipe: Recipe, cfg: Any) -> Built:
     return {"evaluator": evaluator}
 
 
-def _best_model(recipe: Recipe, cfg: Any, built: Built) -> Built:
+def _best_model(parts: RunParts, cfg: Any, built: Built) -> Built:
     """The best checkpoint by ``callbacks.evaluator.metric_for_best_model``, exported at the end; with
     ``load_best_model_at_end`` (metric default ``eval/loss``, as Hugging Face's) ``hf/`` is that model too."""
     at_end = cfg.load_best_model_at_end
@@ -109,8 +109,8 @@ def _best_model(recipe: Recipe, cfg: Any, built: Built) -> Built:
         greater_is_better=cfg.greater_is_better,
         # through the run's own model (the best weights loaded in place), so the end needs no second model
         export_fn=LiveModelExport(
-            lambda: recipe.train_module.model,
-            lambda: recipe.outputs.processor,
+            lambda: parts.train_module.model,
+            lambda: parts.outputs.processor,
             lambda: best.trainer.checkpointer.work_folder(best.trainer.checkpoint_dir(best.trainer.global_step)),
             keep_loaded=at_end,
         ),
@@ -120,59 +120,59 @@ def _best_model(recipe: Recipe, cfg: Any, built: Built) -> Built:
     return {"best_model": best, "best_model_export": BestModelExportCallback(best)}
 
 
-def _console(recipe: Recipe, cfg: Any) -> Built:
+def _console(parts: RunParts, cfg: Any) -> Built:
     return {"console": ConsoleCallback(log_interval=cfg.log_interval, plain=cfg.plain)}
 
 
-def _speed_monitor(recipe: Recipe, cfg: Any) -> Built:
+def _speed_monitor(parts: RunParts, cfg: Any) -> Built:
     return {
         "speed_monitor": SpeedMonitorCallback(
-            seq_len=recipe.config.data.seq_len,
+            seq_len=parts.config.data.seq_len,
             peak_flops=cfg.peak_flops,
-            precision=recipe.precision,
-            device=recipe.device,
+            precision=parts.precision,
+            device=parts.device,
         )
     }
 
 
-def _garbage_collector(recipe: Recipe, cfg: Any) -> Built:
+def _garbage_collector(parts: RunParts, cfg: Any) -> Built:
     return {"garbage_collector": GarbageCollectorCallback(interval=cfg.interval)}
 
 
-def _loss_spike(recipe: Recipe, cfg: Any) -> Built:
+def _loss_spike(parts: RunParts, cfg: Any) -> Built:
     return {
         "loss_spike": LossSpikeCallback(window=cfg.window, warmup_steps=cfg.warmup_steps, warn_score=cfg.warn_score)
     }
 
 
-def _loss_watchdog(recipe: Recipe, cfg: Any) -> Built:
+def _loss_watchdog(parts: RunParts, cfg: Any) -> Built:
     if cfg.threshold is None:
         return {}
     return {"loss_watchdog": LossWatchdogCallback(threshold=cfg.threshold, patience=cfg.patience)}
 
 
-def _sample(recipe: Recipe, cfg: Any) -> Built:
+def _sample(parts: RunParts, cfg: Any) -> Built:
     if not cfg.prompts:
         return {}
     return {
         "sample": TextSampleCallback(
-            recipe.outputs.generate_text, prompts=cfg.prompts, interval=cfg.interval, printer=print0
+            parts.outputs.generate_text, prompts=cfg.prompts, interval=cfg.interval, printer=print0
         )
     }
 
 
-def _generation_eval(recipe: Recipe, cfg: Any) -> Built:
-    examples = recipe.held_out_answers()[: cfg.num_prompts]
+def _generation_eval(parts: RunParts, cfg: Any) -> Built:
+    examples = parts.held_out_answers()[: cfg.num_prompts]
     if not examples:
         log.warning(
             "callbacks.generation_eval is enabled but there are no validation conversations ending in an "
             "assistant turn; it is skipped"
         )
         return {}
-    cer, score_fn = generation_metrics(recipe.config.method, cfg.metrics)
+    cer, score_fn = generation_metrics(parts.config.method, cfg.metrics)
     return {
         "generation_eval": GenerationEvalCallback(
-            lambda messages: recipe.outputs.answer(messages, max_new_tokens=cfg.max_new_tokens),
+            lambda messages: parts.outputs.answer(messages, max_new_tokens=cfg.max_new_tokens),
             examples,
             interval=cfg.interval,
             printer=print0,
@@ -182,46 +182,48 @@ def _generation_eval(recipe: Recipe, cfg: Any) -> Built:
     }
 
 
-def _harness_eval(recipe: Recipe, cfg: Any) -> Built:
+def _harness_eval(parts: RunParts, cfg: Any) -> Built:
     from honing.run.harness_eval import harness_eval_fn  # lm-eval's imports only when asked for
 
-    evaluate = harness_eval_fn(recipe, cfg)
-    return {"harness_eval": HarnessEvalCallback(evaluate, interval=cfg.interval, printer=print0)}
+    # the results are written to the trainer's folder: the callback knows its trainer once it is registered
+    callback = HarnessEvalCallback(lambda step: evaluate(step), interval=cfg.interval, printer=print0)
+    evaluate = harness_eval_fn(parts, cfg, trainer=lambda: callback.trainer)
+    return {"harness_eval": callback}
 
 
-def _wandb(recipe: Recipe, cfg: Any) -> Built:
+def _wandb(parts: RunParts, cfg: Any) -> Built:
     return {
         "wandb": WandbCallback(
             project=cfg.project,
             entity=cfg.entity,
-            name=cfg.name or recipe.config.run_name,
+            name=cfg.name or parts.config.run_name,
             tags=cfg.tags,
             group=cfg.group,
             mode=cfg.mode,
             api_key=cfg.api_key,
-            config=recipe.saved_config.model_dump(mode="json"),
+            config=parts.config.model_dump(mode="json"),
         )
     }  # the tracker redacts secrets
 
 
-def _tensorboard(recipe: Recipe, cfg: Any) -> Built:
-    return {"tensorboard": TensorBoardCallback(config=recipe.saved_config.model_dump(mode="json"))}
+def _tensorboard(parts: RunParts, cfg: Any) -> Built:
+    return {"tensorboard": TensorBoardCallback(config=parts.config.model_dump(mode="json"))}
 
 
-def _profiler(recipe: Recipe, cfg: Any) -> Built:
+def _profiler(parts: RunParts, cfg: Any) -> Built:
     return {"profiler": ProfilerCallback(start=cfg.start, stop=cfg.stop)}
 
 
-def _upload(recipe: Recipe, cfg: Any) -> Built:
+def _upload(parts: RunParts, cfg: Any) -> Built:
     if not cfg.save_path:
         return {}
-    return {"upload": CheckpointUploadCallback(cfg.save_path, storage=recipe.config.storage)}
+    return {"upload": CheckpointUploadCallback(cfg.save_path, storage=parts.config.storage)}
 
 
-def _hub(recipe: Recipe, cfg: Any) -> Built:
+def _hub(parts: RunParts, cfg: Any) -> Built:
     if not cfg.repo_id:
         return {}
-    if cfg.folder == "adapter" and recipe.config.model.lora is None:
+    if cfg.folder == "adapter" and parts.config.model.lora is None:
         raise ConfigError("callbacks.hub.folder: 'adapter' needs a LoRA run (model.lora); push 'hf' instead")
     hub = HubUploadCallback(
         cfg.repo_id, strategy=cfg.strategy, folder=cfg.folder, private=cfg.private, revision=cfg.revision
@@ -232,8 +234,8 @@ def _hub(recipe: Recipe, cfg: Any) -> Built:
 #: the built-in callbacks, in the order they are built (the trainer runs them by priority)
 CALLBACKS: list[CallbackEntry] = [
     CallbackEntry("checkpointer", "checkpointer", _checkpointer),
-    CallbackEntry("metrics_file", None, lambda recipe, cfg: {"metrics_file": MetricsFileCallback()}),
-    CallbackEntry("export", None, lambda recipe, cfg: {"export": ExportCallback(recipe.outputs.export)}),
+    CallbackEntry("metrics_file", None, lambda parts, cfg: {"metrics_file": MetricsFileCallback()}),
+    CallbackEntry("export", None, lambda parts, cfg: {"export": ExportCallback(parts.outputs.export)}),
     CallbackEntry("console", "console", _console),
     CallbackEntry("speed_monitor", "speed_monitor", _speed_monitor),
     CallbackEntry("garbage_collector", "garbage_collector", _garbage_collector),
@@ -251,15 +253,15 @@ CALLBACKS: list[CallbackEntry] = [
 ]
 
 
-def build_callbacks(recipe: Recipe, entries: list[CallbackEntry] | None = None) -> Built:
+def build_callbacks(parts: RunParts, entries: list[CallbackEntry] | None = None) -> Built:
     """Every enabled entry's callbacks, then best-model selection, then ``callbacks.custom``."""
-    cfg = recipe.config.callbacks
+    cfg = parts.config.callbacks
     built: Built = {}
     for entry in CALLBACKS if entries is None else entries:
         if entry.enabled(cfg):
-            built.update(entry.build(recipe, getattr(cfg, entry.section) if entry.section else None))
+            built.update(entry.build(parts, getattr(cfg, entry.section) if entry.section else None))
     # best-model selection needs the evaluator and the checkpointer built above
-    built.update(_best_model(recipe, cfg.evaluator, built))
+    built.update(_best_model(parts, cfg.evaluator, built))
     for index, custom in enumerate(cfg.custom):
         built[f"custom{index}"] = load_callback(custom.import_path, custom.kwargs, key=f"callbacks.custom[{index}]")
     return built

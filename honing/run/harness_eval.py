@@ -1,4 +1,4 @@
-"""``callbacks.harness_eval``: the function its callback calls, from the recipe's model and tokenizer."""
+"""``callbacks.harness_eval``: the function its callback calls, from the run's model and tokenizer."""
 
 from __future__ import annotations
 
@@ -27,10 +27,11 @@ from honing.models.loading import auto_model_class
 from honing.models.parallel import is_sharded
 
 if TYPE_CHECKING:
-    from honing.recipes.base import Recipe
+    from honing.run.parts import RunParts
+    from honing.train import Trainer
 
 
-def harness_settings(recipe: Recipe, cfg: Any) -> HarnessSettings:
+def harness_settings(seed: int, cfg: Any) -> HarnessSettings:
     """The harness settings of ``callbacks.harness_eval``."""
     return HarnessSettings(
         tasks=tuple(cfg.tasks),
@@ -40,29 +41,32 @@ def harness_settings(recipe: Recipe, cfg: Any) -> HarnessSettings:
         batch_size=cfg.batch_size,
         max_new_tokens=cfg.max_new_tokens,
         apply_chat_template=cfg.apply_chat_template,
-        seed=recipe.config.trainer.seed,
+        seed=seed,
         key="callbacks.harness_eval.tasks",
     )
 
 
-def harness_eval_fn(recipe: Recipe, cfg: Any) -> Callable[[int], dict[str, float] | None]:
+def harness_eval_fn(
+    parts: RunParts, cfg: Any, *, trainer: Callable[[], Trainer]
+) -> Callable[[int], dict[str, float] | None]:
     """``evaluate(step)``: every rank gathers a sharded model's weights; rank 0 runs lm-eval on the current
-    weights, writes ``SAVE_FOLDER/eval/harness/<task>.json`` and returns the flat metrics (None elsewhere)."""
+    weights, writes ``SAVE_FOLDER/eval/harness/<task>.json`` (``trainer()``'s folder) and returns the flat metrics
+    (None elsewhere)."""
     require_lm_eval("callbacks.harness_eval")
-    settings = harness_settings(recipe, cfg)
+    settings = harness_settings(parts.config.trainer.seed, cfg)
     task_manager(settings)  # an unknown task or a missing task file fails now, not after the first steps
 
     def evaluate(step: int) -> dict[str, float] | None:
-        model = recipe.model
+        model = parts.model
         if not is_rank0() and not is_sharded(model):
             return None
-        with evaluation_model(model, recipe.device) as inference:
+        with evaluation_model(model, parts.device) as inference:
             if inference is None:  # another rank of a sharded model: it helped gather the weights
                 return None
-            per_task = task_results(run_harness(inference, recipe.tokenizer, settings))
-        folder = recipe.trainer.work_folder
+            per_task = task_results(run_harness(inference, parts.tokenizer, settings))
+        folder = trainer().work_folder
         write_results(folder, per_task, step=step)
-        recipe.trainer.persist_working_file(os.path.join(folder, RESULTS_FOLDER))  # uploaded when remote
+        trainer().persist_working_file(os.path.join(folder, RESULTS_FOLDER))  # uploaded when remote
         return flat_metrics(per_task)
 
     return evaluate

@@ -103,9 +103,9 @@ def mixed_sft(tmp_path, name="run", **trainer):
 
 def test_an_sft_split_uses_the_mixtures_rows(tmp_path):
     recipe = SFTRecipe(mixed_sft(tmp_path))
-    recipe.build_model_assets()
     data = recipe.config.data
-    table, picks = read_splits(recipe.row_kind(), data, seed=0, cache_dir=str(tmp_path / "cache"))["train"]
+    kind = recipe.row_kind(recipe.model_assets())
+    table, picks = read_splits(kind, data, seed=0, cache_dir=str(tmp_path / "cache"))["train"]
     assert picks == mixture_indices([40, 12], [3, 1], stop="all_exhausted", seed=5)
     origins = [table.row(i)["origin"] for i in picks]
     assert {origin.split(":")[0].rsplit("/", 1)[1] for origin in origins} == {"a.jsonl", "b.jsonl"}

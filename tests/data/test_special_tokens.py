@@ -47,8 +47,7 @@ def test_an_sft_run_grows_the_pretrained_models_embeddings_to_the_new_tokens(tmp
         model={"config": None, "name_or_path": str(tmp_path / "model")},
     )
     recipe = SFTRecipe(config)
-    recipe.build_model_assets()
-    model = recipe.build_model()
+    model = recipe.build_model(recipe.run_assets())
     assert recipe.tokenizer.eos_token == "</s>" and recipe.tokenizer.pad_token == PAD_TOKEN
     # </s> and <tool>, then chatml's <|im_start|> / <|im_end|> for data.chat_template
     assert len(recipe.tokenizer) == size + 4
@@ -69,8 +68,8 @@ def test_lora_without_an_embedding_to_train_is_warned_about_new_tokens(tmp_path,
             },
         )
         recipe = SFTRecipe(config)
-        recipe.build_model_assets()
+        assets = recipe.model_assets()
         caplog.clear()
-        recipe.build_model()
+        recipe.build_model(assets)
         warned = [r.message for r in caplog.records if "LoRA trains no embedding" in r.getMessage()]
         assert len(warned) == (1 if name == "frozen" else 0), name

@@ -53,22 +53,21 @@ def test_a_named_implementation_is_used_as_given(requested):
 
 def test_the_recipe_reports_its_choice_and_lays_rows_end_to_end_under_flash(tmp_path):
     recipe = SFTRecipe(sft_config(tmp_path))
-    recipe.build_model_assets()
-    recipe.model = recipe.build_model()
+    assets = recipe.model_assets()
+    model = recipe.build_model(assets)
     assert recipe.config.model.attn_implementation == "auto"
     assert recipe.models.attention == AttentionChoice("sdpa", "auto: not on CUDA")
-    assert recipe.model.config._attn_implementation == "sdpa"
+    assert model.config._attn_implementation == "sdpa"
     assert "attention sdpa (auto: not on CUDA)" == f"attention {recipe.models.describe_attention()}"
-    assert recipe.build_data().collator is stack_collate
+    assert recipe.build_data(assets).collator is stack_collate
     # what build_model keeps for a CUDA run with flash attention installed (the kernel itself needs the GPU)
     recipe.models.attention = AttentionChoice("flash_attention_2", "auto: packed rows on CUDA, varlen flash attention")
-    assert isinstance(recipe.build_data().collator, VarlenCollator)
+    assert isinstance(recipe.build_data(assets).collator, VarlenCollator)
 
 
 def test_the_recipe_switches_the_built_model_to_the_chosen_kernel(tmp_path):
     recipe = SFTRecipe(sft_config(tmp_path))
-    recipe.build_model_assets()
-    model = recipe.build_model()  # on this CPU: built with sdpa, auto keeps it
+    model = recipe.build_model(recipe.model_assets())  # on this CPU: built with sdpa, auto keeps it
     # the same model as a CUDA run in fp32 would decide for it (the decision reads only the device's type)
     recipe.models.device, recipe.models.precision = torch.device("cuda"), "fp32"
     model = recipe.models.set_attention(model)
@@ -93,8 +92,7 @@ def test_padded_pairs_and_prompts_keep_sdpa_under_auto_on_cuda(tmp_path, method)
 
     config = dpo_config(tmp_path) if method == "dpo" else validate(grpo_raw(tmp_path))
     recipe = recipe_class(method)(config)
-    recipe.build_model_assets()
-    model = recipe.build_model()
+    model = recipe.build_model(recipe.model_assets())
     recipe.models.device, recipe.models.precision = torch.device("cuda"), "bf16-mixed"
     recipe.models.set_attention(model)
     assert recipe.models.attention.name == "sdpa"

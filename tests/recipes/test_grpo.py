@@ -161,7 +161,7 @@ def test_held_out_prompts_are_answered_before_and_after_training(tmp_path):
     raw["data"]["validation"] = {"sources": [{"path": "generated:reverse?samples=3&seed=1&letters=4-4"}]}
     raw["callbacks"]["generation_eval"] = {"enabled": True, "num_prompts": 3, "max_new_tokens": 4}
     recipe = GRPORecipe(validate(raw))
-    held_out = recipe.held_out_answers()
+    held_out = recipe.held_out_answers(recipe.model_assets())
     assert [messages[-1]["content"][::-1][:4] for messages, _ in held_out] == [answer for _, answer in held_out]
     recipe.run()
     answers = read_jsonl(tmp_path / "run" / "generation_eval.jsonl")
@@ -179,4 +179,5 @@ def test_the_generation_eval_needs_validation_prompts_with_answers(tmp_path):
     raw["data"]["validation"] = {"sources": [{"path": str(plain)}]}
     raw["callbacks"]["generation_eval"] = {"enabled": True}
     with pytest.raises(DataError, match="data.validation: 1 of 1 prompts cannot be checked"):
-        GRPORecipe(validate(raw)).held_out_answers()
+        recipe = GRPORecipe(validate(raw))
+        recipe.held_out_answers(recipe.model_assets())

@@ -108,8 +108,7 @@ def test_vl_sft_from_prepared_rows_trains_bit_identically(tmp_path, transcriptio
 def build_data(tmp_path, **data):
     """What `honing data` runs: the recipe's processor and rows, no model."""
     recipe = SFTRecipe(sft_config(tmp_path, data=data))
-    recipe.build_model_assets()
-    recipe.data_reports = recipe.build_data().reports
+    recipe.data_reports = recipe.data_alone()[1].reports
     return recipe
 
 
@@ -144,8 +143,7 @@ def test_the_cache_prepares_again_only_when_what_makes_the_rows_changes(tmp_path
     tokenizer.save_pretrained(tmp_path / "tokenizer")
     config = sft_config(tmp_path, data=data, tokenizer={"kind": "pretrained", "path": str(tmp_path / "tokenizer")})
     recipe = SFTRecipe(config)
-    recipe.build_model_assets()
-    recipe.build_data()
+    recipe.data_alone()
     assert len(prepares(tmp_path)) == 5
     chat.write_text(json.dumps(GOOD).replace("hi", "ho") + "\n")  # the same size, other content
     assert build_data(tmp_path, **data).data_reports["train"].tokens == reference.tokens
@@ -205,8 +203,7 @@ def test_an_image_changed_in_place_prepares_its_rows_again(tmp_path, transcripti
 
     def build():
         recipe = VLSFTRecipe(vl_config(tmp_path, transcriptions))
-        recipe.build_model_assets()
-        return recipe.build_data().reports["train"]
+        return recipe.data_alone()[1].reports["train"]
 
     before = build()
     build()

@@ -98,10 +98,10 @@ def test_a_trained_tokenizer_is_read_back_from_the_prepared_folder(tmp_path):
     raw = raw_config(tmp_path, [{"path": folder, "format": "tokens"}])
     raw["tokenizer"]["kind"] = "char"
     recipe = PretrainRecipe(validate(raw))
-    recipe.build_model_assets()
-    assert len(recipe.tokenizer) == len(set("".join(WORDS) + " ")) + 3  # characters + eos, pad, unk
-    loader = recipe.build_data().train_loader
-    assert recipe.tokenizer.decode(next(iter(loader))["input_ids"][0]).replace("<|endoftext|>", " ").strip()
+    assets, data = recipe.data_alone()
+    assert len(assets.tokenizer) == len(set("".join(WORDS) + " ")) + 3  # characters + eos, pad, unk
+    loader = data.train_loader
+    assert assets.tokenizer.decode(next(iter(loader))["input_ids"][0]).replace("<|endoftext|>", " ").strip()
 
 
 def test_shards_of_another_tokenizer_are_refused(tmp_path):
@@ -137,7 +137,6 @@ def test_raw_text_and_prepared_shards_split_a_text_file_on_the_separator_alike(t
     assert train == [*paragraphs, "trailing words"]
     result = recipe.prepare(str(tmp_path / "tokens"), workers=1, shard_bytes=1024)
     assert len(result.index.shards) > 3 and result.index.num_documents == len(train)
-    recipe.build_model_assets()
-    expected = tokenize_documents(train, recipe.tokenizer, cache_dir=None)
+    expected = tokenize_documents(train, recipe.model_assets().tokenizer, cache_dir=None)
     source = TokenSource(str(tmp_path / "tokens"), 16, cache_dir=str(tmp_path / "cache"))
     assert np.concatenate(source.tokens).tolist() == expected.tokens.tolist()

@@ -426,5 +426,4 @@ def test_pdf_pages_render_at_the_configured_longest_side(tmp_path, transcription
     page = ContentItem(type="pdf", content=str(pdf), page=1)
     for longest_side, size in ((None, (100, 50)), (300, (300, 150))):  # None: 72 dpi
         recipe = VLSFTRecipe(vl_config(tmp_path, transcriptions, data={"pdf_longest_side": longest_side}))
-        recipe.build_model_assets()
-        assert recipe.row_kind().load_image(page).size == size
+        assert recipe.row_kind(recipe.model_assets()).load_image(page).size == size

@@ -41,7 +41,7 @@ def test_completions_are_scored_as_the_trained_model_scored_their_sequences(trai
     recipe, path = trained
     scorer = resolve_reward(f"reward_model:{path}")
     assert isinstance(scorer, RewardModelScorer) and resolve_reward(f"reward_model:{path}") is scorer  # loaded once
-    fields = recipe.row_kind().source_fields(recipe.config.data.validation.sources)
+    fields = recipe.row_kind(recipe.parts.assets).source_fields(recipe.config.data.validation.sources)
     pairs = load_pairs(fields).pairs
     prompts = [pair.prompt for pair in pairs] * 2
     completions = [pair.chosen for pair in pairs] + [pair.rejected for pair in pairs]
