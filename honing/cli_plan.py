@@ -14,9 +14,8 @@ def run_vocab_size(config: Any) -> int | None:
         return None
     from honing.recipes import recipe_class
 
-    recipe = recipe_class(config.method)(config)
-    recipe.build_model_assets()  # the vocabulary follows the run's tokenizer
-    return len(recipe.tokenizer)
+    assets = recipe_class(config.method)(config).model_assets()  # the vocabulary follows the run's tokenizer
+    return len(assets.tokenizer)
 
 
 def plan_run(config: Any, *, budget: int | None = None, nproc: int = 1) -> tuple[str, MemoryEstimate]:

@@ -24,8 +24,8 @@ CALL = '<tool_call>{"name": "calculator", "arguments": {"expression": "6 * 7"}}<
 class RankZeroCallsTools(GRPORecipe):
     """GRPO whose rank 0 conversations open with a calculator call."""
 
-    def build_train_module(self):
-        module = super().build_train_module()
+    def build_train_module(self, inputs):
+        module = super().build_train_module(inputs)
         sample = module.sample
 
         def scripted(batch, prompt_ids, prompt_mask, seeds, **sampling):
