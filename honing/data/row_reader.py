@@ -267,6 +267,17 @@ def read_sources(
     return read_items(sources, example_kind(check_images), bad_rows=bad_rows, fields_of=_fields)
 
 
+def weighted_items(
+    sources: Sequence[Mapping[str, Any] | object], found: Sequence[Sequence[tuple[Item, str]]], *, seed: int
+) -> list[tuple[Item, str]]:
+    """Each source's ``(item, origin)`` pairs (``read_items``) repeated by the source's weight, sources in order."""
+    out: list[tuple[Item, str]] = []
+    for index, (source, items) in enumerate(zip(sources, found)):
+        picks = weighted_indices(len(items), source_fields(source, index)["weight"], seed=seed, source_index=index)
+        out.extend(items[i] for i in picks)
+    return out
+
+
 def weighted_picks(counts: Sequence[int], weights: Sequence[float], paths: Sequence[str], *, seed: int) -> list[int]:
     """Indices into the concatenation of sources of ``counts`` items, each source repeated by its weight as
     ``load_examples`` repeats it (a warning for a source whose weight leaves nothing)."""

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from honing.data.prompts.prompts import Prompt, read_prompt_sources
+from honing.data.prompts.prompts import Prompt, load_prompts, read_prompt_sources
 from honing.data.prompts.vision_prompts import read_vision_prompt_sources
 from honing.errors import DataError
 
@@ -64,3 +64,11 @@ def test_image_prompts_read_an_mllm_source_as_auto_with_paths_beside_the_file(tm
     assert columns == {"id": 7} and origin == f"{tmp_path / 'v.jsonl'}:1"
     image = conversation.messages[0].items()[0]
     assert image.type == "image_path" and image.content == str(tmp_path / "cat.png")
+
+
+def test_load_prompts_repeats_each_source_by_its_weight(tmp_path):
+    first = write(tmp_path / "a.jsonl", [{"prompt": "a0"}, {"prompt": "a1"}])
+    second = write(tmp_path / "b.jsonl", [{"prompt": "b0"}])
+    loaded = load_prompts([{"path": first, "weight": 2.0}, {"path": second}], seed=0)
+    texts = [prompt.prompt for prompt, _ in loaded]
+    assert sorted(texts[:4]) == ["a0", "a0", "a1", "a1"] and texts[4:] == ["b0"]  # sources stay in order

@@ -20,8 +20,16 @@ from math import inf
 from typing import Any
 
 from honing.data.formats import ROLES, SHAREGPT_ROLES, RowError
-from honing.data.row_reader import BadRowReport, BadRows, RowItems, SourceFormat, SourceKind, named_format, read_items
-from honing.data.sources import source_fields, weighted_indices
+from honing.data.row_reader import (
+    BadRowReport,
+    BadRows,
+    RowItems,
+    SourceFormat,
+    SourceKind,
+    named_format,
+    read_items,
+    weighted_items,
+)
 from honing.errors import DataError
 
 PREFERENCE_FORMATS = ("preference", "preference_prompt", "preference_sharegpt", "preference_transcript")
@@ -136,13 +144,8 @@ def load_pairs(sources: Sequence[Mapping[str, Any] | object], *, seed: int = 0, 
     """The pairs of every source in order, each repeated by its weight as ``load_examples`` does; a bad row fails
     with its file:line, or (``bad_rows: skip``) is counted and reported."""
     found, report = read_pair_sources(sources, bad_rows=bad_rows)
-    pairs: list[PreferencePair] = []
-    origins: list[str] = []
-    for index, (source, items) in enumerate(zip(sources, found)):
-        picks = weighted_indices(len(items), source_fields(source, index)["weight"], seed=seed, source_index=index)
-        pairs.extend(items[i][0] for i in picks)
-        origins.extend(items[i][1] for i in picks)
-    return PairSet(pairs, origins, report)
+    weighted = weighted_items(sources, found, seed=seed)
+    return PairSet([pair for pair, _ in weighted], [origin for _, origin in weighted], report)
 
 
 # ---- row readers --------------------------------------------------------------------------------------------

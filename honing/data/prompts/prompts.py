@@ -17,8 +17,7 @@ import torch
 from honing.data.collate import Collator, padded_rows
 from honing.data.formats import RowError, _messages
 from honing.data.named.registry import suggested_datasets
-from honing.data.row_reader import RowItems, SourceKind, named_format, read_items
-from honing.data.sources import source_fields, weighted_indices
+from honing.data.row_reader import RowItems, SourceKind, named_format, read_items, weighted_items
 from honing.errors import DataError
 
 PROMPT_FORMATS = ("auto", "prompt", "conversation")
@@ -111,11 +110,7 @@ def read_prompt_sources(sources: Sequence[Mapping[str, Any] | object]) -> list[l
 def load_prompts(sources: Sequence[Mapping[str, Any] | object], *, seed: int = 0) -> list[tuple[Prompt, str]]:
     """``(prompt, origin)`` for every row of every source, repeated by the sources' weights; a bad row fails
     with its ``file:line``."""
-    out: list[tuple[Prompt, str]] = []
-    for index, (source, found) in enumerate(zip(sources, read_prompt_sources(sources))):
-        weight = source_fields(source, index)["weight"]
-        out.extend(found[i] for i in weighted_indices(len(found), weight, seed=seed, source_index=index))
-    return out
+    return weighted_items(sources, read_prompt_sources(sources), seed=seed)
 
 
 class PromptDataset(torch.utils.data.Dataset):
