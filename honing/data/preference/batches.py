@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 
@@ -14,6 +14,9 @@ from honing.data.collate import Collator
 from honing.data.preference.pairs import PreferencePair
 from honing.errors import DataError
 from honing.losses import IGNORE_INDEX
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 REFERENCE_KEYS = ("ref_chosen_logps", "ref_rejected_logps")
 
@@ -37,7 +40,7 @@ class TokenizedPair:
         return len(self.prompt_ids) + len(self.chosen_ids) + len(self.rejected_ids)
 
 
-def tokenize_pair(tokenizer: Any, pair: PreferencePair, *, chat_template: str) -> TokenizedPair:
+def tokenize_pair(tokenizer: PreTrainedTokenizerBase, pair: PreferencePair, *, chat_template: str) -> TokenizedPair:
     """Token ids as TRL's DPOTrainer makes them: the prompt with the generation prompt, and prompt + completion
     rendered whole; the completion starts where the two token sequences part (a template may render the prompt's
     end differently once a reply follows, or tokens may merge across the boundary)."""

@@ -10,6 +10,7 @@ from typing import Any
 import torch
 
 from honing.data.preference.batches import PairCollator, PairDataset, TokenizedPair
+from honing.data.preference.pairs import PreferencePair
 from honing.data.preference.preference_rows import PreferenceRows
 from honing.data.report import DataReport
 
@@ -44,7 +45,7 @@ class RewardRows(PreferenceRows):
 
     method = "reward"
 
-    def build_one(self, pair: Any) -> dict[str, Any]:
+    def build_one(self, pair: PreferencePair) -> dict[str, Any]:
         """One pair's row with its margin (null without one)."""
         return {**super().build_one(pair), "margin": pair.margin}
 

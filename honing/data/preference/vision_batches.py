@@ -26,12 +26,13 @@ import torch
 from honing.data.collate import Collator
 from honing.data.formats import ContentItem
 from honing.data.preference.batches import REFERENCE_KEYS, PairDataset, TokenizedPair, _common_prefix
-from honing.data.vision.processing import process
+from honing.data.vision.processing import ImageInputKeys, process
 from honing.errors import DataError
 from honing.losses import IGNORE_INDEX
 
 if TYPE_CHECKING:
     from PIL.Image import Image
+    from transformers import ProcessorMixin
 
 #: joins several rows' image inputs as the processor joins a batch's (the model family's
 #: ``honing.models.vl_families.concat_image_inputs``, handed in: data imports no models)
@@ -126,7 +127,9 @@ class VisionPairCollator(Collator):
     right-padded to the batch's longest sequence), with each pair's prompt image inputs from the processor (its ids
     checked against the stored ones); micro-batches of whole pairs, their pixel inputs given to both rows."""
 
-    def __init__(self, processor: Any, family: Any, pad_token_id: int | None, *, join_images: JoinImages):
+    def __init__(
+        self, processor: ProcessorMixin, family: ImageInputKeys, pad_token_id: int | None, *, join_images: JoinImages
+    ):
         if pad_token_id is None or int(pad_token_id) < 0:
             raise DataError(f"pad_token_id is {pad_token_id!r}; preference batches need a pad token id >= 0")
         self.processor, self.family, self.pad_token_id = processor, family, int(pad_token_id)

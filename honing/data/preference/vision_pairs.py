@@ -36,6 +36,7 @@ from honing.data.preference.vision_batches import (
 from honing.data.report import DataReport
 from honing.data.row_reader import BadRowReport, BadRows, RowItems, SourceKind, named_format, read_items
 from honing.data.vision.images import load_image
+from honing.data.vision.processing import ImageInputKeys
 from honing.data.vision.vision_rows import image_stamps
 
 if TYPE_CHECKING:
@@ -137,7 +138,7 @@ class VisionPreferenceRows(PreferenceRows):
         chat_template: str,
         data: DataSection,
         *,
-        family: Any,
+        family: ImageInputKeys,
         join_images: JoinImages,
         **where: Any,
     ):

@@ -39,7 +39,7 @@ from honing.data.prompts.prompt_rows import PromptRows, check_json_columns
 from honing.data.prompts.prompts import PROMPT_FORMATS, Prompt, PromptCollator, PromptDataset, detect_prompt_format
 from honing.data.row_reader import BadRowReport, RowItems, SourceKind, named_format, read_items
 from honing.data.vision.images import load_image
-from honing.data.vision.processing import process
+from honing.data.vision.processing import ImageInputKeys, process
 from honing.data.vision.vision_rows import image_stamps
 from honing.errors import DataError
 
@@ -157,7 +157,13 @@ class VisionPromptRows(PromptRows):
     method = "vl_grpo"
 
     def __init__(
-        self, processor: ProcessorMixin, chat_template: str, data: DataSection, *, family: Any, **options: Any
+        self,
+        processor: ProcessorMixin,
+        chat_template: str,
+        data: DataSection,
+        *,
+        family: ImageInputKeys,
+        **options: Any,
     ):
         super().__init__(processor.tokenizer, chat_template, data, **options)
         self.processor, self.family = processor, family
@@ -238,7 +244,7 @@ class VisionPromptCollator(PromptCollator):
     """Left-pads the prompts as ``PromptCollator`` does and adds ``image_inputs``: per prompt, the processor's
     model inputs for its images (per-token ones, such as Qwen-VL's ``mm_token_type_ids``, over its own ids)."""
 
-    def __init__(self, processor: Any, family: Any, pad_token_id: int | None):
+    def __init__(self, processor: ProcessorMixin, family: ImageInputKeys, pad_token_id: int | None):
         super().__init__(pad_token_id)
         self.processor, self.family = processor, family
         self.model_input_keys = tuple(dict.fromkeys(("input_ids", "attention_mask", *family.model_input_keys)))

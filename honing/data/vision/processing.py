@@ -16,7 +16,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
@@ -26,6 +26,14 @@ from honing.losses import IGNORE_INDEX
 
 #: loads one image item of a row (``honing.data.vision.images.load_image``; tests pass their own)
 ImageLoader = Callable[[Any], Any]
+
+
+class ImageInputKeys(Protocol):
+    """What batches need of a VL model family (``honing.models.vl_families.VLFamily`` is one; data imports no
+    models): the processor outputs the model's forward takes besides the ids and mask, and those laid out per token."""
+
+    model_input_keys: tuple[str, ...]
+    per_token_keys: tuple[str, ...]
 
 
 @dataclass
