@@ -94,10 +94,10 @@ GRPO: dict[str, Entry] = {
     **honoured("grpo.importance_sampling_level", "importance_sampling_level"),
     **honoured("grpo.scale_rewards (true: 'group', false: 'none')", "scale_rewards"),
     **honoured("grpo.loss_type (grpo, bnpo, dr_grpo, dapo, cispo, sapo, luspo, vespo)", "loss_type"),
-    **refused(
-        "not available: honing's GRPO loss has no entropy bonus",
-        "entropy_coef",
-        "use_adaptive_entropy",
+    **refused("not available: honing's GRPO loss has no entropy bonus", "entropy_coef", "use_adaptive_entropy"),
+    # TRL reads these only under use_adaptive_entropy (refused above): alone they change nothing, there as here
+    **moot(
+        "unused without use_adaptive_entropy",
         "entropy_coef_min",
         "entropy_coef_max",
         "entropy_coef_delta",
