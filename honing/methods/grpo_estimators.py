@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import torch
 
-from honing.losses import clipped_policy_loss, kl_estimate, kl_term, nanstd, with_kl
+from honing.distributed import is_distributed
+from honing.losses import clipped_policy_loss, group_advantages, kl_estimate, kl_term, nanstd, with_kl
+from honing.methods.step_ranks import StepRanks
 
 IMPORTANCE_SAMPLING_LEVELS = ("token", "sequence", "sequence_token")
 
@@ -100,3 +102,27 @@ def sequence_kl_penalty(
     by default k1 = log π − log π_ref, the first-order estimate of the paper (it can be negative per token, unlike
     GRPO's k3), ``(B,)``."""
     return (kl_estimate(policy_logps, ref_logps, estimator) * mask.to(policy_logps.dtype)).sum(-1)
+
+
+def group_relative_advantages(
+    rewards: torch.Tensor,
+    num_generations: int,
+    scale_rewards: str,
+    aggregation: str,
+    ranks: StepRanks,
+    device: torch.device,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """GRPO's ``(advantages, std)`` of this rank's rewards (groups never span ranks; ``batch`` scaling uses every
+    rank's rewards, and ``normalize_then_sum`` standardises the summed rewards over every rank's completions, as one
+    group; the gather runs on ``device``)."""
+    whole_batch = aggregation == "normalize_then_sum"
+    if (scale_rewards != "batch" and not whole_batch) or not is_distributed():
+        if whole_batch:
+            return group_advantages(rewards, len(rewards), "group")
+        return group_advantages(rewards, num_generations, scale_rewards)
+    everyone, mine = ranks.gather_dp(rewards, device)
+    if whole_batch:
+        advantages, std = group_advantages(everyone, len(everyone), "group")
+    else:
+        advantages, std = group_advantages(everyone, num_generations, "batch")
+    return advantages[mine], std[mine]

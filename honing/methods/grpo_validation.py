@@ -10,13 +10,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
 from honing.losses import combine_rewards
 from honing.methods.grpo_metrics import ended_rows
+from honing.methods.tool_turns import Transcripts
+from honing.rl.rewards import RewardScorer
+
+if TYPE_CHECKING:
+    from honing.methods.grpo_rollouts import GroupSampler
 
 #: marks the validation seeds' stream, apart from the rollouts' (seed, step, prompt, generation)
 VALIDATION_STREAM = 0x5EED_0E7A1
@@ -38,32 +43,32 @@ class RewardValidation:
         return cls(section.num_generations, section.temperature, section.top_p, section.top_k, seed)
 
     @torch.no_grad()
-    def eval_batch(self, module: Any, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
-        """Sample and score the completions of one batch of held-out prompts with the GRPO train module's model,
-        tokenizer and rewards: their sums (a filler batch of a rank that ran out of prompts counts for nothing)."""
-        prompts, sampled = self.complete(module, batch)
+    def eval_batch(self, sampler: GroupSampler, batch: dict[str, Any], scorer: RewardScorer) -> dict[str, torch.Tensor]:
+        """Sample the completions of one batch of held-out prompts with the GRPO train module's sampler, scored by
+        ``scorer``: their sums (a filler batch of a rank that ran out of prompts counts for nothing)."""
+        prompts, sampled = self.complete(sampler, batch)
         group = self.num_generations
         ids, mask = sampled.completion_ids, sampled.completion_mask
         columns = {name: [v for v in values for _ in range(group)] for name, values in batch["columns"].items()}
         columns["completion_ids"] = [row[keep.bool()].tolist() for row, keep in zip(ids.cpu(), mask.cpu())]
-        rewards_per_func = module.scorer.score(prompts, sampled.completions, columns)
+        rewards_per_func = scorer.score(prompts, sampled.completions, columns)
         real = 0.0 if batch.get("filler") else 1.0
         attention = mask if sampled.attention is None else sampled.attention
-        sums = self.sums(module, rewards_per_func, ids, mask, attention)
+        sums = self.sums(scorer, sampler.stop_token_ids, rewards_per_func, ids, mask, attention)
         if sampled.tool_counts is not None:
             sums["tools/calls"], sums["tools/failures"] = sampled.tool_counts.sum(0).double()
         return {key: value * real for key, value in sums.items()}
 
-    def complete(self, module: Any, batch: dict[str, Any]) -> tuple[list[Any], Any]:
+    def complete(self, sampler: GroupSampler, batch: dict[str, Any]) -> tuple[list[Any], Transcripts]:
         """``num_generations`` completions per prompt: each one's prompt, and the completions as the loss and the
         rewards read them (``honing.methods.tool_turns.Transcripts``: one turn, or a conversation with tools)."""
         group = self.num_generations
-        prompt_ids = batch["input_ids"].to(module.device).repeat_interleave(group, dim=0)
-        prompt_mask = batch["attention_mask"].to(module.device).repeat_interleave(group, dim=0)
+        prompt_ids = batch["input_ids"].to(sampler.device).repeat_interleave(group, dim=0)
+        prompt_mask = batch["attention_mask"].to(sampler.device).repeat_interleave(group, dim=0)
         seeds = [validation_seed(self.seed, int(i), g) for i in batch["index"].tolist() for g in range(group)]
         prompts = [prompt for prompt in batch["prompt"] for _ in range(group)]
         with torch.random.fork_rng(devices=[]):  # an evaluation must not move the training RNG
-            sampled = module.transcripts(
+            sampled = sampler.transcripts(
                 batch,
                 prompts,
                 prompt_ids,
@@ -77,13 +82,18 @@ class RewardValidation:
 
     @staticmethod
     def sums(
-        module: Any, rewards_per_func: torch.Tensor, ids: torch.Tensor, mask: torch.Tensor, attention: torch.Tensor
+        scorer: RewardScorer,
+        stop_token_ids: list[int],
+        rewards_per_func: torch.Tensor,
+        ids: torch.Tensor,
+        mask: torch.Tensor,
+        attention: torch.Tensor,
     ) -> dict[str, torch.Tensor]:
         """The rewards' sums and counts (a reward's None left out, as the training metrics' nanmean does), and the
         completions' lengths (the policy's tokens) and how many never reached a stop token."""
-        rewards = combine_rewards(rewards_per_func, module.scorer.weights)
+        rewards = combine_rewards(rewards_per_func, scorer.weights)
         scored = ~torch.isnan(rewards)
-        ended = ended_rows(ids, attention, module.stop_token_ids)
+        ended = ended_rows(ids, attention, stop_token_ids)
         out = {
             "reward/sum": rewards[scored].sum(),
             "reward/squares": (rewards[scored] ** 2).sum(),
@@ -92,7 +102,7 @@ class RewardValidation:
             "completions/length": mask.sum(),
             "completions/clipped": (~ended).sum(),
         }
-        for index, name in enumerate(module.scorer.names):
+        for index, name in enumerate(scorer.names):
             values = rewards_per_func[:, index]
             applied = ~torch.isnan(values)
             out[f"rewards/{name}/sum"] = values[applied].sum()

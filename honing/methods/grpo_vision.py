@@ -17,6 +17,7 @@ import torch
 
 from honing.data.prompts.vision_prompts import IMAGE_INPUTS
 from honing.methods.grpo import ROLLOUT_KEYS, GRPOTrainModule
+from honing.methods.grpo_rollouts import Batch, GroupSampler
 from honing.methods.grpo_sampling import GeneratedGroups
 from honing.models.vl_decoding import VisionDecoder
 from honing.models.vl_families import VLFamily, concat_image_inputs
@@ -44,30 +45,28 @@ def joined_image_inputs(
     return joined
 
 
-class VisionGRPOTrainModule(GRPOTrainModule):
-    """GRPO whose prompts hold images: sampling and every completion-scoring forward get the pixel inputs."""
-
-    rollout_keys = (*ROLLOUT_KEYS, "image_row")
+class VisionGroupSampler(GroupSampler):
+    """GRPO's sampler for prompts that hold images: sampling and every completion-scoring forward get the pixels."""
 
     def __init__(self, *args: Any, family: VLFamily, image_token_ids: Sequence[int] = (), **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.family = family
         self.image_token_ids = sorted(set(image_token_ids))  # never sampled (``honing.models.vl_decoding``)
-        self._rollout_images: list[Mapping[str, torch.Tensor]] = []  # the step's, one per completion
+        self.rollout_images: list[Mapping[str, torch.Tensor]] = []  # the step's, one per completion
 
     def sample(
-        self, batch: dict[str, Any], prompt_ids: Any, prompt_mask: Any, seeds: list[int], **sampling: Any
-    ) -> Any:
+        self, batch: Batch, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, seeds: list[int], **sampling: Any
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """The text method's sampling, its first forward given the prompts' pixel inputs."""
         repeats = len(prompt_ids) // len(batch[IMAGE_INPUTS])
         rows = [inputs for inputs in batch[IMAGE_INPUTS] for _ in range(repeats)]
         width = prompt_ids.shape[1]
-        inputs = self._on_device(joined_image_inputs(self.family, rows, width, width))
+        inputs = on_device(joined_image_inputs(self.family, rows, width, width), self.device)
         # every prompt, with images or not, samples with the image placeholders left out
         decoder = partial(VisionDecoder, image_inputs=inputs, blocked_token_ids=self.image_token_ids)
         return super().sample(batch, prompt_ids, prompt_mask, seeds, decoder=decoder, **sampling)
 
-    def generate(self, batch: dict[str, Any], seeds: list[int]) -> GeneratedGroups:
+    def generate(self, batch: Batch, seeds: list[int]) -> GeneratedGroups:
         """The text method's groups, each completion's image inputs kept beside it (refills and drops keep them)."""
         groups = super().generate(batch, seeds)
         groups.columns[IMAGES_COLUMN] = [inputs for inputs in batch[IMAGE_INPUTS] for _ in range(self.num_generations)]
@@ -75,17 +74,30 @@ class VisionGRPOTrainModule(GRPOTrainModule):
 
     def rollout_tensors(self, groups: GeneratedGroups) -> dict[str, torch.Tensor]:
         """The text method's rollout tensors and each row's index into the step's image inputs."""
-        self._rollout_images = groups.columns.pop(IMAGES_COLUMN)
+        self.rollout_images = groups.columns.pop(IMAGES_COLUMN)
         rollouts = super().rollout_tensors(groups)
-        rollouts["image_row"] = torch.arange(len(self._rollout_images), device=rollouts["input_ids"].device)
+        rollouts["image_row"] = torch.arange(len(self.rollout_images), device=rollouts["input_ids"].device)
         return rollouts
 
-    def model_inputs(self, micro: dict[str, torch.Tensor]) -> dict[str, Any]:
+    def model_inputs(self, micro: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """The pixel inputs of the micro-batch's completions, for the policy, old-policy and reference forwards."""
-        rows = [self._rollout_images[int(i)] for i in micro["image_row"].tolist()]
+        rows = [self.rollout_images[int(i)] for i in micro["image_row"].tolist()]
         width = micro["input_ids"].shape[1]
         prompt_width = width - micro["completion_ids"].shape[1]
-        return self._on_device(joined_image_inputs(self.family, rows, prompt_width, width))
+        return on_device(joined_image_inputs(self.family, rows, prompt_width, width), self.device)
 
-    def _on_device(self, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        return {key: value.to(self.device) for key, value in inputs.items()}
+
+class VisionGRPOTrainModule(GRPOTrainModule):
+    """GRPO whose prompts hold images: its sampler is a ``VisionGroupSampler``."""
+
+    rollout_keys = (*ROLLOUT_KEYS, "image_row")
+    sampler_class = VisionGroupSampler
+
+    def __init__(self, *args: Any, family: VLFamily, image_token_ids: Sequence[int] = (), **kwargs: Any):
+        options = {"family": family, "image_token_ids": image_token_ids}
+        super().__init__(*args, sampler_options=options, **kwargs)
+
+
+def on_device(inputs: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
+    """Every tensor of ``inputs`` on ``device``."""
+    return {key: value.to(device) for key, value in inputs.items()}

@@ -8,8 +8,6 @@ alone, so a resumed run samples the same pairs and ends with the same weights.""
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -19,9 +17,11 @@ import torch
 from honing.data.collate import stack_collate
 from honing.distributed import is_rank0
 from honing.errors import DataError
-from honing.methods.grpo import GRPOTrainModule, rollout_seed
-from honing.methods.grpo_metrics import ended_rows
+from honing.methods.grpo import GRPOTrainModule
+from honing.methods.grpo_metrics import append_samples, ended_rows, record_same, shown_prompt
+from honing.methods.grpo_sampling import GeneratedGroups
 from honing.methods.online_dpo_loss import first_is_chosen, online_dpo_terms, pair_rewards
+from honing.methods.step_ranks import StepRanks
 
 #: the rollout tensors a loss micro-batch holds, split by rows (the two of a pair always in one micro-batch)
 PAIR_KEYS = ("input_ids", "attention_mask", "completion_ids", "completion_mask", "ref_logps", "first_chosen")
@@ -35,7 +35,7 @@ class NoRewards:
     names: list[str] = []
     weights = torch.zeros(0)
 
-    def score(self, prompts: Any, completions: Any, columns: Any) -> torch.Tensor:
+    def score(self, prompts: list[Any], completions: list[Any], columns: dict[str, list[Any]]) -> torch.Tensor:
         """An empty (completions × 0) tensor."""
         return torch.zeros(len(completions), 0)
 
@@ -51,38 +51,34 @@ class OnlineDPOTrainModule(GRPOTrainModule):
         beta: float = 0.1,
         loss_type: str = "sigmoid",
         missing_eos_penalty: float | None = None,
-        judge: Callable[..., Any] | None = None,
+        judge: Callable[[list[Any], list[list[str]]], Any] | None = None,
         **options: Any,
     ):
-        super().__init__(model, optimizer, num_generations=2, **options)
+        # TRL's OnlineDPOTrainer scores the raw logits: the sampling temperature shapes only which are drawn
+        super().__init__(model, optimizer, num_generations=2, scoring_temperature=1.0, **options)
         self.beta, self.loss_type = beta, loss_type
         self.missing_eos_penalty = missing_eos_penalty
         self.judge = judge  # None: the rewards rank each pair
 
-    def train_batch(self, batch: dict[str, Any], dry_run: bool = False) -> None:
-        """Sample, rank and score this rank's pairs, then back-propagate their mean DPO loss."""
-        self.start_step()
-        self.learn(self.rollout(batch, dry_run=dry_run), dry_run=dry_run)
-
     # --- rollouts -----------------------------------------------------------------------
-    def rollout(self, batch: dict[str, Any], *, dry_run: bool = False) -> dict[str, Any]:
+    def rollout(self, batch: dict[str, Any], *, dry_run: bool = False) -> dict[str, torch.Tensor]:
         """Two completions per prompt, which of each pair is chosen, and the reference's log-probs."""
-        step = self.trainer.global_step if self.trainer is not None else 0
-        seeds = [rollout_seed(self.seed, step, int(i), g) for i in batch["index"].tolist() for g in range(2)]
-        groups = self.generate(batch, seeds)
-        rollouts = self.rollout_tensors(groups)
-        ended = ended_rows(groups.completion_ids, groups.attention(), self.stop_token_ids)
-        rewards = pair_rewards(groups.rewards_per_func, self.scorer.weights, ended.cpu(), self.missing_eos_penalty)
+        groups, _ = self.sampler.groups(batch, self.trainer.global_step if self.trainer is not None else 0)
+        rollouts = self.sampler.rollout_tensors(groups)
+        scorer = self.sampler.scorer
+        ended = ended_rows(groups.completion_ids, groups.attention(), self.sampler.stop_token_ids)
+        rewards = pair_rewards(groups.rewards_per_func, scorer.weights, ended.cpu(), self.missing_eos_penalty)
         first = first_is_chosen(rewards) if self.judge is None else self.judged(groups.prompts[0::2], groups.texts)
         rollouts["first_chosen"] = first.repeat_interleave(2).to(self.device)
-        rollouts["ref_logps"] = self.reference_logps(rollouts)
+        rollouts["ref_logps"] = self.logps.reference(self.model, rollouts)
         tokens = int(groups.prompt_mask.sum()) + int(groups.attention().sum())
         self._step_tokens = (batch, int(self.ranks.sum(torch.tensor(tokens, device=self.device))))
         if self.trainer is not None and not dry_run:
-            scores = self._record_rollout(groups, ended, rewards, first)
+            has_scores = bool(scorer.names)  # a judge alone gives no scores
+            scores = record_rollout(self.trainer, self.ranks, self.device, groups, ended, rewards, first, has_scores)
             if scores is not None:  # the step's mean reward, for objective/rlhf_reward
                 rollouts["scores_mean"] = scores
-            self._log_pairs(groups.prompts, groups.texts, rewards, first)
+            append_pair_samples(self.trainer, self.metrics.sample_interval, groups, rewards, first, has_scores)
         return rollouts
 
     def judged(self, prompts: list[Any], texts: list[str]) -> torch.Tensor:
@@ -96,15 +92,6 @@ class OnlineDPOTrainModule(GRPOTrainModule):
             )
         return torch.tensor([rank == 0 for rank in ranks])
 
-    def completion_logps(self, model: torch.nn.Module, micro: dict[str, torch.Tensor]) -> torch.Tensor:
-        """The completions' per-token log-probs of the model's own distribution: TRL's OnlineDPOTrainer scores the
-        raw logits, the sampling temperature shapes only which completions are drawn."""
-        sampling, self.temperature = self.temperature, 1.0
-        try:
-            return super().completion_logps(model, micro)
-        finally:
-            self.temperature = sampling
-
     # --- the loss -----------------------------------------------------------------------
     def learn(self, rollouts: dict[str, torch.Tensor], *, dry_run: bool = False) -> None:
         """Back-propagate the mean DPO loss over every rank's pairs, micro-batches of whole pairs."""
@@ -113,13 +100,15 @@ class OnlineDPOTrainModule(GRPOTrainModule):
         pairs = self.ranks.sum(local_pairs)
         scale = self.ranks.grad_divisor / pairs  # gradients are averaged over ranks: the global mean
         sums: list[torch.Tensor] = []
-        loss_sum = self.backward_each(micro_batches, partial(self._pair_loss, sums=sums), scale)
+        loss_sum = self.backward_each(micro_batches, partial(self.pair_loss, sums=sums), scale)
         self.record_loss(loss_sum * scale, cross_entropy=False, dry_run=dry_run)
         if self.trainer is not None and not dry_run:
-            self._record_pair_metrics(torch.stack(sums).sum(0), pairs, rollouts.get("scores_mean"))
+            totals = self.ranks.sum(torch.stack(sums).sum(0).to(self.device)).cpu() / pairs.cpu()
+            record_pair_metrics(self.trainer, totals, self.beta, rollouts.get("scores_mean"))
 
-    def _pair_loss(self, micro: dict[str, torch.Tensor], sums: list[torch.Tensor]) -> torch.Tensor:
-        logps = self.completion_logps(self.model, micro)
+    def pair_loss(self, micro: dict[str, torch.Tensor], sums: list[torch.Tensor]) -> torch.Tensor:
+        """One micro-batch's summed DPO loss of its pairs (their log-prob sums and accuracy added to ``sums``)."""
+        logps = self.logps(self.model, micro)
         first = micro["first_chosen"][0::2].bool()
         terms = online_dpo_terms(
             logps, micro["ref_logps"], micro["completion_mask"], first, beta=self.beta, loss_type=self.loss_type
@@ -130,62 +119,74 @@ class OnlineDPOTrainModule(GRPOTrainModule):
             sums.append(torch.stack([part.float().sum() for part in parts]))
         return terms.losses.sum()
 
-    # --- metrics (TRL's names) ----------------------------------------------------------
-    def _record_rollout(
-        self, groups: Any, ended: torch.Tensor, rewards: torch.Tensor, first: torch.Tensor
-    ) -> torch.Tensor | None:
-        """Record the completions' lengths, stops and scores over every rank; return the mean score (None: a judge
-        alone, no scores)."""
-        lengths = groups.completion_mask.sum(1).float()
-        values = [lengths.sum(), (~ended).float().sum(), ended.float().sum(), torch.tensor(float(len(lengths)))]
-        if self.scorer.names:  # a judge alone gives no scores
-            chosen = torch.where(first, rewards[0::2], rewards[1::2])
-            rejected = torch.where(first, rewards[1::2], rewards[0::2])
-            values += [rewards.sum(), (chosen - rejected).sum()]
-        totals = self.ranks.sum(torch.stack([v.float().to(self.device) for v in values])).cpu()
-        completions = totals[3].clamp(min=1)
-        self._record("completions/mean_length", totals[0] / completions)
-        self._record("completions/clipped_ratio", totals[1] / completions)
-        self._record("val/contain_eos_token", totals[2] / completions)
-        if self.scorer.names:
-            self._record("objective/scores", totals[4] / completions)
-            self._record("objective/scores_margin", totals[5] / (completions / 2))
-            return totals[4] / completions
+
+# --- metrics (TRL's names) ----------------------------------------------------------
+def record_rollout(
+    trainer: Any,
+    ranks: StepRanks,
+    device: torch.device,
+    groups: GeneratedGroups,
+    ended: torch.Tensor,
+    rewards: torch.Tensor,
+    first: torch.Tensor,
+    has_scores: bool,
+) -> torch.Tensor | None:
+    """Record the completions' lengths, stops and scores over every rank; return the mean score (None: a judge
+    alone, no scores)."""
+    lengths = groups.completion_mask.sum(1).float()
+    values = [lengths.sum(), (~ended).float().sum(), ended.float().sum(), torch.tensor(float(len(lengths)))]
+    if has_scores:
+        chosen = torch.where(first, rewards[0::2], rewards[1::2])
+        rejected = torch.where(first, rewards[1::2], rewards[0::2])
+        values += [rewards.sum(), (chosen - rejected).sum()]
+    totals = ranks.sum(torch.stack([v.float().to(device) for v in values])).cpu()
+    completions = totals[3].clamp(min=1)
+    record_same(trainer, "completions/mean_length", totals[0] / completions)
+    record_same(trainer, "completions/clipped_ratio", totals[1] / completions)
+    record_same(trainer, "val/contain_eos_token", totals[2] / completions)
+    if not has_scores:
         return None
+    record_same(trainer, "objective/scores", totals[4] / completions)
+    record_same(trainer, "objective/scores_margin", totals[5] / (completions / 2))
+    return totals[4] / completions
 
-    def _record_pair_metrics(self, sums: torch.Tensor, pairs: torch.Tensor, scores: torch.Tensor | None) -> None:
-        totals = self.ranks.sum(sums.to(self.device)).cpu() / pairs.cpu()
-        chosen, rejected, ref_chosen, ref_rejected, accurate = totals.tolist()
-        kl = ((chosen - ref_chosen) + (rejected - ref_rejected)) / 2  # per completion, summed over its tokens
-        self._record("logps/chosen", torch.tensor(chosen))
-        self._record("logps/rejected", torch.tensor(rejected))
-        self._record("rewards/chosen", torch.tensor(self.beta * (chosen - ref_chosen)))
-        self._record("rewards/rejected", torch.tensor(self.beta * (rejected - ref_rejected)))
-        self._record("rewards/margins", torch.tensor(self.beta * ((chosen - ref_chosen) - (rejected - ref_rejected))))
-        self._record("rewards/accuracies", torch.tensor(accurate))
-        self._record("objective/kl", torch.tensor(kl))
-        self._record("objective/entropy", torch.tensor(-(chosen + rejected) / 2))
-        self._record("objective/non_score_reward", torch.tensor(-self.beta * kl))
-        if scores is not None:
-            self._record("objective/rlhf_reward", scores - self.beta * kl)
-        self._record("beta", torch.tensor(self.beta))
 
-    def _log_pairs(self, prompts: list[Any], texts: list[str], rewards: torch.Tensor, first: torch.Tensor) -> None:
-        step = self.trainer.global_step
-        if not self.sample_interval or step % self.sample_interval or not is_rank0():
-            return
-        chosen_rows = first.repeat_interleave(2).tolist()
-        rows = []
-        for row, (prompt, text) in enumerate(zip(prompts, texts)):
-            sample: dict[str, Any] = {"step": step, "prompt": prompt if isinstance(prompt, str) else json.dumps(prompt)}
-            sample["text"] = text
-            sample["reward"] = float(rewards[row]) if self.scorer.names else None
-            sample["chosen"] = chosen_rows[row] == (row % 2 == 0)  # the first of a pair chosen, or the second
-            rows.append(sample)
-        path = os.path.join(self.trainer.work_folder, "samples.jsonl")
-        os.makedirs(self.trainer.work_folder, exist_ok=True)
-        with open(path, "a", encoding="utf-8") as handle:
-            for sample in rows:
-                handle.write(json.dumps(sample) + "\n")
-        self.trainer.persist_working_file(path)
-        self.trainer.log_samples("completions", [{k: v for k, v in s.items() if k != "step"} for s in rows])
+def record_pair_metrics(trainer: Any, totals: torch.Tensor, beta: float, scores: torch.Tensor | None) -> None:
+    """TRL's pair metrics from the per-pair means over every rank of ``PAIR_SUMS``."""
+    chosen, rejected, ref_chosen, ref_rejected, accurate = totals.tolist()
+    kl = ((chosen - ref_chosen) + (rejected - ref_rejected)) / 2  # per completion, summed over its tokens
+    record = partial(record_same, trainer)
+    record("logps/chosen", torch.tensor(chosen))
+    record("logps/rejected", torch.tensor(rejected))
+    record("rewards/chosen", torch.tensor(beta * (chosen - ref_chosen)))
+    record("rewards/rejected", torch.tensor(beta * (rejected - ref_rejected)))
+    record("rewards/margins", torch.tensor(beta * ((chosen - ref_chosen) - (rejected - ref_rejected))))
+    record("rewards/accuracies", torch.tensor(accurate))
+    record("objective/kl", torch.tensor(kl))
+    record("objective/entropy", torch.tensor(-(chosen + rejected) / 2))
+    record("objective/non_score_reward", torch.tensor(-beta * kl))
+    if scores is not None:
+        record("objective/rlhf_reward", scores - beta * kl)
+    record("beta", torch.tensor(beta))
+
+
+def append_pair_samples(
+    trainer: Any,
+    sample_interval: int | None,
+    groups: GeneratedGroups,
+    rewards: torch.Tensor,
+    first: torch.Tensor,
+    has_scores: bool,
+) -> None:
+    """Every ``sample_interval`` steps, the step's completions with their reward and whether each was chosen."""
+    step = trainer.global_step
+    if not sample_interval or step % sample_interval or not is_rank0():
+        return
+    chosen_rows = first.repeat_interleave(2).tolist()
+    rows = []
+    for row, (prompt, text) in enumerate(zip(groups.prompts, groups.texts)):
+        sample: dict[str, Any] = {"step": step, "prompt": shown_prompt(prompt), "text": text}
+        sample["reward"] = float(rewards[row]) if has_scores else None
+        sample["chosen"] = chosen_rows[row] == (row % 2 == 0)  # the first of a pair chosen, or the second
+        rows.append(sample)
+    append_samples(trainer, rows)

@@ -125,3 +125,29 @@ class OptimizerUpdate:
             # the norm is of the already-reduced gradients, the same on every rank
             trainer.record_metric("optim/grad_norm", grad_norm, ReduceType.max)
             trainer.record_metric("optim/lr", self.optimizer.param_groups[0]["lr"], ReduceType.max)
+
+
+def unrecorded_optim_step(module: TrainModule) -> None:
+    """``module``'s optimizer step between two of one batch's updates (GRPO's ``steps_per_generation``, PPO's
+    mini-batches): its metrics are dropped, the loop's ``optim_step`` records the step's."""
+    if module.trainer is None:
+        module.optim_step()
+        return
+    trainer, module.trainer = module.trainer, _Unrecorded(module.trainer)
+    try:
+        module.optim_step()
+    finally:
+        module.trainer = trainer
+
+
+class _Unrecorded:
+    """The trainer, except that metrics recorded through it are dropped."""
+
+    def __init__(self, trainer: Any):
+        self._trainer = trainer
+
+    def record_metric(self, *args: Any, **kwargs: Any) -> None:
+        """Drop the metric."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._trainer, name)

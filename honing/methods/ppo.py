@@ -5,16 +5,22 @@ and / or reward functions; per-token rewards with the KL penalty, a value model'
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from functools import partial
 from typing import Any
 
 import torch
 
 from honing.data.collate import stack_collate
 from honing.methods.grpo import GRPOTrainModule
+from honing.methods.grpo_logps import CompletionLogps
+from honing.methods.grpo_rollouts import GroupSampler
+from honing.methods.grpo_sampling import GeneratedGroups
+from honing.methods.optimizer_update import unrecorded_optim_step
 from honing.methods.ppo_loss import ppo_advantages, ppo_policy_loss, ppo_rewards, ppo_value_loss, response_masks
 from honing.methods.ppo_value import ValueModel, sequence_scores, token_values
+from honing.rl.rewards import RewardScorer
 from honing.train.metrics import ReduceType
 
 #: the rollout tensors a PPO update reads, row-aligned
@@ -45,11 +51,15 @@ class PPOTrainModule(GRPOTrainModule):
         vf_coef: float = 0.1,
         missing_eos_penalty: float | None = None,
         eos_token_id: int | None = None,
-        held_out_scorer: Any = None,
+        held_out_scorer: RewardScorer | None = None,
         **options: Any,
     ):
         super().__init__(model, optimizer, num_generations=1, beta=kl_coef, scale_rewards="none", **options)
-        self.value, self.reward_model = value, reward_model
+        self.value = value
+        if reward_model is not None:  # its scores fill the last reward column of every round the sampler generates
+            self.sampler.rescore = partial(
+                score_with_reward_model, reward_model, self.sampler, self.logps, self.autocast
+            )
         self.num_ppo_epochs, self.num_mini_batches = num_ppo_epochs, num_mini_batches
         self.kl_coef, self.kl_estimator, self.whiten_rewards = kl_coef, kl_estimator, whiten_rewards
         self.gamma, self.lam = gamma, lam
@@ -57,7 +67,8 @@ class PPOTrainModule(GRPOTrainModule):
         self.missing_eos_penalty, self.eos_token_id = missing_eos_penalty, eos_token_id
         # held-out prompts are scored by the reward functions alone (None: the training scorer, when it has no
         # reward-model column to fill)
-        self.held_out_scorer = held_out_scorer
+        if held_out_scorer is not None:
+            self.held_out_scorer = held_out_scorer
 
     # --- rollout: scores, per-token rewards, values, advantages -------------------------------------------------
     @torch.no_grad()
@@ -66,7 +77,7 @@ class PPOTrainModule(GRPOTrainModule):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """TRL's rollout steps 2-6: the scores (reward model + functions, less ``missing_eos_penalty``), the
         per-token rewards with the KL penalty, the values and GAE; kept in ``rollouts`` for the updates."""
-        micro_batches = self.micro_rollouts(rollouts)
+        micro_batches = self.logps.micro_rollouts(rollouts)
         mask = rollouts["completion_mask"]
         scores = rewards.to(self.device, torch.float32)
         contains_eos = torch.zeros_like(scores, dtype=torch.bool)
@@ -74,8 +85,8 @@ class PPOTrainModule(GRPOTrainModule):
             contains_eos = ((rollouts["completion_ids"] == self.eos_token_id) & mask.bool()).any(1)
         if self.missing_eos_penalty is not None:
             scores = torch.where(contains_eos, scores, scores - self.missing_eos_penalty)
-        logps = torch.cat([self.completion_logps(self.model, m) for m in micro_batches]).float()
-        ref_logps = self.reference_logps(rollouts).float() if self.kl_coef != 0.0 else logps
+        logps = torch.cat([self.logps(self.model, m) for m in micro_batches]).float()
+        ref_logps = self.logps.reference(self.model, rollouts).float() if self.kl_coef != 0.0 else logps
         values = torch.cat([token_values(self.value.model, m, self.autocast) for m in micro_batches])
         token_rewards, kl = ppo_rewards(
             scores, logps, ref_logps, mask, kl_coef=self.kl_coef, kl_estimator=self.kl_estimator,
@@ -98,17 +109,6 @@ class PPOTrainModule(GRPOTrainModule):
         per_row = (advantages * mask).sum(1) / mask.sum(1).clamp(min=1)  # what the samples show
         return per_row, torch.zeros_like(per_row)
 
-    def generate(self, batch: dict[str, Any], seeds: list[int]) -> Any:
-        """GRPO's round (one completion a prompt), the reward model's scores in the last reward column (the
-        recipe's ``reward_model``, zeros until here)."""
-        groups = super().generate(batch, seeds)
-        if self.reward_model is not None:
-            tensors = self.rollout_tensors(groups)
-            scores = [sequence_scores(self.reward_model, m, self.autocast) for m in self.micro_rollouts(tensors)]
-            column = groups.rewards_per_func
-            column[:, -1] = torch.cat(scores).to(column.device, column.dtype)
-        return groups
-
     # --- updates ---------------------------------------------------------------------------------------------
     def learn(self, rollouts: dict[str, torch.Tensor], *, dry_run: bool = False) -> None:
         """``num_ppo_epochs`` passes, each over a fresh seeded order of the rows cut into ``num_mini_batches``
@@ -126,14 +126,14 @@ class PPOTrainModule(GRPOTrainModule):
             order = torch.randperm(count, generator=generator).to(self.device)
             for start in range(0, count, size):
                 if update:  # the previous mini-batch's optimizer step; the loop takes the last one
-                    self._inner_optim_step()
+                    unrecorded_optim_step(self)
                     self.zero_grads()
                 picked = {key: value[order[start : start + size]] for key, value in rows.items()}
                 micro_batches = stack_collate.split(picked, self.micro_batch_size)
                 scale = torch.tensor(
                     1.0 / len(micro_batches), device=self.device
                 )  # TRL's accumulation: the mean over micro-batches (ranks: DDP's)
-                loss_sum = self.backward_each(micro_batches, lambda micro: self._ppo_loss(micro, sums), scale)
+                loss_sum = self.backward_each(micro_batches, lambda micro: self.ppo_loss(micro, sums), scale)
                 last = epoch == self.num_ppo_epochs - 1 and start + size == count
                 self.record_loss(loss_sum * scale, cross_entropy=False, dry_run=dry_run or not last)
                 update += 1
@@ -141,9 +141,11 @@ class PPOTrainModule(GRPOTrainModule):
             for name, total in sums.items():
                 self.trainer.record_metric(f"train/{name}", total / sums["count"], ReduceType.mean)
 
-    def _ppo_loss(self, micro: dict[str, torch.Tensor], sums: dict[str, torch.Tensor]) -> torch.Tensor:
+    def ppo_loss(self, micro: dict[str, torch.Tensor], sums: dict[str, torch.Tensor]) -> torch.Tensor:
+        """One micro-batch's clipped policy loss plus ``vf_coef`` × its clipped value loss (their stats added to
+        ``sums``)."""
         mask = micro["completion_mask"]
-        logps = self.completion_logps(self.model, micro).float()
+        logps = self.logps(self.model, micro).float()
         predicted = token_values(self.value.model, micro, self.autocast)
         old, advantages = micro["old_logps"], micro["advantages"]
         pg_loss, pg_clipfrac, ratio = ppo_policy_loss(logps, old, advantages, mask, self.cliprange)
@@ -163,28 +165,6 @@ class PPOTrainModule(GRPOTrainModule):
             for key, value in stats.items():
                 sums[key] = sums[key] + value.detach() if key in sums else value.detach()
         return pg_loss + self.vf_coef * vf_loss
-
-    # --- held-out prompts: the reward functions' scores ------------------------------------------------------
-    def eval_batch(self, batch: Any) -> dict[str, torch.Tensor]:
-        """GRPO's held-out sampling, scored by ``held_out_scorer`` (no reward-model column)."""
-        with self._scoring_held_out():
-            return super().eval_batch(batch)
-
-    def eval_metrics(self, totals: dict[str, float]) -> dict[str, float]:
-        """GRPO's held-out reward metrics, named after the held-out scorer's rewards."""
-        with self._scoring_held_out():
-            return super().eval_metrics(totals)
-
-    @contextmanager
-    def _scoring_held_out(self) -> Iterator[None]:
-        if self.held_out_scorer is None:
-            yield
-            return
-        scorer, self.scorer = self.scorer, self.held_out_scorer
-        try:
-            yield
-        finally:
-            self.scorer = scorer
 
     # --- the value model steps and zeroes with the policy ------------------------------------------------------
     def zero_grads(self) -> None:
@@ -214,3 +194,18 @@ class PPOTrainModule(GRPOTrainModule):
         super().load_extra_state_dict(state_dict)
         if "value" in state_dict:
             self.value.load_state_dict(state_dict["value"])
+
+
+def score_with_reward_model(
+    reward_model: torch.nn.Module,
+    sampler: GroupSampler,
+    logps: CompletionLogps,
+    autocast: Callable[[], AbstractContextManager],
+    groups: GeneratedGroups,
+) -> None:
+    """Put the reward model's score of each sampled completion in the groups' last reward column (the recipe's
+    ``reward_model``, zeros until here)."""
+    tensors = sampler.rollout_tensors(groups)
+    scores = [sequence_scores(reward_model, m, autocast) for m in logps.micro_rollouts(tensors)]
+    column = groups.rewards_per_func
+    column[:, -1] = torch.cat(scores).to(column.device, column.dtype)

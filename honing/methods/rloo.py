@@ -9,9 +9,10 @@ from typing import Any
 import torch
 
 from honing.distributed import is_distributed
-from honing.methods.grpo import GRPOTrainModule, _gather
+from honing.methods.grpo import GRPOTrainModule
 from honing.methods.grpo_estimators import rloo_advantages, rloo_sequence_loss, sequence_kl_penalty
 from honing.methods.grpo_loss_stats import LossStats
+from honing.methods.grpo_metrics import record_same
 
 
 class RLOOTrainModule(GRPOTrainModule):
@@ -44,27 +45,25 @@ class RLOOTrainModule(GRPOTrainModule):
         if self.policy_loss.beta != 0.0:
             mask = rollouts["completion_mask"]
             with torch.no_grad():
-                policy = torch.cat(
-                    [self.completion_logps(self.model, micro) for micro in self.micro_rollouts(rollouts)]
-                )
-            reference = self.reference_logps(rollouts)
+                policy = torch.cat([self.logps(self.model, micro) for micro in self.logps.micro_rollouts(rollouts)])
+            reference = self.logps.reference(self.model, rollouts)
             kl = sequence_kl_penalty(policy, reference, mask, self.policy_loss.kl_estimator)
             rewards = rewards - self.policy_loss.beta * kl.to(rewards)
             if self.trainer is not None and not dry_run:
                 totals = self.ranks.sum(torch.stack([kl.sum(), mask.sum().to(kl)]).float()).cpu()
-                self._record("kl", totals[0] / totals[1].clamp(min=1.0))
+                record_same(self.trainer, "kl", totals[0] / totals[1].clamp(min=1.0))
         if not (self.normalize_advantages and is_distributed()):
-            advantages, std = rloo_advantages(rewards, self.num_generations, self.normalize_advantages)
+            advantages, std = rloo_advantages(rewards, self.sampler.num_generations, self.normalize_advantages)
         else:  # standardised over every rank's completions, as TRL's gathered batch
-            everyone = _gather(rewards, self.device, self.parallel_dims.group("dp"))
-            advantages, std = rloo_advantages(everyone, self.num_generations, True)
-            start = self.parallel_dims.dp_rank * len(rewards)
-            advantages, std = advantages[start : start + len(rewards)], std[start : start + len(rewards)]
+            everyone, mine = self.ranks.gather_dp(rewards, self.device)
+            advantages, std = rloo_advantages(everyone, self.sampler.num_generations, True)
+            advantages, std = advantages[mine], std[mine]
         rollouts["advantages"] = advantages.to(self.device)
         return advantages, std
 
-    def _micro_loss(self, micro: dict[str, torch.Tensor], stats: LossStats) -> torch.Tensor:
-        logps = self.completion_logps(self.model, micro)
+    def micro_loss(self, micro: dict[str, torch.Tensor], stats: LossStats) -> torch.Tensor:
+        """One micro-batch's summed sequence-level loss (its clipping added to ``stats``)."""
+        logps = self.logps(self.model, micro)
         old_logps = micro.get("old_logps", logps.detach())
         epsilon, epsilon_high = self.policy_loss.epsilon, self.policy_loss.upper_epsilon
         losses, ratio = rloo_sequence_loss(

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -26,6 +26,9 @@ from honing.errors import DataError
 from honing.models.parallel import is_fsdp
 from honing.rl.tool_calls import parse_tool_calls
 from honing.rl.tools import ToolBox
+
+if TYPE_CHECKING:
+    from honing.methods.grpo_rollouts import GroupSampler
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +79,7 @@ class ToolTurns:
 
     def sample(
         self,
-        module: Any,
+        sampler: GroupSampler,
         batch: dict[str, Any],
         prompts: list[Any],
         prompt_ids: torch.Tensor,
@@ -84,7 +87,7 @@ class ToolTurns:
         seeds: list[int],
         **sampling: Any,
     ) -> Transcripts:
-        """One conversation per row of the left-padded prompts, each assistant turn sampled by ``module.sample``."""
+        """One conversation per row of the left-padded prompts, each assistant turn sampled by ``sampler.sample``."""
         if any(not isinstance(prompt, list) for prompt in prompts):
             raise DataError("tools: tool calls need chat prompts (lists of messages); a prompt is a plain text")
         rows = [
@@ -94,11 +97,11 @@ class ToolTurns:
         for turn in range(self.max_turns):
             active = [index for index, row in enumerate(rows) if row.open]
             budget = max((self.max_completion_length - len(rows[i].completion) for i in active), default=0)
-            anyone, budget = self._agree(module, bool(active), budget)
+            anyone, budget = self._agree(sampler, bool(active), budget)
             if not anyone:
                 break
             turn_seeds = [turn_seed(seeds[i], turn) for i in active]
-            sampled = self._sample_turn(module, batch, [rows[i].context for i in active], turn_seeds, budget, sampling)
+            sampled = self._sample_turn(sampler, batch, [rows[i].context for i in active], turn_seeds, budget, sampling)
             for index, tokens in zip(active, sampled):
                 self._take_turn(rows[index], tokens, last_turn=turn == self.max_turns - 1)
         return self._transcripts(rows, prompt_ids.device)
@@ -106,7 +109,7 @@ class ToolTurns:
     # --- one turn -------------------------------------------------------------------------
     def _sample_turn(
         self,
-        module: Any,
+        sampler: GroupSampler,
         batch: dict[str, Any],
         contexts: list[list[int]],
         seeds: list[int],
@@ -116,8 +119,8 @@ class ToolTurns:
         """Each context's next assistant turn (its tokens up to and including its stop token)."""
         rows = contexts or [[self.pad_token_id]]  # a rank with nothing left still takes part (FSDP2's gathers)
         ids, mask = padded_rows(rows, self.pad_token_id, left=True)
-        device = module.device
-        out_ids, out_mask = module.sample(
+        device = sampler.device
+        out_ids, out_mask = sampler.sample(
             batch, ids.to(device), mask.to(device), seeds or [0], **{**sampling, "max_new_tokens": budget}
         )
         turns = [row[keep.bool()].tolist() for row, keep in zip(out_ids.cpu(), out_mask.cpu())]
@@ -182,12 +185,12 @@ class ToolTurns:
         return full[len(prefix) :]
 
     # --- ranks and results ------------------------------------------------------------------
-    def _agree(self, module: Any, active: bool, budget: int) -> tuple[bool, int]:
+    def _agree(self, sampler: GroupSampler, active: bool, budget: int) -> tuple[bool, int]:
         """Whether any rank has a conversation open, and the largest token budget of any (under FSDP2 every rank
         samples every turn, the same number of tokens at most)."""
-        if not (is_distributed() and is_fsdp(module.model)):
+        if not (is_distributed() and is_fsdp(sampler.model)):
             return active, budget
-        values = torch.tensor([int(active), budget], device=module.device)
+        values = torch.tensor([int(active), budget], device=sampler.device)
         torch.distributed.all_reduce(values, op=torch.distributed.ReduceOp.MAX)
         return bool(values[0].item()), int(values[1].item())
 

@@ -204,9 +204,9 @@ def grpo_step(chunked: bool):
     module = grpo_module(model, chunked, reference_model=tiny_llama(seed=2))
     micro = grpo_micro()
     mask = micro["completion_mask"].bool()
-    logps = module.completion_logps(model, micro)
+    logps = module.logps(model, micro)
     with torch.no_grad():
-        micro["ref_logps"] = module.reference_logps(micro)
+        micro["ref_logps"] = module.logps.reference(model, micro)
     module.learn(micro)
     return logps.detach()[mask], micro["ref_logps"][mask], module._step_loss, gradients(model)
 

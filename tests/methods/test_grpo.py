@@ -204,7 +204,7 @@ def test_loss_and_gradients_equal_trl(loss_type, beta, micro_batches):
         micro_batch_size=max(rows // 4, 1),
         micro_batch_completions=rows if rows % 4 else None,  # TRL's per_device_train_batch_size below G
     )
-    module.reference_model = reference
+    module.logps.reference_model = reference
     batch = {
         "input_ids": input_ids,
         "attention_mask": attention_mask,
@@ -213,7 +213,7 @@ def test_loss_and_gradients_equal_trl(loss_type, beta, micro_batches):
         "advantages": advantages,
     }
     if beta:
-        batch["ref_logps"] = module.reference_logps(batch)
+        batch["ref_logps"] = module.logps.reference(model, batch)
         real = completion_mask.bool()  # TRL leaves 0 at the padding after a completion
         torch.testing.assert_close(batch["ref_logps"][real], ref_logps[real], rtol=0, atol=1e-5)
     module.learn(batch)

@@ -88,15 +88,15 @@ def test_gspo_loss_and_gradients_equal_trl_off_policy(loss_type, beta):
     ours = module(
         model, loss_type=loss_type, beta=beta, epsilon=0.2, epsilon_high=0.28, importance_sampling_level="sequence"
     )
-    ours.reference_model = reference
+    ours.logps.reference_model = reference
     batch = batch_of(*tensors)
     # an older policy that sampled: ratios away from 1, some of them clipped on either side
     with torch.no_grad():
-        old = ours.completion_logps(model, batch) + 0.3 * torch.randn(completion_ids.shape, generator=gen(5))
+        old = ours.logps(model, batch) + 0.3 * torch.randn(completion_ids.shape, generator=gen(5))
     inputs = trl_inputs(*tensors)
     inputs["old_per_token_logps"] = old
     if beta:
-        batch["ref_logps"] = ours.reference_logps(batch)
+        batch["ref_logps"] = ours.logps.reference(ours.model, batch)
         inputs["ref_per_token_logps"] = batch["ref_logps"]
     trl_loss = trainer._compute_loss(trl_model, inputs)
     trl_loss.backward()
@@ -105,7 +105,7 @@ def test_gspo_loss_and_gradients_equal_trl_off_policy(loss_type, beta):
     scale = grpo_loss_scale(
         loss_type, sequences=8, tokens=completion_mask.sum(), micro_batches=1, max_completion_length=12
     )
-    loss = ours._micro_loss({**batch, "old_logps": old}, stats) * scale
+    loss = ours.micro_loss({**batch, "old_logps": old}, stats) * scale
     loss.backward()
     assert loss.item() == pytest.approx(trl_loss.item(), abs=1e-6)
     assert_same_gradients(model, trl_model)
@@ -264,7 +264,7 @@ def test_rloo_loss_and_gradients_equal_trl(micro_batches, off_policy):
     ours = module(model, RLOOTrainModule, micro_batch_size=len(prompt_ids) // micro_batches // 4, epsilon_high=0.28)
     batch = batch_of(*tensors)
     with torch.no_grad():
-        old = ours.completion_logps(model, batch)
+        old = ours.logps(model, batch)
     if off_policy:
         old = old + 0.15 * torch.randn(old.shape, generator=gen(7))
     rows = len(prompt_ids) // micro_batches
@@ -279,7 +279,7 @@ def test_rloo_loss_and_gradients_equal_trl(micro_batches, off_policy):
 
     if off_policy:  # the old policy's log-probs reach the loss as they do after a first pass
         stats = LossStats()
-        loss = sum(ours._micro_loss({**micro, "old_logps": o}, stats) for micro, o in zip_micro(ours, batch, old))
+        loss = sum(ours.micro_loss({**micro, "old_logps": o}, stats) for micro, o in zip_micro(ours, batch, old))
         (loss / len(prompt_ids)).backward()
         assert (loss / len(prompt_ids)).item() == pytest.approx(trl_loss, abs=1e-6)
         assert stats.sums()[4] > 0  # something is clipped
@@ -290,7 +290,7 @@ def test_rloo_loss_and_gradients_equal_trl(micro_batches, off_policy):
 
 
 def zip_micro(train_module, batch, old):
-    micros = train_module.micro_rollouts(batch)
+    micros = train_module.logps.micro_rollouts(batch)
     width = len(micros[0]["completion_mask"])
     return [(micro, old[i * width : (i + 1) * width]) for i, micro in enumerate(micros)]
 

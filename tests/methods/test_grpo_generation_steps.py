@@ -63,14 +63,14 @@ def half(batch, index):
 
 def spied(train_module, calls):
     """Record (rows' completion ids, old log-probs, log-probs, optimizer steps so far) of every loss micro-batch."""
-    loss, step = train_module._micro_loss, train_module.optimizer.step
+    loss, step = train_module.micro_loss, train_module.optimizer.step
 
     def micro_loss(micro, stats):
         calls.append(
             (
                 micro["completion_ids"],
                 micro["old_logps"],
-                train_module.completion_logps(train_module.model, micro).detach(),
+                train_module.logps(train_module.model, micro).detach(),
                 steps[0],
             )
         )
@@ -82,7 +82,7 @@ def spied(train_module, calls):
         steps[0] += 1
         return step(*args, **kwargs)
 
-    train_module._micro_loss = micro_loss
+    train_module.micro_loss = micro_loss
     train_module.optimizer.step = counted_step
     return steps
 
@@ -104,7 +104,7 @@ def test_two_steps_per_generation_are_two_updates_clipped_to_the_sampling_policy
     assert steps[0] == 2  # one rollout batch, two optimizer steps
     assert [(part_of(batch, c[0]), c[3]) for c in calls] == [(0, 0), (1, 1)]  # the first half, then the second
     for completion_ids, old, now, updates in calls:
-        sampled = train_module.completion_logps(sampler, half(batch, part_of(batch, completion_ids)))
+        sampled = train_module.logps(sampler, half(batch, part_of(batch, completion_ids)))
         assert torch.allclose(old, sampled, atol=1e-6)  # old log-probs: the sampling policy's
         assert torch.allclose(now, old, atol=1e-6) == (updates == 0)  # the second update's ratio is off 1
 
@@ -114,13 +114,13 @@ def test_the_first_update_is_a_step_on_the_first_part_alone():
     batch = rollout_batch()
     cut, alone = tiny_llama(seed=3), tiny_llama(seed=3)
     first = module(cut, steps_per_generation=2)
-    inner, after_first = first._inner_optim_step, []
+    inner, after_first = first.optim_step, []  # the step between two updates (learn never takes the last)
 
     def snapshot():
         inner()
         after_first.append([p.detach().clone() for p in cut.parameters()])
 
-    first._inner_optim_step = snapshot
+    first.optim_step = snapshot
     first.learn(batch)
     reference = module(alone)
     reference.learn(half(batch, 0))

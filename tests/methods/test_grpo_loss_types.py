@@ -79,10 +79,10 @@ def test_loss_and_gradients_equal_trl_off_policy(case, beta):
     ours, model, trainer, trl_model = trainers(case, beta)
     batch = batch_of(*tensors)
     with torch.no_grad():  # an older policy that sampled: ratios away from 1
-        old = ours.completion_logps(model, batch) + 0.3 * torch.randn(tensors[2].shape, generator=gen(5))
+        old = ours.logps(model, batch) + 0.3 * torch.randn(tensors[2].shape, generator=gen(5))
     inputs = {**trl_inputs(*tensors), "old_per_token_logps": old}
     if beta:
-        batch["ref_logps"] = ours.reference_logps(batch)
+        batch["ref_logps"] = ours.logps.reference(ours.model, batch)
         inputs["ref_per_token_logps"] = batch["ref_logps"]
     trl_loss = trainer._compute_loss(trl_model, inputs)
     trl_loss.backward()
@@ -90,7 +90,7 @@ def test_loss_and_gradients_equal_trl_off_policy(case, beta):
     stats = LossStats()
     loss_type = CASES[case][0]
     scale = grpo_loss_scale(loss_type, sequences=8, tokens=tensors[3].sum(), micro_batches=1, max_completion_length=12)
-    loss = ours._micro_loss({**batch, "old_logps": old}, stats) * scale
+    loss = ours.micro_loss({**batch, "old_logps": old}, stats) * scale
     loss.backward()
     assert loss.item() == pytest.approx(trl_loss.item(), abs=1e-6)
     assert trl_loss.abs().item() > 1e-3  # not a vanishing loss
@@ -115,7 +115,7 @@ def test_step_equals_trl_over_micro_batches(case, micro_batches):
     rows = len(tensors[0]) // micro_batches
     ours.micro_batch_size = rows // 4
     batch = batch_of(*tensors)
-    batch["ref_logps"] = ours.reference_logps(batch)
+    batch["ref_logps"] = ours.logps.reference(ours.model, batch)
     trl_loss = 0.0
     for start in range(0, len(tensors[0]), rows):
         part = slice(start, start + rows)
@@ -136,15 +136,15 @@ def test_top_entropy_quantile_equals_trl(quantile, case):
     ours, model, trainer, trl_model = trainers(case, 0.04, top_entropy_quantile=quantile)
     batch = batch_of(*tensors)
     with torch.no_grad():
-        old = ours.completion_logps(model, batch) + 0.3 * torch.randn(tensors[2].shape, generator=gen(5))
-    batch["ref_logps"] = ours.reference_logps(batch)
+        old = ours.logps(model, batch) + 0.3 * torch.randn(tensors[2].shape, generator=gen(5))
+    batch["ref_logps"] = ours.logps.reference(ours.model, batch)
     inputs = {**trl_inputs(*tensors), "old_per_token_logps": old, "ref_per_token_logps": batch["ref_logps"]}
     trl_loss = trainer._compute_loss(trl_model, inputs)
     trl_loss.backward()
     scale = grpo_loss_scale(
         CASES[case][0], sequences=8, tokens=tensors[3].sum(), micro_batches=1, max_completion_length=12
     )
-    loss = ours._micro_loss({**batch, "old_logps": old}, LossStats()) * scale
+    loss = ours.micro_loss({**batch, "old_logps": old}, LossStats()) * scale
     loss.backward()
     assert loss.item() == pytest.approx(trl_loss.item(), abs=1e-6)
     assert_same_gradients(model, trl_model)

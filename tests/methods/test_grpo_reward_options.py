@@ -66,7 +66,9 @@ def test_normalize_then_sum_equals_trl():
     assert ours[3] == 0.0  # no reward applied: no advantage
     # the train module's own path: the same advantages
     grpo = module(tiny_llama(seed=3), multi_objective_aggregation="normalize_then_sum")
-    advantages, _ = grpo.advantages(summed)
+    rollouts = {}
+    advantages, _ = grpo.score_rollouts(summed, rollouts)
+    assert torch.equal(rollouts["advantages"], advantages)
     torch.testing.assert_close(advantages, expected, rtol=0, atol=1e-6)
 
 

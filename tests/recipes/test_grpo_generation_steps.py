@@ -8,7 +8,8 @@ import torch
 
 from honing.config import validate
 from honing.errors import ConfigError
-from honing.methods.grpo import GRPOTrainModule
+from honing.methods import grpo as grpo_module
+from honing.methods.grpo_rollouts import GroupSampler
 from honing.recipes.grpo import GRPORecipe
 from tests.recipes.test_grpo import grpo_raw, read_jsonl
 
@@ -21,17 +22,17 @@ def raw_for(tmp_path, name, **trainer):
 
 def test_sampling_once_per_step_two_updates_and_an_exact_resume_at_an_odd_step(tmp_path, monkeypatch):
     counts = {"generate": 0, "inner": 0}
-    generate, inner = GRPOTrainModule.generate, GRPOTrainModule._inner_optim_step
+    generate, inner = GroupSampler.generate, grpo_module.unrecorded_optim_step
 
     def counted(name, function):
-        def call(self, *args, **kwargs):
+        def call(*args, **kwargs):
             counts[name] += 1
-            return function(self, *args, **kwargs)
+            return function(*args, **kwargs)
 
         return call
 
-    monkeypatch.setattr(GRPOTrainModule, "generate", counted("generate", generate))
-    monkeypatch.setattr(GRPOTrainModule, "_inner_optim_step", counted("inner", inner))
+    monkeypatch.setattr(GroupSampler, "generate", counted("generate", generate))
+    monkeypatch.setattr(grpo_module, "unrecorded_optim_step", counted("inner", inner))
     straight = GRPORecipe(validate(raw_for(tmp_path, "straight")))
     assert straight.run().global_step == 3
     assert counts == {"generate": 3, "inner": 3}  # a sampling per step, and an update besides the loop's
@@ -58,7 +59,7 @@ def test_micro_batches_of_completions_span_groups_and_train_like_whole_groups(tm
     whole.run()
     halves = GRPORecipe(validate(grpo_raw(tmp_path / "halves", beta=0.0, micro_batch_completions=2)))
     halves.run()
-    assert halves.train_module.micro_width == 2 and whole.train_module.micro_width == 4
+    assert halves.train_module.logps.micro_width == 2 and whole.train_module.logps.micro_width == 4
     left, right = whole.model.state_dict(), halves.model.state_dict()
     assert all(torch.allclose(left[name], right[name], atol=1e-6) for name in left)
     refused = validate(grpo_raw(tmp_path / "refused", micro_batch_completions=3))  # 2 prompts x 4 = 8 per step

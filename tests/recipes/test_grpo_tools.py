@@ -13,7 +13,7 @@ from safetensors.torch import load_file
 
 from honing.config import validate
 from honing.errors import ConfigError
-from honing.methods.grpo import GRPOTrainModule
+from honing.methods.grpo_rollouts import GroupSampler
 from honing.recipes.grpo import GRPORecipe
 from tests.recipes.test_grpo import grpo_raw, read_jsonl
 
@@ -44,7 +44,7 @@ def tools_raw(tmp_path, steps=3, **grpo):
 def first_turn_calls(monkeypatch):
     """Every conversation's first turn becomes a calculator call on the prompt's number (sampled as usual, so every
     rank and step samples as it would, then rewritten)."""
-    sample = GRPOTrainModule.sample
+    sample = GroupSampler.sample
 
     def scripted(self, batch, prompt_ids, prompt_mask, seeds, **sampling):
         ids, mask = sample(self, batch, prompt_ids, prompt_mask, seeds, **sampling)
@@ -63,7 +63,7 @@ def first_turn_calls(monkeypatch):
             ids[row, : len(call)], mask[row, : len(call)] = torch.tensor(call), 1
         return ids, mask
 
-    monkeypatch.setattr(GRPOTrainModule, "sample", scripted)
+    monkeypatch.setattr(GroupSampler, "sample", scripted)
 
 
 def test_a_run_with_tools_logs_trls_tool_metrics_and_the_transcripts(tmp_path, first_turn_calls):

@@ -42,7 +42,7 @@ def validated_raw(tmp_path, **grpo):
 def greedy_completions(recipe):
     """Each held-out prompt answered greedily by the run's model through transformers' own ``generate``."""
     model, tokenizer = unwrap_model(recipe.model).eval(), recipe.tokenizer
-    stop = recipe.train_module.stop_token_ids
+    stop = recipe.train_module.sampler.stop_token_ids
     texts = []
     for batch in recipe.eval_batches:
         with torch.no_grad():

@@ -90,11 +90,11 @@ def pixel_forwards(model):
 
 
 def test_lora_run_trains_with_pixels_in_every_forward_and_the_tower_frozen(tmp_path, colours, monkeypatch):
-    from honing.methods.grpo_vision import VisionGRPOTrainModule
+    from honing.methods.grpo_logps import CompletionLogps
 
     recipe = VLGRPORecipe(vl_grpo_config(tmp_path, colours, beta=0.1, num_iterations=2))
     scored = []
-    original = VisionGRPOTrainModule.completion_logps
+    original = CompletionLogps.__call__
 
     def recording(self, model, micro):
         inputs = self.model_inputs(micro)
@@ -103,7 +103,7 @@ def test_lora_run_trains_with_pixels_in_every_forward_and_the_tower_frozen(tmp_p
         scored.append(int(inputs["image_grid_thw"].prod(-1).sum()) // 4 == int(expected))
         return original(self, model, micro)
 
-    monkeypatch.setattr(VisionGRPOTrainModule, "completion_logps", recording)
+    monkeypatch.setattr(CompletionLogps, "__call__", recording)
     trainer = recipe.build()
     image_pad = recipe.tokenizer.convert_tokens_to_ids("<|image_pad|>")
     seen = pixel_forwards(recipe.model)
@@ -136,7 +136,7 @@ def test_sampling_places_tokens_where_the_scoring_forward_does(tmp_path, colours
     batch = next(iter(recipe.train_loader))
     prompt_ids, prompt_mask = batch["input_ids"], batch["attention_mask"]
     assert (prompt_mask == 0).any()  # the two images differ in size: one prompt is left-padded
-    completion, completion_mask = module.sample(
+    completion, completion_mask = module.sampler.sample(
         batch, prompt_ids, prompt_mask, [1, 2], temperature=1.0, top_p=1.0, top_k=0
     )
     micro = {
@@ -165,9 +165,9 @@ def test_sampling_places_tokens_where_the_scoring_forward_does(tmp_path, colours
     with torch.no_grad():
         blocked = VisionDecoder(model, prompt_inputs, blocked_token_ids=[image_pad])
         assert torch.isneginf(blocked.prefill(prompt_ids, prompt_mask, 1)[:, image_pad]).all()
-    assert module.image_token_ids and image_pad in module.image_token_ids
+    assert module.sampler.image_token_ids and image_pad in module.sampler.image_token_ids
     # the same completions come out of the sampler given the same seeds (what a resumed run relies on)
-    again, _ = module.sample(batch, prompt_ids, prompt_mask, [1, 2], temperature=1.0, top_p=1.0, top_k=0)
+    again, _ = module.sampler.sample(batch, prompt_ids, prompt_mask, [1, 2], temperature=1.0, top_p=1.0, top_k=0)
     assert torch.equal(again, completion)
 
 

@@ -10,6 +10,7 @@ from trl import GRPOConfig
 from honing.config import validate
 from honing.interop.configs import translate
 from honing.methods.grpo import GRPOTrainModule
+from honing.methods.grpo_rollouts import GroupSampler
 from honing.recipes.grpo import GRPORecipe
 from honing.recipes.grpo_batches import generation_steps
 from tests.recipes.test_grpo import grpo_raw
@@ -129,14 +130,14 @@ def test_the_translated_run_takes_trls_optimizer_steps_and_generations(tmp_path,
     run["data"].update(batch_size_per_rank=translated.data.batch_size_per_rank, micro_batch_size=1)
     run["trainer"]["max_duration"] = translated.trainer.max_duration
     counts = {"generate": 0, "optim_step": 0}
-    for name in counts:
-        function = getattr(GRPOTrainModule, name)
+    for name, owner in (("generate", GroupSampler), ("optim_step", GRPOTrainModule)):
+        function = getattr(owner, name)
 
         def counted(self, *args, _name=name, _function=function, **kwargs):
             counts[_name] += 1
             return _function(self, *args, **kwargs)
 
-        monkeypatch.setattr(GRPOTrainModule, name, counted)
+        monkeypatch.setattr(owner, name, counted)
     GRPORecipe(validate(run)).run()
     assert counts == {"generate": 2, "optim_step": 4}  # TRL's generations and max_steps
 
