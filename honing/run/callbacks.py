@@ -39,6 +39,23 @@ from honing.train.callbacks.upload import CheckpointUploadCallback
 from honing.train.callbacks.wandb import WandbCallback
 
 if TYPE_CHECKING:
+    from honing.config.callbacks_schema import (
+        CheckpointerSection,
+        ConsoleSection,
+        EvaluatorSection,
+        GarbageCollectorSection,
+        GenerationEvalSection,
+        HubSection,
+        LossSpikeSection,
+        LossWatchdogSection,
+        ProfilerSection,
+        SampleSection,
+        SpeedMonitorSection,
+        TensorBoardSection,
+        UploadSection,
+        WandbSection,
+    )
+    from honing.config.evaluation import HarnessEvalSection
     from honing.run.parts import RunParts
 
 log = logging.getLogger(__name__)
@@ -63,7 +80,7 @@ class CallbackEntry:
         return bool(getattr(getattr(callbacks_config, self.section), "enabled", True))
 
 
-def _checkpointer(parts: RunParts, cfg: Any) -> Built:
+def _checkpointer(parts: RunParts, cfg: CheckpointerSection) -> Built:
     return {
         "checkpointer": CheckpointerCallback(
             save_interval=cfg.save_interval,
@@ -75,7 +92,7 @@ def _checkpointer(parts: RunParts, cfg: Any) -> Built:
     }
 
 
-def _evaluator(parts: RunParts, cfg: Any) -> Built:
+def _evaluator(parts: RunParts, cfg: EvaluatorSection) -> Built:
     if parts.eval_batches is None:
         return {}
     evaluator = EvaluatorCallback(
@@ -89,7 +106,7 @@ def _evaluator(parts: RunParts, cfg: Any) -> Built:
     return {"evaluator": evaluator}
 
 
-def _best_model(parts: RunParts, cfg: Any, built: Built) -> Built:
+def _best_model(parts: RunParts, cfg: EvaluatorSection, built: Built) -> Built:
     """The best checkpoint by ``callbacks.evaluator.metric_for_best_model``, exported at the end; with
     ``load_best_model_at_end`` (metric default ``eval/loss``, as Hugging Face's) ``hf/`` is that model too."""
     at_end = cfg.load_best_model_at_end
@@ -120,11 +137,11 @@ def _best_model(parts: RunParts, cfg: Any, built: Built) -> Built:
     return {"best_model": best, "best_model_export": BestModelExportCallback(best)}
 
 
-def _console(parts: RunParts, cfg: Any) -> Built:
+def _console(parts: RunParts, cfg: ConsoleSection) -> Built:
     return {"console": ConsoleCallback(log_interval=cfg.log_interval, plain=cfg.plain)}
 
 
-def _speed_monitor(parts: RunParts, cfg: Any) -> Built:
+def _speed_monitor(parts: RunParts, cfg: SpeedMonitorSection) -> Built:
     return {
         "speed_monitor": SpeedMonitorCallback(
             seq_len=parts.config.data.seq_len,
@@ -135,23 +152,23 @@ def _speed_monitor(parts: RunParts, cfg: Any) -> Built:
     }
 
 
-def _garbage_collector(parts: RunParts, cfg: Any) -> Built:
+def _garbage_collector(parts: RunParts, cfg: GarbageCollectorSection) -> Built:
     return {"garbage_collector": GarbageCollectorCallback(interval=cfg.interval)}
 
 
-def _loss_spike(parts: RunParts, cfg: Any) -> Built:
+def _loss_spike(parts: RunParts, cfg: LossSpikeSection) -> Built:
     return {
         "loss_spike": LossSpikeCallback(window=cfg.window, warmup_steps=cfg.warmup_steps, warn_score=cfg.warn_score)
     }
 
 
-def _loss_watchdog(parts: RunParts, cfg: Any) -> Built:
+def _loss_watchdog(parts: RunParts, cfg: LossWatchdogSection) -> Built:
     if cfg.threshold is None:
         return {}
     return {"loss_watchdog": LossWatchdogCallback(threshold=cfg.threshold, patience=cfg.patience)}
 
 
-def _sample(parts: RunParts, cfg: Any) -> Built:
+def _sample(parts: RunParts, cfg: SampleSection) -> Built:
     if not cfg.prompts:
         return {}
     return {
@@ -161,7 +178,7 @@ def _sample(parts: RunParts, cfg: Any) -> Built:
     }
 
 
-def _generation_eval(parts: RunParts, cfg: Any) -> Built:
+def _generation_eval(parts: RunParts, cfg: GenerationEvalSection) -> Built:
     examples = parts.held_out_answers()[: cfg.num_prompts]
     if not examples:
         log.warning(
@@ -182,7 +199,7 @@ def _generation_eval(parts: RunParts, cfg: Any) -> Built:
     }
 
 
-def _harness_eval(parts: RunParts, cfg: Any) -> Built:
+def _harness_eval(parts: RunParts, cfg: HarnessEvalSection) -> Built:
     from honing.run.harness_eval import harness_eval_fn  # lm-eval's imports only when asked for
 
     # the results are written to the trainer's folder: the callback knows its trainer once it is registered
@@ -191,7 +208,7 @@ def _harness_eval(parts: RunParts, cfg: Any) -> Built:
     return {"harness_eval": callback}
 
 
-def _wandb(parts: RunParts, cfg: Any) -> Built:
+def _wandb(parts: RunParts, cfg: WandbSection) -> Built:
     return {
         "wandb": WandbCallback(
             project=cfg.project,
@@ -206,21 +223,21 @@ def _wandb(parts: RunParts, cfg: Any) -> Built:
     }  # the tracker redacts secrets
 
 
-def _tensorboard(parts: RunParts, cfg: Any) -> Built:
+def _tensorboard(parts: RunParts, cfg: TensorBoardSection) -> Built:
     return {"tensorboard": TensorBoardCallback(config=parts.config.model_dump(mode="json"))}
 
 
-def _profiler(parts: RunParts, cfg: Any) -> Built:
+def _profiler(parts: RunParts, cfg: ProfilerSection) -> Built:
     return {"profiler": ProfilerCallback(start=cfg.start, stop=cfg.stop)}
 
 
-def _upload(parts: RunParts, cfg: Any) -> Built:
+def _upload(parts: RunParts, cfg: UploadSection) -> Built:
     if not cfg.save_path:
         return {}
     return {"upload": CheckpointUploadCallback(cfg.save_path, storage=parts.config.storage)}
 
 
-def _hub(parts: RunParts, cfg: Any) -> Built:
+def _hub(parts: RunParts, cfg: HubSection) -> Built:
     if not cfg.repo_id:
         return {}
     if cfg.folder == "adapter" and parts.config.model.lora is None:

@@ -6,7 +6,7 @@ import contextlib
 import os
 import tempfile
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -27,11 +27,12 @@ from honing.models.loading import auto_model_class
 from honing.models.parallel import is_sharded
 
 if TYPE_CHECKING:
+    from honing.config.evaluation import HarnessEvalSection
     from honing.run.parts import RunParts
     from honing.train import Trainer
 
 
-def harness_settings(seed: int, cfg: Any) -> HarnessSettings:
+def harness_settings(seed: int, cfg: HarnessEvalSection) -> HarnessSettings:
     """The harness settings of ``callbacks.harness_eval``."""
     return HarnessSettings(
         tasks=tuple(cfg.tasks),
@@ -47,7 +48,7 @@ def harness_settings(seed: int, cfg: Any) -> HarnessSettings:
 
 
 def harness_eval_fn(
-    parts: RunParts, cfg: Any, *, trainer: Callable[[], Trainer]
+    parts: RunParts, cfg: HarnessEvalSection, *, trainer: Callable[[], Trainer]
 ) -> Callable[[int], dict[str, float] | None]:
     """``evaluate(step)``: every rank gathers a sharded model's weights; rank 0 runs lm-eval on the current
     weights, writes ``SAVE_FOLDER/eval/harness/<task>.json`` (``trainer()``'s folder) and returns the flat metrics
