@@ -26,22 +26,23 @@ class RankZeroCallsTools(GRPORecipe):
 
     def build_train_module(self, inputs):
         module = super().build_train_module(inputs)
-        sample = module.sample
+        sampler = module.sampler
+        sample = sampler.sample
 
         def scripted(batch, prompt_ids, prompt_mask, seeds, **sampling):
             ids, mask = sample(batch, prompt_ids, prompt_mask, seeds, **sampling)  # every rank samples
             if dist.get_rank() != 0:
                 return ids, mask
-            call = module.tokenizer(CALL, add_special_tokens=False)["input_ids"]
-            ids = torch.nn.functional.pad(ids, (0, max(0, len(call) - ids.shape[1])), value=module.pad_token_id)
+            call = sampler.tokenizer(CALL, add_special_tokens=False)["input_ids"]
+            ids = torch.nn.functional.pad(ids, (0, max(0, len(call) - ids.shape[1])), value=sampler.pad_token_id)
             mask = torch.nn.functional.pad(mask, (0, max(0, len(call) - mask.shape[1])))
             for row in range(len(ids)):
-                if "<|im_start|>tool" not in module.tokenizer.decode(prompt_ids[row][prompt_mask[row].bool()]):
-                    ids[row], mask[row] = module.pad_token_id, 0
+                if "<|im_start|>tool" not in sampler.tokenizer.decode(prompt_ids[row][prompt_mask[row].bool()]):
+                    ids[row], mask[row] = sampler.pad_token_id, 0
                     ids[row, : len(call)], mask[row, : len(call)] = torch.tensor(call), 1
             return ids, mask
 
-        module.sample = scripted
+        sampler.sample = scripted
         return module
 '''
 
