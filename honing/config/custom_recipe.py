@@ -19,7 +19,8 @@ import os
 import sys
 import typing
 from collections.abc import Mapping
-from typing import Any
+from types import ModuleType
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
@@ -27,6 +28,8 @@ from honing.config.methods import METHODS
 from honing.config.section import Section
 
 RECIPES_PACKAGE = "honing.recipes."
+
+_Raw = TypeVar("_Raw")
 
 
 def import_recipe(path: str, key: str) -> type:
@@ -43,7 +46,7 @@ def import_recipe(path: str, key: str) -> type:
     return found
 
 
-def import_from_path_or_here(module: str) -> Any:
+def import_from_path_or_here(module: str) -> ModuleType:
     """``module`` from ``sys.path``, else from the current folder (where ``python -m honing`` would find it; the
     ``honing`` command's own path does not hold it), which then stays on ``sys.path`` for the run."""
     try:
@@ -65,7 +68,7 @@ def method_of(recipe: type) -> str | None:
     return None
 
 
-def resolve_recipe_keys(raw: Any) -> Any:
+def resolve_recipe_keys(raw: _Raw) -> _Raw:
     """``method: pkg:Class`` becomes ``recipe: pkg:Class`` plus the method it extends; ``recipe`` without a
     ``method`` gets its method the same way. Other configs pass through unchanged."""
     if not isinstance(raw, dict):
@@ -86,10 +89,10 @@ def resolve_recipe_keys(raw: Any) -> Any:
             f"{key}: {recipe!r} does not extend a method's recipe; subclass one of "
             + ", ".join(f"{RECIPES_PACKAGE}{name}" for name in METHODS)
         )
-    return {**raw, "method": found, "recipe": recipe}
+    return {**raw, "method": found, "recipe": recipe}  # type: ignore[return-value]  # a dict as it came
 
 
-def declared_sections(raw: Any) -> dict[str, type]:
+def declared_sections(raw: object) -> dict[str, type]:
     """The config sections the recipe class ``raw`` names declares (``config_sections``; none when it names no
     recipe); ValueError when the class cannot be imported."""
     if not isinstance(raw, dict):
@@ -122,7 +125,7 @@ def with_sections(schema: type[BaseModel], sections: Mapping[str, type]) -> type
 _MODELS: dict[type, type[BaseModel]] = {}
 
 
-def section_model(kind: Any, key: str) -> type[BaseModel]:
+def section_model(kind: object, key: str) -> type[BaseModel]:
     """The pydantic model that validates section ``key`` of type ``kind``: a pydantic model refusing unknown keys
     (made so when it does not), or a dataclass read field by field (``metadata={"help": ...}`` its description,
     nested dataclasses as sections of their own)."""

@@ -3,7 +3,11 @@ types read (refused with the others, as TRL would ignore them), ``scale_rewards`
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal, Protocol
+
+if TYPE_CHECKING:
+    from honing.config.method_schema import GRPORewardSection, GRPOSection
+    from honing.config.rloo_schema import RLOOSection
 
 GRPOLossType = Literal["grpo", "bnpo", "dr_grpo", "dapo", "cispo", "sapo", "luspo", "vespo"]
 
@@ -21,12 +25,19 @@ LOSS_TYPE_KEYS = {
 }
 
 
-def scale_rewards_name(value: Any) -> Any:
+class RewardsSection(Protocol):
+    """A section that scores with weighted rewards (``grpo``, ``rloo``, ``online_dpo``, ``ppo``)."""
+
+    rewards: list[GRPORewardSection]
+    reward_weights: list[float] | None
+
+
+def scale_rewards_name(value: object) -> object:
     """TRL's bools for ``scale_rewards`` (GRPOConfig.__post_init__): true is ``group``, false is ``none``."""
     return {True: "group", False: "none"}.get(value, value) if isinstance(value, bool) else value
 
 
-def check_loss_keys(section: Any, name: str) -> None:
+def check_loss_keys(section: GRPOSection | RLOOSection, name: str) -> None:
     """Refuse a key set away from its default for a loss type that does not read it (one line naming the key and
     the fix); at its default it changes nothing, as the other sections' loss keys."""
     for key, loss_types in LOSS_TYPE_KEYS.items():
@@ -38,7 +49,7 @@ def check_loss_keys(section: Any, name: str) -> None:
             )
 
 
-def check_reward_weights(section: Any, name: str) -> None:
+def check_reward_weights(section: RewardsSection, name: str) -> None:
     """``reward_weights`` (TRL's list, one per reward) and the rewards' own ``weight`` are one setting: refuse both,
     and a list of the wrong length."""
     weights = section.reward_weights
@@ -52,7 +63,7 @@ def check_reward_weights(section: Any, name: str) -> None:
         raise ValueError(f"{name}.reward_weights and {name}.rewards[].weight both set; give the weights in one place")
 
 
-def weighted_rewards(section: Any) -> list[tuple[str, float]]:
+def weighted_rewards(section: RewardsSection) -> list[tuple[str, float]]:
     """Each reward's (name, weight): ``reward_weights`` where given, else each reward's own ``weight``."""
     weights = section.reward_weights or [reward.weight for reward in section.rewards]
     return [(reward.name, float(weight)) for reward, weight in zip(section.rewards, weights)]

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import threading
 import typing
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -59,7 +59,7 @@ class KeyReads:
         if entry is not None and name in entry[1]:
             self.keys.add(f"{entry[0]}.{name}" if entry[0] else name)
 
-    def dumped(self, model: BaseModel, names: Any) -> None:
+    def dumped(self, model: BaseModel, names: Iterable[str]) -> None:
         """Record every key under the fields ``names`` of ``model`` (a section handed over whole)."""
         entry = self._paths.get(id(model))
         if entry is None or not entry[0]:  # the whole config: saved or logged, not used
@@ -75,7 +75,7 @@ class KeyReads:
                     self.dumped(item, type(item).model_fields)
 
 
-def _tracked_getattribute(self: BaseModel, name: str) -> Any:
+def _tracked_getattribute(self: BaseModel, name: str) -> object:
     value = object.__getattribute__(self, name)
     tracker = _active
     if tracker is not None and not name.startswith("_"):
@@ -83,7 +83,7 @@ def _tracked_getattribute(self: BaseModel, name: str) -> Any:
     return value
 
 
-def _tracked_model_dump(self: BaseModel, *args: Any, **kwargs: Any) -> dict[str, Any]:
+def _tracked_model_dump(self: BaseModel, *args: object, **kwargs: object) -> dict[str, Any]:
     result = BaseModel.model_dump(self, *args, **kwargs)
     tracker = _active
     if tracker is not None:
@@ -125,7 +125,7 @@ def leaf_keys(schema: type[BaseModel], prefix: str = "") -> list[str]:
     return keys
 
 
-def section_type(annotation: Any) -> tuple[type[BaseModel] | None, bool]:
+def section_type(annotation: object) -> tuple[type[BaseModel] | None, bool]:
     """The section class inside ``X``, ``Optional[X]`` or ``list[X]`` (and whether it is a list), else None.
 
     A union of a section with a plain type is not a section (it is given as one value)."""

@@ -7,7 +7,7 @@ import logging
 import os
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, TypeGuard, TypeVar
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -19,14 +19,18 @@ from honing.config.schema import RunConfig
 
 log = logging.getLogger(__name__)
 
+_Schema = TypeVar("_Schema", bound=BaseModel)
+#: a node of a YAML config as read: a section's mapping or a list
+_Node = dict[str, Any] | list[Any]
+
 
 def load_config(
     path: str | None,
     overrides: Iterable[str] = (),
     *,
-    schema: type[BaseModel] = RunConfig,
+    schema: type[_Schema] = RunConfig,
     sections: Mapping[str, type] | None = None,
-) -> Any:
+) -> _Schema:
     """Read honing's YAML config at ``path``, apply ``key.path=value`` overrides, validate against ``schema``
     (``sections``: config sections of the caller's own, as ``validate`` takes them).
 
@@ -56,7 +60,7 @@ def remove_key(raw: dict[str, Any], override: str) -> None:
     if not key:
         raise ConfigError(f"override {override!r}: expected ~key.path (the key to remove)")
     parts = parse_key_path(key, override)
-    node: Any = raw
+    node: _Node = raw
     for depth, part in enumerate(parts):
         if not _holds(node, part):
             raise ConfigError(
@@ -69,7 +73,7 @@ def remove_key(raw: dict[str, Any], override: str) -> None:
         node = node[part]
 
 
-def _holds(node: Any, part: str | int) -> bool:
+def _holds(node: object, part: str | int) -> bool:
     """Whether ``node`` (a section or a list) holds ``part`` (a key or an index)."""
     if isinstance(node, dict):
         return isinstance(part, str) and part in node
@@ -146,7 +150,7 @@ def apply_override(raw: dict[str, Any], override: str) -> None:
     except yaml.YAMLError as error:
         raise ConfigError(f"override {override!r}: value is not valid YAML: {yaml_problem(error)}") from None
     parts = parse_key_path(key.strip(), override)
-    node: Any = raw
+    node: _Node = raw
     for depth, part in enumerate(parts[:-1]):
         node = _child(node, part, parts[: depth + 1], override, next_is_index=isinstance(parts[depth + 1], int))
     last = parts[-1]
@@ -185,7 +189,7 @@ def parse_key_path(key: str, override: str = "") -> list[str | int]:
     return parts
 
 
-def _child(node: Any, part: str | int, path: list[str | int], override: str, *, next_is_index: bool) -> Any:
+def _child(node: _Node, part: str | int, path: list[str | int], override: str, *, next_is_index: bool) -> _Node:
     """The mapping or list under ``part`` of ``node`` (a missing mapping is created; a missing list cannot be)."""
     if isinstance(node, list):
         _check_index(node, part, path, override)
@@ -231,10 +235,10 @@ def format_key_path(parts: list[Any]) -> str:
 def validate(
     raw: Mapping[str, Any],
     *,
-    schema: type[BaseModel] = RunConfig,
+    schema: type[_Schema] = RunConfig,
     source: str = "config",
     sections: Mapping[str, type] | None = None,
-) -> Any:
+) -> _Schema:
     """Validate a mapping; the first errors are reported with key paths and close-match hints.
 
     A run config also accepts the config sections its recipe class declares (``config_sections``) and
@@ -271,7 +275,7 @@ def describe_error(item: Mapping[str, Any], schema: type[BaseModel]) -> str:
     return f"{key}: {message} (got {given!r})"
 
 
-def _is_internal(part: Any) -> bool:
+def _is_internal(part: str | int) -> bool:
     # pydantic adds the names of union members and validator kinds to locations
     # (``function-after[...]``, ``nullable[...]``): a user's own key with a bracket in it is not one of them
     return isinstance(part, str) and (_PYDANTIC_TAG.match(part) is not None or part in {"function-after", "literal"})
@@ -284,7 +288,7 @@ def _closest_key(schema: type[BaseModel], location: list[Any]) -> str | None:
     """The valid key nearest to the unknown last element of ``location``, as a full path."""
     if not location:
         return None
-    model: Any = schema
+    model: object = schema
     for part in location[:-1]:
         if isinstance(part, int):
             continue
@@ -300,11 +304,11 @@ def _closest_key(schema: type[BaseModel], location: list[Any]) -> str | None:
     return format_key_path(location[:-1] + [matches[0]])
 
 
-def _is_model(value: Any) -> bool:
+def _is_model(value: object) -> TypeGuard[type[BaseModel]]:
     return isinstance(value, type) and issubclass(value, BaseModel)
 
 
-def _inner_model(annotation: Any) -> Any:
+def _inner_model(annotation: object) -> object:
     """The BaseModel inside ``Optional[X]`` or ``list[X]``, or the annotation itself."""
     if _is_model(annotation):
         return annotation

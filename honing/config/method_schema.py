@@ -3,7 +3,7 @@ every other method)."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -102,6 +102,23 @@ class GRPOSection(ToolUseSection):
     """ρ of Beyond the 80/20 Rule (TRL's key): only the completion tokens whose entropy is in the top ρ quantile of
     each micro-batch (over every rank) train the policy (the KL term keeps every token); 1: all tokens. The entropies
     need the completions' full logits (the chunked head gives log-probs only)."""
+    entropy_coef: float = 0.0
+    """The entropy bonus (TRL's key): the loss minus entropy_coef x the mean token entropy of each micro-batch (over
+    the tokens the policy trains), averaged over the optimizer step's micro-batches, whatever the loss type; 0: none.
+    With ``use_adaptive_entropy``: the starting coefficient."""
+    use_adaptive_entropy: bool = False
+    """Skywork-OR1's adaptive control (TRL's key): after each optimizer step the coefficient moves by
+    ``entropy_coef_delta``, up while the step's entropy over every rank is at or below ``entropy_target`` and down
+    above it, within [``entropy_coef_min``, ``entropy_coef_max``]; it is applied only while that entropy is at or
+    below the target. Its state is checkpointed."""
+    entropy_coef_min: float = 0.0
+    """``use_adaptive_entropy``: the coefficient's lower bound (TRL's key and default)."""
+    entropy_coef_max: float = 1.0
+    """``use_adaptive_entropy``: the coefficient's upper bound (TRL's key and default)."""
+    entropy_coef_delta: float = Field(default=0.005, ge=0)
+    """``use_adaptive_entropy``: the coefficient's change per optimizer step (TRL's key and default)."""
+    entropy_target: float = Field(default=0.2, ge=0)
+    """``use_adaptive_entropy``: the target mean token entropy, in nats (TRL's key and default)."""
     importance_sampling_level: Literal["token", "sequence", "sequence_token"] = "token"
     """The probability ratio that is clipped (TRL's key): per token, or GSPO's one per completion, exp of the mean
     log-ratio (``sequence``; GSPO pairs it with ``loss_type: grpo``), or GSPO-token (``sequence_token``: that value
@@ -152,7 +169,7 @@ class GRPOSection(ToolUseSection):
 
     @field_validator("scale_rewards", mode="before")
     @classmethod
-    def _scale_rewards_bool(cls, value: Any) -> Any:
+    def _scale_rewards_bool(cls, value: object) -> object:
         return scale_rewards_name(value)
 
     @model_validator(mode="after")
@@ -318,7 +335,7 @@ class CPOSection(Section):
 
     @field_validator("loss_type", mode="before")
     @classmethod
-    def _alphapo_is_spelled_out(cls, value: Any) -> Any:
+    def _alphapo_is_spelled_out(cls, value: object) -> object:
         if value == "alphapo":  # TRL rewrites it silently into these keys; here a config says what it runs
             raise ValueError("'alphapo' is TRL's shorthand: write cpo.loss_type: simpo, cpo.cpo_alpha: 0 and cpo.alpha")
         return value

@@ -31,9 +31,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
+
+if TYPE_CHECKING:
+    from honing.config.schema import RunConfig
 
 SOURCE_FORMAT_KEYS = ("data.train.sources[].format", "data.validation.sources[].format")
 
@@ -230,7 +233,7 @@ METHODS["distill"] = replace(
 )
 
 
-def dropout_disabled(config: Any) -> bool:
+def dropout_disabled(config: RunConfig) -> bool:
     """``model.disable_dropout`` as the run applies it: the key where given, else the method's TRL default."""
     value = config.model.disable_dropout
     return METHODS[config.method].disable_dropout if value is None else value

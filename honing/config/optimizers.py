@@ -7,7 +7,10 @@ nothing else of honing.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from honing.config.optim_schema import OptimSection
 
 #: honing's optimizer names (``optim.name``)
 OPTIMIZERS = ("adamw", "sgd", "adafactor", "muon")
@@ -65,7 +68,7 @@ def resolve_optimizer(name: str) -> tuple[str, bool | None]:
     )
 
 
-def optimizer_key_refusals(section: Any) -> list[str]:
+def optimizer_key_refusals(section: OptimSection) -> list[str]:
     """One line per ``optim.*`` key the user set that ``optim.name``'s optimizer does not read."""
     name, _ = resolve_optimizer(section.name)
     lines = []

@@ -107,7 +107,7 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def type_name(annotation: Any) -> str:
+def type_name(annotation: object) -> str:
     """A type as a config's reader writes its values: ``int``, ``str or null``, ``one of: fp32, bf16``."""
     if annotation is type(None):
         return "null"

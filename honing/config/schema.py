@@ -14,7 +14,7 @@ does not read.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
@@ -135,7 +135,7 @@ class RunConfig(Section):
 
     @model_validator(mode="before")
     @classmethod
-    def _recipe_class(cls, raw: Any) -> Any:
+    def _recipe_class(cls, raw: object) -> object:
         return resolve_recipe_keys(raw)
 
     @model_validator(mode="after")
