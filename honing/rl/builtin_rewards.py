@@ -7,13 +7,16 @@ import ast
 import difflib
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from honing.rl.builtin_tools import arithmetic_value
 
+#: a prompt or a completion as a reward receives it: text, or a conversation's messages (``{"role", "content"}``)
+ChatOrText = str | Sequence[Mapping[str, Any]]
 
-def completion_text(completion: Any) -> str:
+
+def completion_text(completion: ChatOrText) -> str:
     """The text of a completion: itself, or a conversational one's answer, the content of its last assistant turn
     (its only one, or the turn after the tool calls)."""
     if isinstance(completion, str):
@@ -39,14 +42,14 @@ def sharp_length_reward(words: int, target: int) -> float:
 
 
 def _length_reward(shape: Callable[[int, int], float], target: int) -> Callable[..., list[float]]:
-    def reward(prompts: Sequence[Any], completions: Sequence[Any], **columns: Any) -> list[float]:
+    def reward(prompts: Sequence[ChatOrText], completions: Sequence[ChatOrText], **columns: object) -> list[float]:
         return [shape(word_count(completion_text(c)), target) for c in completions]
 
     reward.__name__ = f"{shape.__name__}_{target}"
     return reward
 
 
-def letter_share(prompts: Sequence[Any], completions: Sequence[Any], **columns: Any) -> list[float]:
+def letter_share(prompts: Sequence[ChatOrText], completions: Sequence[ChatOrText], **columns: object) -> list[float]:
     """The share of the completion's characters that are the letter ``a`` (0 for an empty one): a reward that likes
     one token, which a tiny model from scratch learns in 150 PPO steps (configs/ppo.yaml)."""
     texts = [completion_text(c) for c in completions]
@@ -61,7 +64,9 @@ def letter_count_reward(completion: str, target_count: int) -> float:
     return 1 / (abs(int(found[0]) - target_count) + 0.5) - 2
 
 
-def count_letters(prompts: Sequence[Any], completions: Sequence[Any], letter_count: Sequence[int], **_: Any):
+def count_letters(
+    prompts: Sequence[ChatOrText], completions: Sequence[ChatOrText], letter_count: Sequence[int], **_: object
+) -> list[float]:
     """Oumi's ``count_letters``: the dataset column ``letter_count`` against the completion's ``\\boxed{N}``."""
     return [letter_count_reward(completion_text(c), int(t)) for c, t in zip(completions, letter_count)]
 
@@ -97,7 +102,13 @@ def countdown_reward(completion: str, target: float, numbers: Sequence[int]) -> 
     return 1.0 if abs(result - float(target)) < 1e-5 else 0.0
 
 
-def countdown(prompts: Sequence[Any], completions: Sequence[Any], target: Sequence[Any], nums: Sequence[Any], **_: Any):
+def countdown(
+    prompts: Sequence[ChatOrText],
+    completions: Sequence[ChatOrText],
+    target: Sequence[float],
+    nums: Sequence[Sequence[int]],
+    **_: object,
+) -> list[float]:
     """TinyZero's countdown: the dataset columns ``target`` and ``nums``."""
     return [countdown_reward(completion_text(c), float(t), n) for c, t, n in zip(completions, target, nums)]
 
@@ -111,7 +122,7 @@ def gsm8k_answer(text: str, method: str = "strict") -> str | None:
     return numbers[-1] if numbers else None
 
 
-def gsm8k_ground_truth(answer: Any) -> str:
+def gsm8k_ground_truth(answer: object) -> str:
     """The reference answer of a GSM8K ``answer`` column: the number after ``####``, or the value itself."""
     text = str(answer)
     found = gsm8k_answer(text, "strict")
@@ -119,7 +130,9 @@ def gsm8k_ground_truth(answer: Any) -> str:
 
 
 def _gsm8k(method: str) -> Callable[..., list[float]]:
-    def reward(prompts: Sequence[Any], completions: Sequence[Any], answer: Sequence[Any], **_: Any) -> list[float]:
+    def reward(
+        prompts: Sequence[ChatOrText], completions: Sequence[ChatOrText], answer: Sequence[object], **_: object
+    ) -> list[float]:
         scores = []
         for completion, reference in zip(completions, answer):
             found = gsm8k_answer(completion_text(completion), method)
@@ -130,13 +143,15 @@ def _gsm8k(method: str) -> Callable[..., list[float]]:
     return reward
 
 
-def exact_answer(prompts: Sequence[Any], completions: Sequence[Any], answer: Sequence[Any], **_: Any) -> list[float]:
+def exact_answer(
+    prompts: Sequence[ChatOrText], completions: Sequence[ChatOrText], answer: Sequence[object], **_: object
+) -> list[float]:
     """1 when the completion, stripped, is the ``answer`` column's text, else 0 (honing's; not in Oumi)."""
     return [float(completion_text(c).strip() == str(a).strip()) for c, a in zip(completions, answer)]
 
 
 def answer_similarity(
-    prompts: Sequence[Any], completions: Sequence[Any], answer: Sequence[Any], **_: Any
+    prompts: Sequence[ChatOrText], completions: Sequence[ChatOrText], answer: Sequence[object], **_: object
 ) -> list[float]:
     """Partial credit in [0, 1]: difflib's ratio 2·matches / (len(a) + len(b)) of the stripped completion and
     ``answer`` (honing's; not in Oumi)."""

@@ -4,22 +4,23 @@ answer against the ``answer`` column's, compared as mathematical expressions (``
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from honing.errors import ConfigError
-from honing.rl.builtin_rewards import completion_text
+from honing.rl.builtin_rewards import ChatOrText, completion_text
 
 #: GSM8K writes its gold answer after this marker, below the worked solution
 GSM8K_MARKER = "####"
 
 
-def gold_text(answer: Any) -> str:
+def gold_text(answer: object) -> str:
     """The gold answer to parse: what follows GSM8K's ``####`` when present, else the whole answer."""
     text = str(answer)
     return text.rsplit(GSM8K_MARKER, 1)[-1].strip() if GSM8K_MARKER in text else text.strip()
 
 
-def math_verify(prompts: Sequence[Any], completions: Sequence[Any], answer: Sequence[Any], **_: Any) -> list:
+def math_verify(
+    prompts: Sequence[ChatOrText], completions: Sequence[ChatOrText], answer: Sequence[object], **_: object
+) -> list[float | None]:
     """1.0 when math-verify finds the completion's answer equal to the ``answer`` column's, else 0.0; None when the
     gold answer holds nothing math-verify can parse (the reward does not apply)."""
     try:

@@ -11,11 +11,16 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 
 from honing.errors import ConfigError
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+    from honing.rl.builtin_rewards import ChatOrText
 
 PREFIX = "reward_model:"
 #: sequences scored per forward
@@ -25,14 +30,14 @@ BATCH_SIZE = 32
 class RewardModelScorer:
     """A reward function ``f(prompts, completions, **columns) -> list[float]`` over a loaded reward model."""
 
-    def __init__(self, model: Any, tokenizer: Any, *, batch_size: int = BATCH_SIZE):
+    def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, *, batch_size: int = BATCH_SIZE):
         self.model, self.tokenizer = model.eval(), tokenizer
         self.pad_token_id = model.config.pad_token_id
         # without a pad token id transformers' classifier scores the last position: one sequence per forward
         self.batch_size = batch_size if self.pad_token_id is not None else 1
         self.__name__ = "reward_model"
 
-    def text(self, prompt: Any, completion: Any) -> str:
+    def text(self, prompt: ChatOrText, completion: ChatOrText) -> str:
         """The sequence the reward model scores: a conversation rendered by its chat template, or the joined text."""
         if isinstance(prompt, str) and isinstance(completion, str):
             return prompt + completion
@@ -44,7 +49,9 @@ class RewardModelScorer:
         return self.tokenizer.apply_chat_template(messages, tokenize=False)
 
     @torch.no_grad()
-    def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], **columns: Any) -> list[float]:
+    def __call__(
+        self, prompts: Sequence[ChatOrText], completions: Sequence[ChatOrText], **columns: object
+    ) -> list[float]:
         """Each completion's reward, ``batch_size`` right-padded sequences per forward."""
         ids = [
             self.tokenizer(self.text(p, c), add_special_tokens=False)["input_ids"] for p, c in zip(prompts, completions)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
 
 from honing.errors import ConfigError
 from honing.rl.tools import ToolCall
@@ -55,7 +54,7 @@ def _read_call(body: str, arguments_key: str) -> ToolCall:
     if not isinstance(value, dict) or not isinstance(value.get("name"), str) or not value["name"]:
         return ToolCall("", {}, 'the tool call needs a "name" (a string)')
     name = value["name"]
-    arguments: Any = value.get(arguments_key, value.get("arguments", value.get("parameters", {})))
+    arguments: object = value.get(arguments_key, value.get("arguments", value.get("parameters", {})))
     if isinstance(arguments, str):  # OpenAI's wire format: the arguments as a JSON string
         try:
             arguments = json.loads(arguments) if arguments.strip() else {}

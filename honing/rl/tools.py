@@ -144,7 +144,7 @@ class _Run(threading.Thread):
     def __init__(self, fn: ToolFn | None, call: ToolCall):
         super().__init__(daemon=True, name=f"tool-{call.name}")
         self.fn, self.call = fn, call
-        self.result: Any = None
+        self.result: object = None
         self.error: BaseException | None = None
 
     def start(self) -> None:
@@ -170,7 +170,7 @@ class _Deadline:
         return max(0.0, self._end - time.monotonic())
 
 
-def _as_text(result: Any) -> str:
+def _as_text(result: object) -> str:
     """A tool's return value as the tool message's text: strings as they are, anything else as JSON."""
     if isinstance(result, str):
         return result
