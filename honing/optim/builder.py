@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -22,6 +22,9 @@ from honing.models.quantize import require_torchao
 from honing.optim.muon_adamw import MuonWithAdamW
 from honing.optim.muon_groups import MuonKnobs, muon_groups
 from honing.optim.param_groups import adamw_kernels, build_param_groups
+
+if TYPE_CHECKING:
+    from honing.config.optim_schema import OptimSection
 
 
 @dataclass(frozen=True)
@@ -41,7 +44,7 @@ class OptimizerSettings:
     offload: bool = False  # parallel.offload: optimizer: AdamW's states and update in host memory
 
     @classmethod
-    def from_config(cls, optim: Any, *, offload: bool = False) -> OptimizerSettings:
+    def from_config(cls, optim: OptimSection, *, offload: bool = False) -> OptimizerSettings:
         """The settings of an ``OptimSection`` (``offload``: ``parallel.offload`` is ``optimizer``)."""
         return cls(
             offload=offload,

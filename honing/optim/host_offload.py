@@ -12,11 +12,15 @@ local shard and saves its states as DTensors with host-local tensors, as FSDP2's
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch.distributed.tensor import DTensor
 from torch.optim.adamw import adamw
+
+if TYPE_CHECKING:
+    from torch.optim.optimizer import ParamsT
 
 # what torch's AdamW writes in each group beside the hyperparameters (all off: the plain update)
 ADAMW_FLAGS = {
@@ -47,7 +51,7 @@ class HostOffloadAdamW(torch.optim.Optimizer):
 
     def __init__(
         self,
-        params: Any,
+        params: ParamsT,
         *,
         lr: float,
         betas: tuple[float, float] = (0.9, 0.999),
@@ -65,7 +69,7 @@ class HostOffloadAdamW(torch.optim.Optimizer):
         self._grads: dict[torch.Tensor, torch.Tensor] = {}
 
     @torch.no_grad()
-    def step(self, closure: Any = None) -> Any:
+    def step(self, closure: Callable[[], float] | None = None) -> float | None:
         """One AdamW update of every parameter with a gradient, computed on the host."""
         loss = torch.enable_grad()(closure)() if closure is not None else None
         for group in self.param_groups:

@@ -9,6 +9,7 @@ Imported only by runs that ask for it (``honing.optim.builder``), after ``requir
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -31,7 +32,7 @@ class LowBitAdamW(AdamW8bit):
         group["lr"] = float(group["lr"])
 
     @torch.no_grad()
-    def step(self, closure: Any = None) -> Any:
+    def step(self, closure: Callable[[], float] | None = None) -> float | None:
         """One AdamW step; each group's LR is the tensor torchao reads for its duration."""
         floats = [group["lr"] for group in self.param_groups]
         for group in self.param_groups:

@@ -9,6 +9,7 @@ torch's own, and the state checkpoints and resumes like any single optimizer's.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -58,7 +59,7 @@ class MuonWithAdamW(torch.optim.Optimizer):
         super().__init__(self._muon.param_groups + (self._adamw.param_groups if self._adamw else []), {})
 
     @torch.no_grad()
-    def step(self, closure: Any = None) -> Any:
+    def step(self, closure: Callable[[], float] | None = None) -> float | None:
         """One Muon step for the matrices and one AdamW step for the rest."""
         loss = None
         if closure is not None:

@@ -4,11 +4,14 @@ learning rate split by what a parameter is (output head, input embeddings, 1-D s
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from honing.optim.muon_adamw import USE_MUON
+
+if TYPE_CHECKING:
+    from honing.config.optim_schema import OptimSection
 
 
 @dataclass(frozen=True)
@@ -25,7 +28,7 @@ class MuonKnobs:
     scalar_multiplier: float = 1.0
 
     @classmethod
-    def from_config(cls, optim: Any) -> MuonKnobs:
+    def from_config(cls, optim: OptimSection) -> MuonKnobs:
         """The knobs of an ``OptimSection`` (its ``muon_*`` keys, defaults where None)."""
         given = {
             "nesterov": optim.muon_nesterov,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -114,7 +114,9 @@ def build_adamw(
     return optimizer
 
 
-def _selector(params: Any) -> tuple[Callable[[str, torch.Tensor], bool], str]:
+def _selector(
+    params: str | torch.Tensor | Iterable[str | torch.Tensor],
+) -> tuple[Callable[[str, torch.Tensor], bool], str]:
     """What a group's ``params`` takes: parameters whose names match its patterns, or the very tensors it lists
     (VeOmni's ``build_param_groups`` returns ``model.visual.parameters()``), and how to name it in an error."""
     if isinstance(params, str):

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
 
 
 def transformers_lr_factor(
@@ -21,7 +20,7 @@ def transformers_lr_factor(
     max_steps: int,
     warmup_steps: int,
     base_lr: float | None = None,
-    **kwargs: Any,
+    **kwargs: float,
 ) -> float:
     """transformers' multiplier of the base LR at honing's ``step`` (1-based); ``base_lr`` (``optim.lr``, the
     optimizer's default LR that ``polynomial`` and ``min_lr`` divide by); ``kwargs``: its ``lr_scheduler_kwargs``."""
