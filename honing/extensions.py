@@ -2,8 +2,8 @@
 name and never names them: reward-name schemes (``SCHEME:NAME`` in ``grpo.rewards``), adapters for reward functions
 written to another system's signature, and readers of data source formats.
 
-Each entry is a ``module:attribute`` path imported the first time it is used: registering costs nothing (the CLI
-imports ``honing.interop`` to read any config file, before torch is loaded), and a run that never uses an entry
+Each entry is a ``module:attribute`` path imported the first time it is used: registering costs nothing (the root
+package ``honing`` imports ``honing.interop.registrations``, torch not loaded), and a run that never uses an entry
 never imports its module. This module imports nothing of honing.
 """
 

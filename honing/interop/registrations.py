@@ -1,6 +1,6 @@
 """What this layer plugs into the core's extension points (``honing.extensions``), by path: the core calls them by
-a generic name and imports each module only when a run uses it. Imported by ``honing.interop`` itself, so importing
-any module of this layer (the CLI imports ``honing.interop.configs``) registers them."""
+a generic name and imports each module only when a run uses it. Imported by ``honing`` itself (the root package), so
+every use of honing has them; it imports nothing but ``honing.extensions``."""
 
 from __future__ import annotations
 

@@ -7,7 +7,6 @@ import types
 
 import pytest
 
-import honing.interop  # noqa: F401  (registers the verl scheme and adapter)
 from honing.errors import ConfigError, DataError
 from honing.rl import resolve_reward
 
