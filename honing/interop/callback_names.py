@@ -45,7 +45,7 @@ def step_loss_dict(trainer: Any) -> dict[str, Any]:
     """VeOmni's ``loss_dict`` of the step: the parts of its loss the method recorded (``train/<part>_loss``, as
     ``aux_loss``); a next-token method's loss, which has no parts, as ``ce_loss`` (VeOmni's name), any other as
     ``loss``."""
-    names = trainer._metrics.names_at(trainer.global_step)
+    names = trainer.metrics.buffer.names_at(trainer.global_step)
     parts = {
         name.removeprefix("train/"): trainer.get_metric(name)
         for name in names

@@ -4,12 +4,14 @@ defaults) over honing's ``Trainer``, and the document's meaning of ``load_traine
 honing's own Trainer takes a ``TrainerSection`` and restores everything when it resumes from its save folder
 (``load_trainer_state`` / ``load_optim_state`` are a warm start's, refused without ``load_path``, and an optimizer
 state that is None follows the trainer state). OLMo-core's applies both settings to every load, the save folder's
-too, and None means "when the checkpoint has it": this class gives that meaning, the core keeps its own.
+too, and None means "when the checkpoint has it": ``OLMoCoreCheckpoints``, the facade's checkpoints collaborator,
+gives that meaning, the core keeps its own.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any, ClassVar
 
 import torch
@@ -26,7 +28,11 @@ from honing.train.checkpoint_io import MODEL_AND_OPTIM_DIR, TRAIN_DIR, has_optim
 from honing.train.common import LoadStrategy, StepSkipRange
 from honing.train.duration import Duration
 from honing.train.remote import Uploader
+from honing.train.train_module import TrainModule
 from honing.train.trainer import Trainer as HoningTrainer
+from honing.train.trainer_checkpoints import Checkpoints
+from honing.train.trainer_delegates import Delegated
+from honing.train.trainer_progress import DataLoaderLike
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +46,7 @@ class Checkpointer(HoningCheckpointer):
 
     def __init__(
         self,
-        work_dir: Any,
+        work_dir: str | os.PathLike | None,
         save_overwrite: bool = False,
         pre_download: bool = False,
         process_group: dist.ProcessGroup | None = None,
@@ -62,8 +68,8 @@ class Checkpointer(HoningCheckpointer):
 
     def load(
         self,
-        dir: Any,
-        train_module: Any,
+        dir: str | os.PathLike,
+        train_module: TrainModule,
         *,
         load_trainer_state: bool | None = None,
         load_optim_state: bool | None = None,
@@ -104,16 +110,70 @@ def olmo_core_section(**settings: Any) -> OLMoCoreTrainerSection:
     return OLMoCoreTrainerSection(**settings)
 
 
+class OLMoCoreCheckpoints(Checkpoints):
+    """The Trainer's checkpoints with OLMo-core's loads: the document's parameter names, and ``load_trainer_state`` /
+    ``load_optim_state`` applied to every load, None meaning "when the checkpoint has it"."""
+
+    def load(
+        self, dir: str | os.PathLike, *, load_trainer_state: bool | None = None, load_optim_state: bool | None = None
+    ) -> None:
+        """Load a checkpoint, or the newest of a folder of them. None takes the trainer's setting; a setting that is
+        None too loads that state when the checkpoint has it (OLMo-core's meaning, for the optimizer as well)."""
+        path = str(dir)
+        if not HoningCheckpointer.dir_is_checkpoint(path):
+            path = self.checkpointer.latest_checkpoint(path)  # FileNotFoundError when the folder holds none
+        load_trainer_state = self.config.load_trainer_state if load_trainer_state is None else load_trainer_state
+        load_optim_state = self.config.load_optim_state if load_optim_state is None else load_optim_state
+        if load_trainer_state is None:
+            load_trainer_state = storage.exists(storage.join(path, TRAIN_DIR, "rank0.pt"))
+        if load_optim_state is None:
+            load_optim_state = has_optimizer_state(storage.join(path, MODEL_AND_OPTIM_DIR))
+        super().load(path, load_trainer_state=load_trainer_state, load_optim_state=load_optim_state)
+
+    def maybe_load(
+        self,
+        dir: str | os.PathLike | None = None,
+        *,
+        load_trainer_state: bool | None = None,
+        load_optim_state: bool | None = None,
+    ) -> bool:
+        """Like ``load_checkpoint``, but nothing happens when ``dir`` (default: the save folder) holds no checkpoint
+        (the newest that loads, an older one when it is corrupt). Returns whether one was loaded."""
+        return super().maybe_load(
+            None if dir is None else str(dir), load_trainer_state=load_trainer_state, load_optim_state=load_optim_state
+        )
+
+    def load_at_start(self) -> None:
+        """OLMo-core's fit: the save folder, then load_path, each loaded with the trainer's settings (honing's own
+        Trainer restores everything from its save folder whatever they say); a checkpoint loaded before fit is
+        kept."""
+        if self.load_strategy == LoadStrategy.never or self.loaded:
+            return
+        load_path = self.config.load_path
+        for folder in (self.save_folder, load_path):
+            if folder and self.maybe_load(folder):
+                return
+        if self.load_strategy == LoadStrategy.always:
+            raise CheckpointError(
+                f"load_strategy is 'always' but no loadable checkpoint was found in {self.save_folder!r}"
+                + (f" or {load_path!r}" if load_path else "")
+            )
+
+
 class Trainer(HoningTrainer):
     """Language model trainer (OLMo-core's ``Trainer``), built directly with the document's signature or by
     ``TrainerConfig.build``. The document's private fields (``_metrics``, ``_canceled`` ...) are honing's own
     state and not arguments; ``callbacks`` get OLMo-core's default ones unless given (``olmo_core_defaults.py``)."""
 
+    checkpoints_type: ClassVar[type[Checkpoints]] = OLMoCoreCheckpoints
+    load_checkpoint = Delegated("checkpoints", OLMoCoreCheckpoints.load)
+    maybe_load_checkpoint = Delegated("checkpoints", OLMoCoreCheckpoints.maybe_load)
+
     def __init__(
         self,
-        work_dir: Any,
-        train_module: Any,
-        data_loader: Any,
+        work_dir: str | os.PathLike | None,
+        train_module: TrainModule,
+        data_loader: DataLoaderLike,
         device: torch.device | str | None,
         save_folder: str,
         checkpointer: HoningCheckpointer,
@@ -168,49 +228,10 @@ class Trainer(HoningTrainer):
         self.global_train_petaflops, self.epoch = global_train_petaflops, epoch
         self.no_checkpoints, self.no_evals = no_checkpoints, no_evals
 
-    def load_checkpoint(
-        self, dir: str, *, load_trainer_state: bool | None = None, load_optim_state: bool | None = None
-    ) -> None:
-        """Load a checkpoint, or the newest of a folder of them. None takes the trainer's setting; a setting that is
-        None too loads that state when the checkpoint has it (OLMo-core's meaning, for the optimizer as well)."""
-        path = str(dir)
-        if not HoningCheckpointer.dir_is_checkpoint(path):
-            path = self.checkpointer.latest_checkpoint(path)  # FileNotFoundError when the folder holds none
-        load_trainer_state = self.load_trainer_state if load_trainer_state is None else load_trainer_state
-        load_optim_state = self.load_optim_state if load_optim_state is None else load_optim_state
-        if load_trainer_state is None:
-            load_trainer_state = storage.exists(storage.join(path, TRAIN_DIR, "rank0.pt"))
-        if load_optim_state is None:
-            load_optim_state = has_optimizer_state(storage.join(path, MODEL_AND_OPTIM_DIR))
-        super().load_checkpoint(path, load_trainer_state=load_trainer_state, load_optim_state=load_optim_state)
-
-    def maybe_load_checkpoint(
-        self, dir: Any = None, *, load_trainer_state: bool | None = None, load_optim_state: bool | None = None
-    ) -> bool:
-        """Like ``load_checkpoint``, but nothing happens when ``dir`` (default: the save folder) holds no checkpoint
-        (the newest that loads, an older one when it is corrupt). Returns whether one was loaded."""
-        return super().maybe_load_checkpoint(
-            None if dir is None else str(dir), load_trainer_state=load_trainer_state, load_optim_state=load_optim_state
-        )
-
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Load trainer state (not model or optimizer state)."""
-        super().load_state_dict(state_dict)
+        self.checkpoints.load_state_dict(state_dict)
 
     def has_callback(self, cb_class: type[Callback] | str) -> bool:
         """Whether a callback of this class (or registered under this name) is registered."""
         return super().has_callback(cb_class)
-
-    def _load_at_start(self) -> None:
-        # OLMo-core's fit: the save folder, then load_path, each loaded with the trainer's settings (honing's own
-        # Trainer restores everything from its save folder whatever they say); a checkpoint loaded before fit is kept
-        if self.load_strategy == LoadStrategy.never or self.no_checkpoints or self.checkpoint_loaded:
-            return
-        for folder in (self.save_folder, self.load_path):
-            if folder and self.maybe_load_checkpoint(folder):
-                return
-        if self.load_strategy == LoadStrategy.always:
-            raise CheckpointError(
-                f"load_strategy is 'always' but no loadable checkpoint was found in {self.save_folder!r}"
-                + (f" or {self.load_path!r}" if self.load_path else "")
-            )

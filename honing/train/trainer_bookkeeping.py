@@ -1,9 +1,10 @@
 """Bookkeeping off the hot path: metric reductions, file writes and uploads run in background threads, with
-OLMo-core's ``run_bookkeeping_op`` signature. A part of ``Trainer``.
+OLMo-core's ``run_bookkeeping_op`` signature: the Trainer's ``bookkeeping``.
 
 Operations that use collectives (``distributed=True``, the default) run one at a time, in order, in a single
-thread, on a gloo group of their own (``bookkeeping_pg``) so they never interleave with training's; the others
-run concurrently in a pool of threads. With ``async_bookkeeping`` False they run on the training thread instead.
+thread, on a gloo group of their own (``group``, the Trainer's ``bookkeeping_pg``) so they never interleave with
+training's; the others run concurrently in a pool of threads. With ``async_bookkeeping`` False they run on the
+training thread instead.
 """
 
 from __future__ import annotations
@@ -13,41 +14,37 @@ import time
 import warnings
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import torch
+import torch.distributed as dist
+
+from honing.distributed import get_world_size, new_background_group
 
 log = logging.getLogger("honing.train.trainer")
 
 T = TypeVar("T")
 
 
-class TrainerBookkeeping:
-    """Background threads for bookkeeping (the Trainer calls ``_init_bookkeeping`` and sets ``_metrics_group``)."""
+class Bookkeeping:
+    """The Trainer's background threads for bookkeeping and the gloo group their collectives run on."""
 
-    async_bookkeeping: bool
-    bookkeeping_soft_timeout: float
-    _metrics_group: Any  # the gloo group bookkeeping collectives run on (None in one process)
-
-    def _init_bookkeeping(self, async_bookkeeping: bool | None, soft_timeout: float) -> None:
+    def __init__(self, *, async_bookkeeping: bool | None = None, soft_timeout: float = 30):
         # None is True: honing makes a gloo group for bookkeeping beside any training backend (OLMo-core's
         # default is True whenever such a CPU backend is available)
         self.async_bookkeeping = True if async_bookkeeping is None else bool(async_bookkeeping)
-        self.bookkeeping_soft_timeout = soft_timeout
+        self.soft_timeout = soft_timeout
+        # Metrics are reduced across ranks in the bookkeeping thread, on a gloo group of their own so those
+        # collectives never interleave with training's; created here, where every rank reaches it.
+        self.group: dist.ProcessGroup | None = new_background_group() if get_world_size() > 1 else None
         self._single_thread_pool: ThreadPoolExecutor | None = None
         self._multi_thread_pool: ThreadPoolExecutor | None = None
-        self._bookkeeping_futures: list[Future] = []
-        self._bookkeeping_by_name: dict[str, list[Future]] = {}
+        self._futures: list[Future] = []
+        self._futures_by_name: dict[str, list[Future]] = {}
 
     @property
-    def bookkeeping_pg(self) -> Any:
-        """The process group bookkeeping collectives run on (metric reductions): a gloo group of every rank,
-        apart from training's; None in one process."""
-        return self._metrics_group
-
-    @property
-    def bookkeeping_device(self) -> torch.device:
-        """The device bookkeeping collectives reduce on: the CPU (``bookkeeping_pg`` is a gloo group)."""
+    def device(self) -> torch.device:
+        """The device bookkeeping collectives reduce on: the CPU (``group`` is a gloo group)."""
         return torch.device("cpu")
 
     @property
@@ -64,22 +61,22 @@ class TrainerBookkeeping:
             self._multi_thread_pool = ThreadPoolExecutor(thread_name_prefix="honing-bookkeeping-io")
         return self._multi_thread_pool
 
-    def run_bookkeeping_op(
+    def run(
         self,
         op: Callable[..., T],
-        *args: Any,
+        *args: object,
         cb: Callable[[T], None] | None = None,
         op_name: str | None = None,
         cancel_in_progress: bool | None = None,
         allow_multiple: bool = True,
         soft_timeout: float | None = None,
         distributed: bool = True,
-        **kwargs: Any,
+        **kwargs: object,
     ) -> Future:
         """Run ``op(*args, **kwargs)`` off the training thread and return its future, as OLMo-core's: ``cb`` is
         called with its result when it finishes; with ``allow_multiple`` False, queued calls of the same
         ``op_name`` are dropped and, if one is running, this call is not made (its future is returned);
-        a call longer than ``soft_timeout`` seconds (default ``bookkeeping_soft_timeout``) is warned about;
+        a call longer than ``soft_timeout`` seconds (default: this object's) is warned about;
         ``distributed`` False lets ``op`` (which then must use no collective) run beside other operations."""
         if cancel_in_progress is not None:
             warnings.warn(
@@ -89,7 +86,7 @@ class TrainerBookkeeping:
             )
             allow_multiple = not cancel_in_progress
         name = op_name or getattr(op, "__qualname__", repr(op))
-        limit = self.bookkeeping_soft_timeout if soft_timeout is None else soft_timeout
+        limit = self.soft_timeout if soft_timeout is None else soft_timeout
 
         def run() -> T:
             start = time.perf_counter()
@@ -114,30 +111,30 @@ class TrainerBookkeeping:
             done.set_result(run())
             return done
         future = (self.single_thread_pool if distributed else self.multi_thread_pool).submit(run)
-        self._bookkeeping_futures = [f for f in self._bookkeeping_futures if not f.done()] + [future]
-        same_name = [f for f in self._bookkeeping_by_name.get(name, []) if not f.done()]
-        self._bookkeeping_by_name[name] = same_name + [future]
+        self._futures = [f for f in self._futures if not f.done()] + [future]
+        same_name = [f for f in self._futures_by_name.get(name, []) if not f.done()]
+        self._futures_by_name[name] = same_name + [future]
         return future
 
     def _drop_queued(self, name: str) -> Future | None:
         """Cancel the queued calls of ``name``; return the one running, if any."""
         running = None
-        for future in self._bookkeeping_by_name.pop(name, []):
+        for future in self._futures_by_name.pop(name, []):
             if not (future.cancel() or future.done()):
                 running = future
         if running is not None:
-            self._bookkeeping_by_name[name] = [running]
+            self._futures_by_name[name] = [running]
         return running
 
-    def wait_for_bookkeeping(self) -> None:
+    def wait(self) -> None:
         """Block until every bookkeeping op has finished, re-raising the first error."""
-        for future in self._bookkeeping_futures:
+        for future in self._futures:
             if not future.cancelled():
                 future.result()
-        self._bookkeeping_futures.clear()
-        self._bookkeeping_by_name.clear()
+        self._futures.clear()
+        self._futures_by_name.clear()
 
-    def _shutdown_bookkeeping(self, *, wait: bool, cancel_futures: bool = False) -> None:
+    def shutdown(self, *, wait: bool, cancel_futures: bool = False) -> None:
         """Stop the bookkeeping threads (a later op starts new ones)."""
         for pool in (self._single_thread_pool, self._multi_thread_pool):
             if pool is not None:

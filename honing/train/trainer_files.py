@@ -1,6 +1,6 @@
 """The run's files beside its checkpoints: the local work folder (OLMo-core's ``work_dir``), files written to the
-save folder, and work files persisted there (uploaded in the background when it is remote). A part of ``Trainer``.
-"""
+save folder, and work files persisted there (uploaded in the background when it is remote). The Trainer's
+``files``."""
 
 from __future__ import annotations
 
@@ -13,12 +13,15 @@ from honing.distributed import is_rank0
 from honing.train.checkpoint import MARKER, Checkpointer
 
 
-class TrainerFiles:
-    """Work folder, ``write_file`` and ``persist_working_file`` (the Trainer sets the attributes below)."""
+class RunFiles:
+    """Work folder, ``write_file`` and ``persist_working_file`` for the run saved in ``save_folder``; a remote one
+    is written through ``checkpointer``'s uploads. ``work_dir``: OLMo-core's ``TrainerConfig.work_dir`` (None: the
+    save folder, or a remote one's work folder)."""
 
-    checkpointer: Checkpointer
-    save_folder: str
-    _work_dir: str | None  # given by the caller (OLMo-core's TrainerConfig.work_dir), else None
+    def __init__(self, save_folder: str, checkpointer: Checkpointer, work_dir: str | None = None):
+        self.save_folder = save_folder
+        self.checkpointer = checkpointer
+        self._work_dir = work_dir
 
     @property
     def work_folder(self) -> str:

@@ -1,25 +1,44 @@
-"""How far the run is and how far it goes: batch sizes, durations in steps and tokens, the stop step. A part of
-``Trainer``."""
+"""How far the run is and how far it goes: the step, tokens and epoch reached, batch sizes, durations in steps
+and tokens, the stop step. The Trainer's ``progress``."""
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, Protocol
 
+from honing.config.schema import TrainerSection
 from honing.distributed import get_world_size
 from honing.train.duration import Duration, DurationUnit
 
 
-class TrainerProgress:
-    """Durations and batch sizes as steps and tokens (the Trainer sets the attributes below)."""
+class DataLoaderLike(Protocol):
+    """What the Trainer asks of its data loader (``tokens_per_batch``, ``batches_per_epoch`` ... are read when the
+    loader has them)."""
 
-    data_loader: Any
-    max_duration: Duration
-    hard_stop: Duration | None
-    global_step: int
-    global_train_tokens_seen: int
-    canceled: bool
-    model_params: int | None
+    epoch: int
+
+    def __iter__(self) -> Iterator[Any]: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+class Progress:
+    """The run's counters (OLMo-core's Trainer fields) and its durations as steps and tokens, from the trainer
+    section's ``max_duration`` and ``hard_stop`` (``model_params``: for "chinchilla" durations)."""
+
+    def __init__(self, config: TrainerSection, data_loader: DataLoaderLike, model_params: int | None = None):
+        self.data_loader = data_loader
+        self.model_params = model_params
+        self.max_duration = Duration.parse(config.max_duration, model_params=model_params)
+        self.hard_stop = Duration.parse(config.hard_stop, model_params=model_params) if config.hard_stop else None
+        self.global_step = 0
+        self.global_train_tokens_seen = 0
+        # counted when the train module knows its FLOPs per token and the data its sequence length
+        self.global_train_petaflops = 0.0
+        self.epoch = 1
 
     @property
     def tokens_per_batch(self) -> int | None:
@@ -102,20 +121,11 @@ class TrainerProgress:
         steps = [s for s in (self.max_steps, self.steps_for(self.hard_stop) if self.hard_stop else None) if s]
         return min(steps) if steps else None
 
-    def _due(self, duration: Duration | None) -> bool:
+    def due(self, duration: Duration | None) -> bool:
+        """Whether ``duration`` (None: never) is reached at the current step, tokens and epoch."""
         return duration is not None and duration.due(
             step=self.global_step,
             tokens=self.global_train_tokens_seen,
             epoch=self.data_loader.epoch,
             steps_per_epoch=self.steps_per_epoch,
         )
-
-    @property
-    def is_last_step(self) -> bool:
-        """True during the run's final step (duration or hard stop reached), before its metrics are logged."""
-        return self.training_complete or self.global_step == self.stop_step
-
-    @property
-    def training_complete(self) -> bool:
-        """True once the duration or hard stop is reached, or the run was canceled."""
-        return self.canceled or self._due(self.max_duration) or self._due(self.hard_stop)

@@ -119,4 +119,4 @@ def test_an_olmo_core_style_script_trains_checkpoints_and_resumes(tmp_path):
     future.result()
     assert path.endswith("step8")
     assert inspect.signature(trainer.record_ce_loss).parameters["reduce_type"].default is None
-    assert trainer._metrics.reduce_types["train/loss"] == ReduceType.mean  # the train modules pass mean
+    assert trainer.metrics.buffer.reduce_types["train/loss"] == ReduceType.mean  # the train modules pass mean

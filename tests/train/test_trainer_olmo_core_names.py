@@ -18,7 +18,7 @@ import torch
 
 from honing.errors import ConfigError
 from honing.train import Duration, Trainer
-from honing.train import trainer as trainer_module
+from honing.train import trainer_setup as trainer_module
 from honing.train.callbacks.base import Callback
 from honing.train.trainer_bookkeeping import log as bookkeeping_log
 from tests.helpers import flat_weights, make_trainer
@@ -216,7 +216,7 @@ def test_a_data_parallel_group_smaller_than_the_world_is_refused(monkeypatch):
     monkeypatch.setattr(trainer_module, "get_world_size", lambda: 4)
     monkeypatch.setattr(trainer_module.dist, "get_world_size", lambda group=None: 2)
     with pytest.raises(ConfigError, match="dp_process_group: a group of 2 of the 4 ranks is not supported"):
-        Trainer._check_dp_group(object())
+        trainer_module.check_dp_group(object())
     monkeypatch.setattr(trainer_module.dist, "get_world_size", lambda group=None: 4)
     group = object()
-    assert Trainer._check_dp_group(group) is group  # every rank: what the Trainer uses anyway
+    assert trainer_module.check_dp_group(group) is group  # every rank: what the Trainer uses anyway
