@@ -8,7 +8,7 @@ memory-mapped with ``format: tokens`` sources; both give the same rows of ``seq_
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -26,6 +26,9 @@ from honing.data.text.token_shards import TOKENIZER_DIR, local_folder, read_inde
 from honing.data.text.token_windows import RowWindow, TokenRows, TokenSource, split_windows
 from honing.data.tokenizer import build_tokenizer, load_pretrained_tokenizer, tokenizer_fingerprint, tokenizer_kind
 from honing.errors import ConfigError, DataError
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 TOKENIZER_SAMPLE_BYTES = 64 * 2**20  # text a bpe / char tokenizer is trained on when preparing a corpus
 REPORT_LENGTHS = 100_000  # document lengths of prepared folders the data report describes
@@ -110,7 +113,7 @@ class PretrainText:
         apply_token_settings(tokenizer, cfg)
         return tokenizer
 
-    def check_prepared_tokenizer(self, tokenizer: Any) -> None:
+    def check_prepared_tokenizer(self, tokenizer: PreTrainedTokenizerBase) -> None:
         """Every prepared source was tokenized by ``tokenizer``; DataError naming the source otherwise."""
         fingerprint = tokenizer_fingerprint(tokenizer)
         for split in ("train", "validation"):
@@ -123,7 +126,7 @@ class PretrainText:
                         "prepare it again with this config's tokenizer settings"
                     )
 
-    def rows(self, docs: list[str], tokenizer: Any) -> tuple[PretrainDataset, DataReport]:
+    def rows(self, docs: list[str], tokenizer: PreTrainedTokenizerBase) -> tuple[PretrainDataset, DataReport]:
         """Tokenize ``docs`` (cached) into rows of ``seq_len``, and the split's numbers."""
         corpus = tokenize_documents(docs, tokenizer, cache_dir=self.cache_dir)
         dataset = PretrainDataset(corpus, self.data.seq_len, document_masking=self.data.document_masking)
@@ -169,7 +172,9 @@ class PretrainText:
         reports = {split: token_report(rows) for split, rows in (("train", train), ("validation", validation)) if rows}
         return train, validation, reports
 
-    def build(self, tokenizer: Any, collate: Collator, place: Any) -> tuple[Any, Any, dict[str, DataReport]]:
+    def build(
+        self, tokenizer: PreTrainedTokenizerBase, collate: Collator, place: Any
+    ) -> tuple[Any, Any, dict[str, DataReport]]:
         """The training loader, the validation batches (or None) and the reports; ``place``: this process's
         slice of the data (``honing.data.finetune_data.DataPlacement``)."""
         if self.token_sources("train") is not None:

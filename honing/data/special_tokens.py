@@ -4,14 +4,17 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from honing.distributed import is_rank0
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 log = logging.getLogger(__name__)
 
 
-def apply_token_settings(tokenizer: Any, tokenizer_cfg: Any) -> int:
+def apply_token_settings(tokenizer: PreTrainedTokenizerBase, tokenizer_cfg: Any) -> int:
     """Set ``tokenizer_cfg.special_tokens`` (bos / eos / unk / pad by text) and add ``tokenizer_cfg.added_tokens`` on
     ``tokenizer``; return how many tokens the vocabulary gained (0 when every text was already the tokenizer's)."""
     from tokenizers import AddedToken

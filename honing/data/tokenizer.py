@@ -7,7 +7,7 @@ import json
 import logging
 import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import tokenizers
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -17,7 +17,7 @@ from honing.errors import DataError
 from honing.hub import check_name_or_path, hub_load_error, is_hub_id
 
 if TYPE_CHECKING:  # transformers takes a second to import; the data loader should not pay for it
-    from transformers import PreTrainedTokenizerFast
+    from transformers import PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ def build_tokenizer(
     path: str | None = None,
     trust_remote_code: bool = False,
     cache_dir: str | None = None,
-) -> PreTrainedTokenizerFast:
+) -> PreTrainedTokenizerBase:
     """Build the tokenizer of ``kind`` (byte, char, bpe or pretrained) with an eos and a pad token."""
     if kind == "byte":
         return _wrap(byte_backend())
@@ -50,7 +50,7 @@ def build_tokenizer(
     raise DataError(f"unknown tokenizer kind {kind!r}; expected one of: {', '.join(TOKENIZER_KINDS)}")
 
 
-def tokenizer_fingerprint(tokenizer: Any) -> str:
+def tokenizer_fingerprint(tokenizer: PreTrainedTokenizerBase) -> str:
     """sha256 of the tokenizer's serialized backend: equal fingerprints encode text identically."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is not None:
@@ -124,7 +124,7 @@ def bpe_backend(texts: Sequence[str], vocab_size: int, cache_dir: str | None) ->
     return backend
 
 
-def load_pretrained_tokenizer(path: str | None, *, trust_remote_code: bool = False) -> Any:
+def load_pretrained_tokenizer(path: str | None, *, trust_remote_code: bool = False) -> PreTrainedTokenizerBase:
     """``AutoTokenizer.from_pretrained(path)``, checked to have an eos token and given a pad token."""
     if not path:
         raise DataError("tokenizer kind 'pretrained' needs a path (a local folder or a Hugging Face name)")
@@ -187,7 +187,7 @@ def _bytes_to_unicode() -> dict[int, str]:
     return mapping
 
 
-def tokenizer_kind(tokenizer: Any, name_or_path: str | None) -> tuple[str, str | None]:
+def tokenizer_kind(tokenizer: PreTrainedTokenizerBase, name_or_path: str | None) -> tuple[str, str | None]:
     """``tokenizer.kind`` and ``tokenizer.path`` of the run's ``tokenizer`` section with ``auto`` resolved: the
     model's own tokenizer when ``model.name_or_path`` (``name_or_path``) is set, else byte-level."""
     if tokenizer.kind != "auto":

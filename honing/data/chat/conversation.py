@@ -6,7 +6,7 @@ import difflib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from honing.data.chat.templates import (
     NAMED_TEMPLATES,
@@ -16,6 +16,9 @@ from honing.data.chat.templates import (
 )
 from honing.errors import ConfigError, DataError
 from honing.losses import IGNORE_INDEX
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 Messages = Sequence[dict[str, Any]]
 TRAIN_ON = ("assistant", "all")
@@ -30,7 +33,7 @@ class TokenizedExample:
     labels: list[int]
 
 
-def resolve_chat_template(tokenizer: Any, chat_template: str | None) -> str:
+def resolve_chat_template(tokenizer: PreTrainedTokenizerBase, chat_template: str | None) -> str:
     """The Jinja text for ``chat_template``: the tokenizer's own (None), a named template, or inline Jinja."""
     if chat_template is None:
         own = getattr(tokenizer, "chat_template", None)
@@ -60,7 +63,7 @@ def resolve_chat_template(tokenizer: Any, chat_template: str | None) -> str:
     return template
 
 
-def ensure_special_tokens(tokenizer: Any, template_name_or_text: str | None) -> int:
+def ensure_special_tokens(tokenizer: PreTrainedTokenizerBase, template_name_or_text: str | None) -> int:
     """Add a named template's special tokens the tokenizer lacks; return how many were added (resize embeddings)."""
     name = _template_name(template_name_or_text)
     if name is None:
@@ -78,7 +81,7 @@ def ensure_special_tokens(tokenizer: Any, template_name_or_text: str | None) -> 
 
 
 def render_chat(
-    tokenizer: Any,
+    tokenizer: PreTrainedTokenizerBase,
     messages: Messages,
     *,
     chat_template: str,
@@ -106,14 +109,14 @@ def render_chat(
     return rendered[0]
 
 
-def tokenize_prompt(tokenizer: Any, messages: Messages, *, chat_template: str) -> list[int]:
+def tokenize_prompt(tokenizer: PreTrainedTokenizerBase, messages: Messages, *, chat_template: str) -> list[int]:
     """Token ids of ``messages`` followed by the assistant header, ready for the model to generate the reply."""
     text = render_chat(tokenizer, messages, chat_template=chat_template, add_generation_prompt=True)
     return list(tokenizer(text, add_special_tokens=False)["input_ids"])
 
 
 def tokenize_conversation(
-    tokenizer: Any,
+    tokenizer: PreTrainedTokenizerBase,
     messages: Messages,
     *,
     chat_template: str,
@@ -141,7 +144,7 @@ def tokenize_conversation(
     return TokenizedExample(input_ids=input_ids, labels=labels)
 
 
-def tokenize_plain_text(tokenizer: Any, text: str) -> TokenizedExample:
+def tokenize_plain_text(tokenizer: PreTrainedTokenizerBase, text: str) -> TokenizedExample:
     """``text`` followed by eos, with the loss on every token."""
     if tokenizer.eos_token_id is None:
         raise ConfigError("the tokenizer has no eos token; plain-text rows need one to mark where a text ends")
@@ -170,7 +173,7 @@ def has_trainable_tokens(example: TokenizedExample) -> bool:
 
 
 def _mask_from_generation_markers(
-    tokenizer: Any, messages: Messages, template: str, tools: list[dict[str, Any]] | None = None
+    tokenizer: PreTrainedTokenizerBase, messages: Messages, template: str, tools: list[dict[str, Any]] | None = None
 ) -> tuple[list[int], list[int]]:
     from jinja2.exceptions import TemplateError
 
@@ -189,7 +192,7 @@ def _mask_from_generation_markers(
 
 
 def _mask_from_prefix_rendering(
-    tokenizer: Any, messages: Messages, template: str, tools: list[dict[str, Any]] | None = None
+    tokenizer: PreTrainedTokenizerBase, messages: Messages, template: str, tools: list[dict[str, Any]] | None = None
 ) -> tuple[list[int], list[int]]:
     """Assistant spans as the text each assistant turn adds to the rendering of the turns before it."""
     full = render_chat(tokenizer, messages, chat_template=template, tools=tools)
@@ -220,7 +223,7 @@ def _mask_from_prefix_rendering(
     return list(encoding["input_ids"]), mask
 
 
-def _trailing_separator_pattern(tokenizer: Any) -> re.Pattern[str] | None:
+def _trailing_separator_pattern(tokenizer: PreTrainedTokenizerBase) -> re.Pattern[str] | None:
     """Matches a special token followed only by whitespace, at the end of a text."""
     specials = [token.content for token in tokenizer.added_tokens_decoder.values() if token.special]
     if not specials:

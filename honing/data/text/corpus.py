@@ -6,7 +6,7 @@ import logging
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 import torch
@@ -15,6 +15,9 @@ from honing.cache import atomic_write, content_hash, default_cache_dir
 from honing.data.text.document_mask import mask_documents
 from honing.data.tokenizer import tokenizer_fingerprint
 from honing.errors import DataError
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +56,9 @@ class TokenizedCorpus:
         return len(self.doc_starts)
 
 
-def tokenize_documents(docs: Sequence[str], tokenizer: Any, *, cache_dir: str | None) -> TokenizedCorpus:
+def tokenize_documents(
+    docs: Sequence[str], tokenizer: PreTrainedTokenizerBase, *, cache_dir: str | None
+) -> TokenizedCorpus:
     """Tokenize ``docs`` without special tokens, append eos after each, concatenate; cached on disk."""
     eos_id = tokenizer.eos_token_id
     if eos_id is None:
@@ -124,7 +129,7 @@ class PretrainDataset(torch.utils.data.Dataset):
         return index * self.seq_len
 
 
-def _tokenize(docs: Sequence[str], tokenizer: Any, eos_id: int) -> TokenizedCorpus:
+def _tokenize(docs: Sequence[str], tokenizer: PreTrainedTokenizerBase, eos_id: int) -> TokenizedCorpus:
     pieces: list[np.ndarray] = []
     eos = np.array([eos_id], dtype=np.uint32)
     for chunk_start in range(0, len(docs), ENCODE_CHUNK):
@@ -137,7 +142,7 @@ def _tokenize(docs: Sequence[str], tokenizer: Any, eos_id: int) -> TokenizedCorp
     return TokenizedCorpus(tokens=tokens, doc_starts=doc_starts)
 
 
-def _encode_batch(tokenizer: Any, texts: list[str]) -> list[list[int]]:
+def _encode_batch(tokenizer: PreTrainedTokenizerBase, texts: list[str]) -> list[list[int]]:
     """Token ids of each text, no special tokens added."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is not None:

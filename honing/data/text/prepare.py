@@ -16,7 +16,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -43,6 +43,9 @@ from honing.data.tokenizer import tokenizer_fingerprint
 from honing.data.worker_pool import Report, run_tasks
 from honing.errors import DataError
 
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
 log = logging.getLogger(__name__)
 
 # Bump when the shard layout or the tokenization rule changes, so old folders are prepared again.
@@ -67,7 +70,7 @@ def default_workers() -> int:
 
 def prepare_tokens(
     sources: Sequence[Any],
-    tokenizer: Any,
+    tokenizer: PreTrainedTokenizerBase,
     out_dir: str,
     *,
     workers: int | None = None,
@@ -159,7 +162,7 @@ def _start(out_dir: str, key: str) -> None:
 _worker: dict[str, Any] = {}
 
 
-def _tokenizer_payload(tokenizer: Any) -> bytes:
+def _tokenizer_payload(tokenizer: PreTrainedTokenizerBase) -> bytes:
     backend = getattr(tokenizer, "backend_tokenizer", None)
     # The Rust backend's JSON is all a worker needs and starts fast; a Python-only tokenizer goes pickled.
     return b"json:" + backend.to_str().encode() if backend is not None else b"pickle:" + pickle.dumps(tokenizer)
@@ -251,7 +254,7 @@ def _build_index(
     return TokenIndex(key, dtype, vocab_size, int(eos_id), fingerprint, names, shards)
 
 
-def _save_tokenizer(tokenizer: Any, out_dir: str) -> None:
+def _save_tokenizer(tokenizer: PreTrainedTokenizerBase, out_dir: str) -> None:
     """The tokenizer beside the shards, so training with a trained (bpe, char) tokenizer reads the same one."""
     with tempfile.TemporaryDirectory() as folder:
         tokenizer.save_pretrained(folder)

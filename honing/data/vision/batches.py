@@ -19,12 +19,15 @@ is recorded, so a micro-batch takes exactly its rows' images. Index fields into 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from honing.data.collate import PadCollator
 from honing.errors import DataError
+
+if TYPE_CHECKING:
+    from transformers import ProcessorMixin
 
 #: the batch key holding, per image field, each row's number of entries along the field's first dimension
 SHARES = "image_shares"
@@ -102,7 +105,7 @@ class VLCollator(PadCollator):
 
     def __init__(
         self,
-        processor: Any,
+        processor: ProcessorMixin,
         pad_token_id: int | None,
         model_input_keys: Sequence[str],
         *,

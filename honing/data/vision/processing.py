@@ -16,13 +16,16 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
-from honing.data.chat.conversation import Messages, render_chat, tokenize_conversation
+from honing.data.chat.conversation import Messages, TokenizedExample, render_chat, tokenize_conversation
 from honing.errors import DataError
 from honing.losses import IGNORE_INDEX
+
+if TYPE_CHECKING:
+    from transformers import ProcessorMixin
 
 #: loads one image item of a row (``honing.data.vision.images.load_image``; tests pass their own)
 ImageLoader = Callable[[Any], Any]
@@ -49,7 +52,7 @@ class VLExample:
     pixels_after: list[int] = field(default_factory=list)  # per image: as the processor resized it, if known
 
 
-def image_token_ids(processor: Any) -> set[int]:
+def image_token_ids(processor: ProcessorMixin) -> set[int]:
     """The ids a processor uses for image content (the placeholder it expands and its per-patch tokens)."""
     tokenizer = getattr(processor, "tokenizer", processor)
     listed = getattr(processor, "image_token_ids", None)  # transformers 5: every id of image content (Molmo2 has 8)
@@ -67,7 +70,9 @@ def image_token_ids(processor: Any) -> set[int]:
     return ids
 
 
-def process(processor: Any, text: str, images: Sequence[Any], processor_kwargs: Mapping[str, Any]) -> dict[str, Any]:
+def process(
+    processor: ProcessorMixin, text: str, images: Sequence[Any], processor_kwargs: Mapping[str, Any]
+) -> dict[str, Any]:
     """The processor's tensors for one row (batch dimension 1)."""
     kwargs = dict(processor_kwargs)
     if images:
@@ -79,7 +84,7 @@ def process(processor: Any, text: str, images: Sequence[Any], processor_kwargs: 
 
 
 def tokenize_vl_conversation(
-    processor: Any,
+    processor: ProcessorMixin,
     messages: Messages,
     images: Sequence[Any],
     *,
@@ -100,7 +105,7 @@ def tokenize_vl_conversation(
 
 
 def tokenize_vl_conversations(
-    processor: Any,
+    processor: ProcessorMixin,
     rows: Sequence[tuple[Messages, Sequence[Any]]],
     *,
     chat_template: str,
@@ -159,7 +164,12 @@ def tokenize_vl_conversations(
 
 
 def _example(
-    processor: Any, text: str, plain: Any, expanded: list[int], type_ids: list[int] | None, images: Sequence[Any]
+    processor: ProcessorMixin,
+    text: str,
+    plain: TokenizedExample,
+    expanded: list[int],
+    type_ids: list[int] | None,
+    images: Sequence[Any],
 ) -> VLExample:
     labels = align_labels(plain.input_ids, plain.labels, expanded)
     blocked = image_token_ids(processor)
@@ -257,7 +267,7 @@ class VLDataset(torch.utils.data.Dataset):
     def __init__(
         self,
         examples: Sequence[VLExample],
-        processor: Any,
+        processor: ProcessorMixin,
         load_image: ImageLoader,
         processor_kwargs: Mapping[str, Any] | None = None,
     ):
