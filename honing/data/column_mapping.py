@@ -15,7 +15,7 @@ MESSAGE_KEYS = ("role", "content", "from", "value")
 MESSAGE_LISTS = ("messages", "conversations", "chosen", "rejected", "prompt", "completion")
 
 
-def check_mapping(value: Any, name: str, where: str) -> dict[str, str]:
+def check_mapping(value: object, name: str, where: str) -> dict[str, str]:
     """``value`` as a mapping of non-empty names to non-empty names; DataError naming ``where``.``name`` else."""
     if value is None:
         return {}
@@ -44,7 +44,7 @@ def mapped_row(row: Any, columns: Mapping[str, str], roles: Mapping[str, str]) -
     return out
 
 
-def _message(message: Any, keys: Mapping[str, str], roles: Mapping[str, str]) -> Any:
+def _message(message: object, keys: Mapping[str, str], roles: Mapping[str, str]) -> object:
     if not isinstance(message, dict):
         return message
     renamed = {keys.get(key, key): value for key, value in message.items()}

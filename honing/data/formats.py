@@ -92,7 +92,7 @@ def _from_conversation(row: dict[str, Any]) -> Conversation:
     return _with_assistant(Conversation(messages=messages, metadata=metadata, tools=tools), "messages")
 
 
-def _tools(value: Any) -> list[dict[str, Any]] | None:
+def _tools(value: object) -> list[dict[str, Any]] | None:
     """A row's ``tools``: JSON schemas as a list (or that list as a JSON string, as some hub sets store it)."""
     if value is None or value == []:
         return None
@@ -187,7 +187,7 @@ def _from_mllm(row: dict[str, Any]) -> Conversation:
     return Conversation(messages=messages, metadata=conversation.metadata)
 
 
-def _placeholders_for_image_items(message: Any) -> Any:
+def _placeholders_for_image_items(message: object) -> object:
     """Hugging Face's multimodal messages (``HuggingFaceH4/llava-instruct-mix-vsft``, TRL's VLM rows): content items
     ``{"type": "image"}`` that take the row's next image, and ``{"type": "text", "text": ...}``; as placeholders."""
     content = message.get("content") if isinstance(message, dict) else None
@@ -204,7 +204,7 @@ def _placeholders_for_image_items(message: Any) -> Any:
     return {**message, "content": items}
 
 
-def _mllm_image(image: Any, where: str) -> ContentItem:
+def _mllm_image(image: object, where: str) -> ContentItem:
     # Rows read through ``datasets`` hold its Image feature, {"bytes": ..., "path": ...}, instead of a path.
     if isinstance(image, dict) and isinstance(image.get("bytes"), bytes) and image["bytes"]:
         return ContentItem(type="image_base64", content=base64.b64encode(image["bytes"]).decode("ascii"))
@@ -267,7 +267,7 @@ _CONVERTERS: dict[str, Callable[[dict[str, Any]], Conversation]] = {
 }
 
 
-def _messages(value: Any, key: str) -> list[Message]:
+def _messages(value: object, key: str) -> list[Message]:
     if not isinstance(value, list):
         raise RowError(f"{key!r} must be a list of messages, got {_kind(value)}")
     if not value:
@@ -275,7 +275,7 @@ def _messages(value: Any, key: str) -> list[Message]:
     return [_message(item, f"{key}[{index}]") for index, item in enumerate(value)]
 
 
-def _message(item: Any, where: str) -> Message:
+def _message(item: object, where: str) -> Message:
     if not isinstance(item, dict):
         raise RowError(f"{where} must be an object with 'role' and 'content', got {_kind(item)}")
     if "role" not in item:
@@ -313,7 +313,7 @@ def _tool_parts(item: dict[str, Any], role: str, where: str) -> dict[str, Any]:
     return parts
 
 
-def _content_item(part: Any, where: str) -> ContentItem:
+def _content_item(part: object, where: str) -> ContentItem:
     if not isinstance(part, dict):
         raise RowError(f"{where} must be an object with 'type' and 'content', got {_kind(part)}")
     kind = part.get("type")
@@ -347,7 +347,7 @@ def _with_assistant(conversation: Conversation, key: str) -> Conversation:
     return conversation
 
 
-def _required(row: dict[str, Any], key: str) -> Any:
+def _required(row: dict[str, Any], key: str) -> object:
     if key not in row:
         raise RowError(f"missing key {key!r} (keys: {_keys(row)})")
     return row[key]
@@ -368,7 +368,7 @@ def _optional_string(row: dict[str, Any], key: str) -> str:
     return value or ""
 
 
-def _kind(value: Any) -> str:
+def _kind(value: object) -> str:
     return "null" if value is None else type(value).__name__
 
 

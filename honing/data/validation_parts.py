@@ -10,7 +10,7 @@ from typing import Any
 
 from honing.data.eval_batches import SourceBatches
 from honing.data.report import DataReport
-from honing.data.splits import JoinedRows
+from honing.data.splits import JoinedRows, RowTable
 
 Part = tuple[Any, list[int]]  # a table and the row indices taken from it
 
@@ -56,7 +56,7 @@ def validation_batches(
     return SourceBatches(batches), DataReport.merged(reports) if None not in reports else None
 
 
-def _source_sizes(table: Any, count: int) -> list[int]:
+def _source_sizes(table: RowTable, count: int) -> list[int]:
     """Rows per configured source: a prepared folder may hold several sources of its own."""
     if isinstance(table, JoinedRows):
         return [len(inner) for inner in table.tables]
