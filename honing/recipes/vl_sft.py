@@ -20,6 +20,7 @@ import torch
 from honing.config.schema import LoraSection
 from honing.data.chat.conversation import resolve_chat_template
 from honing.data.chat.templates import NAMED_TEMPLATES
+from honing.data.finetune_data import RunData, build_finetune_data
 from honing.data.formats import Conversation
 from honing.data.special_tokens import apply_token_settings
 from honing.data.vision.vision_rows import VisionRows
@@ -112,16 +113,20 @@ class VLSFTRecipe(VisionModelSteps, Recipe):
             self.saved_config = self.config.model_copy(update={"model": model_section})
         return self.models.finish(model, assets.tokenizer, lora=lora, shards=shards)
 
-    def row_kind(self, assets: ModelAssets) -> VisionRows:
-        """Image conversations through the processor; packed rows take the model's per-document rope positions
-        (of the model as ``build_run`` shares it: the rows are read after it is built)."""
+    def build_data(self, assets: ModelAssets, model: torch.nn.Module | None = None) -> RunData:
+        """The image conversations' rows, packed ones with ``model``'s per-document rope positions."""
+        return build_finetune_data(self.row_kind(assets, model), self.config.data, self.data_placement())
+
+    def row_kind(self, assets: ModelAssets, model: torch.nn.Module | None = None) -> VisionRows:
+        """Image conversations through the processor; packed rows take ``model``'s per-document rope positions
+        (none where only the data is built: ``honing data``, ``honing prepare``)."""
         return VisionRows(
             assets.processor,
             assets.chat_template,
             self.config.data,
             family=self.family,
             cache_dir=self.cache_dir,
-            rope_positions=lambda ids, types, grid: position_ids_for_packing(self.model, ids, types, grid),
+            rope_positions=lambda ids, types, grid: position_ids_for_packing(model, ids, types, grid),  # type: ignore[arg-type]
             printer=print0,
         )
 
