@@ -12,6 +12,12 @@ another system (a wrong verdict). Strict: translated, or refused only for files 
 lacks (the user's data, dataset_info.json, a DeepSpeed JSON): the file would translate on its author's machine.
 
     .venv/bin/python benchmarks/held_out_configs.py --set dev --files ../notes/held_out
+
+``--root`` instead reads a set laid out as ``SYSTEM/dev/FILE`` and ``SYSTEM/final/FILE`` beside a ``sources.json``
+that names each file's repository, path and commit (keyed by that relative path): the halves are its folders, split
+once by seed when the set was collected (the second set, of Oumi and olmOCR configs, ../notes/held_out2).
+
+    .venv/bin/python benchmarks/held_out_configs.py --set dev --root ../notes/held_out2
 """
 
 from __future__ import annotations
@@ -43,6 +49,15 @@ def split(entries: list[dict]) -> dict[str, list[dict]]:
     return {"dev": order[:half], "final": order[half:]}
 
 
+def folder_halves(root: Path) -> dict[str, list[dict]]:
+    """A ``--root`` set's entries by the half its folder names (``SYSTEM/dev/FILE``), from its ``sources.json``."""
+    sources = json.loads((root / "sources.json").read_text())
+    halves: dict[str, list[dict]] = {"dev": [], "final": []}
+    for file, entry in sorted(sources.items()):
+        halves[Path(file).parts[1]].append({**entry, "file": file})
+    return halves
+
+
 def verdict(path: Path) -> tuple[str, str]:
     """(``translated`` | ``refused`` | ``wrong verdict`` | ``traceback``, the one line) for one file."""
     try:
@@ -68,25 +83,29 @@ def main() -> None:
     """Run one half (or both) and print one line per file and the pass rate per system."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--set", choices=["dev", "final", "all"], default="dev")
-    parser.add_argument("--files", required=True, help="the folder holding the manifest's files")
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--files", help="the folder holding the manifest's files")
+    where.add_argument("--root", help="a set with SYSTEM/{dev,final}/FILE and sources.json (instead of the manifest)")
     parser.add_argument("--json", help="write each file's verdict here")
     args = parser.parse_args()
-    halves = split(json.loads(MANIFEST.read_text()))
+    folder = Path(args.root or args.files)
+    halves = folder_halves(folder) if args.root else split(json.loads(MANIFEST.read_text()))
     entries = halves["dev"] + halves["final"] if args.set == "all" else halves[args.set]
-    results, passed, strict, totals = [], Counter(), Counter(), Counter()
-    missing = [entry["file"] for entry in entries if not (Path(args.files) / entry["file"]).is_file()]
+    results, passed, strict, translated, totals = [], Counter(), Counter(), Counter(), Counter()
+    missing = [entry["file"] for entry in entries if not (folder / entry["file"]).is_file()]
     if missing:
-        raise SystemExit(f"{args.files}: {len(missing)} of the manifest's files are absent, e.g. {missing[0]}")
+        raise SystemExit(f"{folder}: {len(missing)} of the listed files are absent, e.g. {missing[0]}")
     for entry in entries:
-        kind, line = verdict(Path(args.files) / entry["file"])
+        kind, line = verdict(folder / entry["file"])
         results.append({**entry, "verdict": kind, "line": line})
         totals[entry["system"]] += 1
+        translated[entry["system"]] += kind == "translated"
         passed[entry["system"]] += kind in ("translated", "refused")
         strict[entry["system"]] += kind == "translated" or (kind == "refused" and environment_only(line))
         print(f"{kind:13} {entry['system']:12} {entry['repo']}/{entry['path']}  {line[:300]}")
     for system in sorted(totals):
-        print(f"{system}: {passed[system]}/{totals[system]} one line or translated, {strict[system]} translated or "
-              "refused only for files this machine lacks")  # fmt: skip
+        print(f"{system}: {translated[system]}/{totals[system]} translated, {passed[system]} one line or translated, "
+              f"{strict[system]} translated or refused only for files this machine lacks")  # fmt: skip
     kinds = Counter(result["verdict"] for result in results)
     counts = ", ".join(f"{kind} {n}" for kind, n in kinds.items())
     print(f"{args.set}: {len(entries)} files, {sum(passed.values())} one line or translated, {sum(strict.values())} "
