@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from honing.data.collate import Collator, stack_collate
+from honing.data.collate import stack_collate
+from honing.data.loader import Collate, MapDataset
 
 
 class EvalBatches:
@@ -18,7 +19,13 @@ class EvalBatches:
     """
 
     def __init__(
-        self, dataset: Any, *, batch_size: int, collate_fn: Collator | None = None, rank: int = 0, world_size: int = 1
+        self,
+        dataset: MapDataset,
+        *,
+        batch_size: int,
+        collate_fn: Collate | None = None,
+        rank: int = 0,
+        world_size: int = 1,
     ):
         self.dataset = dataset
         self.batch_size = batch_size

@@ -6,14 +6,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from honing.data.eval_batches import EvalBatches
-from honing.data.loader import training_loader
+from honing.data.eval_batches import EvalBatches, SourceBatches
+from honing.data.loader import Collate, DataLoader, MapDataset, training_loader
 from honing.data.report import DataReport
 from honing.data.row_kind import RowKind
 from honing.data.splits import read_splits
 from honing.data.validation_parts import validation_batches
+
+if TYPE_CHECKING:
+    from honing.config.data_schema import DataSection
 
 
 @dataclass
@@ -21,9 +24,9 @@ class RunData:
     """What a recipe's data step makes: the training loader, the validation batches (None without validation),
     the collator that splits a batch into micro-batches, and each split's data report."""
 
-    train_loader: Any
-    eval_batches: Any
-    collator: Any
+    train_loader: DataLoader
+    eval_batches: EvalBatches | SourceBatches | None
+    collator: Collate
     reports: dict[str, DataReport] = field(default_factory=dict)
 
 
@@ -42,7 +45,7 @@ class DataPlacement:
 
 def build_finetune_data(
     kind: RowKind,
-    data: Any,
+    data: DataSection,
     place: DataPlacement,
     *,
     validation: bool = True,
@@ -86,7 +89,7 @@ def build_finetune_data(
     return RunData(loader, eval_batches, collator, reports)
 
 
-def evaluation_batches(dataset: Any, collate: Any, place: DataPlacement) -> EvalBatches:
+def evaluation_batches(dataset: MapDataset, collate: Collate, place: DataPlacement) -> EvalBatches:
     """This rank's validation batches of ``dataset``."""
     return EvalBatches(
         dataset, batch_size=place.eval_batch_size, collate_fn=collate, rank=place.rank, world_size=place.world_size

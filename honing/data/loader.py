@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import torch
@@ -19,7 +19,22 @@ from honing.data.collate import Collator, stack_collate
 from honing.data.permutation import HELD_ROWS, Arange, SeededPermutation
 from honing.errors import DataError
 
+if TYPE_CHECKING:
+    from honing.config.data_schema import DataSection
+
 log = logging.getLogger(__name__)
+
+
+class MapDataset(Protocol):
+    """What the loaders read: a row by index and how many there are (a list of rows, or a map-style torch Dataset)."""
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, index: int) -> Any: ...
+
+
+#: turns a batch's rows into the batch (a ``Collator``, or a plain function such as ``packed_collate``'s)
+Collate = Collator | Callable[[list], Any]
 
 
 class DataLoader:
@@ -27,10 +42,10 @@ class DataLoader:
 
     def __init__(
         self,
-        dataset: Any,
+        dataset: MapDataset,
         *,
         global_batch_size: int,
-        collate_fn: Collator | Callable[[list], Any] | None = None,
+        collate_fn: Collate | None = None,
         seed: int = 0,
         shuffle: bool = True,
         rank: int = 0,
@@ -202,7 +217,7 @@ class DataLoader:
 _UNKNOWN = object()
 
 
-def rows_token_count(dataset: Any) -> int | None:
+def rows_token_count(dataset: MapDataset) -> int | None:
     """The tokens every row of an in-memory list of rows holds, when they all hold the same number: each an
     ``input_ids`` of one length with no padding (no ``attention_mask`` zeros, no ``num_real_tokens``, the counts
     the collators report), else None. Other datasets are not read ahead (they may be lazy or large)."""
@@ -239,9 +254,9 @@ class _BatchIndices:
 
 
 def training_loader(
-    dataset: Any,
-    collate: Any,
-    data: Any,
+    dataset: MapDataset,
+    collate: Collate,
+    data: DataSection,
     *,
     seed: int,
     rank: int,

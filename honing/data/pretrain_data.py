@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from honing import storage
-from honing.data.collate import Collator
-from honing.data.finetune_data import evaluation_batches
-from honing.data.loader import training_loader
+from honing.data.eval_batches import EvalBatches
+from honing.data.finetune_data import DataPlacement, evaluation_batches
+from honing.data.loader import Collate, DataLoader, training_loader
 from honing.data.report import DataReport
 from honing.data.special_tokens import apply_token_settings
 from honing.data.text.corpus import PretrainDataset, split_documents, tokenize_documents
@@ -173,8 +173,8 @@ class PretrainText:
         return train, validation, reports
 
     def build(
-        self, tokenizer: PreTrainedTokenizerBase, collate: Collator, place: Any
-    ) -> tuple[Any, Any, dict[str, DataReport]]:
+        self, tokenizer: PreTrainedTokenizerBase, collate: Collate, place: DataPlacement
+    ) -> tuple[DataLoader, EvalBatches | None, dict[str, DataReport]]:
         """The training loader, the validation batches (or None) and the reports; ``place``: this process's
         slice of the data (``honing.data.finetune_data.DataPlacement``)."""
         if self.token_sources("train") is not None:
