@@ -21,9 +21,12 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from honing.errors import ConfigError
+
+if TYPE_CHECKING:
+    from torch import nn
 
 __all__ = [
     "AUTO",
@@ -53,7 +56,7 @@ def is_flash(name: str | None) -> bool:
     return bool(name) and str(name).startswith("flash_attention")
 
 
-def attention_kernel(module: Any, name: str) -> Callable[..., Any]:
+def attention_kernel(module: nn.Module, name: str) -> Callable[..., Any]:
     """The function transformers runs for implementation ``name`` in the attention layer ``module`` (for wrappers that
     stand in for it): eager is each model file's own (some soft-cap or add sinks), the others are shared."""
     from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS

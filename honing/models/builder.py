@@ -4,18 +4,29 @@ chosen for it, a quantized base (QLoRA) and LoRA adapters: the part of every rec
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 
 from honing.errors import ConfigError
 from honing.models.attention_choice import AUTO, AttentionChoice, check_attention_available, choose_attention
 from honing.models.config_overrides import apply_config_overrides
-from honing.models.loading import auto_model_class, build_model_config, build_model_from_config, load_pretrained_model
-from honing.models.lora import apply_lora
+from honing.models.loading import (
+    ModelClass,
+    auto_model_class,
+    build_model_config,
+    build_model_from_config,
+    load_pretrained_model,
+)
+from honing.models.lora import LoraSettings, apply_lora
 from honing.models.model_shape import pretrained_config
 from honing.models.quantize import check_has_lora, quantize_base
 from honing.models.quantized_loading import load_quantized_pretrained
+
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig, PreTrainedTokenizerBase
+
+    from honing.config.model_schema import ModelSection
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +36,7 @@ class ModelBuilder:
 
     def __init__(
         self,
-        model: Any,
+        model: ModelSection,
         *,
         device: torch.device,
         precision: str,
@@ -44,7 +55,7 @@ class ModelBuilder:
             return getattr(torch, self.cfg.dtype)
         return torch.bfloat16 if self.precision == "bf16" else torch.float32
 
-    def causal_lm(self, tokenizer: Any, *, max_length: int, shards: int) -> torch.nn.Module:
+    def causal_lm(self, tokenizer: PreTrainedTokenizerBase, *, max_length: int, shards: int) -> torch.nn.Module:
         """A causal LM from ``model.name_or_path`` or ``model.config`` (sized to ``tokenizer`` and ``max_length``),
         finished by :meth:`finish`."""
         cfg = self.cfg
@@ -52,22 +63,28 @@ class ModelBuilder:
         if cfg.name_or_path:
             model = self.load_pretrained(shards=shards)
         else:
-            model_config = build_model_config(
-                cfg.config or {},
-                vocab_size=len(tokenizer),
-                max_position_embeddings=max_length,
-                special_token_ids={
-                    "eos_token_id": tokenizer.eos_token_id,
-                    "pad_token_id": tokenizer.pad_token_id,
-                    "bos_token_id": tokenizer.bos_token_id,
-                },
-            )
             model = build_model_from_config(
-                model_config, attn_implementation=self.attention_to_build(), dtype=self.dtype()
+                self.sized_config(tokenizer, max_length=max_length),
+                attn_implementation=self.attention_to_build(),
+                dtype=self.dtype(),
             )
         return self.finish(model, tokenizer, lora=cfg.lora, shards=shards)
 
-    def load_pretrained(self, *, shards: int, auto_class: Any = None) -> torch.nn.Module:
+    def sized_config(self, tokenizer: PreTrainedTokenizerBase, *, max_length: int) -> PretrainedConfig:
+        """The transformers config of ``model.config`` for a new model: its vocabulary and special token ids the
+        tokenizer's, ``max_length`` positions."""
+        return build_model_config(
+            self.cfg.config or {},
+            vocab_size=len(tokenizer),
+            max_position_embeddings=max_length,
+            special_token_ids={
+                "eos_token_id": tokenizer.eos_token_id,
+                "pad_token_id": tokenizer.pad_token_id,
+                "bos_token_id": tokenizer.bos_token_id,
+            },
+        )
+
+    def load_pretrained(self, *, shards: int, auto_class: ModelClass | None = None) -> torch.nn.Module:
         """``model.name_or_path`` in the run's dtype (``auto_class``: transformers' Auto class, None for a causal
         LM); under ``model.quantize`` the decoder's linears are quantized as they are read."""
         cfg = self.cfg
@@ -116,7 +133,14 @@ class ModelBuilder:
             load_kwargs=load_kwargs,
         )
 
-    def finish(self, model: torch.nn.Module, tokenizer: Any, *, lora: Any, shards: int) -> torch.nn.Module:
+    def finish(
+        self,
+        model: torch.nn.Module,
+        tokenizer: PreTrainedTokenizerBase | None,
+        *,
+        lora: LoraSettings | None,
+        shards: int,
+    ) -> torch.nn.Module:
         """Embeddings grown to the tokenizer, the base quantized (QLoRA), the model on the device with its attention
         kernel, then LoRA adapters (``lora``: a ``model.lora`` section, or None)."""
         rows = model.get_input_embeddings().weight.shape[0]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 import os
 import shutil
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 from torch.distributed.tensor import DTensor
@@ -16,8 +16,17 @@ from honing.models.quantize import dequantize_state_dict, dequantized_copy, is_q
 from honing.models.streamed_export import StreamedExport, full_tensor
 from honing.models.wrappers import is_lora, unwrap_model
 
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase, ProcessorMixin
 
-def export_hf(model: torch.nn.Module, tokenizer: Any, out_dir: str, *, write: bool = True) -> str:
+
+def export_hf(
+    model: torch.nn.Module,
+    tokenizer: PreTrainedTokenizerBase | ProcessorMixin | None,
+    out_dir: str,
+    *,
+    write: bool = True,
+) -> str:
     """Save safetensors weights, config, generation config and tokenizer to ``out_dir``.
 
     The weights stream layer by layer (``StreamedExport``): a LoRA model is written merged and a quantized base

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -12,12 +12,15 @@ from honing.distributed import is_distributed
 from honing.models.lean_decoder import lean_decoder
 from honing.models.wrappers import transformers_model, unwrap_model
 
+if TYPE_CHECKING:
+    from transformers import Cache, PreTrainedTokenizerBase
+
 # the end-of-turn tokens of the common chat templates (ChatML, Llama-3, Phi-3)
 END_OF_TURN_TOKENS = ("<|im_end|>", "<|eot_id|>", "<|end|>")
 
 
 def generate(
-    model: torch.nn.Module, input_ids: torch.Tensor, *, pad_token_id: int | None, **generate_kwargs: Any
+    model: torch.nn.Module, input_ids: torch.Tensor, *, pad_token_id: int | None, **generate_kwargs: object
 ) -> torch.Tensor:
     """``model.generate`` in eval mode without gradients, the model's mode restored afterwards.
 
@@ -39,7 +42,7 @@ def generate(
         inner.train(was_training)
 
 
-def end_of_turn_ids(tokenizer: Any) -> list[int]:
+def end_of_turn_ids(tokenizer: PreTrainedTokenizerBase) -> list[int]:
     """Token ids that end an assistant turn in the common chat templates, where the tokenizer has them."""
     ids = [tokenizer.convert_tokens_to_ids(token) for token in END_OF_TURN_TOKENS]
     return [i for i in ids if i is not None and i != tokenizer.unk_token_id]
@@ -133,7 +136,7 @@ class TransformersDecoder:
         # transformers 5.x renamed ``past_key_values`` to ``cache``; the old name warns on every call
         parameters = inspect.signature(transformers_model(model).forward).parameters
         self.cache_argument = "cache" if "cache" in parameters else "past_key_values"
-        self.cache: Any = None
+        self.cache: Cache | None = None
         self.mask = torch.empty(0, dtype=torch.long)
         self.position = torch.empty(0, dtype=torch.long)
 
@@ -157,7 +160,7 @@ class TransformersDecoder:
         self.position = self.position + 1
         return self._forward(token_ids[:, None], self.position)
 
-    def _forward(self, input_ids: torch.Tensor, positions: torch.Tensor, **kwargs: Any) -> torch.Tensor:
+    def _forward(self, input_ids: torch.Tensor, positions: torch.Tensor, **kwargs: object) -> torch.Tensor:
         out = self.model(
             input_ids=input_ids,
             attention_mask=self.mask,

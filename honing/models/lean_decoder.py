@@ -13,13 +13,16 @@ and sharded (FSDP2) models, whose forward must go through the root module's all-
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from honing.models.wrappers import transformers_model
+
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig
 
 # model types whose decoder layer is Llama's: pre-norm attention (optional per-head q/k norms) and a SiLU-gated MLP
 LLAMA_SHAPED = frozenset({"llama", "mistral", "qwen2", "qwen3"})
@@ -43,7 +46,7 @@ def lean_decoder(model: nn.Module) -> LeanDecoder | None:
     return LeanDecoder(lm)
 
 
-def _uses_sliding_window(config: Any) -> bool:
+def _uses_sliding_window(config: PretrainedConfig) -> bool:
     if getattr(config, "model_type", None) in ("qwen2", "qwen3"):
         return bool(getattr(config, "use_sliding_window", False))
     return getattr(config, "sliding_window", None) is not None

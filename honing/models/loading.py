@@ -4,16 +4,32 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, PretrainedConfig
+
+if TYPE_CHECKING:
+    from transformers.utils.quantization_config import QuantizationConfigMixin
 
 from honing.errors import ConfigError
 from honing.hub import check_name_or_path, hub_load_error
 from honing.models.model_shape import pretrained_config
 
 log = logging.getLogger(__name__)
+
+
+class ModelClass(Protocol):
+    """A class that makes models as transformers' Auto classes do (``AutoModelForCausalLM``, ``OneLabelClassifier``)."""
+
+    def from_pretrained(self, *args: object, **kwargs: object) -> torch.nn.Module:
+        """A model with the weights of a folder or hub name."""
+        ...
+
+    def from_config(self, config: PretrainedConfig, **kwargs: object) -> torch.nn.Module:
+        """A randomly initialised model of ``config``'s architecture."""
+        ...
+
 
 DTYPES = {
     "fp32": torch.float32,
@@ -59,7 +75,7 @@ def build_model_from_config(
     return auto_model_class(config).from_config(config, attn_implementation=attn_implementation, dtype=dtype)
 
 
-def auto_model_class(config: PretrainedConfig) -> Any:
+def auto_model_class(config: PretrainedConfig) -> ModelClass:
     """``AutoModelForImageTextToText`` for a vision-language model type, else ``AutoModelForCausalLM``."""
     from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES
 
@@ -76,10 +92,10 @@ def load_pretrained_model(
     attn_implementation: str | None = "sdpa",
     dtype: torch.dtype = torch.float32,
     trust_remote_code: bool = False,
-    auto_class: Any = None,
-    quantization_config: Any = None,
-    device_map: Any = None,
-    state_dict: Any = None,
+    auto_class: ModelClass | None = None,
+    quantization_config: QuantizationConfigMixin | None = None,
+    device_map: str | Mapping[str, str] | None = None,
+    state_dict: Mapping[str, torch.Tensor] | None = None,
     shape: Mapping[str, Any] | None = None,
     config: PretrainedConfig | None = None,
     load_kwargs: Mapping[str, Any] | None = None,

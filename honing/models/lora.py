@@ -5,16 +5,31 @@ from __future__ import annotations
 import re
 import warnings
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Protocol
 
 import torch
 
 from honing.errors import ConfigError
 from honing.models.param_names import example_names, matches, named_parameters
 
+if TYPE_CHECKING:
+    from peft import PeftModel
+
 # Names that stand for a vision-language model's vision tower, whatever its family calls it (Oumi writes
 # ``freeze_layers: ["vision_encoder"]``; transformers names it model.visual, model.vision_tower, ...)
 VISION_TOWER_NAMES = ("vision_encoder", "vision_tower")
+
+
+class LoraSettings(Protocol):
+    """What LoRA reads of a ``model.lora`` section (or of a copy with another task type, ``reward_lora``)."""
+
+    rank: int
+    alpha: float
+    dropout: float
+    bias: str
+    target_modules: str | list[str]
+    task_type: str
+    modules_to_save: list[str] | None
 
 
 def freeze_layers(model: torch.nn.Module, patterns: Sequence[str]) -> int:
@@ -68,7 +83,7 @@ def apply_lora(
     target_modules: str | list[str] = "all-linear",
     task_type: str = "CAUSAL_LM",
     modules_to_save: list[str] | None = None,
-) -> Any:
+) -> PeftModel:
     """Wrap ``model`` in a peft ``PeftModel`` with LoRA adapters; base weights are frozen, adapters train.
 
     The adapters are injected into ``model`` in place; train and save the returned wrapper.

@@ -112,7 +112,7 @@ def check_shape(shape: Mapping[str, Any], real: PretrainedConfig, *, where: str)
         )
 
 
-def short(value: Any) -> str:
+def short(value: object) -> str:
     """``repr(value)``, cut to 60 characters (a per-layer list is long)."""
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
@@ -18,16 +18,19 @@ from torch import nn
 from honing.errors import ConfigError
 from honing.models.wrappers import transformers_model
 
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig
+
 # where transformers' MoE configs keep their number of experts (qwen3_moe / olmoe, mixtral)
 _EXPERT_COUNT_NAMES = ("num_experts", "num_local_experts")
 
 
-def text_config(config: Any) -> Any:
+def text_config(config: PretrainedConfig) -> PretrainedConfig:
     """The language model's part of a transformers config (itself for a text-only model)."""
     return config.get_text_config() if hasattr(config, "get_text_config") else config
 
 
-def expert_count(config: Any) -> int | None:
+def expert_count(config: PretrainedConfig) -> int | None:
     """How many experts each MoE layer has (None for a dense model)."""
     config = text_config(config)
     for name in _EXPERT_COUNT_NAMES:
@@ -37,7 +40,7 @@ def expert_count(config: Any) -> int | None:
     return None
 
 
-def is_moe(config: Any) -> bool:
+def is_moe(config: PretrainedConfig) -> bool:
     """True for a mixture-of-experts model whose transformers forward returns the router's load-balancing loss
     (``output_router_logits``; models without one, e.g. deepseek_v3's bias-balanced router, are not)."""
     config = text_config(config)
@@ -48,7 +51,7 @@ def is_moe(config: Any) -> bool:
     )
 
 
-def router_aux_loss_coef(config: Any, override: float | None = None) -> float | None:
+def router_aux_loss_coef(config: PretrainedConfig, override: float | None = None) -> float | None:
     """The weight of the router's load-balancing loss: ``override`` (``model.router_aux_loss_coef``), else the
     model config's own ``router_aux_loss_coef``; None for a model that is not MoE (an override is then refused)."""
     if not is_moe(config):

@@ -3,12 +3,15 @@ pinned host memory instead of GPU memory, and the one-line refusals where it can
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 
 from honing.errors import ConfigError
+
+if TYPE_CHECKING:
+    from torch.distributed.fsdp import OffloadPolicy
 
 OFFLOADS = ("none", "optimizer", "params")
 
@@ -38,7 +41,7 @@ def check_offload(offload: str, activation_offload: bool, *, device: torch.devic
         )
 
 
-def offload_policy(offload: str) -> Any:
+def offload_policy(offload: str) -> OffloadPolicy:
     """FSDP2's offload policy: ``params`` keeps each shard, its gradient and so the optimizer step on the host
     (pinned, so the per-block copies to the GPU overlap compute); anything else keeps them on the device."""
     from torch.distributed.fsdp import CPUOffloadPolicy, OffloadPolicy
@@ -52,7 +55,7 @@ def offload_block_activations(block: nn.Module) -> None:
     names do not change; a checkpointed block saves only its inputs, and those are offloaded."""
     forward = block.forward
 
-    def offloaded_forward(*args: Any, **kwargs: Any) -> Any:
+    def offloaded_forward(*args: object, **kwargs: object) -> object:
         if not (block.training and torch.is_grad_enabled()):
             return forward(*args, **kwargs)
         # pinned host memory lets the copies back to the GPU overlap compute (there is nothing to pin without one)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 import torch.utils.checkpoint
@@ -18,6 +18,12 @@ from honing.models.model_parallel import apply_tensor_and_expert_parallel, exper
 from honing.models.offload import check_offload, offload_block_activations, offload_policy
 from honing.models.wrappers import transformers_model
 from honing.parallel_dims import ParallelDims
+
+if TYPE_CHECKING:
+    from torch.distributed.device_mesh import DeviceMesh
+    from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, OffloadPolicy
+
+    from honing.config.parallel_schema import ParallelSection
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +75,7 @@ def checkpoint_block(block: nn.Module) -> None:
     """
     forward = block.forward
 
-    def checkpointed_forward(*args: Any, **kwargs: Any) -> Any:
+    def checkpointed_forward(*args: object, **kwargs: object) -> object:
         if not (block.training and torch.is_grad_enabled()):
             return forward(*args, **kwargs)  # evaluation and generation keep nothing for backward anyway
         return torch.utils.checkpoint.checkpoint(forward, *args, use_reentrant=False, **kwargs)
@@ -97,7 +103,7 @@ def apply_activation_checkpointing(blocks: list[nn.ModuleList], mode: str, every
     return count
 
 
-def mixed_precision_policy(mixed_precision: str, *, precision: str, device: torch.device) -> Any:
+def mixed_precision_policy(mixed_precision: str, *, precision: str, device: torch.device) -> MixedPrecisionPolicy:
     """FSDP2's policy: bf16 parameters with fp32 gradient reduction for ``bf16-mixed`` on CUDA
     (``auto``) or when asked (``bf16``, refused under ``fp16-mixed``); fp32 throughout otherwise."""
     from torch.distributed.fsdp import MixedPrecisionPolicy
@@ -121,7 +127,7 @@ def mixed_precision_policy(mixed_precision: str, *, precision: str, device: torc
 
 def parallelize_from(
     model: nn.Module,
-    parallel: Any,
+    parallel: ParallelSection,
     *,
     dims: ParallelDims,
     device: torch.device,
@@ -232,9 +238,9 @@ def shard_data_parallel(
     dims: ParallelDims,
     blocks: list[nn.ModuleList],
     *,
-    policy: Any,
+    policy: MixedPrecisionPolicy,
     reshard_after_forward: bool,
-    offload_policy: Any = None,
+    offload_policy: OffloadPolicy | None = None,
 ) -> None:
     """FSDP2 over the ranks that see other tokens (``dp_shard × ep × cp``; HSDP with ``dp_replicate``): each block,
     the experts of a MoE block first (on ``efsdp``, their gradients averaged like the rest), then the root."""
@@ -275,7 +281,7 @@ def shard_data_parallel(
     root._is_fsdp_managed_module = True
 
 
-def fsdp_root(model: nn.Module) -> Any:
+def fsdp_root(model: nn.Module) -> FSDPModule | None:
     """The FSDP2 root module of ``model`` (itself or, for LoRA, the model inside peft), or None."""
     from torch.distributed.fsdp import FSDPModule
 
@@ -323,7 +329,7 @@ def full_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
 def _params_by_mesh(params: list[torch.nn.Parameter]) -> list[list[torch.nn.Parameter]]:
     """The parameters of ``params`` that have gradients, grouped by the device mesh their DTensors live on (plain
     tensors together): one foreach kernel never mixes meshes."""
-    by_mesh: dict[Any, list[torch.nn.Parameter]] = {}
+    by_mesh: dict[DeviceMesh | None, list[torch.nn.Parameter]] = {}
     for param in params:
         if param.grad is not None:
             by_mesh.setdefault(getattr(param.grad, "device_mesh", None), []).append(param)

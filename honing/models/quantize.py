@@ -14,12 +14,15 @@ import functools
 import logging
 import math
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
 
 from honing.errors import ConfigError
+
+if TYPE_CHECKING:
+    from honing.models.lora import LoraSettings
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +44,7 @@ def require_torchao(key: str) -> None:
         raise ConfigError(f"{key}: needs torchao, which is not installed: {INSTALL_HINT}") from None
 
 
-def is_quantized(tensor: Any) -> bool:
+def is_quantized(tensor: torch.Tensor) -> bool:
     """True for a torchao NF4 or int8 weight tensor (also inside a DTensor shard)."""
     local = getattr(tensor, "_local_tensor", tensor)
     return type(local).__name__ in ("NF4Tensor", "Int8Tensor")
@@ -88,7 +91,7 @@ def nf4_scaler_block(numel: int, rows: int, shards: int = 1) -> int | None:
     return None
 
 
-def check_has_lora(kind: str | None, lora: Any) -> None:
+def check_has_lora(kind: str | None, lora: LoraSettings | None) -> None:
     """Refuse ``model.quantize`` without LoRA adapters in one line: quantized weights cannot be trained."""
     if kind is not None and lora is None:
         raise ConfigError(
@@ -97,7 +100,9 @@ def check_has_lora(kind: str | None, lora: Any) -> None:
         )
 
 
-def quantize_base(model: nn.Module, kind: str | None, lora: Any, *, device: torch.device, shards: int = 1) -> None:
+def quantize_base(
+    model: nn.Module, kind: str | None, lora: LoraSettings | None, *, device: torch.device, shards: int = 1
+) -> None:
     """``model.quantize`` for a run: refused without LoRA; else the decoder's linear weights quantized in place,
     each on the device before the rest of the model moves (see ``quantize_model``)."""
     check_has_lora(kind, lora)
@@ -235,7 +240,7 @@ def quantized_bytes(model: nn.Module) -> int:
     return total
 
 
-def plain_parts(tensor: Any) -> list[torch.Tensor]:
+def plain_parts(tensor: torch.Tensor) -> list[torch.Tensor]:
     """The plain tensors ``tensor`` is made of: its codes and scales for a quantized weight, else itself."""
     if not is_quantized(tensor):
         return [tensor]

@@ -5,7 +5,6 @@ runs that quantize (torchao is an extra)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from torch import nn
 from torchao.core.config import AOBaseConfig
@@ -24,7 +23,7 @@ class QuantizedBaseConfig(AOBaseConfig):
 
 
 @register_quantize_module_handler(QuantizedBaseConfig)
-def quantize_linear(module: nn.Module, config: QuantizedBaseConfig, **_: Any) -> nn.Module:
+def quantize_linear(module: nn.Module, config: QuantizedBaseConfig, **_: object) -> nn.Module:
     """A linear layer with its weight quantized in place (kept as it is when NF4's blocks do not fit it)."""
     weight = module.weight.detach()
     quantized = nf4_weight(weight, config.shards) if config.kind == "nf4" else int8_weight(weight)

@@ -15,15 +15,18 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
 
 from honing.hub import hub_load_error
-from honing.models.loading import load_pretrained_model
+from honing.models.loading import ModelClass, load_pretrained_model
 from honing.models.model_shape import pretrained_config
 from honing.models.quantize import check_quantize_kind, own_unquantized_tensors, quantized_linears
+
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +38,7 @@ def load_quantized_pretrained(
     attn_implementation: str | None,
     dtype: torch.dtype,
     trust_remote_code: bool,
-    auto_class: Any,
+    auto_class: ModelClass | None,
     device: torch.device,
     shards: int,
     shape: Mapping[str, Any] | None = None,
@@ -83,7 +86,12 @@ def load_quantized_pretrained(
 
 
 def meta_model(
-    config: Any, auto_class: Any, *, attn_implementation: str | None, dtype: torch.dtype, trust_remote_code: bool
+    config: PretrainedConfig,
+    auto_class: ModelClass | None,
+    *,
+    attn_implementation: str | None,
+    dtype: torch.dtype,
+    trust_remote_code: bool,
 ) -> nn.Module:
     """The model ``config`` describes, built on the meta device: its names, shapes and dtypes, no memory."""
     from transformers import AutoModelForCausalLM

@@ -10,13 +10,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
 
 from honing.errors import ConfigError
 from honing.models.wrappers import transformers_model
+
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig, PreTrainedTokenizerBase
+
+    from honing.config.model_schema import LoraSection
+    from honing.models.builder import ModelBuilder
+    from honing.models.lora import LoraSettings
 
 #: peft's task type for a sequence classifier: its ``score`` head is trained whole and saved with the adapter
 SEQUENCE_CLASSIFICATION = "SEQ_CLS"
@@ -26,14 +33,14 @@ class OneLabelClassifier:
     """transformers' ``AutoModelForSequenceClassification`` with ``num_labels=1`` (the model builder's auto class)."""
 
     @staticmethod
-    def from_pretrained(*args: Any, **kwargs: Any) -> nn.Module:
+    def from_pretrained(*args: object, **kwargs: object) -> nn.Module:
         """A pretrained body (a causal LM's checkpoint, or an exported reward model) under a one-label head."""
         from transformers import AutoModelForSequenceClassification
 
         return AutoModelForSequenceClassification.from_pretrained(*args, num_labels=1, **kwargs)
 
     @staticmethod
-    def from_config(config: Any, **kwargs: Any) -> nn.Module:
+    def from_config(config: PretrainedConfig, **kwargs: object) -> nn.Module:
         """A randomly initialised one-label classifier of ``config``'s architecture."""
         from transformers import AutoModelForSequenceClassification
 
@@ -41,38 +48,30 @@ class OneLabelClassifier:
         return AutoModelForSequenceClassification.from_config(config, **kwargs)
 
 
-def build_reward_model(builder: Any, tokenizer: Any, *, max_length: int, shards: int) -> nn.Module:
+def build_reward_model(
+    builder: ModelBuilder, tokenizer: PreTrainedTokenizerBase, *, max_length: int, shards: int
+) -> nn.Module:
     """The one-label classifier ``builder``'s ``model`` section describes (a checkpoint, or a config sized to
     ``tokenizer`` and ``max_length``), finished as any model (embeddings, device, attention, LoRA whose task type is
     ``SEQ_CLS``: the new head trains whole), with the tokenizer's pad token id in its config (transformers' scoring
     of a padded batch reads it)."""
-    from honing.models.loading import build_model_config
-
     cfg = builder.cfg
     if cfg.quantize is not None:
         raise ConfigError("model.quantize: method 'reward' trains a new score head; QLoRA is not supported for it")
     if cfg.name_or_path:
         model = builder.load_pretrained(shards=shards, auto_class=OneLabelClassifier)
     else:
-        config = build_model_config(
-            cfg.config or {},
-            vocab_size=len(tokenizer),
-            max_position_embeddings=max_length,
-            special_token_ids={
-                "eos_token_id": tokenizer.eos_token_id,
-                "pad_token_id": tokenizer.pad_token_id,
-                "bos_token_id": tokenizer.bos_token_id,
-            },
-        )
         model = OneLabelClassifier.from_config(
-            config, attn_implementation=builder.attention_to_build(), dtype=builder.dtype()
+            builder.sized_config(tokenizer, max_length=max_length),
+            attn_implementation=builder.attention_to_build(),
+            dtype=builder.dtype(),
         )
     if model.config.pad_token_id is None:
         model.config.pad_token_id = tokenizer.pad_token_id
     return builder.finish(model, tokenizer, lora=reward_lora(cfg.lora), shards=shards)
 
 
-def reward_lora(lora: Any) -> Any:
+def reward_lora(lora: LoraSection | None) -> LoraSettings | None:
     """``model.lora`` with peft's sequence-classification task type (a causal LM's would freeze the new head; the
     method's key table refuses any other)."""
     if lora is None:

@@ -14,7 +14,7 @@ import shutil
 import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from honing.cache import content_hash, default_cache_dir
 from honing.errors import ConfigError
@@ -25,6 +25,9 @@ from honing.models.chat_templates_vl import (
     QWEN2_VL_TEMPLATE,
     QWEN3_VL_TEMPLATE,
 )
+
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig, PreTrainedTokenizerBase, PreTrainedTokenizerFast, ProcessorMixin
 
 # Bump when the folder a tiny processor writes changes, so stale cache entries are not reused.
 FORMAT_VERSION = "1"
@@ -87,10 +90,10 @@ class TinyFamily:
     bos_token: str | None
     chat_template: str
     config: Callable[[int, Callable[[str], int]], dict[str, Any]]
-    processor: Callable[[Any, str], Any]
+    processor: Callable[[PreTrainedTokenizerBase, str], ProcessorMixin]
 
 
-def _qwen_text(vocab_size: int, token_id: Callable[[str], int], **extra: Any) -> dict[str, Any]:
+def _qwen_text(vocab_size: int, token_id: Callable[[str], int], **extra: object) -> dict[str, Any]:
     # mrope_section splits head_dim / 2 = 8 rotary frequencies between the temporal, height and width axes.
     return {
         "vocab_size": vocab_size,
@@ -195,8 +198,8 @@ def _idefics3_config(vocab_size: int, token_id: Callable[[str], int]) -> dict[st
     return {"vision_config": vision, "text_config": text, "image_token_id": token_id("<image>"), "scale_factor": 2}
 
 
-def _qwen_processor(processor_class: str, video_class: str) -> Callable[[Any, str], Any]:
-    def build(tokenizer: Any, chat_template: str) -> Any:
+def _qwen_processor(processor_class: str, video_class: str) -> Callable[[PreTrainedTokenizerBase, str], ProcessorMixin]:
+    def build(tokenizer: PreTrainedTokenizerBase, chat_template: str) -> ProcessorMixin:
         import transformers
         from transformers import Qwen2VLImageProcessor
 
@@ -212,7 +215,7 @@ def _qwen_processor(processor_class: str, video_class: str) -> Callable[[Any, st
     return build
 
 
-def _molmo2_processor(tokenizer: Any, chat_template: str) -> Any:
+def _molmo2_processor(tokenizer: PreTrainedTokenizerBase, chat_template: str) -> ProcessorMixin:
     from transformers import Molmo2ImageProcessor, Molmo2Processor, Molmo2VideoProcessor
 
     # Released Molmo2: 378-pixel crops, 4-patch margins, up to 8 crops; scaled down to a few image tokens.
@@ -223,7 +226,7 @@ def _molmo2_processor(tokenizer: Any, chat_template: str) -> Any:
     return Molmo2Processor(image_processor, video_processor, tokenizer, chat_template=chat_template)
 
 
-def _llava_processor(tokenizer: Any, chat_template: str) -> Any:
+def _llava_processor(tokenizer: PreTrainedTokenizerBase, chat_template: str) -> ProcessorMixin:
     from transformers import LlavaImageProcessor, LlavaProcessor
 
     image_processor = LlavaImageProcessor(
@@ -244,7 +247,7 @@ _QWEN_ROLES: dict[str, Any] = {"special_tokens": _QWEN_TOKENS, "eos_token": "<|i
 _QWEN_ROLES["bos_token"] = None  # Qwen tokenizers have no bos token
 
 
-def _idefics3_processor(tokenizer: Any, chat_template: str) -> Any:
+def _idefics3_processor(tokenizer: PreTrainedTokenizerBase, chat_template: str) -> ProcessorMixin:
     from transformers import Idefics3ImageProcessor, Idefics3Processor
 
     size = {"longest_edge": IDEFICS3_IMAGE}
@@ -325,7 +328,7 @@ def tiny_vocab_size(model_type: str) -> int:
     return len(tiny_family(model_type).special_tokens) + 256
 
 
-def tiny_vl_config(model_type: str, vocab_size: int | None = None, **overrides: Any) -> Any:
+def tiny_vl_config(model_type: str, vocab_size: int | None = None, **overrides: object) -> PretrainedConfig:
     """A tiny random-init transformers config of ``model_type`` (hidden 64, 2 layers, a 2-block vision tower with
     14-pixel patches) whose special-token ids are the tiny tokenizer's. ``overrides`` update the top level; a dict
     given for a sub-config (``text_config={"num_hidden_layers": 4}``) updates that sub-config's keys."""
@@ -347,7 +350,7 @@ def tiny_vl_config(model_type: str, vocab_size: int | None = None, **overrides: 
     return AutoConfig.for_model(model_type, **values)
 
 
-def tiny_tokenizer(model_type: str) -> Any:
+def tiny_tokenizer(model_type: str) -> PreTrainedTokenizerFast:
     """A byte-level fast tokenizer: ids 0..n-1 are the family's special tokens, then one id per byte."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
@@ -28,6 +28,12 @@ from honing.models.attention_choice import attention_kernel
 from honing.models.wrappers import transformers_model
 from honing.parallel_dims import ParallelDims
 
+if TYPE_CHECKING:
+    from torch.autograd.function import FunctionCtx
+    from torch.distributed import ProcessGroup
+    from torch.nn.attention.flex_attention import BlockMask
+    from transformers import PretrainedConfig
+
 PREFIX = "ulysses_"
 
 
@@ -36,7 +42,7 @@ class _AllToAll(torch.autograd.Function):
     ``i`` lands at ``i``. With equal chunks the operation is its own adjoint, so backward is the same exchange."""
 
     @staticmethod
-    def forward(ctx: Any, chunks: torch.Tensor, group: Any) -> torch.Tensor:  # type: ignore[override]
+    def forward(ctx: FunctionCtx, chunks: torch.Tensor, group: ProcessGroup | None) -> torch.Tensor:  # type: ignore[override]
         ctx.group = group
         chunks = chunks.contiguous()  # before empty_like, which would copy a transpose's strides
         received = torch.empty_like(chunks)
@@ -44,14 +50,14 @@ class _AllToAll(torch.autograd.Function):
         return received
 
     @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:  # type: ignore[override]
+    def backward(ctx: FunctionCtx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:  # type: ignore[override]
         grad = grad.contiguous()
         received = torch.empty_like(grad)
         dist.all_to_all_single(received, grad, group=ctx.group)
         return received, None
 
 
-def sequence_to_heads(states: Sequence[torch.Tensor], group: Any, size: int) -> list[torch.Tensor]:
+def sequence_to_heads(states: Sequence[torch.Tensor], group: ProcessGroup | None, size: int) -> list[torch.Tensor]:
     """Each ``[batch, heads, seq/size, dim]`` on each rank → ``[batch, heads/size, seq, dim]``: rank ``r`` keeps
     heads ``r·heads/size …`` of the whole row (its slice first from rank 0, then rank 1, ...). Query, key and value
     travel in one all-to-all when their head sizes agree (one latency instead of three)."""
@@ -65,7 +71,7 @@ def sequence_to_heads(states: Sequence[torch.Tensor], group: Any, size: int) -> 
     return list(whole_rows.split(shares, dim=1))
 
 
-def heads_to_sequence(output: torch.Tensor, group: Any, size: int) -> torch.Tensor:
+def heads_to_sequence(output: torch.Tensor, group: ProcessGroup | None, size: int) -> torch.Tensor:
     """The inverse for attention's output, laid out ``[batch, seq, heads/size, dim]`` as transformers' kernels
     return it: → ``[batch, seq/size, heads, dim]``, this rank's slice of the row with every head."""
     batch, length, heads, dim = output.shape
@@ -82,7 +88,7 @@ class _FewerKeyValueGroups:
         self._module = module
         self.num_key_value_groups = groups
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> object:
         return getattr(self._module, name)
 
 
@@ -91,13 +97,13 @@ def ulysses_attention(
     query: torch.Tensor,
     key: torch.Tensor,
     value: torch.Tensor,
-    attention_mask: Any,
+    attention_mask: torch.Tensor | BlockMask | None,
     *,
     inner: str,
-    group: Any,
+    group: ProcessGroup | None,
     size: int,
     ulysses_position_ids: torch.Tensor | None = None,
-    **kwargs: Any,
+    **kwargs: object,
 ) -> tuple[torch.Tensor, None]:
     """Attention of this rank's slice of every row (``query`` ``[batch, heads, seq/size, dim]``) over the whole
     rows, by the ``inner`` kernel between two all-to-alls over ``group``; returns ``[batch, seq/size, heads, dim]``."""
@@ -125,7 +131,7 @@ def ulysses_attention(
     return heads_to_sequence(output, group, size), None
 
 
-def _register(inner: str, group: Any, size: int) -> str:
+def _register(inner: str, group: ProcessGroup | None, size: int) -> str:
     """Register the wrapper around ``inner`` for ``group`` (a run has one sequence-parallel group; registering again
     replaces the previous one) and return its name."""
     from transformers import AttentionInterface
@@ -145,7 +151,7 @@ def _register(inner: str, group: Any, size: int) -> str:
     return name
 
 
-def check_context_parallel(config: Any, dims: ParallelDims, seq_len: int | None = None) -> None:
+def check_context_parallel(config: PretrainedConfig, dims: ParallelDims, seq_len: int | None = None) -> None:
     """Refuse, in one line naming ``parallel.cp``, a model or row length Ulysses cannot split: attention heads (per
     tensor-parallel rank) not divisible by cp, ``seq_len`` not divisible by cp, a sliding window shorter than rows."""
     if dims.cp <= 1:
@@ -216,9 +222,9 @@ def full_row_attention(
 class _WithImplementation:
     """A model config read as if its attention implementation were ``name`` (masks are built per kernel)."""
 
-    def __init__(self, config: Any, name: str):
+    def __init__(self, config: PretrainedConfig, name: str):
         self._config = config
         self._attn_implementation = name
 
-    def __getattr__(self, attribute: str) -> Any:
+    def __getattr__(self, attribute: str) -> object:
         return getattr(self._config, attribute)

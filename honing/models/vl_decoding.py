@@ -16,7 +16,6 @@ tail: the scored log-probabilities are the model's own.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import torch
 
@@ -24,7 +23,7 @@ from honing.models.generation import TransformersDecoder
 from honing.models.wrappers import transformers_model
 
 
-def rope_index_owner(model: torch.nn.Module) -> Any:
+def rope_index_owner(model: torch.nn.Module) -> torch.nn.Module | None:
     """The module with Qwen-VL's ``get_rope_index`` (the inner ``model`` of ``...ForConditionalGeneration``), or
     None for a family without 3-D positions."""
     base = transformers_model(model)
@@ -81,7 +80,7 @@ class VisionDecoder(TransformersDecoder):
             positions = (self.position + self.rope_delta.to(self.position.device))[None].expand(3, -1, -1)
         return self._forward(token_ids[:, None], positions)
 
-    def _forward(self, input_ids: torch.Tensor, positions: torch.Tensor, **kwargs: Any) -> torch.Tensor:
+    def _forward(self, input_ids: torch.Tensor, positions: torch.Tensor, **kwargs: object) -> torch.Tensor:
         logits = super()._forward(input_ids, positions, **kwargs)
         if self.blocked_token_ids:
             logits[:, self.blocked_token_ids] = float("-inf")

@@ -13,12 +13,16 @@ import inspect
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 
 from honing.errors import ConfigError
 from honing.models.wrappers import transformers_model
+
+if TYPE_CHECKING:
+    from transformers import ProcessorMixin
+    from transformers.image_processing_utils import BaseImageProcessor
 
 # How `pixel_values` is laid out; every layout concatenates on dim 0 across the rows of a batch.
 #   "patches": [patch rows of all images, patch_dim]; image i has prod(image_grid_thw[i]) rows (Qwen-VL).
@@ -39,14 +43,14 @@ PART_NAMES = {"vision": VISION_NAMES, "projector": PROJECTOR_NAMES, "language": 
 TEXT_KEYS = ("input_ids", "attention_mask", "labels", "position_ids")
 
 
-def _size_limits(image_processor: Any, min_pixels: int | None, max_pixels: int | None) -> dict[str, Any]:
+def _size_limits(image_processor: BaseImageProcessor, min_pixels: int | None, max_pixels: int | None) -> dict[str, Any]:
     """Qwen-VL image processors: ``size.shortest_edge`` / ``longest_edge`` are pixel counts (min / max pixels)."""
     size = {key: value for key, value in dict(getattr(image_processor, "size", None) or {}).items() if value}
     size |= {key: value for key, value in (("shortest_edge", min_pixels), ("longest_edge", max_pixels)) if value}
     return {"size": size} if min_pixels or max_pixels else {}
 
 
-def _crop_limits(image_processor: Any, min_pixels: int | None, max_pixels: int | None) -> dict[str, Any]:
+def _crop_limits(image_processor: BaseImageProcessor, min_pixels: int | None, max_pixels: int | None) -> dict[str, Any]:
     """Molmo2 tiles an image into fixed square crops beside one low-resolution view: ``max_pixels`` caps the crops
     (``max_crops``, at least 1); there is no minimum, the low-resolution view of the whole image is always there."""
     if max_pixels is None:
@@ -55,7 +59,7 @@ def _crop_limits(image_processor: Any, min_pixels: int | None, max_pixels: int |
     return {"max_crops": max(1, max_pixels // (size["height"] * size["width"]))}
 
 
-def _no_limits(image_processor: Any, min_pixels: int | None, max_pixels: int | None) -> dict[str, Any]:
+def _no_limits(image_processor: BaseImageProcessor, min_pixels: int | None, max_pixels: int | None) -> dict[str, Any]:
     """A fixed-size image processor (llava's CLIP crops) has no pixel limits to set."""
     return {}
 
@@ -81,7 +85,7 @@ class VLFamily:
     # Per-document 3-D rope positions (``position_ids_for_packing``) make packed rows exact.
     packing: bool
     # ``(image_processor, min_pixels, max_pixels)`` from the config -> attributes to set on the image processor.
-    pixel_kwargs: Callable[[Any, int | None, int | None], dict[str, Any]]
+    pixel_kwargs: Callable[[BaseImageProcessor, int | None, int | None], dict[str, Any]]
     # Module-name endings LoRA adapts inside the language model (never the tower's own q/k/v).
     lora_target_modules: tuple[str, ...] = LANGUAGE_MODEL_LORA_TARGETS
     # Keys whose values index rows of the flattened pixel_values (Molmo2's image_token_pooling, -1 for none): when
@@ -150,14 +154,18 @@ FAMILIES: dict[str, VLFamily] = {
 }
 
 
-def family_for(model_type: str, *, model: torch.nn.Module | None = None, processor: Any = None) -> VLFamily:
+def family_for(
+    model_type: str, *, model: torch.nn.Module | None = None, processor: ProcessorMixin | None = None
+) -> VLFamily:
     """The registered family of ``model_type``, or a generic one derived from ``model`` and ``processor``."""
     if model_type in FAMILIES:
         return FAMILIES[model_type]
     return generic_family(model_type, model=model, processor=processor)
 
 
-def generic_family(model_type: str, *, model: torch.nn.Module | None = None, processor: Any = None) -> VLFamily:
+def generic_family(
+    model_type: str, *, model: torch.nn.Module | None = None, processor: ProcessorMixin | None = None
+) -> VLFamily:
     """A family for an unregistered image-text-to-text model: module prefixes from the model's module names
     (``vision_tower`` / ``visual`` / ``vision_model`` ...), input keys from the processor's output names and the
     model's forward signature. Without a model, the prefixes are the usual candidates (unmatched ones are harmless)."""
@@ -214,7 +222,9 @@ def part_patterns(family: VLFamily, part: Literal["vision", "projector", "langua
     return [pattern for prefix in prefixes for pattern in (prefix, f"{prefix}.*")]
 
 
-def set_pixel_limits(processor: Any, family: VLFamily, min_pixels: int | None, max_pixels: int | None) -> None:
+def set_pixel_limits(
+    processor: ProcessorMixin, family: VLFamily, min_pixels: int | None, max_pixels: int | None
+) -> None:
     """Apply the config's image-size limits to the processor's image processor, so they are saved with it."""
     image_processor = processor.image_processor
     for key, value in family.pixel_kwargs(image_processor, min_pixels, max_pixels).items():
@@ -297,7 +307,7 @@ def position_ids_for_packing(
     return torch.cat([text, rope.to(text.dtype)], dim=0)
 
 
-def _rope_owner(model: torch.nn.Module) -> Any:
+def _rope_owner(model: torch.nn.Module) -> torch.nn.Module:
     """The module with ``get_rope_index`` (the inner ``model`` of a Qwen-VL ``...ForConditionalGeneration``)."""
     base = transformers_model(model)
     for candidate in (base, getattr(base, "model", None)):
@@ -309,7 +319,7 @@ def _rope_owner(model: torch.nn.Module) -> Any:
     )
 
 
-def _input_keys(model: torch.nn.Module | None, processor: Any) -> tuple[str, ...]:
+def _input_keys(model: torch.nn.Module | None, processor: ProcessorMixin | None) -> tuple[str, ...]:
     names: Iterable[str] = getattr(processor, "model_input_names", None) or ("pixel_values",)
     keys = [name for name in names if name not in TEXT_KEYS]
     if model is not None:
