@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from transformers.generation.streamers import TextStreamer
@@ -13,6 +13,9 @@ from transformers.generation.streamers import TextStreamer
 from honing.errors import ConfigError
 from honing.infer.model_source import LoadedModel
 from honing.models.generation import end_of_turn_ids, sample_completions
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 #: a prompt: plain text (a user turn when the model has a chat template) or a conversation's messages
 Prompt = str | list[dict[str, Any]]
@@ -64,7 +67,7 @@ def as_messages(prompt: Prompt) -> list[dict[str, Any]]:
     return [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
 
 
-def stop_token_ids(tokenizer: Any) -> list[int]:
+def stop_token_ids(tokenizer: PreTrainedTokenizerBase) -> list[int]:
     """End of sequence and the chat templates' end-of-turn tokens the tokenizer has."""
     return sorted({i for i in (tokenizer.eos_token_id, *end_of_turn_ids(tokenizer)) if i is not None})
 
@@ -196,7 +199,7 @@ class _TextStream:
     """Turns one row's tokens into text as they come: the decoded text grows, and only its new end is written
     (a character split over several byte tokens is written once it is whole)."""
 
-    def __init__(self, tokenizer: Any, stops: set[int], write: Callable[[str], Any]):
+    def __init__(self, tokenizer: PreTrainedTokenizerBase, stops: set[int], write: Callable[[str], object]):
         self.tokenizer = tokenizer
         self.stops = stops
         self.write = write
@@ -267,7 +270,7 @@ def answer_with_images(
 class _WriteStreamer(TextStreamer):
     """transformers' ``TextStreamer`` writing through a function instead of ``print``."""
 
-    def __init__(self, tokenizer: Any, write: Callable[[str], Any]):
+    def __init__(self, tokenizer: PreTrainedTokenizerBase, write: Callable[[str], object]):
         super().__init__(tokenizer, skip_prompt=True, skip_special_tokens=True)
         self.write = write
 

@@ -7,6 +7,7 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable
 from typing import Any, TextIO
 
 from honing.errors import ConfigError, DataError
@@ -126,7 +127,7 @@ def _generate_vision(
     return 0
 
 
-def _writer(out: TextIO) -> Any:
+def _writer(out: TextIO) -> Callable[[str], None]:
     def write(text: str) -> None:
         out.write(text)
         out.flush()

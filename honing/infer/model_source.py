@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -15,6 +15,9 @@ from honing.models.export import merged_model
 from honing.models.loading import DTYPES, auto_model_class, load_pretrained_model
 from honing.run.checkpoint_model import load_model_from_checkpoint, load_processor
 from honing.train.checkpoint import Checkpointer
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase, ProcessorMixin
 
 #: what a run folder holds that marks it as one (beside a model)
 RUN_MARKERS = ("config.yaml", "metrics.jsonl")
@@ -38,11 +41,11 @@ class LoadedModel:
     processor whose ``tokenizer`` is one)."""
 
     model: torch.nn.Module
-    processor: Any
+    processor: PreTrainedTokenizerBase | ProcessorMixin
     source: ModelSource
 
     @property
-    def tokenizer(self) -> Any:
+    def tokenizer(self) -> PreTrainedTokenizerBase:
         """The text tokenizer (the processor itself for text models)."""
         return getattr(self.processor, "tokenizer", self.processor)
 

@@ -8,7 +8,7 @@ import time
 import uuid
 from dataclasses import dataclass, replace
 from http import HTTPStatus
-from typing import Any
+from typing import Any, TypeVar
 
 from honing.errors import ConfigError
 from honing.infer.generate import Reply, Sampling
@@ -30,6 +30,9 @@ KNOWN_FIELDS = frozenset(
     }
 )
 ROLES = ("system", "developer", "user", "assistant")
+
+#: the kinds of number a request field is read as
+_Number = TypeVar("_Number", int, float)
 
 
 class APIError(Exception):
@@ -58,7 +61,7 @@ class ChatRequest:
     max_tokens_given: bool
 
 
-def parse_chat_request(body: Any, *, model_name: str, defaults: Sampling) -> ChatRequest:
+def parse_chat_request(body: object, *, model_name: str, defaults: Sampling) -> ChatRequest:
     """``body`` as a chat request to ``model_name``; a field the server cannot honour is a 400 naming it."""
     if not isinstance(body, dict):
         raise APIError(HTTPStatus.BAD_REQUEST, "the body must be a JSON object")
@@ -114,7 +117,7 @@ def _list(body: dict[str, Any], field: str) -> list[Any]:
     return value
 
 
-def _number(body: dict[str, Any], field: str, kind: type) -> Any:
+def _number(body: dict[str, Any], field: str, kind: type[_Number]) -> _Number | None:
     value = body.get(field)
     if value is None:
         return None
@@ -127,7 +130,7 @@ def _number(body: dict[str, Any], field: str, kind: type) -> Any:
     return kind(value)
 
 
-def _message(index: int, item: Any) -> dict[str, str]:
+def _message(index: int, item: object) -> dict[str, str]:
     """One message as the chat template takes it: a role and text (a list of text parts is joined)."""
     param = f"messages[{index}]"
     if not isinstance(item, dict) or item.get("role") not in ROLES:
@@ -184,7 +187,7 @@ def chat_completion(reply: Reply, *, model_name: str, answer_id: str) -> dict[st
 
 
 def chunk(
-    *, model_name: str, answer_id: str, delta: dict[str, str] | None, reason: str | None = None, **extra: Any
+    *, model_name: str, answer_id: str, delta: dict[str, str] | None, reason: str | None = None, **extra: object
 ) -> dict[str, Any]:
     """One ``chat.completion.chunk`` of a stream: a piece of the answer (``delta``), its end (``reason``), or, with
     ``delta`` None, the closing usage chunk (no choices)."""

@@ -6,9 +6,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from honing.errors import ConfigError
+
+if TYPE_CHECKING:
+    from huggingface_hub import HfApi
 
 
 def folder_to_push(run: str, *, adapter: bool) -> str:
@@ -46,7 +49,7 @@ def push(
     private: bool = False,
     token: str | None = None,
     revision: str | None = None,
-    api: Any = None,
+    api: HfApi | None = None,
 ) -> str:
     """Create ``repo_id`` if needed and upload the run's folder to it; the commit's URL."""
     from huggingface_hub import HfApi

@@ -17,6 +17,7 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -67,7 +68,7 @@ class ChatService:
         self.created = int(time.time())
         self.lock = threading.Lock()
 
-    def prepare(self, body: Any) -> PreparedChat:
+    def prepare(self, body: object) -> PreparedChat:
         """Check ``body`` and fit its answer length to the model's context: every refusal happens here, before a
         stream's first byte."""
         request = parse_chat_request(body, model_name=self.model_name, defaults=self.defaults)
@@ -94,7 +95,7 @@ class ChatService:
                 generator = TextGenerator(self.loaded, replace(sampling, max_new_tokens=room), chat_template=True)
         return PreparedChat(generator, request)
 
-    def answer(self, prepared: PreparedChat, write: Any = None) -> Reply:
+    def answer(self, prepared: PreparedChat, write: Callable[[str], object] | None = None) -> Reply:
         """Decode one prepared request (its text streamed to ``write`` when given)."""
         with self.lock:
             return prepared.generator.reply(prepared.request.messages, write)
@@ -202,7 +203,7 @@ def handler_for(service: ChatService) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(data)
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (http.server's signature)
+        def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (http.server's signature)
             log.debug("%s " + format, self.address_string(), *args)
 
     return Handler
