@@ -11,13 +11,16 @@ so a run that fits pays nothing. On CPU ``auto`` is ``none``: host memory is not
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 
 from honing.plan.checkpointing_ladder import AUTO, HEADROOM, checkpointing_for_budget
 from honing.plan.estimate import format_bytes
 from honing.plan.from_config import plan_inputs
+
+if TYPE_CHECKING:
+    from honing.config import RunConfig
 
 
 @dataclass(frozen=True)
@@ -30,7 +33,7 @@ class CheckpointingChoice:
 
 
 def choose_activation_checkpointing(
-    config: Any, *, device: torch.device, nproc: int, vocab_size: int | None = None
+    config: RunConfig, *, device: torch.device, nproc: int, vocab_size: int | None = None
 ) -> CheckpointingChoice:
     """Resolve ``parallel.activation_checkpointing`` for a run of ``config`` on ``nproc`` processes on ``device``."""
     parallel = config.parallel

@@ -12,15 +12,15 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.multiprocessing.reductions import StorageWeakRef
-from transformers import AutoModel
+from transformers import AutoModel, PretrainedConfig
 
 from honing.config import RunConfig
 from honing.models.loading import auto_model_class, build_model_config
@@ -42,13 +42,16 @@ from honing.plan.estimate import (
     largest_micro_batch,
 )
 
+if TYPE_CHECKING:
+    from honing.config.model_schema import LoraSection
+
 log = logging.getLogger(__name__)
 
 MEASURE_TOKENS = 256  # tokens of the measuring forward: enough for per-token sizes, small for the host
 CUDA_RUNTIME_BYTES = 1 << 30  # CUDA context, kernels and the caching allocator's slack (an allowance)
 
 
-def model_config_of(config: RunConfig, vocab_size: int | None = None) -> Any:
+def model_config_of(config: RunConfig, vocab_size: int | None = None) -> PretrainedConfig:
     """The transformers config the run builds its model from."""
     cfg = config.model
     if cfg.name_or_path:  # offline, a hub name's carried model.shape
@@ -61,7 +64,7 @@ def model_config_of(config: RunConfig, vocab_size: int | None = None) -> Any:
     return build_model_config(cfg.config or {}, vocab_size=vocab_size, max_position_embeddings=config.data.seq_len)
 
 
-def meta_model(model_config: Any) -> nn.Module:
+def meta_model(model_config: PretrainedConfig) -> nn.Module:
     """The model with meta tensors: shapes without memory."""
     with torch.device("meta"):
         return auto_model_class(model_config).from_config(model_config)
@@ -91,7 +94,7 @@ def tensors_of(model: nn.Module, config: RunConfig) -> Tensors:
     return Tensors(quantizable=sizes["quantizable"], other=sizes["other"], lora=lora, lora_copies=copies)
 
 
-def lora_of(config: RunConfig) -> Any:
+def lora_of(config: RunConfig) -> LoraSection | None:
     """The run's LoRA settings: ``model.lora``; for VL-SFT an absent key means LoRA with its defaults."""
     from honing.config.schema import LoraSection
 
@@ -120,7 +123,11 @@ class BlockActivations:
 
 
 def block_activation_bytes(
-    model_config: Any, *, compute_dtype: torch.dtype, autocast: bool, weights_dtype: torch.dtype | None = None
+    model_config: PretrainedConfig,
+    *,
+    compute_dtype: torch.dtype,
+    autocast: bool,
+    weights_dtype: torch.dtype | None = None,
 ) -> BlockActivations:
     """What one block saves for backward: a 2-block minus a 1-block model's saved tensors (distinct storages,
     parameters left out) at ``MEASURE_TOKENS`` and twice as many tokens (the difference is per token, the rest per
@@ -150,7 +157,11 @@ def quiet_fake_tensor_errors() -> Iterator[None]:
 
 
 def measured_block_bytes(
-    model_config: Any, *, compute_dtype: torch.dtype, autocast: bool, weights_dtype: torch.dtype | None = None
+    model_config: PretrainedConfig,
+    *,
+    compute_dtype: torch.dtype,
+    autocast: bool,
+    weights_dtype: torch.dtype | None = None,
 ) -> BlockActivations:
     """``block_activation_bytes`` on whatever tensors the ambient mode makes: real ones on the host, or fake."""
     if weights_dtype is None:
@@ -163,7 +174,9 @@ def measured_block_bytes(
     return BlockActivations(per_token, max(one_block[MEASURE_TOKENS] - per_token * MEASURE_TOKENS, 0.0))
 
 
-def saved_bytes(model_config: Any, layers: int, tokens: int, weights_dtype: torch.dtype, autocast: bool) -> int:
+def saved_bytes(
+    model_config: PretrainedConfig, layers: int, tokens: int, weights_dtype: torch.dtype, autocast: bool
+) -> int:
     """The bytes a ``layers``-block decoder stack of ``model_config``'s family saves for backward over ``tokens``."""
     values = {**model_config.to_dict(), "num_hidden_layers": layers}
     if isinstance(values.get("layer_types"), list):  # one entry per layer (Qwen2 and later families)
@@ -185,7 +198,9 @@ def saved_bytes(model_config: Any, layers: int, tokens: int, weights_dtype: torc
     return sum(storages.values())
 
 
-def storage_recorder(params: set[StorageWeakRef], storages: dict[StorageWeakRef, int]) -> Any:
+def storage_recorder(
+    params: set[StorageWeakRef], storages: dict[StorageWeakRef, int]
+) -> Callable[[torch.Tensor], torch.Tensor]:
     """A saved-tensor hook recording each distinct storage saved for backward (by identity, which fake tensors have
     too) that is no parameter's."""
 
@@ -303,7 +318,9 @@ def has_reference_copy(config: RunConfig, lora: bool) -> bool:
     return config.method == "grpo" and config.grpo is not None and config.grpo.beta != 0.0 and not lora
 
 
-def rollout_inputs(config: RunConfig, text_config: Any, *, rows: int, tp: int, compute_bytes: int) -> dict[str, int]:
+def rollout_inputs(
+    config: RunConfig, text_config: PretrainedConfig, *, rows: int, tp: int, compute_bytes: int
+) -> dict[str, int]:
     """GRPO's rollout sizes on one rank (``rows`` prompts, each sampled ``num_generations`` times); none for other
     methods."""
     if config.method != "grpo" or config.grpo is None:
