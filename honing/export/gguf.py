@@ -19,13 +19,17 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
 from honing.errors import ConfigError
 from honing.export.gguf_vocab import add_vocabulary
+
+if TYPE_CHECKING:
+    from gguf import GGUFWriter
 
 #: Hugging Face architecture → llama.cpp architecture
 FAMILIES = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "llama", "Qwen2ForCausalLM": "qwen2"}
@@ -46,7 +50,7 @@ class GGUFExport:
     out_type: str
 
 
-def import_gguf() -> Any:
+def import_gguf() -> ModuleType:
     """The ``gguf`` package, or a one-line error saying how to install it."""
     try:
         import gguf
@@ -152,7 +156,7 @@ def export_gguf(folder: str, out_path: str, *, out_type: str = "f16") -> GGUFExp
 
 
 def add_hyperparameters(
-    writer: Any, gguf: Any, config: dict[str, Any], heads: int, kv_heads: int, out_type: str, folder: str
+    writer: GGUFWriter, gguf: ModuleType, config: dict[str, Any], heads: int, kv_heads: int, out_type: str, folder: str
 ) -> None:
     """The model's shape under llama.cpp's metadata keys (``{arch}.block_count``, ``{arch}.attention.head_count``,
     ...), its name and the file's weight type."""

@@ -17,10 +17,14 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from honing.data.chat.templates import strip_generation_markers
 from honing.errors import ConfigError
+
+if TYPE_CHECKING:
+    from gguf import GGUFWriter
 
 #: Llama 3's split pattern (its tokenizer.json's Split step; llama.cpp's ``llama-bpe``)
 LLAMA3_SPLIT = (
@@ -68,7 +72,7 @@ def pre_tokenizer_name(tokenizer_json: dict[str, Any], path: str) -> str:
     )
 
 
-def add_vocabulary(writer: Any, gguf: Any, folder: str, vocab_size: int) -> None:
+def add_vocabulary(writer: GGUFWriter, gguf: ModuleType, folder: str, vocab_size: int) -> None:
     """Write the tokenizer of ``folder`` for a model of ``vocab_size`` embedding rows."""
     tokenizer_json = read_tokenizer_json(folder)
     path = os.path.join(folder, "tokenizer.json")
@@ -123,7 +127,7 @@ def merge_ranks(tokenizer_json: dict[str, Any]) -> dict[str, int]:
     return ranks
 
 
-def byte_level_tokens(gguf: Any, folder: str, vocab_size: int) -> tuple[list[str], list[int]]:
+def byte_level_tokens(gguf: ModuleType, folder: str, vocab_size: int) -> tuple[list[str], list[int]]:
     """Every id's token text (byte stand-ins, as in the tokenizer's vocabulary) and type: added special tokens are
     CONTROL, other added tokens USER_DEFINED, ids no token has (embedding rows past the vocabulary) UNUSED."""
     from transformers import AutoTokenizer

@@ -11,12 +11,15 @@ import importlib.metadata
 import json
 import math
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from honing.config.redact import redact
 from honing.evaluate.harness import format_table, read_results
+
+if TYPE_CHECKING:
+    from huggingface_hub import ModelCard
 
 CARD_FILE = "README.md"
 #: the run's record of its data, saved with it and in every checkpoint
@@ -69,7 +72,7 @@ def final_metrics(run_folder: str | None) -> dict[str, tuple[int, float]]:
 
 def build_model_card(
     config: dict[str, Any], *, data: dict[str, Any] | None = None, run_folder: str | None = None
-) -> Any:
+) -> ModelCard:
     """The ``huggingface_hub.ModelCard`` of a run's export (``config``: the run's config as a plain mapping)."""
     from huggingface_hub import ModelCard, ModelCardData
 
