@@ -12,7 +12,7 @@ import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import yaml
@@ -20,6 +20,10 @@ import yaml
 from honing.errors import ConfigError
 from honing.evaluate.task_checks import check_tasks
 from honing.models.generation import end_of_turn_ids
+
+if TYPE_CHECKING:
+    from lm_eval.tasks import TaskManager
+    from transformers import PreTrainedTokenizerBase
 
 EVAL_EXTRA = "pip install 'honing[eval]' (lm-eval and math-verify)"
 #: where results go, under a run folder
@@ -69,7 +73,7 @@ def local_task_name(path: str, key: str) -> str:
     return name
 
 
-def task_manager(settings: HarnessSettings) -> tuple[Any, list[str]]:
+def task_manager(settings: HarnessSettings) -> tuple[TaskManager, list[str]]:
     """lm-eval's TaskManager over the local task folders (and its own tasks only when a name needs them), and the
     task names to run."""
     from lm_eval.tasks import TaskManager
@@ -96,7 +100,9 @@ def task_manager(settings: HarnessSettings) -> tuple[Any, list[str]]:
     return manager, names
 
 
-def run_harness(model: torch.nn.Module, tokenizer: Any, settings: HarnessSettings) -> dict[str, Any]:
+def run_harness(
+    model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase, settings: HarnessSettings
+) -> dict[str, Any]:
     """Evaluate ``model`` (in memory, evaluation mode) on the tasks; lm-eval's results dictionary."""
     require_lm_eval(settings.key)
     from lm_eval import simple_evaluate
@@ -140,7 +146,7 @@ def run_harness(model: torch.nn.Module, tokenizer: Any, settings: HarnessSetting
     return dict(results)
 
 
-def _stop_at_end_of_turn(model: torch.nn.Module, tokenizer: Any) -> Callable[[], None]:
+def _stop_at_end_of_turn(model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase) -> Callable[[], None]:
     """Make ``generate`` stop at the chat template's end-of-turn token, as honing's own generation does; returns
     what undoes it. lm-eval decodes answers without special tokens, so its ``until: ["<|im_end|>"]`` never sees
     the token, and an answer would run on past the end of its turn."""
@@ -234,6 +240,6 @@ def read_results(folder: str) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _jsonable(value: Any) -> Any:
+def _jsonable(value: object) -> object:
     """``value`` with what JSON cannot hold (functions in task configs) as text."""
     return json.loads(json.dumps(value, default=str))

@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from honing.errors import ConfigError
+
+if TYPE_CHECKING:
+    from lm_eval.tasks import TaskManager
 
 #: lm-eval's answer length for a generation task whose ``generation_kwargs`` set none (``HFLM.max_gen_toks``)
 DEFAULT_MAX_GEN_TOKS = 256
@@ -18,7 +21,7 @@ LENGTH_NAMES = ("max_gen_toks", "max_new_tokens", "max_tokens", "max_completion_
 
 
 def check_tasks(
-    manager: Any, names: Iterable[str], *, max_new_tokens: int | None, max_length: int, tasks_key: str
+    manager: TaskManager, names: Iterable[str], *, max_new_tokens: int | None, max_length: int, tasks_key: str
 ) -> None:
     """Refuse what lm-eval would fail on part way: see the module's docstring. ``max_new_tokens``: the answer length
     given for every generation task (None: each task's own); ``max_length``: the model's positions as lm-eval reads
