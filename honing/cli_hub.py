@@ -9,10 +9,13 @@ import argparse
 import contextlib
 import os
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from honing.config import HoningError
 from honing.hub_access import HubNeed, hub_access
+
+if TYPE_CHECKING:
+    from honing.config import RunConfig
 
 #: verbs that read a config whose models and data sets may live on the hub
 CONFIG_VERBS = ("train", "data", "prepare", "plan")
@@ -41,7 +44,7 @@ def needs_of(args: argparse.Namespace) -> Iterator[HubNeed]:
             yield from (plan_needs(config) if args.verb == "plan" else run_needs(config))
 
 
-def loaded_config(args: argparse.Namespace) -> Any:
+def loaded_config(args: argparse.Namespace) -> RunConfig | None:
     """The command's config, or None when it does not load (the verb itself then says why, on one line)."""
     from honing.cli_configs import split_config_and_overrides
     from honing.interop.configs import load_any_config
@@ -55,7 +58,7 @@ def loaded_config(args: argparse.Namespace) -> Any:
         return None
 
 
-def plan_needs(config: Any) -> Iterator[HubNeed]:
+def plan_needs(config: RunConfig) -> Iterator[HubNeed]:
     """``honing plan`` reads the model's config.json (not when ``model.shape`` carries it) and, for a vocabulary,
     the tokenizer's files."""
     if config.model.name_or_path and config.model.shape is None:
@@ -64,7 +67,7 @@ def plan_needs(config: Any) -> Iterator[HubNeed]:
         yield HubNeed("tokenizer.path", config.tokenizer.path, enough_cached="tokenizer_config.json")
 
 
-def run_needs(config: Any) -> Iterator[HubNeed]:
+def run_needs(config: RunConfig) -> Iterator[HubNeed]:
     """A run reads its models (weights included: a cached config.json is not enough), its data sets, the data sets of
     its lm-eval tasks and any ``hf://`` URL, and pushes to ``callbacks.hub.repo_id``."""
     from honing.recipes.prerequisites import model_inputs  # what training imports anyway (torch and the recipes)
@@ -81,7 +84,7 @@ def run_needs(config: Any) -> Iterator[HubNeed]:
     yield from dataset_needs(config)
 
 
-def hf_urls(value: Any, key: str) -> Iterator[tuple[str, str]]:
+def hf_urls(value: object, key: str) -> Iterator[tuple[str, str]]:
     """``(key, url)`` of every ``hf://`` URL in the config (fsspec's Hugging Face file system: a save or upload
     folder, a data path)."""
     if isinstance(value, str) and value.startswith("hf://"):
@@ -94,7 +97,7 @@ def hf_urls(value: Any, key: str) -> Iterator[tuple[str, str]]:
             yield from hf_urls(item, f"{key}[{index}]")
 
 
-def dataset_needs(config: Any) -> Iterator[HubNeed]:
+def dataset_needs(config: RunConfig) -> Iterator[HubNeed]:
     """The data sources that name a hub data set (``owner/name`` or ``owner/name:split``, nothing local there)."""
     from honing.data.row_reader import SPLIT_SUFFIX, reads_with_datasets
 

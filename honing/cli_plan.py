@@ -3,12 +3,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from honing.plan.estimate import MemoryEstimate
 
+if TYPE_CHECKING:
+    from honing.config import RunConfig
 
-def run_vocab_size(config: Any) -> int | None:
+
+def run_vocab_size(config: RunConfig) -> int | None:
     """The run's tokenizer's vocabulary when ``model.config`` leaves it to the tokenizer; None otherwise."""
     if config.model.config is None or "vocab_size" in (config.model.config or {}):
         return None
@@ -18,7 +21,7 @@ def run_vocab_size(config: Any) -> int | None:
     return len(assets.tokenizer)
 
 
-def plan_run(config: Any, *, budget: int | None = None, nproc: int = 1) -> tuple[str, MemoryEstimate]:
+def plan_run(config: RunConfig, *, budget: int | None = None, nproc: int = 1) -> tuple[str, MemoryEstimate]:
     """``honing plan``'s report and estimate for ``config`` on ``nproc`` processes within ``budget`` bytes."""
     from honing.plan import from_config
 

@@ -20,9 +20,13 @@ object for its own dimension instead of the global world.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Protocol
 
 from honing.errors import ConfigError
+
+if TYPE_CHECKING:
+    from torch.distributed import ProcessGroup
+    from torch.distributed.device_mesh import DeviceMesh
 
 DIMENSIONS = ("dp_replicate", "dp_shard", "ep", "cp", "tp")
 
@@ -37,7 +41,7 @@ class ParallelDims:
     cp: int = 1
     tp: int = 1
     world_size: int = 1
-    _mesh: Any = field(default=None, repr=False, compare=False)
+    _mesh: DeviceMesh | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for name in DIMENSIONS:
@@ -103,7 +107,7 @@ class ParallelDims:
         return " × ".join(parts) if parts else "1 process"
 
     # --- the mesh ---------------------------------------------------------------------
-    def build_mesh(self, device_type: str) -> Any:
+    def build_mesh(self, device_type: str) -> DeviceMesh | None:
         """The device mesh with the five named dimensions and the flattened ones its consumers use
         (``dp``, ``fsdp``, ``efsdp``, ``dp_cp``); built once, under a process group (None without one)."""
         import torch.distributed as dist
@@ -125,11 +129,11 @@ class ParallelDims:
         return mesh
 
     @property
-    def mesh(self) -> Any:
+    def mesh(self) -> DeviceMesh | None:
         """The device mesh (None with one process, or before :meth:`build_mesh`)."""
         return self._mesh
 
-    def submesh(self, *names: str) -> Any:
+    def submesh(self, *names: str) -> DeviceMesh:
         """The sub-mesh of the named (possibly flattened) dimensions."""
         if self._mesh is None:
             raise RuntimeError("ParallelDims.build_mesh() must run before a sub-mesh is asked for")
@@ -141,7 +145,7 @@ class ParallelDims:
             return 0
         return self._mesh[name].get_local_rank()
 
-    def group(self, name: str) -> Any:
+    def group(self, name: str) -> ProcessGroup | None:
         """The process group of dimension ``name`` (None with one process)."""
         if self._mesh is None:
             return None
@@ -153,7 +157,17 @@ class ParallelDims:
         return self.local_rank("dp")
 
 
-def parallel_dims_from(parallel: Any, world_size: int) -> ParallelDims:
+class DimensionSizes(Protocol):
+    """The five dimensions' sizes, as the config's ``parallel`` section holds them."""
+
+    dp_replicate: int
+    dp_shard: int
+    ep: int
+    cp: int
+    tp: int
+
+
+def parallel_dims_from(parallel: DimensionSizes, world_size: int) -> ParallelDims:
     """``ParallelDims`` from the config's ``parallel`` section (any object with the five attributes)."""
     return ParallelDims(**{name: getattr(parallel, name) for name in DIMENSIONS}, world_size=world_size)
 

@@ -7,9 +7,12 @@ import json
 import logging
 import math
 import os
-from typing import Any
+from typing import TYPE_CHECKING
 
 from honing.errors import DataError
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
 log = logging.getLogger(__name__)
 
@@ -153,7 +156,7 @@ def plot_runs(
 
 
 def _draw_panel(
-    ax: Any, runs: list[tuple[str, str, dict]], colors: list[str], metrics: list[tuple[str, str]], x: str, smooth: int
+    ax: Axes, runs: list[tuple[str, str, dict]], colors: list[str], metrics: list[tuple[str, str]], x: str, smooth: int
 ) -> int:
     """Draw each run's lines for ``metrics`` on ``ax``; returns how many lines were drawn."""
     drawn = 0

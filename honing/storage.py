@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Callable
-from typing import Any
+from typing import IO, Any
 
 import fsspec
 import fsspec.config
@@ -20,7 +20,7 @@ _write_hook: Callable[[str, int], None] | None = None
 _SECRET_OPTIONS = ("key", "secret", "token", "password")
 
 
-def set_storage_options(protocol: str, **options: Any) -> None:
+def set_storage_options(protocol: str, **options: object) -> None:
     """Options every ``protocol`` file system of this process is created with (e.g. ``s3``: endpoint_url,
     key, secret); none given: back to the library defaults (for S3, the standard ``AWS_*`` variables).
 
@@ -69,16 +69,16 @@ def before_write(path: str, nbytes: int) -> None:
 class HookedStream:
     """A writable file that reports each write to the write hook first (what DCP's writers write through)."""
 
-    def __init__(self, stream: Any, path: str):
+    def __init__(self, stream: IO[bytes], path: str):
         self._stream = stream
         self._path = str(path)
 
-    def write(self, data: Any) -> int:
+    def write(self, data: bytes | bytearray | memoryview) -> int:
         """Report, then write ``data``."""
         before_write(self._path, memoryview(data).nbytes)
         return self._stream.write(data)
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> object:
         return getattr(self._stream, name)
 
 
@@ -91,7 +91,7 @@ def redact_secrets(text: str) -> str:
     return text
 
 
-def filesystem(path: str, **overrides: Any) -> tuple[fsspec.AbstractFileSystem, str]:
+def filesystem(path: str, **overrides: object) -> tuple[fsspec.AbstractFileSystem, str]:
     """The fsspec file system for ``path`` (local paths too) and the path inside it; ``overrides`` are
     merged over the configured storage options (dict values key by key)."""
     if not overrides:
@@ -219,7 +219,7 @@ def read_bytes(path: str) -> bytes:
         return handle.read()
 
 
-def file_sizes(folder: str, **overrides: Any) -> dict[str, int]:
+def file_sizes(folder: str, **overrides: object) -> dict[str, int]:
     """Every file under ``folder``, recursively, as ``relative/path`` → size in bytes; empty when absent
     (``overrides``: storage options, as for ``filesystem``)."""
     if not is_url(folder):
