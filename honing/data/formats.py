@@ -52,7 +52,7 @@ def detect_format(row: dict[str, Any], *, text_field: str = "text") -> str:
     """The row format its keys announce; a ``RowError`` naming the keys found when none matches."""
     if not isinstance(row, dict):
         raise RowError(f"expected a JSON object, got {_kind(row)}")
-    if "images" in row and ("messages" in row or "conversations" in row):
+    if "images" in row and ("messages" in row or "conversations" in row or ("instruction" in row and "output" in row)):
         return "mllm"
     if "messages" in row:
         return "conversation"
@@ -66,7 +66,7 @@ def detect_format(row: dict[str, Any], *, text_field: str = "text") -> str:
         return "text"
     raise RowError(
         f"cannot detect the format from the keys {_keys(row)}; expected 'messages' (conversation), "
-        "'conversations' (sharegpt), either of them + 'images' (mllm), 'instruction' + 'output' (alpaca), "
+        "'conversations' (sharegpt), 'instruction' + 'output' (alpaca), any of them + 'images' (mllm), "
         f"'prompt' + 'completion' (prompt_completion) or {text_field!r} (text)" + suggested_datasets(row)
     )
 
@@ -107,6 +107,7 @@ def _tools(value: object) -> list[dict[str, Any]] | None:
 
 
 def _from_alpaca(row: dict[str, Any]) -> Conversation:
+    _no_images_list(row, "alpaca")
     instruction = _string(row, "instruction")
     extra = _optional_string(row, "input")
     output = _string(row, "output")
@@ -155,21 +156,29 @@ def _from_sharegpt(row: dict[str, Any]) -> Conversation:
 
 
 def _from_mllm(row: dict[str, Any]) -> Conversation:
-    """LLaMA-Factory's multimodal rows: ``messages`` (or sharegpt ``conversations``) whose strings hold ``<image>``
-    placeholders, filled in order from the row's ``images`` list (paths relative to the data file); Hugging Face's
-    ``{"type": "image"}`` content items take the images in the same way."""
+    """LLaMA-Factory's multimodal rows: ``messages`` (or sharegpt ``conversations``, or alpaca ``instruction`` /
+    ``output``) whose strings hold ``<image>`` placeholders, filled in order from the row's ``images`` list (paths
+    relative to the data file; one image alone as well); Hugging Face's ``{"type": "image"}`` content items take the
+    images in the same way. An alpaca row without placeholders shows its images before its first instruction."""
     if row.get("videos") or row.get("audios"):
         raise RowError("'videos' and 'audios' are not supported; mllm rows may hold 'images' only")
     images = row.get("images") or []  # null or absent: a text-only row, which LLaMA-Factory files may mix in
+    if isinstance(images, (str, dict)):  # one image: a hub data set's Image column, a path column
+        images = [images]
     if not isinstance(images, list):
         raise RowError(f"'images' must be a list of image paths, got {_kind(images)}")
     items = [_mllm_image(image, f"images[{index}]") for index, image in enumerate(images)]
     rest = {key: value for key, value in row.items() if key != "images"}
-    key = "messages" if "messages" in row else "conversations"
+    key = "messages" if "messages" in row else "conversations" if "conversations" in row else "instruction"
     if key == "messages" and isinstance(rest["messages"], list):
         rest["messages"] = [_placeholders_for_image_items(message) for message in rest["messages"]]
-    conversation = _from_conversation(rest) if key == "messages" else _from_sharegpt(rest)
+    readers = {"messages": _from_conversation, "conversations": _from_sharegpt, "instruction": _from_alpaca}
+    conversation = readers[key](rest)
     placeholders = sum(message.text().count(IMAGE_PLACEHOLDER) for message in conversation.messages)
+    if key == "instruction" and not placeholders and items:
+        # Oumi's hf_vision and LLaMA-Factory's chat engines: the images lead the (first) user turn
+        conversation = _images_first(conversation, len(items))
+        placeholders = len(items)
     if placeholders != len(items):
         raise RowError(
             f"row has {placeholders} {IMAGE_PLACEHOLDER} placeholder(s) in {key!r} but {len(items)} image(s) in "
@@ -185,6 +194,14 @@ def _from_mllm(row: dict[str, Any]) -> Conversation:
         content = message.content if filled == message.items() else filled
         messages.append(Message(role=message.role, content=content))
     return Conversation(messages=messages, metadata=conversation.metadata)
+
+
+def _images_first(conversation: Conversation, count: int) -> Conversation:
+    """``conversation`` with ``count`` placeholders before the text of its first user message."""
+    first = next(index for index, message in enumerate(conversation.messages) if message.role == "user")
+    messages = list(conversation.messages)
+    messages[first] = Message(role="user", content=IMAGE_PLACEHOLDER * count + messages[first].text())
+    return conversation.model_copy(update={"messages": messages})
 
 
 def _placeholders_for_image_items(message: object) -> object:

@@ -78,7 +78,7 @@ def test_rows_without_images_read_as_text_conversations():
         ),
         (mllm_row("a", "b", images=["1.jpg"]), "row has 0 <image> placeholder(s) in 'messages' but 1 image(s)"),
         (mllm_row("a", "<image>b", images=["1.jpg"]), "<image> in an assistant message (messages[1])"),
-        (mllm_row("<image>", "b", images="1.jpg"), "'images' must be a list of image paths, got str"),
+        (mllm_row("<image>", "b", images=7), "'images' must be a list of image paths, got int"),  # one path is read
         (mllm_row("<image>", "b", images=[3]), "images[0] must be an image path or URL, got int"),
         ({**mllm_row("a", "b", images=[]), "videos": ["v.mp4"]}, "'videos' and 'audios' are not supported"),
         (mllm_row("a", images=[]), "no assistant message in 'messages'"),
