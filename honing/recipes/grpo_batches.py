@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from honing.errors import ConfigError
 
+if TYPE_CHECKING:
+    from honing.config import RunConfig
+    from honing.config.method_schema import GRPOSection
+    from honing.config.rloo_schema import RLOOSection
 
-def generation_steps(config: Any, section: Any, dp_size: int) -> int:
+
+def generation_steps(config: RunConfig, section: GRPOSection | RLOOSection, dp_size: int) -> int:
     """``steps_per_generation`` once each rank's prompts are known to divide into that many optimizer steps of whole
     groups (one line naming the keys otherwise)."""
     steps = section.steps_per_generation
@@ -21,7 +26,7 @@ def generation_steps(config: Any, section: Any, dp_size: int) -> int:
     return steps
 
 
-def micro_batch_completions(config: Any, section: Any, dp_size: int) -> int | None:
+def micro_batch_completions(config: RunConfig, section: GRPOSection | RLOOSection, dp_size: int) -> int | None:
     """``micro_batch_completions`` (None when unset) once it is known to divide each optimizer step's completions
     on a rank (one line naming the keys otherwise)."""
     width = getattr(section, "micro_batch_completions", None)  # GRPO's key; RLOO's section has none

@@ -10,7 +10,7 @@ policy's weights with a new scalar head) and the PPO train module (``honing.meth
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -33,6 +33,7 @@ from honing.train import Callback
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
+    from honing.config.ppo_schema import PPOSection
     from honing.methods.ppo import PPOTrainModule
 
 
@@ -176,7 +177,7 @@ class PPORecipe(Recipe):
         return GRPORecipe.held_out_answers(self, assets)  # type: ignore[arg-type]
 
 
-def ppo_scorer(section: Any) -> RewardScorer:
+def ppo_scorer(section: PPOSection) -> RewardScorer:
     """The reward functions of ``ppo.rewards`` and, with ``ppo.reward_model_path``, a last column ``reward_model``
     (weight 1) that the train module fills with the reward model's scores."""
     rewards = weighted_rewards(section)

@@ -5,13 +5,16 @@ never huggingface_hub's "Repo id must be in the form" about a path."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING
 
 from honing.hub import check_name_or_path
 from honing.rl.reward_model import PREFIX as REWARD_MODEL_PREFIX
 
+if TYPE_CHECKING:
+    from honing.config import RunConfig
 
-def model_inputs(config: Any) -> Iterator[tuple[str, str]]:
+
+def model_inputs(config: RunConfig) -> Iterator[tuple[str, str]]:
     """``(key, path)`` of every model folder or hub name the run loads."""
     if config.model.name_or_path:
         yield "model.name_or_path", config.model.name_or_path
@@ -26,7 +29,7 @@ def model_inputs(config: Any) -> Iterator[tuple[str, str]]:
                 yield f"{section}.rewards[{index}].name", reward.name.removeprefix(REWARD_MODEL_PREFIX)
 
 
-def check_model_inputs(config: Any) -> None:
+def check_model_inputs(config: RunConfig) -> None:
     """Raise a one-line ConfigError for the first model input that is neither an existing folder nor a hub name."""
     for key, path in model_inputs(config):
         check_name_or_path(path, key)

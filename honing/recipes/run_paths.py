@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from typing import Any
+from typing import TYPE_CHECKING
 
 from honing.data.generated.tasks import PREFIX as GENERATED_PREFIX
 from honing.data.row_reader import reads_with_datasets
@@ -15,10 +15,15 @@ from honing.data.sources import expand_paths
 from honing.errors import ConfigError, DataError
 from honing.train.checkpoint import Checkpointer
 
+if TYPE_CHECKING:
+    from honing.config import RunConfig
+    from honing.config.data_schema import DataSection
+    from honing.config.trainer_schema import TrainerSection
+
 SAVE_FOLDER_FIX = "give a folder this user can write (it is created when missing)"
 
 
-def check_run_paths(config: Any) -> None:
+def check_run_paths(config: RunConfig) -> None:
     """Refuse, in one line naming the key, a save folder, load path or data path the run cannot use."""
     check_save_folder(config.trainer.save_folder)
     check_load_path(config.trainer)
@@ -48,7 +53,7 @@ def check_save_folder(path: str) -> None:
         ) from None
 
 
-def check_load_path(trainer: Any) -> None:
+def check_load_path(trainer: TrainerSection) -> None:
     """Refuse a ``load_path`` that the run would read and that is no checkpoint: missing, a file, or a folder with
     no complete ``stepN``. Not read (so not checked) when the save folder holds a checkpoint to resume from."""
     path = trainer.load_path
@@ -66,7 +71,7 @@ def check_load_path(trainer: Any) -> None:
         raise ConfigError(f"trainer.load_path: {path} holds no complete checkpoint (stepN with .complete); {fix}")
 
 
-def check_data_paths(data: Any) -> None:
+def check_data_paths(data: DataSection) -> None:
     """Refuse a data source whose local path names no file (the row readers would fail there, after the model)."""
     for split in ("train", "validation"):
         section = getattr(data, split, None)

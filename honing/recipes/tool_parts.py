@@ -14,15 +14,19 @@ from honing.rl.tools import ToolBox
 from honing.run.parts import ModelAssets
 
 if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
     from honing.config import RunConfig
+    from honing.config.rloo_schema import RLOOSection
+    from honing.config.tool_use_schema import ToolUseSection
 
 
-def wants_tools(section: Any) -> bool:
+def wants_tools(section: ToolUseSection | RLOOSection) -> bool:
     """Whether the method's section names tools (RLOO's has no tool keys)."""
     return bool(getattr(section, "tools", None))
 
 
-def refuse_unsupported_tool_use(config: RunConfig, section: Any) -> None:
+def refuse_unsupported_tool_use(config: RunConfig, section: ToolUseSection | RLOOSection) -> None:
     """A ConfigError where tools meet the generation eval, which answers in one turn (the GRPO validation pass runs
     the tools); image prompts with tools are refused by the method table (``honing.config.methods``)."""
     if not wants_tools(section):
@@ -35,7 +39,7 @@ def refuse_unsupported_tool_use(config: RunConfig, section: Any) -> None:
         )
 
 
-def tool_box(section: Any, method: str) -> ToolBox | None:
+def tool_box(section: ToolUseSection, method: str) -> ToolBox | None:
     """The run's tools (``<method>.tools``), or None without them."""
     if not wants_tools(section):
         return None
@@ -47,7 +51,9 @@ def tool_box(section: Any, method: str) -> ToolBox | None:
     )
 
 
-def tool_schemas(section: Any, method: str, tokenizer: Any) -> list[dict[str, Any]] | None:
+def tool_schemas(
+    section: ToolUseSection, method: str, tokenizer: PreTrainedTokenizerBase
+) -> list[dict[str, Any]] | None:
     """The tools' JSON schemas shown with the prompts (checked to be shown: a template without tools refused)."""
     box = tool_box(section, method)
     if box is None:
@@ -57,7 +63,9 @@ def tool_schemas(section: Any, method: str, tokenizer: Any) -> list[dict[str, An
     return schemas
 
 
-def check_template_shows_tools(tokenizer: Any, schemas: list[dict[str, Any]], *, key: str = "grpo.tools") -> None:
+def check_template_shows_tools(
+    tokenizer: PreTrainedTokenizerBase, schemas: list[dict[str, Any]], *, key: str = "grpo.tools"
+) -> None:
     """A ConfigError when the chat template renders a prompt the same with tools as without: the model would never
     see them."""
     probe = [{"role": "user", "content": "?"}]
@@ -70,7 +78,9 @@ def check_template_shows_tools(tokenizer: Any, schemas: list[dict[str, Any]], *,
         )
 
 
-def tool_turns(assets: ModelAssets, section: Any, method: str, stop_token_ids: Sequence[int]) -> ToolTurns | None:
+def tool_turns(
+    assets: ModelAssets, section: ToolUseSection, method: str, stop_token_ids: Sequence[int]
+) -> ToolTurns | None:
     """The conversation sampler of a run with tools, or None (one assistant turn per completion)."""
     box = tool_box(section, method)
     if box is None:

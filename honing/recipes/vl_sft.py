@@ -13,7 +13,7 @@ image-text-to-text model from the model builder, the next-token train module, an
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -42,6 +42,10 @@ from honing.recipes.base import Recipe
 from honing.recipes.sft import validation_examples
 from honing.run.parts import HeldOutAnswers, ModelAssets
 from honing.run.vl_outputs import VLOutputs
+
+if TYPE_CHECKING:
+    from honing.config import RunConfig
+    from honing.config.model_schema import ModelSection
 
 log = logging.getLogger(__name__)
 
@@ -141,7 +145,7 @@ class VLSFTRecipe(VisionModelSteps, Recipe):
         return out
 
 
-def freeze_vision_parts(cfg: Any, family: VLFamily, model: torch.nn.Module) -> None:
+def freeze_vision_parts(cfg: ModelSection, family: VLFamily, model: torch.nn.Module) -> None:
     """Freeze the vision tower (``model.freeze_vision``) and the projector (``model.freeze_projector``) of
     ``model`` (``cfg``: the ``model`` section); shared by the vision-language recipes."""
     patterns = []
@@ -161,7 +165,7 @@ def freeze_vision_parts(cfg: Any, family: VLFamily, model: torch.nn.Module) -> N
             param.requires_grad_(False)
 
 
-def vision_lr_groups(config: Any, family: VLFamily) -> list[dict[str, Any]]:
+def vision_lr_groups(config: RunConfig, family: VLFamily) -> list[dict[str, Any]]:
     """The vision tower's own parameter group at ``optim.vision_lr`` (none when unset; refused while the tower is
     frozen); shared by the vision-language recipes."""
     vision_lr = config.optim.vision_lr
@@ -175,14 +179,14 @@ def vision_lr_groups(config: Any, family: VLFamily) -> list[dict[str, Any]]:
     return [{"params": part_patterns(family, "vision"), "lr": vision_lr}]
 
 
-def lora_section(model: Any) -> LoraSection | None:
+def lora_section(model: ModelSection) -> LoraSection | None:
     """``model.lora`` as set; LoRA with its defaults when the key is absent (``model.lora: null``: none)."""
     if "lora" in model.model_fields_set:
         return model.lora
     return LoraSection()
 
 
-def vl_processor(config: Any, cache_dir: str) -> tuple[Any, VLFamily, str]:
+def vl_processor(config: RunConfig, cache_dir: str) -> tuple[Any, VLFamily, str]:
     """The model's processor with the run's pixel bounds and chat template set on it, its family, and the
     template's text (see ``VLSFTRecipe.build_model_assets``)."""
     require_vision_extra()
@@ -214,7 +218,7 @@ def vl_processor(config: Any, cache_dir: str) -> tuple[Any, VLFamily, str]:
     return processor, family, chat_template
 
 
-def processor_settings(config: Any, processor: Any, model_type: str | None = None) -> tuple[VLFamily, str]:
+def processor_settings(config: RunConfig, processor: Any, model_type: str | None = None) -> tuple[VLFamily, str]:
     """The processor's family, with the run's pixel bounds and chat template set on it (also for a processor a
     recipe step loaded itself, VeOmni's ``build_processor``)."""
     family = family_for(model_type or vl_model_type(config.model), processor=processor)
@@ -224,7 +228,7 @@ def processor_settings(config: Any, processor: Any, model_type: str | None = Non
     return family, chat_template
 
 
-def vl_model_type(model: Any) -> str:
+def vl_model_type(model: ModelSection) -> str:
     """``model.config.model_type``, or the pretrained model's."""
     if model.name_or_path is None:
         model_type = (model.config or {}).get("model_type")
