@@ -322,6 +322,9 @@ def translate_dataset_kwargs(t: Translation, kwargs: Keys, rows: int | None, met
         t.set("data.train_on", "assistant")
     for name in ("response_template", "instruction_template"):
         kwargs.note(name, TEMPLATE_KWARGS_NOTE)
+    if kwargs.has("system_prompt"):  # hf_vision's fixed system prompt
+        kwargs.refuse("system_prompt", "not available: honing reads a row's system prompt from a column "
+                      "(system_prompt_column)")  # fmt: skip
     for name in ("return_tensors", "return_conversations", "return_conversation", "return_conversations_format"):
         kwargs.note(name, "not needed: honing's rows go to its own collate, which makes the tensors")
     check_processor(t, kwargs)

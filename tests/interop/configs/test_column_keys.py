@@ -99,6 +99,7 @@ def test_axolotl_preference_fields_read_as_pairs(tmp_path):
 
 
 OUMI = {"model": {"model_name": "Qwen/Qwen2.5-0.5B-Instruct"}, "training": {"trainer_type": "TRL_SFT"}}
+OUMI_VL = "Qwen/Qwen2-VL-2B-Instruct"
 
 
 def oumi_source(dataset: dict):
@@ -137,3 +138,29 @@ def test_oumi_prompt_response_dataset_reads_its_prompt_and_response_columns(tmp_
     refused = translate({**OUMI, "data": {"train": {"datasets": [{"dataset_name": "PromptResponseDataset"}]}}}).refused
     assert refused[0] == ("data.train.datasets[0].dataset_kwargs.hf_dataset_path: required by PromptResponseDataset: "
                           "the hub data set it reads")  # fmt: skip
+
+
+def test_oumi_hf_vision_reads_its_image_question_and_answer_columns(tmp_path):
+    cell = {"bytes": b"\x89PNG", "path": None}  # a hub Image cell: Oumi's image leads the question
+    pq.write_table(pa.table({"image": [cell], "problem": ["Which?"], "solution": ["7"]}), tmp_path / "vqa.parquet")
+    kwargs = {"hf_dataset_path": str(tmp_path / "vqa.parquet"), "image_column": "image",
+              "question_column": "problem", "answer_column": "solution", "processor_name": OUMI_VL}  # fmt: skip
+    dataset = {"dataset_name": "hf_vision", "dataset_kwargs": kwargs}
+    translation = translate({**OUMI, "model": {"model_name": OUMI_VL}, "data": {"train": {"datasets": [dataset]}}})
+    assert translation.refused == [] and translation.config["method"] == "vl_sft"
+    source = translation.config["data"]["train"]["sources"][0]
+    assert source["columns"] == {"images": "image", "instruction": "problem", "output": "solution"}
+    (example,) = load_examples(validate(translation.config).data.train.sources).examples
+    assert [item.type for item in example.messages[0].items()] == ["image_base64", "text"]
+    assert turns(example)[1] == ("assistant", "7")
+    hub = {**kwargs, "hf_dataset_path": "org/vqa", "system_prompt_column": "sys"}
+    refused = translate(
+        {**OUMI, "data": {"train": {"datasets": [{"dataset_name": "hf_vision", "dataset_kwargs": hub}]}}}
+    )
+    assert refused.config["data"]["train"]["sources"][0]["path"] == "org/vqa:train"
+    assert refused.config["data"]["train"]["sources"][0]["columns"]["system"] == "sys"
+    del hub["answer_column"]
+    refused = translate(
+        {**OUMI, "data": {"train": {"datasets": [{"dataset_name": "hf_vision", "dataset_kwargs": hub}]}}}
+    )
+    assert refused.refused[0].startswith("data.train.datasets[0].dataset_kwargs.answer_column: required by hf_vision")
