@@ -119,6 +119,11 @@ class GRPOSection(ToolUseSection):
     """``use_adaptive_entropy``: the coefficient's change per optimizer step (TRL's key and default)."""
     entropy_target: float = Field(default=0.2, ge=0)
     """``use_adaptive_entropy``: the target mean token entropy, in nats (TRL's key and default)."""
+    off_policy_mask_threshold: float | None = Field(default=None, ge=0)
+    """DeepSeek-V3.2's off-policy sequence mask (TRL's key): a completion of negative advantage whose mean token
+    KL(sampling policy ‖ current policy) is above it gets no policy loss (the KL term stays); the sampling policy's
+    log-probs are those of the policy that sampled (``num_iterations`` / ``steps_per_generation`` > 1: the update's
+    old ones; else the KL is 0). None: off."""
     importance_sampling_level: Literal["token", "sequence", "sequence_token"] = "token"
     """The probability ratio that is clipped (TRL's key): per token, or GSPO's one per completion, exp of the mean
     log-ratio (``sequence``; GSPO pairs it with ``loss_type: grpo``), or GSPO-token (``sequence_token``: that value

@@ -20,10 +20,12 @@ from honing.data.collate import stack_collate
 from honing.losses import combine_rewards, grpo_loss_scale, grpo_loss_sum, normalized_reward_sum, token_logps
 from honing.methods.base import BaseTrainModule
 from honing.methods.grpo_entropy import high_entropy_mask, token_entropies
+from honing.methods.grpo_entropy_bonus import EntropyBonus
 from honing.methods.grpo_estimators import group_relative_advantages
 from honing.methods.grpo_logps import CompletionLogps
 from honing.methods.grpo_loss_stats import LossStats
 from honing.methods.grpo_metrics import RolloutMetrics, ended_rows
+from honing.methods.grpo_off_policy import off_policy_mask
 from honing.methods.grpo_policy_loss import PolicyLoss
 from honing.methods.grpo_rollouts import GroupSampler, RolloutServer, rollout_seed
 from honing.methods.grpo_sampling import RefillPrompts, mask_truncated
@@ -83,6 +85,8 @@ class GRPOTrainModule(BaseTrainModule):
         loss_options: dict[str, float | None] | None = None,
         mask_truncated_completions: bool = False,
         top_entropy_quantile: float = 1.0,
+        entropy_bonus: EntropyBonus | None = None,
+        off_policy_mask_threshold: float | None = None,
         multi_objective_aggregation: str = "sum_then_normalize",
         micro_batch_completions: int | None = None,
         scoring_temperature: float | None = None,
@@ -103,6 +107,8 @@ class GRPOTrainModule(BaseTrainModule):
         )
         self.mask_truncated_completions = mask_truncated_completions  # TRL's: no loss on unfinished completions
         self.top_entropy_quantile = top_entropy_quantile  # < 1: only the highest-entropy tokens train the policy
+        self.entropy_bonus = entropy_bonus  # TRL's entropy_coef (adaptive or not); None: no bonus
+        self.off_policy_mask_threshold = off_policy_mask_threshold  # DeepSeek-V3.2's sequence mask; None: off
         if multi_objective_aggregation not in ("sum_then_normalize", "normalize_then_sum"):
             raise ValueError(f"unknown multi_objective_aggregation {multi_objective_aggregation!r}")
         self.multi_objective_aggregation = multi_objective_aggregation
@@ -203,31 +209,65 @@ class GRPOTrainModule(BaseTrainModule):
                 unrecorded_optim_step(self)
                 self.zero_grads()
             stats = LossStats()
-            loss_sum = self.backward_each(steps_micro[k], partial(self.micro_loss, stats=stats), scales[k])
+            micro_loss = partial(self.micro_loss, stats=stats)
+            if self.entropy_bonus is not None:  # RLOO's micro_loss takes no bonus
+                micro_loss = partial(micro_loss, micro_batches=len(steps_micro[k]), scale=scales[k])
+            loss_sum = self.backward_each(steps_micro[k], micro_loss, scales[k])
+            if self.entropy_bonus is not None and not dry_run:  # the adaptive coefficient moves per optimizer step
+                self.entropy_bonus.end_step(self.ranks.sum)
             # every update's loss feeds the non-finite policy; the last one's is the step's train/loss
             last = update == len(updates) - 1
             self.record_loss(loss_sum * scales[k], cross_entropy=False, dry_run=dry_run or not last)
         if self.trainer is not None and not dry_run:
             self.metrics.loss_stats(self.trainer, stats, self.policy_loss, self.kl_in_loss)
 
-    def micro_loss(self, micro: dict[str, torch.Tensor], stats: LossStats) -> torch.Tensor:
-        """One micro-batch's summed policy loss (its clipping and KL added to ``stats``)."""
-        mask, loss = micro["completion_mask"], self.policy_loss
-        policy_mask = None
-        if self.top_entropy_quantile < 1.0:  # TRL's threshold: the (1 - ρ) quantile of every rank's micro-batch
+    def micro_loss(
+        self,
+        micro: dict[str, torch.Tensor],
+        stats: LossStats,
+        micro_batches: int = 1,
+        scale: torch.Tensor | float = 1.0,
+    ) -> torch.Tensor:
+        """One micro-batch's summed policy loss (its clipping and KL added to ``stats``), less the entropy bonus
+        (divided by ``scale``, which ``backward_each`` multiplies the sum by, so the bonus keeps TRL's weight)."""
+        mask, loss, bonus = micro["completion_mask"], self.policy_loss, self.entropy_bonus
+        policy_mask = entropies = None
+        if self.top_entropy_quantile < 1.0 or bonus is not None:  # the entropies need the full logits
             logits = self.logps.forward(self.model, micro)().logits[:, :-1]
             logps = token_logps(logits, micro["completion_ids"], self.logps.temperature)
-            entropies = token_entropies(logits.detach(), self.logps.temperature)
-            group = self.parallel_dims.group("dp") if self.parallel_dims is not None else None
-            policy_mask = high_entropy_mask(entropies, mask, 1 - self.top_entropy_quantile, group, self.device)
+            entropies = token_entropies(logits if bonus is not None else logits.detach(), self.logps.temperature)
         else:
             logps = self.logps(self.model, micro)
+        if self.top_entropy_quantile < 1.0:  # TRL's threshold: the (1 - ρ) quantile of every rank's micro-batch
+            group = self.parallel_dims.group("dp") if self.parallel_dims is not None else None
+            policy_mask = high_entropy_mask(entropies.detach(), mask, 1 - self.top_entropy_quantile, group, self.device)
         old_logps = micro.get("old_logps", logps.detach())
+        entropy_mask = policy_mask  # the bonus's tokens: TRL's entropy mask, not the off-policy one
+        if self.off_policy_mask_threshold is not None:  # the sampling policy's log-probs: the old ones here
+            keep = off_policy_mask(micro["advantages"], logps, old_logps, mask, self.off_policy_mask_threshold)
+            policy_mask = keep if policy_mask is None else policy_mask * keep
         per_token, ratio, kl, metric = loss.per_token(
             logps, old_logps, micro["advantages"], mask, micro.get("ref_logps"), policy_mask
         )
         stats.add(mask, ratio.detach(), micro["advantages"], kl, loss.epsilon, loss.upper_epsilon, metric)
-        return grpo_loss_sum(per_token, mask, loss.loss_type)
+        total = grpo_loss_sum(per_token, mask, loss.loss_type)
+        if bonus is not None:  # on the tokens the policy trains (TRL's effective mask)
+            trained = mask if entropy_mask is None else mask * entropy_mask
+            total = total - bonus.term(entropies, trained, micro_batches) / scale
+        return total
+
+    def extra_state_dict(self) -> dict[str, Any]:
+        """The base's, and the adaptive entropy bonus's coefficient and last entropy (TRL's entropy_ctrl_state)."""
+        state = super().extra_state_dict()
+        if self.entropy_bonus is not None and self.entropy_bonus.adaptive:
+            state["entropy_bonus"] = self.entropy_bonus.state_dict()
+        return state
+
+    def load_extra_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Restore what ``extra_state_dict`` returned."""
+        super().load_extra_state_dict(state_dict)
+        if self.entropy_bonus is not None and "entropy_bonus" in state_dict:
+            self.entropy_bonus.load_state_dict(state_dict["entropy_bonus"])
 
     # --- rollouts -----------------------------------------------------------------------
     def rollout(self, batch: dict[str, Any], *, dry_run: bool = False) -> dict[str, torch.Tensor]:

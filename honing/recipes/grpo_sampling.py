@@ -8,6 +8,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from honing.errors import ConfigError
+from honing.methods.grpo_entropy_bonus import entropy_bonus
 from honing.methods.grpo_sampling import RefillPrompts
 
 if TYPE_CHECKING:
@@ -55,7 +56,8 @@ def estimator_parts(method: str, section: Any) -> tuple[type, dict[str, Any]]:
     options = dict(loss_type=section.loss_type, scale_rewards=section.scale_rewards)
     options.update(kl_estimator=section.kl_estimator, use_bias_correction_kl=section.use_bias_correction_kl)
     options.update(mask_truncated_completions=section.mask_truncated_completions)
-    options.update(top_entropy_quantile=section.top_entropy_quantile)
+    options.update(top_entropy_quantile=section.top_entropy_quantile, entropy_bonus=entropy_bonus(section))
+    options.update(off_policy_mask_threshold=section.off_policy_mask_threshold)
     options.update(multi_objective_aggregation=section.multi_objective_aggregation)
     options["loss_options"] = {key: getattr(section, key) for key in LOSS_OPTION_KEYS}
     if level != "token":

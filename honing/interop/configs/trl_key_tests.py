@@ -8,6 +8,7 @@ from __future__ import annotations
 WALK = "tests/interop/configs/test_trl_schema_walk.py::test_each_honoured_field_reaches_its_honing_key"
 EXTRAS = "tests/interop/configs/test_trl_training_extras.py"
 DPO_KEYS = "tests/interop/configs/test_dpo_loss_keys.py::test_a_dpo_configs_loss_keys_reach_the_dpo_section"
+ENTROPY_BONUS = "tests/methods/test_grpo_entropy_bonus.py"
 GRPO_BATCH = "tests/interop/configs/test_trl_grpo_batch.py"
 
 # field -> the tests of the feature behind it (beside WALK), as "path::test"
@@ -27,6 +28,20 @@ FEATURE_TESTS: dict[str, tuple[str, ...]] = {
     "reward_weights": (f"{EXTRAS}::test_online_reward_weights_eval_generations_and_generation_kwargs",),
     "num_generations_eval": (f"{EXTRAS}::test_online_reward_weights_eval_generations_and_generation_kwargs",),
     "generation_kwargs": (f"{EXTRAS}::test_online_reward_weights_eval_generations_and_generation_kwargs",),
+    **dict.fromkeys(
+        (
+            "entropy_coef",
+            "use_adaptive_entropy",
+            "entropy_coef_min",
+            "entropy_coef_max",
+            "entropy_coef_delta",
+            "entropy_target",
+        ),
+        (f"{ENTROPY_BONUS}::test_loss_gradients_and_adaptive_coefficient_equal_trl",),
+    ),  # fmt: skip
+    "off_policy_mask_threshold": (
+        "tests/methods/test_grpo_off_policy.py::test_a_micro_batchs_loss_and_gradients_equal_trls_with_the_mask",
+    ),
     **dict.fromkeys(("loss_weights", "ld_alpha", "f_divergence_type", "use_weighting"), (DPO_KEYS,)),
     "steps_per_generation": (f"{GRPO_BATCH}::test_the_translated_run_takes_trls_optimizer_steps_and_generations",),
     "num_generations": (f"{GRPO_BATCH}::test_prompts_and_optimizer_steps_per_generation_are_trls_at_any_world_size",),

@@ -11,7 +11,7 @@ from honing.interop.configs.translation import Keys, Translation, schema_has
 from honing.interop.configs.trl_extra_keys import read_chat_template_path, read_online_extras
 from honing.interop.configs.trl_grpo_batch import steps_as_rollout_batches, translate_trl_grpo_batch
 from honing.interop.configs.trl_keys import KEYS
-from honing.interop.configs.trl_online_table import GRPO_LOSS_KEYS, SAME_NAME
+from honing.interop.configs.trl_online_table import ENTROPY_KEYS, GRPO_LOSS_KEYS, SAME_NAME
 
 
 def class_fields(config_class: str) -> dict[str, tuple[str, str]]:
@@ -193,6 +193,9 @@ def read_online(t: Translation, top: Keys, config_class: str) -> None:
     top.copy("use_bias_correction_kl", "grpo.use_bias_correction_kl", bool)
     for name in GRPO_LOSS_KEYS:
         top.copy(name, f"grpo.{name}", str if name == "multi_objective_aggregation" else float)
+    for name in ENTROPY_KEYS:
+        top.copy(name, f"grpo.{name}", bool if name == "use_adaptive_entropy" else float)
+    top.copy("off_policy_mask_threshold", "grpo.off_policy_mask_threshold", float)
     scale = top.take("scale_rewards")
     if scale is not None:
         t.set("grpo.scale_rewards", "group" if scale is True else "none" if scale is False else str(scale))

@@ -17,6 +17,9 @@ LOGGED = "not needed: completions and rewards go to samples.jsonl every sample_i
 # GRPOConfig's loss keys beside the clipping range, each grpo.<key>
 GRPO_LOSS_KEYS = ("delta", "sapo_temperature_neg", "sapo_temperature_pos", "vespo_k_pos", "vespo_lambda_pos",
                   "vespo_k_neg", "vespo_lambda_neg", "multi_objective_aggregation", "top_entropy_quantile")  # fmt: skip
+# GRPOConfig's entropy bonus (TRL's _compute_loss; honing.methods.grpo_entropy_bonus), each grpo.<key>
+ENTROPY_KEYS = ("entropy_coef", "use_adaptive_entropy", "entropy_coef_min", "entropy_coef_max", "entropy_coef_delta",
+                "entropy_target")  # fmt: skip
 # the keys GRPOConfig and RLOOConfig share, each becoming <section>.<key> where honoured
 SAME_NAME = ("num_generations", "max_completion_length", "temperature", "top_p", "top_k", "beta", "epsilon",
              "epsilon_high", "num_iterations", "steps_per_generation", "use_vllm", "vllm_mode", "vllm_server_base_url",
@@ -94,15 +97,7 @@ GRPO: dict[str, Entry] = {
     **honoured("grpo.importance_sampling_level", "importance_sampling_level"),
     **honoured("grpo.scale_rewards (true: 'group', false: 'none')", "scale_rewards"),
     **honoured("grpo.loss_type (grpo, bnpo, dr_grpo, dapo, cispo, sapo, luspo, vespo)", "loss_type"),
-    **refused("not available: honing's GRPO loss has no entropy bonus", "entropy_coef", "use_adaptive_entropy"),
-    # TRL reads these only under use_adaptive_entropy (refused above): alone they change nothing, there as here
-    **moot(
-        "unused without use_adaptive_entropy",
-        "entropy_coef_min",
-        "entropy_coef_max",
-        "entropy_coef_delta",
-        "entropy_target",
-    ),  # fmt: skip
+    **{key: ("honoured", f"grpo.{key}") for key in ENTROPY_KEYS},
     **honoured(
         "grpo.max_turns: iterations + 1 (each round of tool calls adds an assistant turn)",
         "max_tool_calling_iterations",
@@ -114,6 +109,9 @@ GRPO: dict[str, Entry] = {
         "vllm_importance_sampling_clip_max",
         "vllm_importance_sampling_clip_min",
         "vllm_importance_sampling_cap",
+    ),  # fmt: skip
+    **honoured(
+        "grpo.off_policy_mask_threshold (the sampling policy's log-probs: the update's old ones)",
         "off_policy_mask_threshold",
     ),  # fmt: skip
     **honoured("grpo.use_bias_correction_kl", "use_bias_correction_kl"),

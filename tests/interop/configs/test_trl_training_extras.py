@@ -114,3 +114,14 @@ def test_optim_args_are_read_as_transformers_reads_them_for_the_optimizer():
     assert t.refused == [] and t.notes[0].startswith("optim_args: not needed: transformers'")
     refused = translate_trl_args({"optim": "sgd", "optim_args": "nesterov=True"}, "SFTConfig").refused
     assert refused == ["optim_args: nesterov=True: not available: honing's SGD reads momentum and weight_decay"]
+
+
+def test_grpos_entropy_bonus_keys_validate_as_the_grpo_sections():
+    values = {"entropy_coef": 0.01, "use_adaptive_entropy": True, "entropy_target": 0.5, "entropy_coef_delta": 0.001}
+    grpo = valid(values, "GRPOConfig").grpo
+    assert (grpo.entropy_coef, grpo.use_adaptive_entropy, grpo.entropy_target, grpo.entropy_coef_delta) == (
+        0.01,
+        True,
+        0.5,
+        0.001,
+    )
