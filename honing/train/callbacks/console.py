@@ -6,7 +6,7 @@ import sys
 import time
 from collections import deque
 from datetime import timedelta
-from typing import Any, TextIO
+from typing import TextIO
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn
@@ -205,7 +205,7 @@ class ConsoleCallback(Callback):
             self._progress = None
 
 
-def _isatty(stream: Any) -> bool:
+def _isatty(stream: object) -> bool:
     try:
         return bool(stream.isatty())
     except (AttributeError, ValueError):  # no isatty, or a closed stream

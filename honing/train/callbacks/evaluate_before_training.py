@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from honing.train.callbacks.base import Callback
 from honing.train.callbacks.order import PRIORITY
+
+if TYPE_CHECKING:
+    from honing.train.callbacks.evaluator import EvaluatorCallback
 
 
 class EvaluateBeforeTrainingCallback(Callback):
@@ -14,7 +17,7 @@ class EvaluateBeforeTrainingCallback(Callback):
 
     priority = PRIORITY["evaluator"]
 
-    def __init__(self, evaluator: Any):
+    def __init__(self, evaluator: EvaluatorCallback):
         self.evaluator = evaluator
 
     def on_train_begin(self) -> None:

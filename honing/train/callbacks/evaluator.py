@@ -5,13 +5,16 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from honing.train.callbacks.base import Callback
 from honing.train.callbacks.order import PRIORITY
 from honing.train.metrics import ReduceType
+
+if TYPE_CHECKING:
+    from honing.train.train_module import TrainModule
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +95,7 @@ class EvaluatorCallback(Callback):
         self.last_eval_step = self.step
         return results
 
-    def _totals(self, module: Any, batches: Iterable[dict[str, Any]]) -> dict[str, torch.Tensor]:
+    def _totals(self, module: TrainModule, batches: Iterable[dict[str, Any]]) -> dict[str, torch.Tensor]:
         totals: dict[str, torch.Tensor] = {}
         for index, batch in enumerate(batches):
             if self.max_batches is not None and index >= self.max_batches:
@@ -102,6 +105,6 @@ class EvaluatorCallback(Callback):
         return totals
 
     @staticmethod
-    def _metrics(module: Any, prefix: str, totals: dict[str, float]) -> dict[str, float]:
+    def _metrics(module: TrainModule, prefix: str, totals: dict[str, float]) -> dict[str, float]:
         # the train module knows what its totals mean (a loss per token, a reward accuracy per pair ...)
         return {f"{prefix}/{key}": value for key, value in module.eval_metrics(totals).items()}

@@ -5,11 +5,14 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from honing.distributed import barrier
 from honing.train.callbacks.base import Callback
 from honing.train.callbacks.order import PRIORITY
+
+if TYPE_CHECKING:
+    from honing.train.callbacks.best_model import BestModelCallback
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +30,7 @@ class ExportCallback(Callback):
         self.export_fn = export_fn
         self.folder_name = folder_name
         # load_best_model_at_end: the best checkpoint's model is exported instead (when there is one)
-        self.best: Any = None
+        self.best: BestModelCallback | None = None
 
     def on_train_end(self) -> None:
         if self.best is not None and self.best.export_best(self.folder_name) is not None:

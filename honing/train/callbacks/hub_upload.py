@@ -8,12 +8,15 @@ import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from honing.distributed import is_rank0
 from honing.errors import ConfigError
 from honing.train.callbacks.base import Callback
 from honing.train.callbacks.order import PRIORITY
+
+if TYPE_CHECKING:
+    from huggingface_hub import HfApi
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +28,7 @@ class HubUploader:
     folders it still reads (they are not pruned until pushed) and waits for it at the end, as for the bucket
     uploader (``honing.train.remote.Uploader``)."""
 
-    def __init__(self, api: Any, repo_id: str, revision: str | None):
+    def __init__(self, api: HfApi, repo_id: str, revision: str | None):
         self.api, self.repo_id, self.revision = api, repo_id, revision
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="honing-hub")
         self._lock = threading.Lock()
@@ -162,7 +165,7 @@ class HubUploadCallback(Callback):
             )  # fmt: skip
 
 
-def default_api() -> Any:
+def default_api() -> HfApi:
     """``huggingface_hub.HfApi()``: its token is ``HF_TOKEN``'s or the saved login's."""
     from huggingface_hub import HfApi
 

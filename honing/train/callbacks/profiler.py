@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any
 
 import torch
 from torch.profiler import ProfilerAction, ProfilerActivity
@@ -42,7 +41,7 @@ class ProfilerCallback(Callback):
         self.folder_name = folder_name
         self.record_shapes = record_shapes
         self.profile_memory = profile_memory
-        self.profiler: Any = None
+        self.profiler: torch.profiler.profile | None = None
         self._first_step = 1
 
     @property

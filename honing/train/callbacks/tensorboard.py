@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from honing.train.callbacks.tracker import TrackerCallback
+
+if TYPE_CHECKING:
+    from torch.utils.tensorboard import SummaryWriter
 
 
 class TensorBoardCallback(TrackerCallback):
@@ -23,7 +26,7 @@ class TensorBoardCallback(TrackerCallback):
     def __init__(self, *, config: Mapping[str, Any] | None = None, folder_name: str = "tensorboard"):
         super().__init__(config=config)
         self.folder_name = folder_name
-        self.writer: Any = None
+        self.writer: SummaryWriter | None = None
 
     @property
     def log_dir(self) -> str:
@@ -60,6 +63,6 @@ class TensorBoardCallback(TrackerCallback):
             self.trainer.persist_working_file(self.log_dir)  # uploaded when the save folder is remote
 
 
-def _cell(value: Any) -> str:
+def _cell(value: object) -> str:
     """A value as one Markdown table cell: pipes escaped, line breaks shown as <br>."""
     return str(value).replace("|", "\\|").replace("\n", "<br>")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from honing.config import redact
@@ -69,7 +69,7 @@ class TrackerCallback(Callback):
         if self._guard("finishing", self.finish, failed=True):
             self.active = False
 
-    def _guard(self, action: str, fn: Any, *args: Any, **kwargs: Any) -> bool:
+    def _guard(self, action: str, fn: Callable[..., object], *args: object, **kwargs: object) -> bool:
         """Run ``fn`` while the tracker is active; on error warn once and switch it off. True if it ran."""
         if not self.active:
             return False
