@@ -30,6 +30,8 @@ from honing.errors import ConfigError, DataError
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
+    from honing.config.schema import RunConfig
+
 TOKENIZER_SAMPLE_BYTES = 64 * 2**20  # text a bpe / char tokenizer is trained on when preparing a corpus
 REPORT_LENGTHS = 100_000  # document lengths of prepared folders the data report describes
 
@@ -39,7 +41,7 @@ class PretrainText:
     from prepared token shards. ``config`` is the run's config (its ``data``, ``tokenizer`` and ``model`` sections
     and the seed are read)."""
 
-    def __init__(self, config: Any, *, cache_dir: str, printer: Callable[[str], None] = print):
+    def __init__(self, config: RunConfig, *, cache_dir: str, printer: Callable[[str], None] = print):
         self.data, self.tokenizer_cfg, self.seed = config.data, config.tokenizer, config.trainer.seed
         self.name_or_path = config.model.name_or_path
         self.cache_dir, self.printer = cache_dir, printer
@@ -87,7 +89,7 @@ class PretrainText:
             self._documents = (train, validation)
         return self._documents
 
-    def tokenizer(self) -> Any:
+    def tokenizer(self) -> PreTrainedTokenizerBase:
         """A byte, character, BPE (trained on the training documents) or pretrained tokenizer; with prepared
         sources, the tokenizer they were prepared with (checked by fingerprint)."""
         cfg = self.tokenizer_cfg

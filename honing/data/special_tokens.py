@@ -4,17 +4,19 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from honing.distributed import is_rank0
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
+    from honing.config.data_schema import TokenizerSection
+
 log = logging.getLogger(__name__)
 
 
-def apply_token_settings(tokenizer: PreTrainedTokenizerBase, tokenizer_cfg: Any) -> int:
+def apply_token_settings(tokenizer: PreTrainedTokenizerBase, tokenizer_cfg: TokenizerSection) -> int:
     """Set ``tokenizer_cfg.special_tokens`` (bos / eos / unk / pad by text) and add ``tokenizer_cfg.added_tokens`` on
     ``tokenizer``; return how many tokens the vocabulary gained (0 when every text was already the tokenizer's)."""
     from tokenizers import AddedToken

@@ -19,6 +19,8 @@ from honing.hub import check_name_or_path, hub_load_error, is_hub_id
 if TYPE_CHECKING:  # transformers takes a second to import; the data loader should not pay for it
     from transformers import PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
+    from honing.config.data_schema import TokenizerSection
+
 log = logging.getLogger(__name__)
 
 EOS_TOKEN = "<|endoftext|>"
@@ -187,7 +189,7 @@ def _bytes_to_unicode() -> dict[int, str]:
     return mapping
 
 
-def tokenizer_kind(tokenizer: PreTrainedTokenizerBase, name_or_path: str | None) -> tuple[str, str | None]:
+def tokenizer_kind(tokenizer: TokenizerSection, name_or_path: str | None) -> tuple[str, str | None]:
     """``tokenizer.kind`` and ``tokenizer.path`` of the run's ``tokenizer`` section with ``auto`` resolved: the
     model's own tokenizer when ``model.name_or_path`` (``name_or_path``) is set, else byte-level."""
     if tokenizer.kind != "auto":

@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from honing.data.chat.conversation import ensure_special_tokens, resolve_chat_template
 from honing.data.special_tokens import apply_token_settings
 from honing.data.tokenizer import build_tokenizer, tokenizer_kind
 from honing.errors import DataError
 
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
-def chat_tokenizer(tokenizer_cfg: Any, data: Any, model: Any) -> tuple[Any, str]:
+    from honing.config.data_schema import DataSection, TokenizerSection
+    from honing.config.model_schema import ModelSection
+
+
+def chat_tokenizer(
+    tokenizer_cfg: TokenizerSection, data: DataSection, model: ModelSection
+) -> tuple[PreTrainedTokenizerBase, str]:
     """The tokenizer the ``tokenizer`` section names (its ``special_tokens`` / ``added_tokens`` applied), with
     ``data.chat_template`` (and its special tokens) set on it so checkpoints and exports save it; and the template's
     text."""

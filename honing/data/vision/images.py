@@ -17,7 +17,9 @@ import threading
 import urllib.error
 import urllib.parse
 import urllib.request
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from types import ModuleType
+from typing import TYPE_CHECKING, TypeVar
 
 from honing import storage
 from honing.data.formats import ContentItem, Conversation
@@ -25,6 +27,9 @@ from honing.errors import DataError
 
 if TYPE_CHECKING:
     from PIL.Image import Image
+    from pypdfium2 import PdfPage
+
+PageResult = TypeVar("PageResult")
 
 VISION_EXTRA = "pip install 'honing[vision]'"
 POINTS_PER_INCH = 72
@@ -157,7 +162,7 @@ def _base64(item: ContentItem, text: str) -> bytes:
 # ---- decoding -----------------------------------------------------------------------------------------------
 
 
-def _pil() -> Any:
+def _pil() -> ModuleType:
     try:
         from PIL import Image
     except ImportError as error:
@@ -222,7 +227,7 @@ def _eight_bit_grey(image: Image) -> Image:
 # ---- PDF pages ----------------------------------------------------------------------------------------------
 
 
-def _pdfium() -> Any:
+def _pdfium() -> ModuleType:
     try:
         import pypdfium2
     except ImportError as error:
@@ -237,7 +242,7 @@ def _render_pdf(item: ContentItem, dpi: float, longest_side: int | None) -> Imag
     if dpi <= 0:
         raise DataError(f"pdf_dpi must be > 0, got {dpi:g}")
 
-    def render(page: Any) -> Image:
+    def render(page: PdfPage) -> Image:
         width, height = page.get_size()  # in points, 1/72 inch
         scale = longest_side / max(width, height, 1e-6) if longest_side else dpi / POINTS_PER_INCH
         return page.render(scale=scale).to_pil().convert("RGB")  # converted: a copy that outlives the bitmap
@@ -245,12 +250,12 @@ def _render_pdf(item: ContentItem, dpi: float, longest_side: int | None) -> Imag
     return _to_rgb(item, _with_pdf_page(item, render))
 
 
-def _with_pdf_page(item: ContentItem, use: Any) -> Any:
+def _with_pdf_page(item: ContentItem, use: Callable[[PdfPage], PageResult]) -> PageResult:
     """``use(page)`` on the item's page, with the document open; errors name the file and the page."""
     pdfium = _pdfium()
     path = item.content
     if storage.is_url(path):
-        source: Any = _read_file(item, path)
+        source: bytes | str = _read_file(item, path)
     else:
         source = path[len("file://") :] if path.startswith("file://") else path
         if not os.path.exists(source):
