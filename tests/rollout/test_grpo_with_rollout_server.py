@@ -34,7 +34,7 @@ def test_a_grpo_run_samples_from_the_server_which_gets_each_steps_weights(rollou
     versions, requests = counts(rollout_server.url)
     recipe = GRPORecipe(validate(raw))
     recipe.run()
-    assert isinstance(recipe.train_module.rollout_sampler, RolloutClient)
+    assert isinstance(recipe.train_module.sampler.rollout_sampler, RolloutClient)
     assert [row["step"] for row in read_jsonl(tmp_path / "run" / "metrics.jsonl")] == [1, 2]
     assert counts(rollout_server.url) == (versions + 2, requests + 2)  # one weight update and one request per step
 
