@@ -45,6 +45,8 @@ NAMED_DATASETS = {
     "HuggingFaceH4/ultrachat_200k": "ultrachat",
     "hiyouga/geometry3k": "geometry3k",
 }
+# datasets' packaged builders, which read their rows from data_files (Oumi has no class of these names)
+PACKAGED_BUILDERS = frozenset({"text", "json", "csv", "parquet", "arrow"})
 # Oumi's registered pretraining datasets (documents packed into rows, whatever the trainer)
 PRETRAINING_DATASETS = frozenset(
     {"text", "HuggingFaceFW/fineweb-edu", "allenai/c4", "allenai/dolma", "EleutherAI/pile", "roneneldan/TinyStories",
@@ -150,6 +152,14 @@ def translate_split(t: Translation, split_keys: Keys, split: str, method: str) -
         if split == "train" and not any(isinstance(item, dict) and item.get("shuffle") for item in items):
             t.default("data.shuffle", False, "a streamed Oumi dataset reaches the trainer in file order")
     split_keys.note("use_torchdata", "not needed: honing reads and prepares rows with its own loader")
+    split_keys.note(
+        "experimental_use_torch_datapipes", "not needed: honing reads and prepares rows with its own loader"
+    )
+    split_keys.note(
+        "use_async_dataset",
+        "not needed: an older Oumi's choice of the class that packs pretraining text (a background thread or not, "
+        "the same rows); honing packs documents in its own loader",
+    )
     split_keys.done()
 
 
@@ -238,6 +248,14 @@ def translate_dataset(t: Translation, item: Keys, method: str) -> dict[str, Any]
         problem = slice_problem(split)
         if problem:
             t.refuse(item.key("split"), f"{split!r} is no split slice datasets reads ({problem})")
+    kwargs_raw = item.peek("dataset_kwargs")
+    if isinstance(kwargs_raw, dict) and kwargs_raw.get("data_files") is not None:
+        files = data_files_path(t, f"{item.key('dataset_kwargs')}.data_files", kwargs_raw["data_files"], name, split)
+        if files is None:
+            return None
+        if path is not None and path != files:
+            t.note(item.key("dataset_path"), f"unused: Oumi reads {name!r} from dataset_kwargs.data_files ({files!r})")
+        path = files
     classed = class_source(t, item, name, path, split)
     if classed is not None:  # a dataset class reading a hub data set in its own columns
         source: dict[str, Any] = classed
@@ -290,6 +308,26 @@ def translate_dataset(t: Translation, item: Keys, method: str) -> dict[str, Any]
     return source
 
 
+def data_files_path(t: Translation, key: str, files: object, name: str, split: str) -> str | None:
+    """``data_files`` (Oumi hands dataset_kwargs to ``datasets.load_dataset`` for a name it has no class for) as the
+    source's path: the one file or glob the split reads; None, refused, for anything honing cannot read so."""
+    if isinstance(files, dict):  # {split: files}
+        files = files.get(split)
+    files = [files] if isinstance(files, str) else files
+    if not (isinstance(files, list) and files and all(isinstance(file, str) and file for file in files)):
+        t.refuse(key, f"{files!r}: expected a file, a glob, a list of them or {{{split}: files}}")
+        return None
+    if name not in PACKAGED_BUILDERS:
+        t.refuse(key, f"not available: honing reads the hub data set {name!r} whole, not a chosen part of its files; "
+                      "download them and give their path as dataset_path")  # fmt: skip
+        return None
+    if len(files) > 1:
+        t.refuse(key, f"{len(files)} files in one dataset: a honing source reads one file, folder or glob; give a "
+                      "glob, or list each file as a dataset of its own")  # fmt: skip
+        return None
+    return files[0]
+
+
 def translate_order(t: Translation, item: Keys) -> None:
     """A dataset's ``shuffle`` / ``seed`` / ``shuffle_buffer_size``: Oumi shuffles it once before sampling, and the
     trainer's sampler shuffles the rows again each epoch (honing's loader: ``data.shuffle``, by ``trainer.seed``)."""
@@ -312,7 +350,7 @@ def translate_order(t: Translation, item: Keys) -> None:
 
 def translate_dataset_kwargs(t: Translation, kwargs: Keys, rows: int | None, method: str) -> int | None:
     """A dataset's ``dataset_kwargs``: Oumi's dataset classes' arguments; returns the rows to read (``limit``)."""
-    for name in CLASS_KWARGS:  # read with the dataset's class (oumi_columns.class_source)
+    for name in (*CLASS_KWARGS, "data_files"):  # read with the dataset's class or path (translate_dataset)
         kwargs.take(name)
     limit = kwargs.number("limit", int)
     if limit is not None:

@@ -33,8 +33,27 @@ RENAMED = {"max_seq_length": "max_length"}
 PRETRAIN_PACKED = {"data.packing", "data.train_on", "data.group_by_length"}
 
 
+def translate_oumi_only(t: Translation, kwargs: Keys) -> None:
+    """The trainer_kwargs Oumi's users write that TRL's config class does not read the way honing's tables do:
+    accelerate's seedable sampler (Oumi always sets it) and SFTConfig's ``dataset_kwargs`` (TRL's own row building,
+    which Oumi skips for its collators)."""
+    kwargs.note(
+        "use_seedable_sampler",
+        "not needed: honing's loader order is always seeded (trainer.seed, a permutation per epoch), as accelerate's "
+        "seedable sampler, which Oumi turns on itself",
+    )
+    dataset_kwargs = t.section(kwargs.take("dataset_kwargs"), kwargs.key("dataset_kwargs"))
+    dataset_kwargs.note(
+        "skip_prepare_dataset",
+        "not needed: TRL's own tokenizing of the rows, which Oumi skips for its collators; honing builds the rows "
+        "itself either way",
+    )
+    dataset_kwargs.done("not available: TRL reads skip_prepare_dataset only; honing builds its rows itself")
+
+
 def translate_rest_as_trl(t: Translation, kwargs: Keys, method: str) -> None:
     """Read every key of ``kwargs`` not taken yet as TRL's config class for ``method`` reads it."""
+    translate_oumi_only(t, kwargs)
     rest = {name: value for name, value in kwargs.values.items() if name not in kwargs.taken}
     config_class = TRL_CLASS.get(method)
     if not rest or config_class is None:
