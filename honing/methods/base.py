@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -27,6 +27,9 @@ from honing.train.metrics import ReduceType
 from honing.train.precision import LOSS_SCALED_PRECISION
 from honing.train.precision import autocast as precision_autocast
 from honing.train.train_module import TrainModule
+
+if TYPE_CHECKING:
+    from honing.train.trainer import Trainer
 
 
 class BaseTrainModule(TrainModule):
@@ -71,7 +74,7 @@ class BaseTrainModule(TrainModule):
         self.autocast = partial(precision_autocast, precision, self.device.type)
         self._step_loss: torch.Tensor | None = None
 
-    def on_attach(self, trainer: Any) -> None:
+    def on_attach(self, trainer: Trainer) -> None:
         """Called once by the Trainer: without a policy of its own, the module follows the trainer's."""
         super().on_attach(trainer)
         if self.updater.own_nonfinite_loss is None:

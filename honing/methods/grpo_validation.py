@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from honing.config.grpo_validation_schema import GRPOValidationSection
 from honing.losses import combine_rewards
 from honing.methods.grpo_metrics import ended_rows
 from honing.methods.tool_turns import Transcripts
@@ -38,7 +39,7 @@ class RewardValidation:
     seed: int = 0
 
     @classmethod
-    def from_section(cls, section: Any, seed: int) -> RewardValidation:
+    def from_section(cls, section: GRPOValidationSection, seed: int) -> RewardValidation:
         """The settings of ``grpo.validation`` with the run's seed."""
         return cls(section.num_generations, section.temperature, section.top_p, section.top_k, seed)
 

@@ -10,7 +10,7 @@ import torch
 
 from honing.losses import IGNORE_INDEX
 from honing.methods.kto_loss import KTOLoss, kl_estimate, kl_sums
-from honing.methods.pairs import PairTrainModule, pair_logps
+from honing.methods.pairs import PairTrainModule
 from honing.train.metrics import ReduceType
 
 #: per-row sums every step or evaluation adds up; each metric is a sum over the rows of one label, over their count
@@ -28,14 +28,7 @@ class KTOTrainModule(PairTrainModule):
     def kto_terms(self, micro: dict[str, torch.Tensor], *, over_ranks: bool) -> dict[str, torch.Tensor]:
         """Per-row losses, rewards and log-probs of one micro-batch (the completion and the mismatched one in one
         forward), its rows' labels, which rows are real, and the KL estimate it used."""
-        logps, lengths = pair_logps(
-            self.model,
-            micro,
-            self.collator,
-            autocast=self.autocast,
-            chunked=self.chunked_loss,
-            packed=self.packed_pairs,
-        )
+        logps, lengths, _ = self.score_pairs(self.model, micro)
         reference = self.reference_logps(micro)
         real = lengths[:, 0] > 0  # a filler row scores nothing
         kl = logps.new_zeros(())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -17,6 +17,9 @@ from honing.models import moe
 from honing.models.output_head import forward_with_head
 from honing.models.wrappers import transformers_model, unwrap_model
 from honing.train.metrics import ReduceType
+
+if TYPE_CHECKING:
+    from honing.train.trainer import Trainer
 
 
 class LMTrainModule(BaseTrainModule):
@@ -203,7 +206,7 @@ class RouterLoss:
         self.loads = loads if self.loads is None else self.loads + loads
         return outputs.aux_loss * (tokens * self.weight)
 
-    def record(self, trainer: Any, layers: list[int] | None) -> None:
+    def record(self, trainer: Trainer, layers: list[int] | None) -> None:
         """``train/aux_loss`` (unweighted, the step's token-weighted mean over all ranks) and each router's expert
         load imbalance over this rank's tokens of the step (max / mean load; the largest over ranks, as OLMo-core),
         ``.../max`` the largest over layers. Tensors all: nothing waits for the device."""

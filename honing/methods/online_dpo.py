@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -22,6 +22,9 @@ from honing.methods.grpo_metrics import append_samples, ended_rows, record_same,
 from honing.methods.grpo_sampling import GeneratedGroups
 from honing.methods.online_dpo_loss import first_is_chosen, online_dpo_terms, pair_rewards
 from honing.methods.step_ranks import StepRanks
+
+if TYPE_CHECKING:
+    from honing.train.trainer import Trainer
 
 #: the rollout tensors a loss micro-batch holds, split by rows (the two of a pair always in one micro-batch)
 PAIR_KEYS = ("input_ids", "attention_mask", "completion_ids", "completion_mask", "ref_logps", "first_chosen")
@@ -122,7 +125,7 @@ class OnlineDPOTrainModule(GRPOTrainModule):
 
 # --- metrics (TRL's names) ----------------------------------------------------------
 def record_rollout(
-    trainer: Any,
+    trainer: Trainer,
     ranks: StepRanks,
     device: torch.device,
     groups: GeneratedGroups,
@@ -151,7 +154,7 @@ def record_rollout(
     return totals[4] / completions
 
 
-def record_pair_metrics(trainer: Any, totals: torch.Tensor, beta: float, scores: torch.Tensor | None) -> None:
+def record_pair_metrics(trainer: Trainer, totals: torch.Tensor, beta: float, scores: torch.Tensor | None) -> None:
     """TRL's pair metrics from the per-pair means over every rank of ``PAIR_SUMS``."""
     chosen, rejected, ref_chosen, ref_rejected, accurate = totals.tolist()
     kl = ((chosen - ref_chosen) + (rejected - ref_rejected)) / 2  # per completion, summed over its tokens
@@ -171,7 +174,7 @@ def record_pair_metrics(trainer: Any, totals: torch.Tensor, beta: float, scores:
 
 
 def append_pair_samples(
-    trainer: Any,
+    trainer: Trainer,
     sample_interval: int | None,
     groups: GeneratedGroups,
     rewards: torch.Tensor,

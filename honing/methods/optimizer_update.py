@@ -3,7 +3,7 @@ clipping with the grad-norm metric, the LR schedule and the optimizer step."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -14,6 +14,9 @@ from honing.models.parallel import clip_grads, grads_by_mesh, total_grad_norm
 from honing.optim.schedulers import lr_factor
 from honing.train.metrics import ReduceType
 from honing.train.train_module import TrainModule
+
+if TYPE_CHECKING:
+    from honing.train.trainer import Trainer
 
 #: what a non-finite loss does: stop the run (the Trainer checks before every save) or skip the update
 NONFINITE_POLICIES = ("stop", "skip")
@@ -51,7 +54,7 @@ class OptimizerUpdate:
         ``fp16-mixed`` (a loss that computes its gradients in the forward, the chunked head's, takes this too)."""
         return scale if self.loss_scaler is None else self.loss_scaler.scaled(scale)
 
-    def lr_factor(self, trainer: Any, step: int | None = None) -> float:
+    def lr_factor(self, trainer: Trainer | None, step: int | None = None) -> float:
         """The schedule's multiplier for the step ``trainer`` takes (or for ``step``); under ``fp16-mixed`` the
         schedule runs behind by the steps skipped for an overflow (as transformers' Trainer's)."""
         if step is None:
@@ -143,7 +146,7 @@ def unrecorded_optim_step(module: TrainModule) -> None:
 class _Unrecorded:
     """The trainer, except that metrics recorded through it are dropped."""
 
-    def __init__(self, trainer: Any):
+    def __init__(self, trainer: Trainer):
         self._trainer = trainer
 
     def record_metric(self, *args: Any, **kwargs: Any) -> None:

@@ -4,13 +4,17 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from functools import partial
 from typing import Any
 
 import torch
 import torch.nn.functional as F
+from transformers.utils import ModelOutput
 
 from honing import chunked_ce
+from honing.data.collate import Collator
 from honing.errors import ConfigError
 from honing.losses import IGNORE_INDEX, completion_logps
 from honing.methods.base import BaseTrainModule
@@ -78,6 +82,15 @@ class PairTrainModule(BaseTrainModule):
         # a step's pairs in one row without padding, attended pair by pair (honing.models.pair_attention)
         models = [model] if reference_model is None else [model, reference_model]
         self.packed_pairs = packed_pairs and all(enable_pair_attention(m) for m in models)
+        #: ``pair_scores`` of a model's forward over a micro-batch with this module's collator, autocast, chunked head
+        #: and packing: what the policy, the reference and KTO's step score pairs with
+        self.score_pairs = partial(
+            pair_scores,
+            collator=self.collator,
+            autocast=self.autocast,
+            chunked=self.chunked_loss,
+            packed=self.packed_pairs,
+        )
 
     # --- the maths ------------------------------------------------------------------------------
     def reference_logps(self, micro: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -93,14 +106,7 @@ class PairTrainModule(BaseTrainModule):
     def score_reference(self, micro: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         """One forward of the reference (the copy, or the policy with its adapters off) over the micro-batch."""
         with torch.no_grad(), self._reference_context() as model:
-            logps, _ = pair_logps(
-                model,
-                micro,
-                self.collator,
-                autocast=self.autocast,
-                chunked=self.chunked_loss,
-                packed=self.packed_pairs,
-            )
+            logps, _, _ = self.score_pairs(model, micro)
         return self.loss.sequence_logps(logps).unbind(1)
 
     def lazy_reference_logps(self, micro: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -148,15 +154,7 @@ class PairTrainModule(BaseTrainModule):
     def pair_terms(self, micro: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """Per-pair losses, log-probs and metrics of one micro-batch (one policy forward for chosen and rejected),
         and the chosen sequences' summed negative log-likelihood and token count (the NLL term)."""
-        logps, lengths, square_sums = pair_scores(
-            self.model,
-            micro,
-            self.collator,
-            autocast=self.autocast,
-            chunked=self.chunked_loss,
-            packed=self.packed_pairs,
-            square_sums=self.loss.needs_square_sums,
-        )
+        logps, lengths, square_sums = self.score_pairs(self.model, micro, square_sums=self.loss.needs_square_sums)
         reference = self.reference_logps(micro) if self.loss.uses_reference else None
         options = {"square_sums": square_sums} if square_sums is not None else {}
         terms = self.loss.terms(logps, lengths, reference, **options)
@@ -292,9 +290,9 @@ def with_prompt_targets(micro: dict[str, torch.Tensor]) -> dict[str, torch.Tenso
 def pair_logps(
     model: torch.nn.Module,
     micro: dict[str, torch.Tensor],
-    collator: Any,
+    collator: Collator,
     *,
-    autocast: Any = contextlib.nullcontext,
+    autocast: Callable[[], AbstractContextManager] = contextlib.nullcontext,
     chunked: bool = True,
     packed: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -309,9 +307,9 @@ def pair_logps(
 def pair_scores(
     model: torch.nn.Module,
     micro: dict[str, torch.Tensor],
-    collator: Any,
+    collator: Collator,
     *,
-    autocast: Any = contextlib.nullcontext,
+    autocast: Callable[[], AbstractContextManager] = contextlib.nullcontext,
     chunked: bool = True,
     packed: bool = False,
     square_sums: bool = False,
@@ -333,7 +331,7 @@ def pair_scores(
         def unpack(packed_output: torch.Tensor) -> torch.Tensor:
             return packed_output if pair_layout is None else pair_layout(micro, packed_output)
 
-    def run_forward() -> Any:
+    def run_forward() -> ModelOutput:
         with autocast():
             return model(**inputs, use_cache=False)
 
