@@ -26,6 +26,11 @@ FLAG_STEPS = {
     "LatexBracketNormalizer": "latex_brackets",
 }
 TABLE_TRANSFORMATIONS = ("annotate_dims", "firstrowpreview")
+# steps of forks, not of allenai/olmocr's pipeline (olmocr/train/dataloader.py): why each is not read
+FORK_STEPS = {
+    "ChandraHTMLPrompt": "a step of the fork zzeennoo/olmocr (Chandra's OCR prompt for HTML replies), not of "
+    "olmOCR's pipeline; use one of olmOCR's prompt steps",
+}
 
 
 def pipeline_options(t: Translation, key: str, steps: Any) -> tuple[dict[str, Any], int | None]:
@@ -43,12 +48,14 @@ def pipeline_options(t: Translation, key: str, steps: Any) -> tuple[dict[str, An
             continue
         if step.get("enabled", True) is False:
             continue
-        name, settings = step["name"], {k: v for k, v in step.items() if k not in ("name", "enabled")}
+        if "verbose" in step:  # posicube's KolmOCR fork: a step's log switch
+            t.note(f"{where}.verbose", "not needed: a fork's switch for the step's logs; the rows are the same")
+        name, settings = step["name"], {k: v for k, v in step.items() if k not in ("name", "enabled", "verbose")}
         names.append(name)
         longest_side = read_step(t, where, name, settings, options, longest_side)
     if "PDFRenderer" not in names:
         t.refuse(key, "no PDFRenderer step: honing trains on the page's image, so the pipeline must render it")
-    if not any(name in PROMPT_STEPS for name in names):
+    if not any(name in PROMPT_STEPS or name in FORK_STEPS for name in names):  # a fork's prompt: refused as a step
         t.refuse(key, f"no prompt step (one of {', '.join(PROMPT_STEPS)})")
     if options.pop("no_anchor", False):  # the prompt has no room for anchor text: none is made
         options.pop("anchor_text_len", None)
@@ -110,6 +117,9 @@ def read_step(
             f"{where}.end_of_message_token",
             f"{end!r}: the reply ends as the model's chat template ends an assistant turn (Qwen-VL: <|im_end|>)",
         )
+    elif name in FORK_STEPS:
+        t.refuse(where, f"pipeline step {name!r} is not available: {FORK_STEPS[name]}")
+        return longest_side
     else:
         t.refuse(where, f"pipeline step {name!r} is not available in honing's olmOCR reader")
         return longest_side

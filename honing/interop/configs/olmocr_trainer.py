@@ -188,6 +188,11 @@ def translate_training(t: Translation, training: Keys, *, run_name: Any) -> None
     training.note("data_seed", "honing's shuffle follows trainer.seed (olmOCR's draws from torch's RNG)")
     training.copy("dataloader_num_workers", "data.num_workers", int)
     training.allow("dataloader_drop_last", (True,), "is not available: honing steps on whole batches only")
+    training.note(  # posicube's KolmOCR fork hands it to transformers' DataLoader
+        "dataloader_prefetch_factor",
+        "unused: how many batches each loader process reads ahead (a fork's key); honing's (data.num_workers) read 2 "
+        "ahead each, the same batches",
+    )
     limit = training.number("collator_max_token_len", int)
     if limit is not None:
         t.set("data.seq_len", limit)
