@@ -233,7 +233,12 @@ def translate_optimizer(t: Translation, training: Keys) -> None:
 
 def translate_checkpoints_and_eval(t: Translation, training: Keys) -> None:
     """Evaluation and checkpoints every N steps, the checkpoints kept, logging and trackers."""
-    for name, target in (("evaluation_strategy", "eval_steps"), ("save_strategy", "save_steps")):
+    # eval_strategy: transformers' current name of evaluation_strategy, which forks write
+    for name, target in (
+        ("evaluation_strategy", "eval_steps"),
+        ("eval_strategy", "eval_steps"),
+        ("save_strategy", "save_steps"),
+    ):
         training.allow(name, ("steps",), f"is not available: honing runs {target} every N steps")
     training.copy("eval_steps", "callbacks.evaluator.interval", int)
     training.copy("save_steps", "callbacks.checkpointer.save_interval", int)

@@ -34,3 +34,14 @@ def test_a_forks_prompt_step_is_refused_naming_the_fork():
     train_line, eval_line = translate(raw).refused
     assert train_line.startswith("dataset.train[0].pipeline[7]: pipeline step 'ChandraHTMLPrompt' is not available: ")
     assert "zzeennoo/olmocr" in train_line and eval_line.startswith("dataset.eval[0].pipeline[7]: ")
+
+
+def test_eval_strategy_is_read_as_olmocrs_evaluation_strategy():
+    raw = copy.deepcopy(TRAINER)
+    raw["training"].update({"eval_strategy": "steps", "eval_steps": 40})
+    translation = translate(raw)
+    assert translation.refused == [] and translation.config["callbacks"]["evaluator"]["interval"] == 40
+    raw["training"]["eval_strategy"] = "epoch"
+    assert translate(raw).refused == [
+        "training.eval_strategy: 'epoch' is not available: honing runs eval_steps every N steps"
+    ]
