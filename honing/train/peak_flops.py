@@ -89,8 +89,11 @@ def peak_flops_cache_path() -> str:
 
 def measure_matmul_flops(dtype: torch.dtype, *, size: int = PROBE_SIZE, seconds: float = PROBE_SECONDS) -> float:
     """FLOP/s of square ``size`` matmuls in ``dtype`` on the CPU, with torch's current thread count."""
-    a = torch.randn(size, size).to(dtype)
-    b = torch.randn(size, size).to(dtype)
+    # a generator of its own: drawing from the global one would shift the run's dropout masks and sampling on the
+    # first run on a machine (the one that measures), and only then, so a rerun would not repeat it
+    generator = torch.Generator().manual_seed(0)
+    a = torch.randn(size, size, generator=generator).to(dtype)
+    b = torch.randn(size, size, generator=generator).to(dtype)
     out = torch.empty(size, size, dtype=dtype)
     with torch.no_grad():
         torch.mm(a, b, out=out)  # warm-up: thread pool start and kernel selection are not the rate
