@@ -36,6 +36,9 @@ class EvaluatorSection(Section):
     interval_fraction: float | None = Field(default=None, gt=0, lt=1)
     """Evaluate every ``ceil(fraction x the run's steps)`` steps instead of ``interval``, resolved once the run's
     steps are known (transformers' ``eval_steps`` below 1, e.g. 0.05 for 20 evaluations); None: ``interval``."""
+    every_epoch: bool = False
+    """Evaluate at each epoch's last step instead of every ``interval`` steps (transformers' ``eval_strategy:
+    epoch``); the end of training is evaluated either way."""
     before_training: bool = False
     """Also evaluate once before the first step, logged at step 0: where the run starts from (transformers'
     ``eval_on_start``; a resumed run has its evaluations already)."""

@@ -100,6 +100,7 @@ def _evaluator(parts: RunParts, cfg: EvaluatorSection) -> Built:
         interval=cfg.interval,
         max_batches=cfg.max_batches,
         interval_fraction=cfg.interval_fraction,
+        every_epoch=cfg.every_epoch,
     )
     if cfg.before_training:  # transformers' eval_on_start
         return {"evaluator": evaluator, "evaluate_before_training": EvaluateBeforeTrainingCallback(evaluator)}

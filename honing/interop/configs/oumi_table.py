@@ -110,7 +110,10 @@ TRAINING: dict[str, Entry] = {
     **honoured("callbacks.tensorboard.enabled", "enable_tensorboard"),
     **honoured("callbacks.console.log_interval (strategy 'steps')", "logging_strategy"),
     **honoured("callbacks.console.log_interval", "logging_steps"),
-    **honoured("callbacks.evaluator.interval (strategy 'steps'; 'no': no evaluation)", "eval_strategy"),
+    **honoured(
+        "callbacks.evaluator.interval (strategy 'steps'; 'epoch': callbacks.evaluator.every_epoch; 'no': none)",
+        "eval_strategy",
+    ),
     **honoured("callbacks.evaluator.interval", "eval_steps"),
     **honoured("optim.lr", "learning_rate"),
     **honoured("scheduler.name (transformers' schedules, exactly)", "lr_scheduler_type"),

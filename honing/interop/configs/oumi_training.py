@@ -320,8 +320,14 @@ def translate_eval_and_logging(t: Translation, training: Keys, method: str, verl
             t.default("callbacks.evaluator.interval", OUMI_EVAL_STEPS, "Oumi's training.eval_steps")
         if not training.has("per_device_eval_batch_size"):
             t.default("callbacks.evaluator.batch_size", OUMI_PER_DEVICE_BATCH, "Oumi's per_device_eval_batch_size")
+    elif strategy == "epoch":
+        t.set("callbacks.evaluator.every_epoch", True)
+        if eval_steps is not None:
+            t.note("training.eval_steps", "unused: training.eval_strategy is 'epoch' (as in transformers)")
+        if not training.has("per_device_eval_batch_size"):
+            t.default("callbacks.evaluator.batch_size", OUMI_PER_DEVICE_BATCH, "Oumi's per_device_eval_batch_size")
     else:
-        t.refuse("training.eval_strategy", f"{strategy!r} is not available: honing evaluates every N steps ('steps')")
+        t.refuse("training.eval_strategy", f"{strategy!r} is not one of transformers' 'no', 'steps', 'epoch'")
     if verl:
         training.note("per_device_eval_batch_size", "not read by verl (its data.val_batch_size counts prompts)")
     training.copy("per_device_eval_batch_size", "callbacks.evaluator.batch_size", int)

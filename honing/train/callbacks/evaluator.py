@@ -1,4 +1,4 @@
-"""Validation loss every ``interval`` steps and at the end of training."""
+"""Validation loss every ``interval`` steps (or at each epoch's end) and at the end of training."""
 
 from __future__ import annotations
 
@@ -36,10 +36,12 @@ class EvaluatorCallback(Callback):
         max_batches: int | None = None,
         name: str = "eval",
         interval_fraction: float | None = None,
+        every_epoch: bool = False,
     ):
         self.batches = batches
         self.interval = interval
         self.interval_fraction = interval_fraction
+        self.every_epoch = every_epoch
         self.max_batches = max_batches
         self.name = name
         self.last_eval_step: int | None = None
@@ -57,8 +59,19 @@ class EvaluatorCallback(Callback):
 
     def on_step_end(self) -> None:
         # the last step is evaluated here, not at train end, so its metrics are logged with the step's
-        if self.step % self.interval == 0 or self.trainer.is_last_step:
+        if self.trainer.is_last_step or (
+            self._epoch_last_step() if self.every_epoch else self.step % self.interval == 0
+        ):
             self.evaluate()
+
+    def on_epoch_end(self) -> None:
+        # a loader that cannot tell its batches per epoch ahead: the epoch's end is known only once it is over
+        if self.every_epoch and self.step and self.last_eval_step != self.step:
+            self.evaluate()
+
+    def _epoch_last_step(self) -> bool:
+        steps_per_epoch = self.trainer.progress.steps_per_epoch
+        return bool(steps_per_epoch) and self.step % steps_per_epoch == 0
 
     def on_train_end(self) -> None:  # a canceled run
         if self.last_eval_step != self.step:

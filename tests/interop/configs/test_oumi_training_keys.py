@@ -82,6 +82,11 @@ def test_seed_checkpoints_evaluation_and_logging_intervals():
         "callbacks.evaluator.batch_size": 2,
         "callbacks.console.log_interval": 7,
     }
+    # transformers' eval_strategy "epoch" (Oumi's halloumi 8B config): honing's every_epoch, the interval unused
+    validation = {"validation": {"datasets": [{"dataset_name": "text_sft_jsonl", "dataset_path": "valid.jsonl"}]}}
+    by_epoch = translated(data=validation, eval_strategy="epoch", eval_steps=5)
+    assert by_epoch.get("callbacks.evaluator.every_epoch") is True
+    assert by_epoch.get("callbacks.evaluator.interval") is None
     raw = copy.deepcopy(BASE)
     raw["training"].update(logging_strategy="epoch")
     assert translate(raw).refused == [
