@@ -14,3 +14,10 @@ extensions.register_reward_adapter("honing.interop.verl_rewards:adapt")
 # olmOCR's data layouts (a folder of PDF + front-matter markdown pages; OpenAI batch responses), shaped by data.olmocr
 for source_format in ("olmocr_pages", "olmocr_batch"):
     extensions.register_source_format(source_format, "honing.interop.olmocr_rows:OLMOCR_SOURCES")
+
+# VeOmni's recipe steps as its document writes them (freeze_module(self), build_model_assets keeping the processor,
+# build_data_transform, build_data_collate_info's dict), adapted once as each recipe class is defined
+extensions.register_recipe_adapter("honing.interop.veomni_recipe:adapt_recipe_steps")
+
+# callbacks written with OLMo-core's or VeOmni's event names answer honing's as a recipe's Trainer registers them
+extensions.register_callback_adapter("honing.interop.callback_names:with_honing_event_names")

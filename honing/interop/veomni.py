@@ -23,9 +23,9 @@ step's batch to ``train_step`` as a one-item iterator of its micro-batches; ``tr
 subclass overrides is what runs. With none overridden the step is the method's own (``honing.interop.veomni_step``),
 to the same weights.
 
-``BaseTrainer`` does not derive from ``Recipe`` itself: recipes import ``honing.interop``, so it may not import them
-back; the method's recipe comes in as the subclass's second base. Method recipes themselves run honing's own loop,
-untouched (``Trainer.step_runner`` stays None).
+``BaseTrainer`` does not derive from ``Recipe`` itself: the method's recipe comes in as the subclass's second base
+(the recipes name no other system; ``honing.interop.veomni_recipe`` adapts VeOmni's steps as the class is defined).
+Method recipes themselves run honing's own loop, untouched (``Trainer.step_runner`` stays None).
 """
 
 from __future__ import annotations

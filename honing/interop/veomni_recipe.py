@@ -2,7 +2,9 @@
 ``freeze_module(model)`` is VeOmni's ``freeze_module(self)``, which reads the model as ``self.model``; a
 ``build_model_assets`` that sets only ``self.processor`` (VeOmni's ``build_processor(...)``) also gives the recipe its
 tokenizer (the processor's, or the processor itself for a tokenizer-only model) and what else the recipe's own step
-sets (``complete_model_assets``: VL SFT's family and chat template)."""
+sets (``complete_model_assets``: VL SFT's family and chat template); a class that writes ``build_data_transform`` or
+``build_data_collate_info`` (steps honing's recipe does not have) gets them as its ``finish_data`` step
+(``honing.interop.veomni_data``). Registered as a recipe adapter (``honing.interop.registrations``)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,9 @@ def adapt_recipe_steps(cls: type) -> None:
     own = assets is not None and not (assets.__module__ or "").startswith("honing.")
     if own and not hasattr(assets, "completes_tokenizer"):
         cls.build_model_assets = with_tokenizer(assets)
+    data_steps = hasattr(cls, "build_data_transform") or hasattr(cls, "build_data_collate_info")
+    if data_steps and "finish_data" not in vars(cls):  # a class's own finish_data is left as it is
+        cls.finish_data = finish_data_with_steps
     freeze = vars(cls).get("freeze_module")
     if freeze is None or list(inspect.signature(freeze).parameters) != ["self"]:
         return
@@ -27,6 +32,13 @@ def adapt_recipe_steps(cls: type) -> None:
         freeze(self)
 
     cls.freeze_module = freeze_module
+
+
+def finish_data_with_steps(self: Any, data: Any) -> Any:
+    """The recipe's ``finish_data``: ``data`` after its VeOmni data steps (imported here, on a run that has them)."""
+    from honing.interop.veomni_data import with_data_steps
+
+    return with_data_steps(self, data)
 
 
 def with_tokenizer(build_model_assets: Any) -> Any:

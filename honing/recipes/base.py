@@ -4,9 +4,10 @@ The parts: the model assets (``honing.run.parts.ModelAssets``), the model builde
 method's row kind and its data (``honing.data.row_kind``, ``honing.data.finetune_data``), the reference model, the
 train module (``honing.methods``), the callbacks (``honing.run.callbacks``) and the Trainer. A method's recipe picks
 its parts; each step takes what it needs as arguments, returns what it made, and is a hook a user may replace in a
-subclass (VeOmni's names: ``build_model_assets``, ``freeze_module``, ``build_data_transform``,
-``build_data_collate_info``, ``build_param_groups``, ``post_init``; steps written in VeOmni's form read the parts
-``share`` keeps on the recipe). The config is never changed: ``saved_config`` is what the run applied.
+subclass (``build_model_assets``, ``freeze_module``, ``finish_data``, ``build_param_groups``, ``post_init``). A class
+whose steps are written in another system's form is adapted as it is defined, by the adapters ``honing.interop``
+registers (``honing.extensions``); such steps read the parts ``share`` keeps on the recipe. The config is never
+changed: ``saved_config`` is what the run applied.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from honing import extensions
 from honing.config import RunConfig, to_yaml
 from honing.config.methods import dropout_disabled
 from honing.config.trainer_schema import TrainerSection
@@ -41,8 +43,6 @@ from honing.distributed import (
 )
 from honing.errors import ConfigError
 from honing.export.model_card import DATA_FILE
-from honing.interop.callback_names import with_honing_event_names
-from honing.interop.veomni_recipe import adapt_recipe_steps
 from honing.models import count_parameters, freeze_layers, is_lora, unwrap_model
 from honing.models.builder import ModelBuilder
 from honing.models.compile_choice import allow_eager_fallback, choose_compile
@@ -79,7 +79,7 @@ class Recipe:
 
     def __init_subclass__(cls, **kwargs: Any):
         super().__init_subclass__(**kwargs)
-        adapt_recipe_steps(cls)  # a step written as VeOmni's document writes it takes honing's arguments
+        extensions.adapt_recipe_class(cls)  # steps written in another system's form take honing's arguments
 
     def __init__(self, config: RunConfig):
         self.config = config
@@ -128,7 +128,7 @@ class Recipe:
         return trainer
 
     def share(self, **parts: Any) -> None:
-        """Keep parts on the recipe as they are made, as the steps written in VeOmni's form read them
+        """Keep parts on the recipe as they are made, as steps written in another system's form read them
         (``self.processor``, ``self.model``, ``self.train_module``, ``self.trainer``, ...); honing's own steps take
         them as arguments instead."""
         for name, value in parts.items():
@@ -160,7 +160,7 @@ class Recipe:
         raise NotImplementedError
 
     def build_model_assets(self) -> list[Any]:
-        """VeOmni's step: the model assets, kept as ``self.processor``, ``self.tokenizer`` and
+        """The model assets, kept as ``self.processor``, ``self.tokenizer`` and
         ``self.chat_template``; returns ``[processor]``."""
         assets = self.model_assets()
         self.share(processor=assets.processor, tokenizer=assets.tokenizer, chat_template=assets.chat_template)
@@ -168,8 +168,9 @@ class Recipe:
 
     def run_assets(self) -> ModelAssets:
         """The model assets the run is built over: ``model_assets()``, or what a ``build_model_assets`` written in
-        VeOmni's form (which keeps them on the recipe) kept; either way kept for VeOmni-form steps too."""
-        if getattr(type(self).build_model_assets, "completes_tokenizer", False):  # honing.interop.veomni_recipe
+        another system's form (which keeps them on the recipe) kept; either way kept on the recipe for such steps."""
+        # a recipe adapter marks the user's build_model_assets it completed (honing.extensions.RECIPE_ADAPTERS)
+        if getattr(type(self).build_model_assets, "completes_tokenizer", False):
             self.build_model_assets()
             return ModelAssets(self.processor, self.tokenizer, getattr(self, "chat_template", None))
         assets = self.model_assets()
@@ -182,7 +183,7 @@ class Recipe:
         return self.models.causal_lm(assets.tokenizer, max_length=self.config.data.seq_len, shards=shards)
 
     def freeze_module(self, model: torch.nn.Module) -> None:
-        """Freeze parameters by ``model.freeze_layers`` patterns before the optimizer is built (VeOmni's step)."""
+        """Freeze parameters by ``model.freeze_layers`` patterns before the optimizer is built."""
         if self.config.model.freeze_layers:
             freeze_layers(model, self.config.model.freeze_layers)
 
@@ -248,20 +249,14 @@ class Recipe:
             progress=show_progress(),
         )
 
-    def build_data_transform(self) -> Callable[[Any], Any] | None:
-        """A function applied to every training and validation item before collation (None: the method's rows
-        as they are); VeOmni's step, e.g. ``partial(process_sample, processor=self.processor)``."""
-        return None
-
-    def build_data_collate_info(self) -> Any:
-        """The collator that splits a batch into micro-batches and names the model's inputs (VeOmni's step;
-        by default the one the data step chose, ``self.collator``), or VeOmni's dict of per-key settings over it
-        (``honing.interop.veomni_collate``)."""
-        return self.collator
+    def finish_data(self, data: RunData) -> RunData:
+        """The data after the recipe's own last steps on it (its items transformed, another collator), before the
+        train module is built; the data as it is by default."""
+        return data
 
     def build_param_groups(self) -> list[dict[str, Any]]:
         """Parameter groups by name pattern (``{"params": patterns, "lr": ..., "weight_decay": ...}``), first match
-        first, the rest split by decay (VeOmni's overridable step): ``optim.param_groups``."""
+        first, the rest split by decay: ``optim.param_groups``."""
         return [group.model_dump() for group in self.config.optim.param_groups]
 
     def build_optimizer(self, model: torch.nn.Module) -> torch.optim.Optimizer:
@@ -306,7 +301,8 @@ class Recipe:
 
     def build_trainer(self, parts: RunParts) -> Trainer:
         """The Trainer over the train module and data loader: it takes the config's trainer and storage sections;
-        callbacks written with OLMo-core's or VeOmni's event names are adapted to honing's as they are registered."""
+        callbacks written with another system's event names are adapted to honing's as they are registered, by the
+        callback adapters ``honing.interop`` registers (``honing.extensions``)."""
         return Trainer(
             self.config.trainer,
             storage=self.config.storage,
@@ -315,11 +311,11 @@ class Recipe:
             callbacks=self.build_callbacks(parts),
             extra_checkpoint_files=checkpoint_files(parts),
             model_params=count_parameters(parts.model, non_embedding=True),
-            callback_adapter=with_honing_event_names,
+            callback_adapter=extensions.adapt_callback,
         )
 
     def post_init(self) -> None:
-        """Called once everything is built, before training (VeOmni's step)."""
+        """Called once everything is built, before training."""
 
     # --- beside training ----------------------------------------------------------------
     def prepare(

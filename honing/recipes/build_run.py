@@ -4,16 +4,13 @@ kind) -> train module -> outputs -> callbacks and Trainer; nothing is read back 
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from honing import storage
 from honing.config import RunConfig, to_yaml
 from honing.config.trainer_schema import StorageSection
-from honing.data.transformed import TransformedDataset
 from honing.distributed import is_rank0, print0
 from honing.errors import ConfigError
-from honing.interop.veomni_collate import collator_from_info
 from honing.models import count_parameters
 from honing.recipes.prerequisites import check_model_inputs
 from honing.recipes.run_paths import check_run_paths
@@ -23,7 +20,6 @@ from honing.train.precision import describe_device
 from honing.train.shared_folder import check_shared_folder
 
 if TYPE_CHECKING:
-    from honing.data.finetune_data import RunData
     from honing.recipes.base import Recipe
 
 
@@ -48,7 +44,7 @@ def build_run(config: RunConfig, spec: Recipe) -> tuple[RunParts, Trainer]:
     # fine-tuned checkpoint trained with activation checkpointing and dropout off until the first evaluation
     model.train()
     spec.share(model=model, reference_model=reference_model)
-    data = with_data_steps(spec, spec.build_data(assets, model))
+    data = spec.finish_data(spec.build_data(assets, model))
     spec.share(
         train_loader=data.train_loader,
         eval_batches=data.eval_batches,
@@ -111,19 +107,3 @@ def configure_storage(cfg: StorageSection) -> None:
         ),
     )
 
-
-def with_data_steps(spec: Recipe, data: RunData) -> RunData:
-    """``data`` after the spec's data transform (applied to every training and validation item) and its collate
-    step (a collator, or VeOmni's dict of per-key settings over the data's own)."""
-    transform = spec.build_data_transform()
-    if transform is not None:
-        parts = getattr(data.eval_batches, "parts", {"": data.eval_batches})  # several validation sources
-        for batches in (data.train_loader, *parts.values()):
-            if hasattr(batches, "dataset"):  # the loader and the validation batches read items from it
-                batches.dataset = TransformedDataset(batches.dataset, transform)
-    spec.share(collator=data.collator)  # VeOmni's collate step reads the data's collator as self.collator
-    collate_info = spec.build_data_collate_info()
-    if isinstance(collate_info, dict):  # VeOmni's per-key (pack_dim, sp_slice, sp_pad_value, sp_pad_scale)
-        owner = f"{type(spec).__name__}.build_data_collate_info"
-        collate_info = collator_from_info(collate_info, data.collator, owner=owner, sp_size=spec.parallel_dims.cp)
-    return replace(data, collator=collate_info)
