@@ -40,6 +40,10 @@ class LoraSection(Section):
     """Which biases train: none, all of them, or those of the adapted modules (peft's ``bias``)."""
     target_modules: str | list[str] = "all-linear"
     """The modules that get adapters: names or a regex, or ``all-linear`` (every linear layer but the output head)."""
+    target_parameters: list[str] = Field(default_factory=list)
+    """Parameters that get adapters themselves, by full name or its last dotted parts (``7.mlp.experts.down_proj``):
+    an MoE's experts held as one tensor, which no module wraps (peft's ``target_parameters``); beside
+    ``target_modules``, which may be ``[]``. Empty: none."""
     task_type: str = "CAUSAL_LM"
     """peft's task type of the adapted model."""
     modules_to_save: list[str] | None = None

@@ -170,6 +170,7 @@ class ModelBuilder:
                 dropout=lora.dropout,
                 bias=lora.bias,
                 target_modules=lora.target_modules,
+                target_parameters=lora.target_parameters,
                 task_type=lora.task_type,
                 modules_to_save=lora.modules_to_save,
             )

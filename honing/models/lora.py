@@ -28,6 +28,7 @@ class LoraSettings(Protocol):
     dropout: float
     bias: str
     target_modules: str | list[str]
+    target_parameters: list[str]
     task_type: str
     modules_to_save: list[str] | None
 
@@ -81,6 +82,7 @@ def apply_lora(
     dropout: float = 0.0,
     bias: str = "none",
     target_modules: str | list[str] = "all-linear",
+    target_parameters: Sequence[str] = (),
     task_type: str = "CAUSAL_LM",
     modules_to_save: list[str] | None = None,
 ) -> PeftModel:
@@ -92,6 +94,7 @@ def apply_lora(
 
     module_names = [name for name, _ in model.named_modules() if name]
     check_target_modules(model, target_modules)
+    check_target_parameters(model, target_parameters)
     for index, wanted in enumerate(modules_to_save or []):
         if not any(name == wanted or name.endswith(f".{wanted}") for name in module_names):
             raise ConfigError(
@@ -111,6 +114,8 @@ def apply_lora(
         target_modules=target_modules,
         task_type=task_type,
         modules_to_save=modules_to_save,
+        # peft's LoRA on a bare parameter (an MoE's experts held as one tensor); peft >= 0.17 has the keyword
+        **({"target_parameters": list(target_parameters)} if target_parameters else {}),
     )
     try:
         with warnings.catch_warnings():
@@ -119,6 +124,8 @@ def apply_lora(
             # on a QLoRA int8 base: peft cannot merge into torchao's int8 weights, and honing never asks it to
             # (exports merge into the de-quantized weights, honing.models.export.merged_model)
             warnings.filterwarnings("ignore", message=".*TorchaoLoraLinear was instantiated without.*")
+            # target_parameters: peft keys the parameters' ranks by pattern and then reports them unmatched by module
+            warnings.filterwarnings("ignore", message=".*_pattern keys did not match any targeted module.*")
             return get_peft_model(model, config)
     except ValueError as error:  # e.g. a target that names a container module peft cannot adapt
         # peft prints the whole module tree of the offender; its class name is enough on one line
@@ -163,6 +170,18 @@ def check_target_modules(model: torch.nn.Module, target_modules: str | list[str]
             f"model.lora.target_modules: {target_modules!r}: {', '.join(map(repr, missing))} "
             f"matches no module; linear modules are named {linear}"
         )
+
+
+def check_target_parameters(model: torch.nn.Module, target_parameters: Sequence[str]) -> None:
+    """Raise ConfigError unless every entry names a parameter, by peft's rule for ``target_parameters``: the full
+    parameter name or its last dotted parts (``7.mlp.experts.down_proj``)."""
+    names = [name for name, _ in model.named_parameters()]
+    for index, target in enumerate(target_parameters):
+        if not any(name == target or name.endswith(f".{target}") for name in names):
+            raise ConfigError(
+                f"model.lora.target_parameters[{index}]: {target!r} matches no parameter; give a parameter's name or "
+                f"its last dotted parts, e.g. {example_names(names)}"
+            )
 
 
 def leaf_names(model: torch.nn.Module, kind: type) -> list[str]:

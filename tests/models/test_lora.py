@@ -4,6 +4,7 @@ import re
 
 import pytest
 import torch
+from transformers import AutoConfig, AutoModelForCausalLM
 
 from honing.errors import ConfigError
 from honing.models import count_parameters
@@ -126,3 +127,41 @@ def test_freeze_pattern_that_matches_nothing_is_a_config_error():
     ):
         freeze_layers(model, ["model.norm.*", "layers.0.*"])
     assert count_parameters(model, trainable_only=True) == BASE  # nothing frozen on error
+
+
+def tiny_moe():
+    """A two-layer qwen3_moe whose experts are one ``gate_up_proj`` / ``down_proj`` tensor each, not Linears."""
+    torch.manual_seed(0)
+    config = AutoConfig.for_model(
+        "qwen3_moe", vocab_size=64, hidden_size=32, intermediate_size=64, moe_intermediate_size=16,
+        num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=2, num_experts=4, num_experts_per_tok=2,
+    )  # fmt: skip
+    return AutoModelForCausalLM.from_config(config)
+
+
+def test_target_parameters_adapt_an_moes_expert_tensor_and_it_trains():
+    # gpt-oss's Oumi recipe: LoRA on the experts of chosen layers, named by the parameter's last dotted parts
+    model = apply_lora(tiny_moe(), rank=4, target_modules=[], target_parameters=["1.mlp.experts.down_proj"])
+    assert trainable_names(model) == [
+        "base_model.model.model.layers.1.mlp.experts.lora_A.default.weight",
+        "base_model.model.model.layers.1.mlp.experts.lora_B.default.weight",
+    ]
+    base = model.get_parameter("base_model.model.model.layers.1.mlp.experts.base_layer.down_proj").detach().clone()
+    adapter = model.get_parameter("base_model.model.model.layers.1.mlp.experts.lora_B.default.weight")
+    assert not adapter.any()  # peft starts B at zero
+    optimizer = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.1)
+    input_ids = torch.randint(0, 64, (2, 8), generator=torch.Generator().manual_seed(1))
+    model(input_ids=input_ids, labels=input_ids).loss.backward()
+    optimizer.step()
+    assert adapter.any()  # the adapter learned from the experts' gradient
+    expert = model.get_parameter("base_model.model.model.layers.1.mlp.experts.base_layer.down_proj")
+    assert torch.equal(expert, base)  # the expert tensor itself stays frozen
+
+
+def test_target_parameters_beside_all_linear_and_a_name_that_matches_nothing():
+    model = apply_lora(tiny_moe(), rank=4, target_parameters=["mlp.experts.gate_up_proj"])
+    names = trainable_names(model)
+    assert sum("experts.lora_" in name for name in names) == 2 * 2  # an A and a B per layer's experts
+    assert any("q_proj.lora_A" in name for name in names)  # all-linear still adapts the attention
+    with pytest.raises(ConfigError, match=r"model.lora.target_parameters\[0\]: '9.mlp.experts.down_proj' matches no"):
+        apply_lora(tiny_moe(), target_modules=[], target_parameters=["9.mlp.experts.down_proj"])

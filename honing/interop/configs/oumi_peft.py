@@ -42,6 +42,9 @@ def translate_peft(t: Translation, peft: Keys, *, use_peft: bool, method: str) -
     targets = lora_targets(t, peft, method)
     if targets is not None:
         lora["target_modules"] = targets
+    target_parameters = peft.names("lora_target_parameters")
+    if target_parameters:  # peft's LoRA on bare parameters: MoE experts held as one tensor (gpt-oss)
+        lora["target_parameters"] = target_parameters
     modules_to_save = peft.names("lora_modules_to_save")
     if modules_to_save:
         lora["modules_to_save"] = modules_to_save
@@ -69,12 +72,6 @@ def lora_targets(t: Translation, peft: Keys, method: str) -> str | list[str] | N
     if targets == ["all-linear"]:
         targets = "all-linear"  # Oumi's way of writing peft's keyword
     excluded = peft.names("lora_exclude_modules")
-    if peft.take("lora_target_parameters"):
-        t.refuse(
-            "peft.lora_target_parameters",
-            "LoRA on parameters (peft's target_parameters, for MoE experts held as one tensor) is not available: "
-            "honing adapts modules (model.lora.target_modules)",
-        )
     if not excluded:
         return targets
     if not isinstance(targets, list):

@@ -21,7 +21,6 @@ OUMI_REFUSED_KEYS = {
     "training.trainer_type",  # TRL_KTO; DPO and GRPO on images
     "model.model_revision",  # Falcon-E's BitNet fine-tuning
     "data.train.datasets[i].subset",  # a hub dataset's named configuration
-    "peft.lora_target_parameters",  # LoRA on MoE expert tensors
     "training.reward_functions",  # VERL_GRPO without one: verl's built-in reward by data_source (Molmo's geo3k)
     # what the refused ones above also hold (GRPO on images: verl's own keys, its validation set, vLLM)
     "data.validation",

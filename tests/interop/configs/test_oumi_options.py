@@ -195,9 +195,8 @@ def test_lora_exclude_modules_leave_the_towers_out_as_oumis_joined_regex_does():
         "model.language_model.layers.0.self_attn.v_proj",
         "q_proj",
     ]
-    assert refusals(**{"peft.lora_target_parameters": ["7.mlp.experts.gate_up_proj"]})[0].startswith(
-        "peft.lora_target_parameters: LoRA on parameters"
-    )
+    experts = ["7.mlp.experts.gate_up_proj", "7.mlp.experts.down_proj"]  # gpt-oss's recipe
+    assert translated(**{"peft.lora_target_parameters": experts}).get("model.lora.target_parameters") == experts
     assert translated(**{"peft.lora_target_modules": ["all-linear"]}).get("model.lora.target_modules") == "all-linear"
 
 
