@@ -148,8 +148,8 @@ ESTIMATORS: dict[str, dict[str, Any]] = {
     "GRPO": {},
     "GSPO": {"importance_sampling_level": "sequence", "loss_type": "grpo"},
     "RLOO": {"rloo": True},
-    "DAPO": {"max_num_gen_batches": 4},
-    "DAPO refills": {"max_num_gen_batches": 4, "reward": "half_flat"},
+    "DAPO": {"filter_groups": {"enable": True, "max_num_gen_batches": 4}},
+    "DAPO refills": {"filter_groups": {"enable": True, "max_num_gen_batches": 4}, "reward": "half_flat"},
 }
 
 
@@ -165,9 +165,12 @@ def run_honing(warmup: int, steps: int, estimator: str = "GRPO") -> dict[str, fl
     import tempfile
 
     import honing.methods.grpo as grpo_module
+    from honing.config.method_schema import GRPOSection
+    from honing.config.rloo_schema import RLOOSection
     from honing.data.loader import DataLoader
     from honing.data.prompts.prompts import Prompt, PromptCollator, PromptDataset
     from honing.interop.olmo_core import TrainerConfig
+    from honing.methods.grpo_settings import RolloutParts
     from honing.optim.param_groups import build_adamw
     from honing.rl.rewards import RewardScorer
     from honing.train import Callback
@@ -223,35 +226,40 @@ def run_honing(warmup: int, steps: int, estimator: str = "GRPO") -> dict[str, fl
     model = build_model(tokenizer)
     optimizer = build_adamw(model, lr=LR, weight_decay=0.0, betas=(0.9, 0.999), eps=1e-8)
     settings = dict(ESTIMATORS[estimator])
-    train_module = grpo_module.GRPOTrainModule
+    train_module, section_class = grpo_module.GRPOTrainModule, GRPOSection
     if settings.pop("rloo", False):
         from honing.methods.rloo import RLOOTrainModule as train_module
+
+        section_class = RLOOSection
     reward = REWARD
     if settings.pop("reward", None) == "half_flat":
         reward = "grpo_throughput:half_flat"  # importable: this folder is on sys.path
-    if "max_num_gen_batches" in settings:
+    refill = None
+    if "filter_groups" in settings:
         from honing.methods.grpo_sampling import RefillPrompts
 
-        settings["refill_prompts"] = RefillPrompts(loader.dataset, collator, seed=SEED)
-    if train_module is grpo_module.GRPOTrainModule:  # RLOO's loss and baseline have neither key
-        settings = {"loss_type": "dapo", "scale_rewards": "group", **settings}
-    module = train_module(
-        model,
-        optimizer,
+        refill = RefillPrompts(loader.dataset, collator, seed=SEED)
+    # no KL term (RLOO's section defaults to TRL's beta 0.05)
+    section = section_class(
+        num_generations=GENERATIONS, max_completion_length=NEW_TOKENS, beta=0.0, sample_interval=None, **settings
+    )
+    parts = RolloutParts(
         tokenizer=tokenizer,
         scorer=RewardScorer([(reward, 1.0)]),
         stop_token_ids=stop_token_ids(tokenizer),
-        num_generations=GENERATIONS,
-        max_completion_length=NEW_TOKENS,
-        temperature=1.0,
         seed=SEED,
-        sample_interval=None,
+        refill_prompts=refill,
+    )
+    module = train_module(
+        model,
+        optimizer,
+        section,
+        parts,
         micro_batch_size=PROMPTS_PER_STEP,  # prompts: every completion of the step in one pass
         grad_clip=1.0,
         precision="fp32",
         scheduler={"name": "constant"},
         collator=collator,
-        **settings,
     )
     with tempfile.TemporaryDirectory() as folder:
         TrainerConfig(

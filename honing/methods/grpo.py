@@ -12,7 +12,7 @@ index, generation index) alone.
 from __future__ import annotations
 
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -20,19 +20,20 @@ from honing.data.collate import stack_collate
 from honing.losses import combine_rewards, grpo_loss_scale, grpo_loss_sum, normalized_reward_sum, token_logps
 from honing.methods.base import BaseTrainModule
 from honing.methods.grpo_entropy import high_entropy_mask, token_entropies
-from honing.methods.grpo_entropy_bonus import EntropyBonus
 from honing.methods.grpo_estimators import group_relative_advantages
 from honing.methods.grpo_logps import CompletionLogps
 from honing.methods.grpo_loss_stats import LossStats
 from honing.methods.grpo_metrics import RolloutMetrics, ended_rows
 from honing.methods.grpo_off_policy import off_policy_mask
 from honing.methods.grpo_policy_loss import PolicyLoss
-from honing.methods.grpo_rollouts import GroupSampler, RolloutServer, rollout_seed
-from honing.methods.grpo_sampling import RefillPrompts, mask_truncated
+from honing.methods.grpo_rollouts import GroupSampler, rollout_seed
+from honing.methods.grpo_sampling import mask_truncated
+from honing.methods.grpo_settings import RolloutParts, RolloutSettings, grpo_settings
 from honing.methods.grpo_validation import RewardValidation
 from honing.methods.optimizer_update import unrecorded_optim_step
-from honing.methods.tool_turns import ToolTurns
-from honing.rl.rewards import RewardScorer
+
+if TYPE_CHECKING:
+    from honing.config.method_schema import GRPOSection
 
 __all__ = ["ROLLOUT_KEYS", "GRPOTrainModule", "rollout_seed"]
 
@@ -54,108 +55,86 @@ class GRPOTrainModule(BaseTrainModule):
         self,
         model: torch.nn.Module,
         optimizer: torch.optim.Optimizer,
+        section: Any,
+        parts: RolloutParts,
         *,
-        tokenizer: Any,
-        scorer: RewardScorer,
-        stop_token_ids: list[int],
-        num_generations: int = 8,
-        max_completion_length: int = 256,
-        temperature: float = 1.0,
-        top_p: float = 1.0,
-        top_k: int = 0,
-        beta: float = 0.0,
-        kl_estimator: str = "k3",
-        use_bias_correction_kl: bool = True,
-        epsilon: float = 0.2,
-        epsilon_high: float | None = None,
-        loss_type: str = "dapo",
-        scale_rewards: str = "group",
-        num_iterations: int = 1,
-        steps_per_generation: int = 1,
-        reference_model: torch.nn.Module | None = None,
-        seed: int = 0,
-        sample_interval: int | None = None,
-        validation: RewardValidation | None = None,
-        importance_sampling_level: str = "token",
-        max_num_gen_batches: int | None = None,
-        refill_prompts: RefillPrompts | None = None,
-        rollout_sampler: RolloutServer | None = None,
-        tool_turns: ToolTurns | None = None,
         chunked_loss: bool = True,
-        loss_options: dict[str, float | None] | None = None,
-        mask_truncated_completions: bool = False,
-        top_entropy_quantile: float = 1.0,
-        entropy_bonus: EntropyBonus | None = None,
-        off_policy_mask_threshold: float | None = None,
-        multi_objective_aggregation: str = "sum_then_normalize",
-        micro_batch_completions: int | None = None,
-        scoring_temperature: float | None = None,
         sampler_options: dict[str, Any] | None = None,
         **options: Any,
     ):
+        """``section``: the method's config section, read by ``settings``; ``options``: the step settings every
+        train module takes (``honing.methods.base.BaseTrainModule``)."""
         super().__init__(model, optimizer, **options)
+        settings = self.settings(section)
         # the loss keys (``loss_options``: delta, the SAPO temperatures, VESPO's k and lambda)
         self.policy_loss = PolicyLoss(
-            loss_type=loss_type,
-            importance_sampling_level=importance_sampling_level,
-            epsilon=epsilon,
-            epsilon_high=epsilon_high,
-            beta=beta,
-            kl_estimator=kl_estimator,
-            use_bias_correction_kl=use_bias_correction_kl,
-            **(loss_options or {}),
+            loss_type=settings.loss_type,
+            importance_sampling_level=settings.importance_sampling_level,
+            epsilon=settings.epsilon,
+            epsilon_high=settings.epsilon_high,
+            beta=settings.beta,
+            kl_estimator=settings.kl_estimator,
+            use_bias_correction_kl=settings.use_bias_correction_kl,
+            **settings.loss_options,
         )
-        self.mask_truncated_completions = mask_truncated_completions  # TRL's: no loss on unfinished completions
-        self.top_entropy_quantile = top_entropy_quantile  # < 1: only the highest-entropy tokens train the policy
-        self.entropy_bonus = entropy_bonus  # TRL's entropy_coef (adaptive or not); None: no bonus
-        self.off_policy_mask_threshold = off_policy_mask_threshold  # DeepSeek-V3.2's sequence mask; None: off
-        if multi_objective_aggregation not in ("sum_then_normalize", "normalize_then_sum"):
-            raise ValueError(f"unknown multi_objective_aggregation {multi_objective_aggregation!r}")
-        self.multi_objective_aggregation = multi_objective_aggregation
-        self.scale_rewards = scale_rewards
-        self.num_iterations = num_iterations
-        self.steps_per_generation = steps_per_generation  # optimizer steps a rollout batch is cut into
-        self.max_completion_length = max_completion_length
-        self.seed = seed
-        self.validation = validation  # how held-out prompts are answered at an evaluation (None: no validation)
-        self.held_out_scorer = scorer  # what scores them (PPO's: the reward functions alone)
+        # TRL's: no loss on unfinished completions
+        self.mask_truncated_completions = settings.mask_truncated_completions
+        self.top_entropy_quantile = settings.top_entropy_quantile  # < 1: only the highest-entropy tokens train
+        self.entropy_bonus = settings.entropy_bonus  # TRL's entropy_coef (adaptive or not); None: no bonus
+        self.off_policy_mask_threshold = settings.off_policy_mask_threshold  # DeepSeek-V3.2's sequence mask
+        if settings.multi_objective_aggregation not in ("sum_then_normalize", "normalize_then_sum"):
+            raise ValueError(f"unknown multi_objective_aggregation {settings.multi_objective_aggregation!r}")
+        self.multi_objective_aggregation = settings.multi_objective_aggregation
+        self.scale_rewards = settings.scale_rewards
+        self.num_iterations = settings.num_iterations
+        self.steps_per_generation = settings.steps_per_generation  # optimizer steps a rollout batch is cut into
+        self.max_completion_length = settings.max_completion_length
+        self.seed = parts.seed
+        self.validation = parts.validation  # how held-out prompts are answered at an evaluation (None: none)
+        self.held_out_scorer = parts.scorer  # what scores them (PPO's: the reward functions alone)
         self._step_tokens: tuple[Any, int] | None = None  # (the batch, its prompt + generated tokens)
         self.sampler = self.sampler_class(
             model,
-            tokenizer=tokenizer,
-            scorer=scorer,
-            stop_token_ids=stop_token_ids,
-            num_generations=num_generations,
-            max_completion_length=max_completion_length,
-            sampling=dict(temperature=temperature, top_p=top_p, top_k=top_k),
-            seed=seed,
+            tokenizer=parts.tokenizer,
+            scorer=parts.scorer,
+            stop_token_ids=parts.stop_token_ids,
+            num_generations=settings.num_generations,
+            max_completion_length=settings.max_completion_length,
+            sampling=dict(temperature=settings.temperature, top_p=settings.top_p, top_k=settings.top_k),
+            seed=parts.seed,
             device=self.device,
             ranks=self.ranks,
             clock=lambda: self.trainer.global_step if self.trainer is not None else 0,
-            rollout_sampler=rollout_sampler,
-            tool_turns=tool_turns,
-            max_num_gen_batches=max_num_gen_batches,
-            refill_prompts=refill_prompts,
+            rollout_sampler=parts.rollout_sampler,
+            tool_turns=parts.tool_turns,
+            max_num_gen_batches=settings.max_num_gen_batches,
+            refill_prompts=parts.refill_prompts,
             **(sampler_options or {}),
         )
+        scoring_temperature = settings.scoring_temperature
         self.logps = CompletionLogps(
             # TRL's OnlineDPOTrainer scores the raw logits: the sampling temperature shapes only what is drawn
-            temperature=temperature if scoring_temperature is None else scoring_temperature,
+            temperature=settings.temperature if scoring_temperature is None else scoring_temperature,
             chunked=chunked_loss,
             autocast=self.autocast,
             # completions per forward / backward: whole groups (micro_batch_size prompts) unless set
-            micro_width=micro_batch_completions or self.micro_batch_size * num_generations,
+            micro_width=settings.micro_batch_completions or self.micro_batch_size * settings.num_generations,
             rollout_keys=self.rollout_keys,
-            reference_model=reference_model,
+            reference_model=parts.reference_model,
             model_inputs=self.sampler.model_inputs,
         )
         self.metrics = RolloutMetrics(
             ranks=self.ranks,
             device=self.device,
-            scorer=scorer,
+            scorer=parts.scorer,
             stop_token_ids=self.sampler.stop_token_ids,
-            sample_interval=sample_interval,
+            sample_interval=settings.sample_interval,
         )
+
+    @staticmethod
+    def settings(section: GRPOSection) -> RolloutSettings:
+        """The ``grpo`` section's sampling, loss and estimator settings."""
+        return grpo_settings(section)
 
     # --- the step -----------------------------------------------------------------------
     def train_batch(self, batch: dict[str, Any], dry_run: bool = False) -> None:

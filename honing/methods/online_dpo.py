@@ -20,10 +20,12 @@ from honing.errors import DataError
 from honing.methods.grpo import GRPOTrainModule
 from honing.methods.grpo_metrics import append_samples, ended_rows, record_same, shown_prompt
 from honing.methods.grpo_sampling import GeneratedGroups
+from honing.methods.grpo_settings import RolloutParts, RolloutSettings
 from honing.methods.online_dpo_loss import first_is_chosen, online_dpo_terms, pair_rewards
 from honing.methods.step_ranks import StepRanks
 
 if TYPE_CHECKING:
+    from honing.config.online_dpo_schema import OnlineDPOSection
     from honing.train.trainer import Trainer
 
 #: the rollout tensors a loss micro-batch holds, split by rows (the two of a pair always in one micro-batch)
@@ -50,18 +52,32 @@ class OnlineDPOTrainModule(GRPOTrainModule):
         self,
         model: torch.nn.Module,
         optimizer: torch.optim.Optimizer,
+        section: OnlineDPOSection,
+        parts: RolloutParts,
         *,
-        beta: float = 0.1,
-        loss_type: str = "sigmoid",
-        missing_eos_penalty: float | None = None,
         judge: Callable[[list[Any], list[list[str]]], Any] | None = None,
         **options: Any,
     ):
-        # TRL's OnlineDPOTrainer scores the raw logits: the sampling temperature shapes only which are drawn
-        super().__init__(model, optimizer, num_generations=2, scoring_temperature=1.0, **options)
-        self.beta, self.loss_type = beta, loss_type
-        self.missing_eos_penalty = missing_eos_penalty
-        self.judge = judge  # None: the rewards rank each pair
+        """GRPO's parts and ``section`` (the ``online_dpo`` section); ``judge``: the imported pairwise judge (None:
+        the rewards rank each pair)."""
+        super().__init__(model, optimizer, section, parts, **options)
+        self.beta, self.loss_type = section.beta, section.loss_type
+        self.missing_eos_penalty = section.missing_eos_penalty
+        self.judge = judge
+
+    @staticmethod
+    def settings(section: OnlineDPOSection) -> RolloutSettings:  # type: ignore[override]
+        """The ``online_dpo`` section's sampling settings: two completions per prompt, scored on the raw logits
+        (TRL's OnlineDPOTrainer: the sampling temperature shapes only which are drawn)."""
+        return RolloutSettings(
+            num_generations=2,
+            max_completion_length=section.max_new_tokens,
+            temperature=section.temperature,
+            top_p=section.top_p,
+            top_k=section.top_k,
+            sample_interval=section.sample_interval,
+            scoring_temperature=1.0,
+        )
 
     # --- rollouts -----------------------------------------------------------------------
     def rollout(self, batch: dict[str, Any], *, dry_run: bool = False) -> dict[str, torch.Tensor]:

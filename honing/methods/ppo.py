@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -17,11 +17,15 @@ from honing.methods.grpo import GRPOTrainModule
 from honing.methods.grpo_logps import CompletionLogps
 from honing.methods.grpo_rollouts import GroupSampler
 from honing.methods.grpo_sampling import GeneratedGroups
+from honing.methods.grpo_settings import RolloutParts, RolloutSettings
 from honing.methods.optimizer_update import unrecorded_optim_step
 from honing.methods.ppo_loss import ppo_advantages, ppo_policy_loss, ppo_rewards, ppo_value_loss, response_masks
 from honing.methods.ppo_value import ValueModel, sequence_scores, token_values
 from honing.rl.rewards import RewardScorer
 from honing.train.metrics import ReduceType
+
+if TYPE_CHECKING:
+    from honing.config.ppo_schema import PPOSection
 
 #: the rollout tensors a PPO update reads, row-aligned
 PPO_KEYS = ("input_ids", "attention_mask", "completion_ids", "completion_mask", "advantages", "returns", "values")
@@ -36,39 +40,46 @@ class PPOTrainModule(GRPOTrainModule):
         self,
         model: torch.nn.Module,
         optimizer: torch.optim.Optimizer,
+        section: PPOSection,
+        parts: RolloutParts,
         *,
         value: ValueModel,
         reward_model: torch.nn.Module | None = None,
-        num_ppo_epochs: int = 4,
-        num_mini_batches: int = 1,
-        kl_coef: float = 0.05,
-        kl_estimator: str = "k1",
-        whiten_rewards: bool = False,
-        gamma: float = 1.0,
-        lam: float = 0.95,
-        cliprange: float = 0.2,
-        cliprange_value: float = 0.2,
-        vf_coef: float = 0.1,
-        missing_eos_penalty: float | None = None,
-        eos_token_id: int | None = None,
         held_out_scorer: RewardScorer | None = None,
         **options: Any,
     ):
-        super().__init__(model, optimizer, num_generations=1, beta=kl_coef, scale_rewards="none", **options)
+        """GRPO's parts and ``section`` (the ``ppo`` section), the value model that trains beside the policy, the
+        frozen reward model (None: the reward functions alone score) and the held-out prompts' scorer."""
+        super().__init__(model, optimizer, section, parts, **options)
         self.value = value
         if reward_model is not None:  # its scores fill the last reward column of every round the sampler generates
             self.sampler.rescore = partial(
                 score_with_reward_model, reward_model, self.sampler, self.logps, self.autocast
             )
-        self.num_ppo_epochs, self.num_mini_batches = num_ppo_epochs, num_mini_batches
-        self.kl_coef, self.kl_estimator, self.whiten_rewards = kl_coef, kl_estimator, whiten_rewards
-        self.gamma, self.lam = gamma, lam
-        self.cliprange, self.cliprange_value, self.vf_coef = cliprange, cliprange_value, vf_coef
-        self.missing_eos_penalty, self.eos_token_id = missing_eos_penalty, eos_token_id
+        self.num_ppo_epochs, self.num_mini_batches = section.num_ppo_epochs, section.num_mini_batches
+        self.kl_coef, self.kl_estimator = section.kl_coef, section.kl_estimator
+        self.whiten_rewards = section.whiten_rewards
+        self.gamma, self.lam = section.gamma, section.lam
+        self.cliprange, self.cliprange_value = section.cliprange, section.cliprange_value
+        self.vf_coef = section.vf_coef
+        self.missing_eos_penalty, self.eos_token_id = section.missing_eos_penalty, parts.tokenizer.eos_token_id
         # held-out prompts are scored by the reward functions alone (None: the training scorer, when it has no
         # reward-model column to fill)
         if held_out_scorer is not None:
             self.held_out_scorer = held_out_scorer
+
+    @staticmethod
+    def settings(section: PPOSection) -> RolloutSettings:  # type: ignore[override]
+        """The ``ppo`` section's sampling settings: one completion per prompt, the KL coefficient as beta (the
+        per-token KL lowers the rewards: ``score_rollouts``), the scores unscaled."""
+        return RolloutSettings(
+            num_generations=1,
+            max_completion_length=section.response_length,
+            temperature=section.temperature,
+            beta=section.kl_coef,
+            scale_rewards="none",
+            sample_interval=section.sample_interval,
+        )
 
     # --- rollout: scores, per-token rewards, values, advantages -------------------------------------------------
     @torch.no_grad()

@@ -4,7 +4,7 @@ a clipped surrogate on whole-sequence probability ratios, averaged over completi
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -13,6 +13,10 @@ from honing.methods.grpo import GRPOTrainModule
 from honing.methods.grpo_estimators import rloo_advantages, rloo_sequence_loss, sequence_kl_penalty
 from honing.methods.grpo_loss_stats import LossStats
 from honing.methods.grpo_metrics import record_same
+from honing.methods.grpo_settings import RolloutSettings, max_num_gen_batches
+
+if TYPE_CHECKING:
+    from honing.config.rloo_schema import RLOOSection
 
 
 class RLOOTrainModule(GRPOTrainModule):
@@ -21,20 +25,36 @@ class RLOOTrainModule(GRPOTrainModule):
     kl_in_loss = False  # the KL lowers the reward instead
 
     def __init__(
-        self,
-        model: torch.nn.Module,
-        optimizer: torch.optim.Optimizer,
-        *,
-        normalize_advantages: bool = False,
-        reward_clip_range: tuple[float, float] | None = None,
-        kl_estimator: str = "k1",
-        **options: Any,
+        self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, section: RLOOSection, *args: Any, **kw: Any
     ):
-        # RLOOTrainer averages the per-completion losses over the step's completions: GRPO's ``grpo`` normaliser;
-        # its KL is in the reward, summed over each completion's tokens (k1 by default, as TRL's)
-        super().__init__(model, optimizer, loss_type="grpo", scale_rewards="none", kl_estimator=kl_estimator, **options)
-        self.normalize_advantages = normalize_advantages
-        self.reward_clip_range = reward_clip_range
+        """GRPO's parts; ``section``: the ``rloo`` section (``settings``), and its advantage options."""
+        super().__init__(model, optimizer, section, *args, **kw)
+        self.normalize_advantages = section.normalize_advantages
+        self.reward_clip_range = section.reward_clip_range
+
+    @staticmethod
+    def settings(section: RLOOSection) -> RolloutSettings:  # type: ignore[override]
+        """The ``rloo`` section's settings: RLOOTrainer averages the per-completion losses over the step's
+        completions (GRPO's ``grpo`` normaliser) of unscaled rewards; its KL is in the reward, summed over each
+        completion's tokens (k1 by default, as TRL's)."""
+        return RolloutSettings(
+            num_generations=section.num_generations,
+            max_completion_length=section.max_completion_length,
+            temperature=section.temperature,
+            top_p=section.top_p,
+            top_k=section.top_k,
+            beta=section.beta,
+            kl_estimator=section.kl_estimator,
+            epsilon=section.epsilon,
+            epsilon_high=section.epsilon_high,
+            loss_type="grpo",
+            scale_rewards="none",
+            num_iterations=section.num_iterations,
+            steps_per_generation=section.steps_per_generation,
+            sample_interval=section.sample_interval,
+            max_num_gen_batches=max_num_gen_batches(section),
+            mask_truncated_completions=section.mask_truncated_completions,
+        )
 
     def score_rollouts(
         self, rewards: torch.Tensor, rollouts: dict[str, torch.Tensor], *, dry_run: bool = False

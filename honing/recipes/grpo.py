@@ -21,10 +21,11 @@ from honing.data.prompts.prompts import load_prompts
 from honing.distributed import print0
 from honing.errors import DataError
 from honing.methods.base import BaseTrainModule
+from honing.methods.grpo_settings import RolloutParts
 from honing.models import is_lora
 from honing.recipes.base import Recipe, chat_assets, stop_token_ids
 from honing.recipes.grpo_batches import generation_steps, micro_batch_completions
-from honing.recipes.grpo_sampling import dynamic_sampling, estimator_parts, rollout_section
+from honing.recipes.grpo_sampling import estimator_parts, refill_prompts, rollout_section
 from honing.recipes.grpo_validation import (
     reward_validation,
     wants_reward_validation,
@@ -112,41 +113,32 @@ class GRPORecipe(Recipe):
         return build_finetune_data(kind, self.config.data, self.data_placement(), validation=validation)
 
     def build_train_module(self, inputs: TrainInputs) -> BaseTrainModule:
-        """GRPO's train module (RLOO's for ``method: rloo``) with the rewards of ``grpo.rewards``."""
+        """GRPO's train module (RLOO's for ``method: rloo``) over the ``grpo`` section, with the rewards of
+        ``grpo.rewards``."""
         grpo, tokenizer, seed = self.grpo, inputs.assets.tokenizer, self.config.trainer.seed
+        dp_size = self.parallel_dims.dp_size
+        generation_steps(self.config, grpo, dp_size)  # the batch checks that need the data-parallel size
+        micro_batch_completions(self.config, grpo, dp_size)
         stop = stop_token_ids(tokenizer)
-        train_module, estimator = self.estimator_parts(inputs.assets)
-        return train_module(
-            inputs.model,
-            self.build_optimizer(inputs.model),
+        train_module, options = self.estimator_parts(inputs.assets)
+        optimizer = self.build_optimizer(inputs.model)
+        parts = RolloutParts(
             tokenizer=tokenizer,
             scorer=RewardScorer(weighted_rewards(grpo)),
             stop_token_ids=stop,
-            num_generations=grpo.num_generations,
-            max_completion_length=grpo.max_completion_length,
-            temperature=grpo.temperature,
-            top_p=grpo.top_p,
-            top_k=grpo.top_k,
-            beta=grpo.beta,
-            epsilon=grpo.epsilon,
-            epsilon_high=grpo.epsilon_high,
-            num_iterations=grpo.num_iterations,
-            steps_per_generation=generation_steps(self.config, grpo, self.parallel_dims.dp_size),
-            micro_batch_completions=micro_batch_completions(self.config, grpo, self.parallel_dims.dp_size),
-            reference_model=on_device(inputs.reference_model, self.device),
             seed=seed,
-            sample_interval=grpo.sample_interval,
+            reference_model=on_device(inputs.reference_model, self.device),
             validation=reward_validation(inputs.data.eval_batches, grpo, seed),
             rollout_sampler=rollout_sampler(grpo, self.config.method),
             tool_turns=tool_turns(inputs.assets, grpo, self.config.method, stop),
-            **estimator,
-            **dynamic_sampling(inputs.data.train_loader, grpo, seed),
-            **self.train_module_options(inputs.data.collator),
+            refill_prompts=refill_prompts(inputs.data.train_loader, grpo, seed),
         )
+        step_options = self.train_module_options(inputs.data.collator)
+        return train_module(inputs.model, optimizer, grpo, parts, **options, **step_options)
 
     def estimator_parts(self, assets: ModelAssets) -> tuple[type[BaseTrainModule], dict[str, Any]]:
-        """The train module class and the settings only its estimator reads (``recipes.grpo_sampling``)."""
-        return estimator_parts(self.config.method, self.grpo)
+        """The train module class and what it takes beside its section and parts (``recipes.grpo_sampling``)."""
+        return estimator_parts(self.config.method, self.grpo), {}
 
     def build_callbacks(self, parts: RunParts) -> dict[str, Callback]:
         """The registered callbacks, and an evaluation before training where ``grpo.validation`` asks for one."""

@@ -8,7 +8,6 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from honing.errors import ConfigError
-from honing.methods.grpo_entropy_bonus import entropy_bonus
 from honing.methods.grpo_sampling import RefillPrompts
 
 if TYPE_CHECKING:
@@ -18,16 +17,6 @@ log = logging.getLogger(__name__)
 
 #: the losses that sum per-token terms, which weight a sequence-level ratio by completion length (TRL warns too)
 TOKEN_SUMMING_LOSSES = ("bnpo", "dr_grpo", "dapo", "cispo")
-#: the loss keys the policy loss reads beside the clipping range (``honing.methods.grpo_policy_loss.PolicyLoss``)
-LOSS_OPTION_KEYS = (
-    "delta",
-    "sapo_temperature_pos",
-    "sapo_temperature_neg",
-    "vespo_k_pos",
-    "vespo_lambda_pos",
-    "vespo_k_neg",
-    "vespo_lambda_neg",
-)
 
 
 def rollout_section(config: RunConfig) -> Any:
@@ -41,28 +30,17 @@ def rollout_section(config: RunConfig) -> Any:
     return section
 
 
-def estimator_parts(method: str, section: Any) -> tuple[type, dict[str, Any]]:
-    """The train module class and the settings only its estimator reads."""
+def estimator_parts(method: str, section: Any) -> type:
+    """The train module class of ``method`` (it reads its settings from ``section`` itself); TRL's warnings on
+    GRPO's ratio level and loss type."""
     if method == "rloo":
         from honing.methods.rloo import RLOOTrainModule
 
-        options = dict(normalize_advantages=section.normalize_advantages, reward_clip_range=section.reward_clip_range)
-        options.update(mask_truncated_completions=section.mask_truncated_completions)
-        return RLOOTrainModule, dict(options, kl_estimator=section.kl_estimator)
+        return RLOOTrainModule
     from honing.methods.grpo import GRPOTrainModule
 
-    level = section.importance_sampling_level
-    warn_level_and_loss(level, section.loss_type)
-    options = dict(loss_type=section.loss_type, scale_rewards=section.scale_rewards)
-    options.update(kl_estimator=section.kl_estimator, use_bias_correction_kl=section.use_bias_correction_kl)
-    options.update(mask_truncated_completions=section.mask_truncated_completions)
-    options.update(top_entropy_quantile=section.top_entropy_quantile, entropy_bonus=entropy_bonus(section))
-    options.update(off_policy_mask_threshold=section.off_policy_mask_threshold)
-    options.update(multi_objective_aggregation=section.multi_objective_aggregation)
-    options["loss_options"] = {key: getattr(section, key) for key in LOSS_OPTION_KEYS}
-    if level != "token":
-        options["importance_sampling_level"] = level
-    return GRPOTrainModule, options
+    warn_level_and_loss(section.importance_sampling_level, section.loss_type)
+    return GRPOTrainModule
 
 
 def warn_level_and_loss(level: str, loss_type: str) -> None:
@@ -82,16 +60,15 @@ def warn_level_and_loss(level: str, loss_type: str) -> None:
         )
 
 
-def dynamic_sampling(loader: Any, section: Any, seed: int) -> dict[str, Any]:
-    """The train module's dynamic-sampling settings: none when ``filter_groups`` is off, else the round limit and
-    the training prompts refills are drawn from (``loader``'s rows, collated as its batches)."""
+def refill_prompts(loader: Any, section: Any, seed: int) -> RefillPrompts | None:
+    """The training prompts dynamic sampling refills from (``loader``'s rows, collated as its batches); None when
+    ``filter_groups`` is off."""
     if not section.filter_groups.enable:
-        return {}
-    refill = RefillPrompts(
+        return None
+    return RefillPrompts(
         loader.dataset,
         loader.collate_fn,
         seed=seed,
         rank=loader.rank,
         world_size=loader.world_size,
     )
-    return dict(max_num_gen_batches=section.filter_groups.max_num_gen_batches, refill_prompts=refill)

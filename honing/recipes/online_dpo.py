@@ -15,6 +15,7 @@ from honing.config import RunConfig
 from honing.config.grpo_loss_schema import weighted_rewards
 from honing.data.prompts.prompt_rows import PromptRows
 from honing.errors import ConfigError
+from honing.methods.grpo_settings import RolloutParts
 from honing.methods.online_dpo import NoRewards, OnlineDPOTrainModule
 from honing.recipes.base import Recipe, stop_token_ids
 from honing.recipes.grpo import GRPORecipe, on_device, policy_copy, prompt_rows
@@ -67,23 +68,20 @@ class OnlineDPORecipe(GRPORecipe):
         judge = None
         if section.judge is not None:
             judge = import_callable(section.judge, key="online_dpo.judge", kind="judge")
-        return OnlineDPOTrainModule(
-            inputs.model,
-            self.build_optimizer(inputs.model),
+        optimizer = self.build_optimizer(inputs.model)
+        parts = RolloutParts(
             tokenizer=tokenizer,
             scorer=scorer,
             stop_token_ids=stop_token_ids(tokenizer),
-            max_completion_length=section.max_new_tokens,
-            temperature=section.temperature,
-            top_p=section.top_p,
-            top_k=section.top_k,
-            beta=section.beta,
-            loss_type=section.loss_type,
-            missing_eos_penalty=section.missing_eos_penalty,
-            judge=judge,
-            reference_model=on_device(inputs.reference_model, self.device),
             seed=seed,
-            sample_interval=section.sample_interval,
+            reference_model=on_device(inputs.reference_model, self.device),
             validation=reward_validation(inputs.data.eval_batches, section, seed) if section.rewards else None,
+        )
+        return OnlineDPOTrainModule(
+            inputs.model,
+            optimizer,
+            section,
+            parts,
+            judge=judge,
             **self.train_module_options(inputs.data.collator),
         )

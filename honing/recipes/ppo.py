@@ -19,6 +19,7 @@ from honing.config.grpo_loss_schema import weighted_rewards
 from honing.data.finetune_data import RunData, build_finetune_data
 from honing.data.prompts.prompt_rows import PromptRows
 from honing.errors import ConfigError
+from honing.methods.grpo_settings import RolloutParts
 from honing.methods.ppo_value import ValueModel
 from honing.models import is_lora
 from honing.models.wrappers import unwrap_model
@@ -135,36 +136,25 @@ class PPORecipe(Recipe):
         value = ValueModel(
             value_model.train(), self.build_optimizer(value_model), grad_clip=self.config.optim.grad_clip
         )
-        seed = self.config.trainer.seed
-        return PPOTrainModule(
-            policy,
-            self.build_optimizer(policy),
-            value=value,
-            reward_model=reward_model,
-            num_ppo_epochs=ppo.num_ppo_epochs,
-            num_mini_batches=ppo.num_mini_batches,
-            kl_coef=ppo.kl_coef,
-            kl_estimator=ppo.kl_estimator,
-            whiten_rewards=ppo.whiten_rewards,
-            gamma=ppo.gamma,
-            lam=ppo.lam,
-            cliprange=ppo.cliprange,
-            cliprange_value=ppo.cliprange_value,
-            vf_coef=ppo.vf_coef,
-            missing_eos_penalty=ppo.missing_eos_penalty,
-            eos_token_id=tokenizer.eos_token_id,
+        seed, optimizer = self.config.trainer.seed, self.build_optimizer(policy)
+        parts = RolloutParts(
             tokenizer=tokenizer,
             scorer=ppo_scorer(ppo),
+            stop_token_ids=self.stop_token_ids(tokenizer),
+            seed=seed,
+            reference_model=on_device(inputs.reference_model, self.device),
+            validation=reward_validation(inputs.data.eval_batches, ppo, seed),
+        )
+        return PPOTrainModule(
+            policy,
+            optimizer,
+            ppo,
+            parts,
+            value=value,
+            reward_model=reward_model,
             held_out_scorer=RewardScorer(weighted_rewards(ppo), key="ppo.rewards")
             if ppo.reward_model_path and ppo.rewards
             else None,
-            stop_token_ids=self.stop_token_ids(tokenizer),
-            max_completion_length=ppo.response_length,
-            temperature=ppo.temperature,
-            reference_model=on_device(inputs.reference_model, self.device),
-            seed=seed,
-            sample_interval=ppo.sample_interval,
-            validation=reward_validation(inputs.data.eval_batches, ppo, seed),
             **self.train_module_options(inputs.data.collator),
         )
 

@@ -65,9 +65,9 @@ class VLGRPORecipe(VisionModelSteps, GRPORecipe):
         """GRPO's train module with pixel inputs, and the model family that says how they join."""
         from honing.methods.grpo_vision import VisionGRPOTrainModule
 
-        _, options = super().estimator_parts(assets)
+        super().estimator_parts(assets)  # GRPO's warnings on its ratio level and loss type
         blocked = image_token_ids(assets.processor) | video_token_ids(assets.processor)
-        return VisionGRPOTrainModule, {**options, "family": self.family, "image_token_ids": sorted(blocked)}
+        return VisionGRPOTrainModule, {"family": self.family, "image_token_ids": sorted(blocked)}
 
     def held_out_answers(self, assets: ModelAssets) -> HeldOutAnswers:
         """The ``data.validation`` prompts as (their image conversation, their ``answer`` column), for the

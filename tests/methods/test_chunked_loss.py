@@ -4,8 +4,6 @@ evaluation sums, and the DPO and GRPO log-probabilities."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
 import torch
 
@@ -16,8 +14,8 @@ from honing.methods.dpo import DPOTrainModule, compute_reference_logps
 from honing.methods.grpo import GRPOTrainModule
 from honing.methods.lm import LMTrainModule
 from honing.models.output_head import supports_head_fn
-from honing.rl.rewards import RewardScorer
 from tests.helpers import TokenDataset, tiny_llama
+from tests.methods.rollout_module import rollout_module
 
 TOLERANCE = 1e-5
 
@@ -162,12 +160,9 @@ def test_dpo_precomputed_reference_equals_the_full_logits():
 
 
 def grpo_module(model, chunked: bool, reference_model=None) -> GRPOTrainModule:
-    return GRPOTrainModule(
+    return rollout_module(
         model,
         torch.optim.SGD(model.parameters(), lr=0.0),
-        tokenizer=SimpleNamespace(pad_token_id=0),
-        scorer=RewardScorer([("soft_10tokens_completions", 1.0)]),
-        stop_token_ids=[1],
         num_generations=2,
         max_completion_length=6,
         temperature=0.7,

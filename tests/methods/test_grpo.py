@@ -13,9 +13,9 @@ import pytest
 import torch
 
 from honing.losses import combine_rewards, group_advantages, grpo_loss_scale, nanstd
-from honing.methods.grpo import GRPOTrainModule, rollout_seed
-from honing.rl.rewards import RewardScorer
+from honing.methods.grpo import rollout_seed
 from tests.helpers import tiny_llama
+from tests.methods.rollout_module import rollout_module
 
 trl = pytest.importorskip("trl")
 from trl import GRPOTrainer  # noqa: E402
@@ -128,14 +128,9 @@ def trl_trainer(model, *, loss_type, beta, epsilon, epsilon_high, accumulation):
 
 
 def honing_module(model, *, loss_type, beta, epsilon, epsilon_high, micro_batch_size, micro_batch_completions=None):
-    scorer = RewardScorer([("soft_10tokens_completions", 1.0)])
-    tokenizer = SimpleNamespace(pad_token_id=PAD)
-    return GRPOTrainModule(
+    return rollout_module(
         model,
         torch.optim.SGD(model.parameters(), lr=0.0),
-        tokenizer=tokenizer,
-        scorer=scorer,
-        stop_token_ids=[1],
         num_generations=4,
         max_completion_length=MAX_COMPLETION_LENGTH,
         temperature=TEMPERATURE,

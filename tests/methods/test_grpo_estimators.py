@@ -20,9 +20,9 @@ from honing.methods.grpo_estimators import gspo_per_token_loss, rloo_advantages
 from honing.methods.grpo_loss_stats import LossStats
 from honing.methods.grpo_sampling import GeneratedGroups, equal_reward_groups, fill_groups
 from honing.methods.rloo import RLOOTrainModule
-from honing.rl.rewards import RewardScorer
 from tests.helpers import tiny_llama
-from tests.methods.test_grpo import MAX_COMPLETION_LENGTH, PAD, TEMPERATURE, rewards_table, rollouts, trl_trainer
+from tests.methods.rollout_module import rollout_module
+from tests.methods.test_grpo import MAX_COMPLETION_LENGTH, TEMPERATURE, rewards_table, rollouts, trl_trainer
 
 trl = pytest.importorskip("trl")
 from trl import RLOOTrainer  # noqa: E402
@@ -32,12 +32,10 @@ from trl.trainer.utils import nanstd as trl_nanstd  # noqa: E402
 
 def module(model, cls=GRPOTrainModule, micro_batch_size=2, **settings):
     """A train module over ``model`` scoring nothing (the tests hand it rollouts)."""
-    return cls(
+    return rollout_module(
         model,
         torch.optim.SGD(model.parameters(), lr=0.0),
-        tokenizer=SimpleNamespace(pad_token_id=PAD),
-        scorer=RewardScorer([("soft_10tokens_completions", 1.0)]),
-        stop_token_ids=[1],
+        cls,
         num_generations=4,
         max_completion_length=MAX_COMPLETION_LENGTH,
         temperature=TEMPERATURE,

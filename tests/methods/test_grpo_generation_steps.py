@@ -4,13 +4,11 @@ log-probs of the policy that sampled, in TRL's and verl's order with ``num_itera
 from __future__ import annotations
 
 import copy
-from types import SimpleNamespace
 
 import torch
 
-from honing.methods.grpo import GRPOTrainModule
-from honing.rl.rewards import RewardScorer
 from tests.helpers import tiny_llama
+from tests.methods.rollout_module import rollout_module
 
 PAD, MAX_COMPLETION_LENGTH, TEMPERATURE = 0, 6, 0.7
 
@@ -18,12 +16,9 @@ PAD, MAX_COMPLETION_LENGTH, TEMPERATURE = 0, 6, 0.7
 def module(model, *, steps_per_generation=1, num_iterations=1, lr=0.05):
     optimizer = torch.optim.SGD(model.parameters(), lr=lr)
     optimizer.param_groups[0]["initial_lr"] = lr  # as the run's scheduler sets it
-    return GRPOTrainModule(
+    return rollout_module(
         model,
         optimizer,
-        tokenizer=SimpleNamespace(pad_token_id=PAD),
-        scorer=RewardScorer([("soft_10tokens_completions", 1.0)]),
-        stop_token_ids=[1],
         num_generations=4,
         max_completion_length=MAX_COMPLETION_LENGTH,
         temperature=TEMPERATURE,

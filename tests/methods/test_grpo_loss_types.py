@@ -65,7 +65,7 @@ def trainers(case, beta, top_entropy_quantile=1.0, accumulation=1):
         beta=beta,
         epsilon=0.2,
         epsilon_high=epsilon_high,
-        loss_options=options,
+        **options,
         top_entropy_quantile=top_entropy_quantile,
         reference_model=reference,
     )

@@ -4,7 +4,6 @@ values, verl's ``kl_penalty_forward`` transcribed, and how GRPO's loss and RLOO'
 from __future__ import annotations
 
 import math
-from types import SimpleNamespace
 
 import pytest
 import torch
@@ -12,8 +11,9 @@ import torch
 from honing.config.method_schema import GRPOSection
 from honing.config.rloo_schema import RLOOSection
 from honing.losses import KL_ESTIMATORS, grpo_per_token_loss, kl_estimate
+from honing.methods.grpo import GRPOTrainModule
 from honing.methods.grpo_estimators import gspo_per_token_loss, sequence_kl_penalty
-from honing.recipes.grpo_sampling import estimator_parts
+from honing.methods.rloo import RLOOTrainModule
 
 LOG2 = math.log(2.0)
 
@@ -126,11 +126,9 @@ def test_rloo_penalty_sums_the_chosen_estimate():
 
 
 def test_the_keys_reach_the_train_modules():
-    grpo = GRPOSection(kl_estimator="k2", use_bias_correction_kl=False)
-    _, options = estimator_parts("grpo", grpo)
-    assert options["kl_estimator"] == "k2" and options["use_bias_correction_kl"] is False
-    _, options = estimator_parts("rloo", SimpleNamespace(**RLOOSection(kl_estimator="abs").model_dump()))
-    assert options["kl_estimator"] == "abs"
+    settings = GRPOTrainModule.settings(GRPOSection(kl_estimator="k2", use_bias_correction_kl=False))
+    assert settings.kl_estimator == "k2" and settings.use_bias_correction_kl is False
+    assert RLOOTrainModule.settings(RLOOSection(kl_estimator="abs")).kl_estimator == "abs"
 
 
 def _verl(estimator: str) -> str:
