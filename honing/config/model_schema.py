@@ -101,6 +101,17 @@ class ModelSection(Section):
     quantize: Literal["nf4", "int8"] | None = None
     """QLoRA: the base's linear weights held quantized (torchao NF4 with double quantization, or int8 weight-only),
     LoRA adapters trained on them in the compute dtype; exports are de-quantized and merged. None: not quantized."""
+    quantize_skip_modules: list[str] = Field(default_factory=list)
+    """Linear layers ``quantize`` leaves in full precision, by module name, its last dotted parts (``out_proj``) or a
+    module above them (``model.layers.0``): transformers' ``llm_int8_skip_modules``. Empty: every decoder linear."""
+
+    @model_validator(mode="after")
+    def _skip_needs_quantize(self) -> ModelSection:
+        if self.quantize_skip_modules and self.quantize is None:
+            raise ValueError(
+                "model.quantize_skip_modules: only with model.quantize (nf4 or int8); remove it or set one"
+            )
+        return self
 
     @model_validator(mode="after")
     def _one_source(self) -> ModelSection:

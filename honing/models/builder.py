@@ -115,6 +115,7 @@ class ModelBuilder:
                 device=self.device,
                 shards=shards,
                 shape=cfg.shape,
+                skip_modules=cfg.quantize_skip_modules,
             )
         config = None
         if overrides:
@@ -160,7 +161,14 @@ class ModelBuilder:
             for module in model.modules():
                 if isinstance(module, torch.nn.Dropout):
                     module.p = 0.0
-        quantize_base(model, self.cfg.quantize, lora, device=self.device, shards=shards)  # QLoRA's base
+        quantize_base(  # QLoRA's base
+            model,
+            self.cfg.quantize,
+            lora,
+            device=self.device,
+            shards=shards,
+            skip_modules=self.cfg.quantize_skip_modules,
+        )
         model = self.set_attention(model.to(self.device))
         if lora is not None:  # peft creates the adapters on the device of the layers they adapt
             model = apply_lora(

@@ -14,6 +14,7 @@ import functools
 import logging
 import math
 import warnings
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -59,19 +60,40 @@ def dequantize(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.dequantize()
 
 
-def quantized_linears(model: nn.Module) -> list[tuple[str, nn.Linear]]:
+def quantized_linears(model: nn.Module, skip_modules: Sequence[str] = ()) -> list[tuple[str, nn.Linear]]:
     """The linear layers to quantize: those of the language model's decoder (``get_decoder()``), so the output
-    head, a vision tower and its projector keep their dtype (they are trained or configured on their own)."""
+    head, a vision tower and its projector keep their dtype (they are trained or configured on their own), less
+    those ``skip_modules`` names (``model.quantize_skip_modules``)."""
     get_decoder = getattr(model, "get_decoder", None)
     decoder = get_decoder() if callable(get_decoder) else None
     if not isinstance(decoder, nn.Module):
         decoder = model
     prefix = next((name for name, module in model.named_modules() if module is decoder), "")
-    return [
+    linears = [
         (f"{prefix}.{name}" if prefix else name, module)
         for name, module in decoder.named_modules()
         if isinstance(module, nn.Linear)
     ]
+    return [(name, module) for name, module in linears if not any(skips(entry, name) for entry in skip_modules)]
+
+
+def skips(entry: str, name: str) -> bool:
+    """Whether a ``model.quantize_skip_modules`` entry names the module ``name``: the module itself, its last dotted
+    parts (``out_proj``, ``mamba.out_proj``), or a module above it (``model.layers.0``), as transformers'
+    ``llm_int8_skip_modules`` matches at name boundaries."""
+    return name == entry or name.endswith(f".{entry}") or name.startswith(f"{entry}.")
+
+
+def check_skip_modules(model: nn.Module, skip_modules: Sequence[str]) -> None:
+    """Refuse in one line a ``model.quantize_skip_modules`` entry that names no linear layer of the decoder."""
+    names = [name for name, _ in quantized_linears(model)]
+    for index, entry in enumerate(skip_modules):
+        if not any(skips(entry, name) for name in names):
+            leaves = list(dict.fromkeys(name.rsplit(".", 1)[-1] for name in names))
+            raise ConfigError(
+                f"model.quantize_skip_modules[{index}]: {entry!r} names no linear layer that model.quantize "
+                f"quantizes; their names end in {', '.join(leaves[:8])}"
+            )
 
 
 def nf4_scaler_block(numel: int, rows: int, shards: int = 1) -> int | None:
@@ -101,23 +123,33 @@ def check_has_lora(kind: str | None, lora: LoraSettings | None) -> None:
 
 
 def quantize_base(
-    model: nn.Module, kind: str | None, lora: LoraSettings | None, *, device: torch.device, shards: int = 1
+    model: nn.Module,
+    kind: str | None,
+    lora: LoraSettings | None,
+    *,
+    device: torch.device,
+    shards: int = 1,
+    skip_modules: Sequence[str] = (),
 ) -> None:
     """``model.quantize`` for a run: refused without LoRA; else the decoder's linear weights quantized in place,
     each on the device before the rest of the model moves (see ``quantize_model``)."""
     check_has_lora(kind, lora)
     if kind is not None:
-        quantize_model(model, kind, device=device, shards=shards)
+        quantize_model(model, kind, device=device, shards=shards, skip_modules=skip_modules)
 
 
-def quantize_model(model: nn.Module, kind: str, *, device: torch.device, shards: int = 1) -> int:
+def quantize_model(
+    model: nn.Module, kind: str, *, device: torch.device, shards: int = 1, skip_modules: Sequence[str] = ()
+) -> int:
     """Quantize the decoder's linear weights in place (frozen), each moved to ``device`` first, so the device never
-    holds the whole model in full precision; ``shards``: the FSDP2 ranks each weight will be split over. Weights
-    already quantized while loading (``quantized_loading``) are kept. Returns how many weights are quantized."""
+    holds the whole model in full precision; ``shards``: the FSDP2 ranks each weight will be split over;
+    ``skip_modules``: linears left in full precision. Weights already quantized while loading (``quantized_loading``)
+    are kept. Returns how many weights are quantized."""
     check_quantize_kind(kind, shards)
+    check_skip_modules(model, skip_modules)
     quantize = functools.partial(nf4_weight, shards=shards) if kind == "nf4" else int8_weight
     count, kept = 0, []
-    for name, module in quantized_linears(model):
+    for name, module in quantized_linears(model, skip_modules):
         if is_quantized(module.weight):
             count += 1
             continue

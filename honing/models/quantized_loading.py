@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -23,7 +23,7 @@ from torch import nn
 from honing.hub import hub_load_error
 from honing.models.loading import ModelClass, load_pretrained_model
 from honing.models.model_shape import pretrained_config
-from honing.models.quantize import check_quantize_kind, own_unquantized_tensors, quantized_linears
+from honing.models.quantize import check_quantize_kind, check_skip_modules, own_unquantized_tensors, quantized_linears
 
 if TYPE_CHECKING:
     from transformers import PretrainedConfig
@@ -42,10 +42,11 @@ def load_quantized_pretrained(
     device: torch.device,
     shards: int,
     shape: Mapping[str, Any] | None = None,
+    skip_modules: Sequence[str] = (),
 ) -> nn.Module:
     """The model at ``name_or_path`` (``auto_class``: its transformers Auto class, None for a causal LM) on
-    ``device`` in ``dtype``, its decoder's linear weights quantized to ``kind`` as they are read (NF4 blocks fitted to
-    ``shards`` FSDP2 ranks); ``shape`` (``model.shape``) is checked against its config first."""
+    ``device`` in ``dtype``, its decoder's linear weights but ``skip_modules`` quantized to ``kind`` as they are read
+    (NF4 blocks fitted to ``shards`` FSDP2 ranks); ``shape`` (``model.shape``) is checked against its config first."""
     from honing.models.streamed_quantized_loading import (
         checkpoint_shards,
         finish_loading,
@@ -62,6 +63,7 @@ def load_quantized_pretrained(
     model = meta_model(
         config, auto_class, attn_implementation=attn_implementation, dtype=dtype, trust_remote_code=trust_remote_code
     )
+    check_skip_modules(model, skip_modules)
     renamings = renamings_for(model, files) if files else None
     if renamings is None:
         log.info(
@@ -69,7 +71,7 @@ def load_quantized_pretrained(
             "tensors transformers joins while loading)",
             name_or_path,
         )
-        options = quantizing_load_options(kind, model=model, device=device, shards=shards)
+        options = quantizing_load_options(kind, model=model, device=device, shards=shards, skip_modules=skip_modules)
         model = load_pretrained_model(
             name_or_path,
             attn_implementation=attn_implementation,
@@ -80,7 +82,9 @@ def load_quantized_pretrained(
         )
         own_unquantized_tensors(model)
         return model
-    loaded = load_shards(model, files, renamings, kind=kind, device=device, fsdp_shards=shards)
+    loaded = load_shards(
+        model, files, renamings, kind=kind, device=device, fsdp_shards=shards, skip_modules=skip_modules
+    )
     finish_loading(model, loaded, device=device, name_or_path=name_or_path)
     return model
 
@@ -102,14 +106,16 @@ def meta_model(
         )
 
 
-def quantizing_load_options(kind: str, *, model: nn.Module, device: torch.device, shards: int) -> dict[str, Any]:
+def quantizing_load_options(
+    kind: str, *, model: nn.Module, device: torch.device, shards: int, skip_modules: Sequence[str] = ()
+) -> dict[str, Any]:
     """Keyword arguments for ``load_pretrained_model`` that make transformers' loader quantize the decoder's linears
-    of ``model`` (its meta-device skeleton) while loading onto ``device``."""
+    of ``model`` (its meta-device skeleton), but for ``skip_modules``, while loading onto ``device``."""
     from transformers import TorchAoConfig
 
     from honing.models.quantized_base_config import QuantizedBaseConfig
 
-    quantized = {id(module) for _, module in quantized_linears(model)}
+    quantized = {id(module) for _, module in quantized_linears(model, skip_modules)}
     # the head, a vision tower and its projector keep their dtype, exactly as quantize_model leaves them
     keep = [
         re.escape(name)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -75,7 +75,14 @@ def model_key(key: str, model: nn.Module, renamings: list[Any], expected: dict[s
 
 
 def load_shards(
-    model: nn.Module, shards: list[str], renamings: list[Any], *, kind: str, device: torch.device, fsdp_shards: int
+    model: nn.Module,
+    shards: list[str],
+    renamings: list[Any],
+    *,
+    kind: str,
+    device: torch.device,
+    fsdp_shards: int,
+    skip_modules: Sequence[str] = (),
 ) -> set[str]:
     """Fill ``model`` (built on the meta device) from ``shards``, one file at a time: the decoder's linear weights
     quantized to ``kind`` on ``device``, every other tensor copied there in the dtype the model was built with.
@@ -83,7 +90,7 @@ def load_shards(
     from safetensors import safe_open
 
     expected = model.state_dict()  # meta tensors: the names, shapes and dtypes to fill
-    to_quantize = {f"{name}.weight" for name, _ in quantized_linears(model)}
+    to_quantize = {f"{name}.weight" for name, _ in quantized_linears(model, skip_modules)}
     quantize: Callable[[torch.Tensor], torch.Tensor | None] = (
         functools.partial(nf4_weight, shards=fsdp_shards) if kind == "nf4" else int8_weight
     )

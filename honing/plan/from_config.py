@@ -72,7 +72,9 @@ def meta_model(model_config: PretrainedConfig) -> nn.Module:
 
 def tensors_of(model: nn.Module, config: RunConfig) -> Tensors:
     """The model's parameters by role, with the LoRA adapters and ``modules_to_save`` copies the run adds."""
-    quantizable = {id(module.weight): module for _, module in quantized_linears(model)}
+    quantizable = {
+        id(module.weight): module for _, module in quantized_linears(model, config.model.quantize_skip_modules)
+    }
     seen: set[int] = set()
     sizes: dict[str, list[int]] = {"quantizable": [], "other": []}
     for param in model.parameters():

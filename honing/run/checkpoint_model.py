@@ -68,7 +68,8 @@ def load_model_from_checkpoint(checkpoint_dir: str) -> tuple[torch.nn.Module, An
     model_section = run_model_section(checkpoint_dir)
     lora = lora_settings(model_section, checkpoint_dir)
     if model_section.get("quantize"):  # QLoRA: the saved base is quantized; the export de-quantizes it
-        quantize_model(model, str(model_section["quantize"]), device=torch.device("cpu"))
+        skip_modules = model_section.get("quantize_skip_modules") or ()  # left in full precision, as in the run
+        quantize_model(model, str(model_section["quantize"]), device=torch.device("cpu"), skip_modules=skip_modules)
     if lora is not None:  # the saved state is the peft-wrapped model's, so wrap the same way before loading
         # peft records this as the adapter's base model: the run's, not this weightless config folder
         model.name_or_path = model_section.get("name_or_path") or ""

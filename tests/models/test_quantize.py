@@ -62,3 +62,34 @@ def test_quantize_needs_lora_and_a_known_kind():
     check_has_lora(None, None)
     with pytest.raises(ConfigError, match="model.quantize: expected one of nf4, int8"):
         quantize_model(tiny_llama(), "fp4", device=torch.device("cpu"))
+
+
+def test_skip_modules_stay_plain_linears_in_full_precision():
+    # Oumi's Falcon-H1 QLoRA recipe: llm_int8_skip_modules: [out_proj]; here o_proj, and all of layer 1
+    model = tiny_llama(vocab=64, hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2)
+    before = {name: p.detach().clone() for name, p in model.named_parameters()}
+    count = quantize_model(model, "nf4", device=torch.device("cpu"), skip_modules=["o_proj", "model.layers.1"])
+    assert count == 6  # layer 0's seven linears less its o_proj
+    skipped = [model.model.layers[0].self_attn.o_proj, *model.model.layers[1].modules()]
+    for module in (m for m in skipped if isinstance(m, torch.nn.Linear)):
+        assert type(module.weight.data) is torch.Tensor and module.weight.requires_grad
+    weight = "model.layers.0.self_attn.o_proj.weight"
+    assert torch.equal(dict(model.named_parameters())[weight], before[weight])
+    assert is_quantized(model.model.layers[0].self_attn.q_proj.weight)
+
+
+def test_a_skip_module_that_names_no_quantized_linear_is_a_config_error():
+    with pytest.raises(ConfigError, match=r"model.quantize_skip_modules\[0\]: 'out_proj' names no linear layer"):
+        quantize_model(tiny_llama(), "nf4", device=torch.device("cpu"), skip_modules=["out_proj"])
+    with pytest.raises(ConfigError, match="'lm_head' names no linear layer"):  # the head is never quantized
+        quantize_model(tiny_llama(), "int8", device=torch.device("cpu"), skip_modules=["lm_head"])
+
+
+def test_skip_modules_without_quantize_are_refused_not_ignored():
+    from pydantic import ValidationError
+
+    from honing.config.model_schema import ModelSection
+
+    with pytest.raises(ValidationError, match="model.quantize_skip_modules: only with model.quantize"):
+        ModelSection(name_or_path="m", quantize_skip_modules=["out_proj"])
+    assert ModelSection(name_or_path="m", quantize="nf4", quantize_skip_modules=["out_proj"]).quantize_skip_modules

@@ -113,6 +113,26 @@ def test_shard_by_shard_reading_gives_todays_quantized_model(tmp_path, kind, dty
     assert first_losses(model) == first_losses(built)
 
 
+def test_both_loaders_leave_the_skip_modules_in_full_precision_as_quantize_model_does(tmp_path):
+    tiny_llama(vocab=64, hidden_size=64, intermediate_size=128, num_attention_heads=4).save_pretrained(
+        tmp_path, max_shard_size="40KB"
+    )
+    skip = ["o_proj"]
+    model = load_quantized_pretrained(
+        str(tmp_path), "nf4", attn_implementation="sdpa", dtype=torch.float32, trust_remote_code=False,
+        auto_class=None, device=CPU, shards=1, skip_modules=skip,
+    )  # fmt: skip
+    built = load_pretrained_model(str(tmp_path), dtype=torch.float32)
+    quantize_model(built, "nf4", device=CPU, skip_modules=skip)
+    assert sum(is_quantized(p) for p in model.parameters()) == 6 * 2  # every decoder linear but o_proj
+    assert_same_model(model, built)
+    skeleton = meta_model(model.config, None, attn_implementation="sdpa", dtype=torch.float32, trust_remote_code=False)
+    options = quantizing_load_options("nf4", model=skeleton, device=CPU, shards=1, skip_modules=skip)
+    by_transformers = load_pretrained_model(str(tmp_path), dtype=torch.float32, **options)
+    assert not is_quantized(by_transformers.model.layers[0].self_attn.o_proj.weight)
+    assert is_quantized(by_transformers.model.layers[0].self_attn.q_proj.weight)
+
+
 # Run in a fresh process: the peak anonymous memory (RssAnon, what no file backs: the checkpoint's mapped pages are
 # left out), sampled every millisecond while the loader runs, over the baseline after a warm-up load of a tiny model.
 MEASURE = """

@@ -220,3 +220,21 @@ def test_unsupported_combination_is_one_line_exit_2(tmp_path, overrides, message
     lines = [line for line in result.stderr.splitlines() if line.startswith("honing: error:")]
     assert len(lines) == 1 and message in lines[0], result.stderr[-2000:]
     assert "Traceback" not in result.stderr
+
+
+def test_skip_modules_train_in_full_precision_and_the_export_reads_the_checkpoint(tmp_path):
+    # Oumi's Falcon-H1 QLoRA recipe keeps a projection unquantized (llm_int8_skip_modules): here o_proj
+    from honing.models.quantize import is_quantized
+    from honing.run.checkpoint_model import load_model_from_checkpoint
+
+    model = {"config": TINY, "lora": LORA, "quantize": "nf4", "quantize_skip_modules": ["o_proj"]}
+    recipe = SFTRecipe(
+        config(tmp_path / "run", tmp_path / "cache", steps=2, lr=1e-3, model=model, generation_eval=False)
+    )
+    recipe.run()
+    weights = {name: p for name, p in recipe.model.named_parameters() if name.endswith(".weight")}
+    assert sum(is_quantized(p) for p in weights.values()) == 2 * 6  # every decoder linear but o_proj
+    assert not any(is_quantized(p) for name, p in weights.items() if "o_proj" in name)
+    # the checkpoint is read back quantized the same way (o_proj plain), so its state dict fits
+    reloaded, _ = load_model_from_checkpoint(str(tmp_path / "run" / "step2"))
+    assert not any(is_quantized(p) for name, p in reloaded.named_parameters() if "o_proj" in name)

@@ -92,7 +92,7 @@ def translate_quantization(t: Translation, peft: Keys) -> None:
         rest = [
             name
             for name in peft.values
-            if name.startswith(("q_lora_", "bnb_", "use_bnb")) and peft.peek(name) not in (None, False)
+            if name.startswith(("q_lora_", "bnb_", "use_bnb", "llm_int8_")) and peft.peek(name) not in (None, False, [])
         ]
         if rest:
             t.note("peft", f"{', '.join(rest)}: unused without peft.q_lora (as in Oumi)")
@@ -124,6 +124,6 @@ def translate_quantization(t: Translation, peft: Keys) -> None:
         "use_bnb_nested_quant",
         "honing's NF4 always quantizes its scales too (torchao's double quantization; a little less memory)",
     )
-    if peft.peek("llm_int8_skip_modules"):
-        peft.refuse("llm_int8_skip_modules", "not translated: honing quantizes every linear of the decoder blocks")
-    peft.take("llm_int8_skip_modules")
+    skip_modules = peft.names("llm_int8_skip_modules")
+    if skip_modules:  # bitsandbytes' modules left unquantized (Falcon-H1's mamba out_proj)
+        t.set("model.quantize_skip_modules", skip_modules)

@@ -276,7 +276,7 @@ PEFT: dict[str, Entry] = {
     **honoured("model.quantize (4: nf4, 8: int8)", "q_lora_bits"),
     **moot(UNUSED_Q, "bnb_4bit_quant_type", "use_bnb_nested_quant", "bnb_4bit_quant_storage", "bnb_4bit_compute_dtype"),
     **honoured("model.lora.target_parameters (MoE experts held as one tensor)", "lora_target_parameters"),
-    **refused("not available: honing's quantized base keeps no modules in full precision", "llm_int8_skip_modules"),
+    **honoured("model.quantize_skip_modules (with q_lora)", "llm_int8_skip_modules"),
     **honoured("the adapter/ and merged hf/ exports (ADAPTER_ONLY, MERGED; others refused)", "peft_save_mode"),
 }
 

@@ -179,6 +179,12 @@ def test_qlora_keys_map_to_model_quantize():
     unused = translated(**{"peft": {"bnb_4bit_quant_type": "nf4", "q_lora": False}})
     assert translation.get("model.quantize") and unused.get("model.quantize") is None
     noted(unused, "peft")
+    # Falcon-H1's QLoRA DPO recipe keeps its mamba out_proj unquantized; without q_lora Oumi ignores the list
+    skipping = translated(**{"peft": {**peft, "llm_int8_skip_modules": ["out_proj"]}})
+    assert skipping.get("model.quantize_skip_modules") == ["out_proj"]
+    unquantized = translated(**{"peft": {"q_lora": False, "llm_int8_skip_modules": ["out_proj"]}})
+    assert unquantized.get("model.quantize_skip_modules") is None
+    assert "llm_int8_skip_modules" in noted(unquantized, "peft")
 
 
 def test_lora_exclude_modules_leave_the_towers_out_as_oumis_joined_regex_does():
