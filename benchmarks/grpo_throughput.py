@@ -165,6 +165,7 @@ def run_honing(warmup: int, steps: int, estimator: str = "GRPO") -> dict[str, fl
     import tempfile
 
     import honing.methods.grpo as grpo_module
+    import honing.methods.grpo_rollouts as rollouts_module
     from honing.config.method_schema import GRPOSection
     from honing.config.rloo_schema import RLOOSection
     from honing.data.loader import DataLoader
@@ -194,7 +195,7 @@ def run_honing(warmup: int, steps: int, estimator: str = "GRPO") -> dict[str, fl
                 times[self.step] = time.perf_counter()
                 cpu[self.step] = time.process_time()
 
-    timer = GenerationTimer(grpo_module.sample_completions)
+    timer = GenerationTimer(rollouts_module.sample_completions)
 
     def counting(*args: Any, **kwargs: Any) -> Any:
         ids, mask = timer(*args, **kwargs)
@@ -205,7 +206,7 @@ def run_honing(warmup: int, steps: int, estimator: str = "GRPO") -> dict[str, fl
             lengths.append(float(mask.sum(1).float().mean()))
         return ids, mask
 
-    grpo_module.sample_completions = counting  # the name the train module's rollout calls
+    rollouts_module.sample_completions = counting  # the name the group sampler calls
     tokenizer = build_tokenizer()
     items = [Prompt(messages) for messages in prompts(PROMPTS_PER_STEP * (warmup + steps))]
     token_ids = [
