@@ -102,8 +102,8 @@ TRAINING_ARGUMENTS: dict[str, Entry] = {
     **honoured("callbacks.wandb.project (with report_to: wandb)", "project"),
     **refused(TRACKER, "trackio_space_id", "trackio_bucket_id", "trackio_static_space_id"),
     **honoured(
-        "callbacks.evaluator.interval ('steps'; eval_steps unset: logging_steps, as transformers); 'no': "
-        "callbacks.evaluator.enabled: false",
+        "callbacks.evaluator.interval ('steps'; eval_steps unset: logging_steps, as transformers); 'epoch': "
+        "callbacks.evaluator.every_epoch; 'no': callbacks.evaluator.enabled: false",
         "eval_strategy",
         "eval_steps",
     ),  # fmt: skip

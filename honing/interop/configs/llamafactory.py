@@ -321,8 +321,12 @@ def translate_outputs(t: Translation, top: Keys) -> None:
     elif eval_strategy == "no":
         if t.get("data.validation") is not None or t.get("data.validation_split"):
             t.set("callbacks.evaluator.enabled", False)
+    elif eval_strategy == "epoch":  # at each epoch's last step, as transformers' Trainer
+        t.set("callbacks.evaluator.every_epoch", True)
+        if eval_steps is not None:
+            t.note("eval_steps", "not used: eval_strategy is 'epoch' (callbacks.evaluator.every_epoch)")
     else:
-        t.refuse("eval_strategy", f"{eval_strategy!r} is not available: honing evaluates every N steps ('steps')")
+        t.refuse("eval_strategy", f"{eval_strategy!r} is not available: honing evaluates every N steps or every epoch")
     top.copy("per_device_eval_batch_size", "callbacks.evaluator.batch_size", int)
     top.copy("metric_for_best_model", "callbacks.evaluator.metric_for_best_model", str)
     top.copy("greater_is_better", "callbacks.evaluator.greater_is_better", bool)

@@ -234,12 +234,18 @@ def translate_optimizer(t: Translation, training: Keys) -> None:
 def translate_checkpoints_and_eval(t: Translation, training: Keys) -> None:
     """Evaluation and checkpoints every N steps, the checkpoints kept, logging and trackers."""
     # eval_strategy: transformers' current name of evaluation_strategy, which forks write
-    for name, target in (
-        ("evaluation_strategy", "eval_steps"),
-        ("eval_strategy", "eval_steps"),
-        ("save_strategy", "save_steps"),
-    ):
-        training.allow(name, ("steps",), f"is not available: honing runs {target} every N steps")
+    by_epoch = False
+    for name in ("evaluation_strategy", "eval_strategy"):
+        if str(training.peek(name, "steps")).lower() == "epoch":  # transformers' epoch strategy: honing's every_epoch
+            training.take(name)
+            by_epoch = True
+        else:
+            training.allow(name, ("steps",), "is not available: honing runs eval_steps every N steps (or every epoch)")
+    training.allow("save_strategy", ("steps",), "is not available: honing runs save_steps every N steps")
+    if by_epoch:
+        t.set("callbacks.evaluator.every_epoch", True)
+        if training.has("eval_steps"):
+            training.note("eval_steps", "not used: the strategy is 'epoch' (callbacks.evaluator.every_epoch)")
     training.copy("eval_steps", "callbacks.evaluator.interval", int)
     training.copy("save_steps", "callbacks.checkpointer.save_interval", int)
     training.copy("save_total_limit", "callbacks.checkpointer.keep_last", int)

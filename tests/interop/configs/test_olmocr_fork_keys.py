@@ -41,7 +41,10 @@ def test_eval_strategy_is_read_as_olmocrs_evaluation_strategy():
     raw["training"].update({"eval_strategy": "steps", "eval_steps": 40})
     translation = translate(raw)
     assert translation.refused == [] and translation.config["callbacks"]["evaluator"]["interval"] == 40
-    raw["training"]["eval_strategy"] = "epoch"
+    raw["training"]["eval_strategy"] = "epoch"  # transformers' epoch strategy: honing's every_epoch
+    translation = translate(raw)
+    assert translation.refused == [] and translation.config["callbacks"]["evaluator"]["every_epoch"] is True
+    raw["training"]["eval_strategy"] = "best"
     assert translate(raw).refused == [
-        "training.eval_strategy: 'epoch' is not available: honing runs eval_steps every N steps"
+        "training.eval_strategy: 'best' is not available: honing runs eval_steps every N steps (or every epoch)"
     ]
