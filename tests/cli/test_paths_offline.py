@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-import honing.recipes.base as recipe_base
+import honing.recipes.build_run as recipe_base
 from honing.cli import main
 from tests.cli.test_bad_input import _Collect, the_error_line
 
