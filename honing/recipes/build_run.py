@@ -106,4 +106,3 @@ def configure_storage(cfg: StorageSection) -> None:
             region=cfg.region,
         ),
     )
-

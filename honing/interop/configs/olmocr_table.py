@@ -78,7 +78,10 @@ TRAINING: dict[str, Entry] = {
     ),  # fmt: skip
     **honoured("parallel.activation_checkpointing: full", "gradient_checkpointing"),
     **moot("not needed: honing's activation checkpointing is non-reentrant", "gradient_checkpointing_kwargs"),
-    **honoured("callbacks.evaluator.interval (strategy 'steps'), callbacks.evaluator.every_epoch ('epoch')", "evaluation_strategy"),
+    **honoured(
+        "callbacks.evaluator.interval (strategy 'steps'), callbacks.evaluator.every_epoch ('epoch')",
+        "evaluation_strategy",
+    ),
     **honoured("callbacks.evaluator.interval", "eval_steps"),
     **honoured("callbacks.checkpointer.save_interval (strategy 'steps')", "save_strategy"),
     **honoured("callbacks.checkpointer.save_interval", "save_steps"),

@@ -128,7 +128,7 @@ def test_grpos_entropy_bonus_keys_validate_as_the_grpo_sections():
 
 
 def test_eval_strategy_epoch_is_every_epoch():
-    """transformers' eval_strategy 'epoch' (TRL's and LLaMA-Factory's arguments): honing's every_epoch, eval_steps unused."""
+    """transformers' eval_strategy 'epoch' (TRL's and LLaMA-Factory's arguments): honing's every_epoch."""
     config = valid({"eval_strategy": "epoch", "eval_steps": 7}, "SFTConfig")
     assert config.callbacks.evaluator.every_epoch is True
     t = translate_trl_args({"eval_strategy": "best"}, "SFTConfig")
