@@ -88,28 +88,28 @@ def max_num_gen_batches(section: GRPOSection | RLOOSection) -> int | None:
     return section.filter_groups.max_num_gen_batches if section.filter_groups.enable else None
 
 
+SHARED_SETTINGS = (
+    "num_generations", "max_completion_length", "temperature", "top_p", "top_k", "beta", "kl_estimator", "epsilon",
+    "epsilon_high", "num_iterations", "steps_per_generation", "sample_interval", "mask_truncated_completions",
+)  # fmt: skip
+
+
+def shared_settings(section: GRPOSection | RLOOSection) -> dict[str, object]:
+    """The rollout settings the ``grpo`` and ``rloo`` sections name alike, and DAPO's round limit."""
+    return {key: getattr(section, key) for key in SHARED_SETTINGS} | {
+        "max_num_gen_batches": max_num_gen_batches(section)
+    }
+
+
 def grpo_settings(section: GRPOSection) -> RolloutSettings:
     """The ``grpo`` section's rollout settings."""
     return RolloutSettings(
-        num_generations=section.num_generations,
-        max_completion_length=section.max_completion_length,
-        temperature=section.temperature,
-        top_p=section.top_p,
-        top_k=section.top_k,
-        beta=section.beta,
-        kl_estimator=section.kl_estimator,
+        **shared_settings(section),  # type: ignore[arg-type]
         use_bias_correction_kl=section.use_bias_correction_kl,
-        epsilon=section.epsilon,
-        epsilon_high=section.epsilon_high,
         loss_type=section.loss_type,
         scale_rewards=section.scale_rewards,
-        num_iterations=section.num_iterations,
-        steps_per_generation=section.steps_per_generation,
         micro_batch_completions=section.micro_batch_completions,
-        sample_interval=section.sample_interval,
         importance_sampling_level=section.importance_sampling_level,
-        max_num_gen_batches=max_num_gen_batches(section),
-        mask_truncated_completions=section.mask_truncated_completions,
         top_entropy_quantile=section.top_entropy_quantile,
         entropy_bonus=entropy_bonus(section),
         off_policy_mask_threshold=section.off_policy_mask_threshold,

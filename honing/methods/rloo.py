@@ -13,7 +13,7 @@ from honing.methods.grpo import GRPOTrainModule
 from honing.methods.grpo_estimators import rloo_advantages, rloo_sequence_loss, sequence_kl_penalty
 from honing.methods.grpo_loss_stats import LossStats
 from honing.methods.grpo_metrics import record_same
-from honing.methods.grpo_settings import RolloutSettings, max_num_gen_batches
+from honing.methods.grpo_settings import RolloutSettings, shared_settings
 
 if TYPE_CHECKING:
     from honing.config.rloo_schema import RLOOSection
@@ -38,22 +38,9 @@ class RLOOTrainModule(GRPOTrainModule):
         completions (GRPO's ``grpo`` normaliser) of unscaled rewards; its KL is in the reward, summed over each
         completion's tokens (k1 by default, as TRL's)."""
         return RolloutSettings(
-            num_generations=section.num_generations,
-            max_completion_length=section.max_completion_length,
-            temperature=section.temperature,
-            top_p=section.top_p,
-            top_k=section.top_k,
-            beta=section.beta,
-            kl_estimator=section.kl_estimator,
-            epsilon=section.epsilon,
-            epsilon_high=section.epsilon_high,
+            **shared_settings(section),  # type: ignore[arg-type]
             loss_type="grpo",
             scale_rewards="none",
-            num_iterations=section.num_iterations,
-            steps_per_generation=section.steps_per_generation,
-            sample_interval=section.sample_interval,
-            max_num_gen_batches=max_num_gen_batches(section),
-            mask_truncated_completions=section.mask_truncated_completions,
         )
 
     def score_rollouts(
