@@ -83,6 +83,7 @@ VISION_ONLY = (
     "data.image_transforms",
     "model.freeze_vision",
     "model.freeze_projector",
+    "model.freeze_language",
     "optim.vision_lr",
 )
 

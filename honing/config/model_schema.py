@@ -98,6 +98,9 @@ class ModelSection(Section):
     """Vision-language SFT: keep the vision tower frozen (olmOCR's default)."""
     freeze_projector: bool = False
     """Vision-language SFT: freeze the projector from the vision tower to the language model too."""
+    freeze_language: bool = False
+    """Vision-language SFT: freeze the language model and its LM head (Qwen-VL's ``tune_mm_llm: false``), so only
+    the vision tower and / or the projector train; refused with LoRA (its adapters sit on the language model)."""
     quantize: Literal["nf4", "int8"] | None = None
     """QLoRA: the base's linear weights held quantized (torchao NF4 with double quantization, or int8 weight-only),
     LoRA adapters trained on them in the compute dtype; exports are de-quantized and merged. None: not quantized."""

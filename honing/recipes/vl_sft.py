@@ -146,8 +146,9 @@ class VLSFTRecipe(VisionModelSteps, Recipe):
 
 
 def freeze_vision_parts(cfg: ModelSection, family: VLFamily, model: torch.nn.Module) -> None:
-    """Freeze the vision tower (``model.freeze_vision``) and the projector (``model.freeze_projector``) of
-    ``model`` (``cfg``: the ``model`` section); shared by the vision-language recipes."""
+    """Freeze the vision tower (``model.freeze_vision``), the projector (``model.freeze_projector``) and the language
+    model with its head (``model.freeze_language``) of ``model`` (``cfg``: the ``model`` section); shared by the
+    vision-language recipes."""
     patterns = []
     if cfg.freeze_vision:
         patterns += part_patterns(family, "vision")
@@ -160,6 +161,13 @@ def freeze_vision_parts(cfg: ModelSection, family: VLFamily, model: torch.nn.Mod
         )
     if cfg.freeze_projector:
         patterns += part_patterns(family, "projector")
+    if cfg.freeze_language:
+        if lora_section(cfg) is not None:  # its adapters sit on the language model: nothing of it would train
+            raise ConfigError(
+                "model.freeze_language: true freezes the language model that LoRA adapts; set model.lora: null "
+                "(full fine-tuning of the unfrozen parts) or model.freeze_language: false"
+            )
+        patterns += part_patterns(family, "language")
     for name, param in named_parameters(model):
         if matches(name, patterns):
             param.requires_grad_(False)

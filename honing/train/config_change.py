@@ -36,6 +36,7 @@ BREAKING_KEYS = (
     "model.freeze_layers",
     "model.freeze_vision",
     "model.freeze_projector",
+    "model.freeze_language",
     "tokenizer",
 )
 # What a checkpoint restores over the objects this run built from its config, and how a changed key still takes
