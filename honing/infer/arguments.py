@@ -123,3 +123,4 @@ def serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--temperature", type=float, default=0.0, help="of a request that names none (0: greedy)")
     parser.add_argument("--top-p", type=float, default=1.0, help="of a request that names none (1: off)")
     parser.add_argument("--seed", type=int, default=0, help="of a request that names none")
+    parser.set_defaults(top_k=0)  # no --top-k: a request that names none samples without top-k

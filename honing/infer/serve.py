@@ -20,12 +20,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlparse
 
 from honing.errors import ConfigError
-from honing.infer.generate import DEFAULT_MAX_NEW_TOKENS, Reply, Sampling, TextGenerator
+from honing.infer.generate import Reply, Sampling, TextGenerator
+from honing.infer.generate_command import sampling_from
 from honing.infer.model_source import LoadedModel, load_model
 from honing.infer.openai_protocol import (
     APIError,
@@ -37,6 +38,7 @@ from honing.infer.openai_protocol import (
     parse_chat_request,
     usage,
 )
+from honing.rollout.json_http import JsonHandler
 
 log = logging.getLogger(__name__)
 
@@ -113,11 +115,11 @@ def _encode(generator: TextGenerator, messages: list[dict[str, str]]) -> list[in
         ) from None
 
 
-def handler_for(service: ChatService) -> type[BaseHTTPRequestHandler]:
+def handler_for(service: ChatService) -> type[JsonHandler]:
     """The request handler class bound to ``service``."""
 
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"  # keep-alive for JSON answers; a stream closes its connection at its end
+    class Handler(JsonHandler):  # keep-alive for JSON answers; a stream closes its connection at its end
+        log = log  # this module's logger takes the request lines
 
         def do_GET(self) -> None:  # noqa: N802 (http.server's name)
             path = urlparse(self.path).path.rstrip("/")
@@ -195,17 +197,6 @@ def handler_for(service: ChatService) -> type[BaseHTTPRequestHandler]:
         def send_error_json(self, error: APIError) -> None:
             self.send_json(error.status, error.body())
 
-        def send_json(self, status: HTTPStatus, payload: dict[str, Any]) -> None:
-            data = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (http.server's signature)
-            log.debug("%s " + format, self.address_string(), *args)
-
     return Handler
 
 
@@ -223,21 +214,11 @@ def make_server(service: ChatService, host: str, port: int) -> ThreadingHTTPServ
     return server
 
 
-def sampling_defaults(args: argparse.Namespace) -> Sampling:
-    """The sampling of a request that names none: the command line's options."""
-    return Sampling(
-        max_new_tokens=DEFAULT_MAX_NEW_TOKENS if args.max_new_tokens is None else args.max_new_tokens,
-        temperature=args.temperature,
-        top_p=args.top_p,
-        seed=args.seed,
-    ).check()
-
-
 def run_serve(args: argparse.Namespace) -> int:
     """Carry out ``honing serve``: load the model, then serve until Ctrl-C."""
     if not 0 <= args.port <= 65535:
         raise ConfigError(f"--port: expected 0 to 65535 (0: any free port), got {args.port}")
-    defaults = sampling_defaults(args)
+    defaults = sampling_from(args)  # the sampling of a request that names none
     loaded = load_model(args.model, device=args.device, dtype=args.dtype, trust_remote_code=args.trust_remote_code)
     service = ChatService(loaded, args.served_model_name or args.model, defaults)
     server = make_server(service, args.host, args.port)

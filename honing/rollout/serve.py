@@ -30,14 +30,15 @@ import logging
 import threading
 from collections.abc import Callable
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 if __package__:
-    from . import engines  # python -m honing.rollout.serve
+    from . import engines, json_http  # python -m honing.rollout.serve
 else:
     import engines  # python path/to/serve.py: this file's folder is on sys.path
+    import json_http
 
 log = logging.getLogger("honing-rollout")
 
@@ -149,11 +150,11 @@ def until_stop(tokens: list[int], stop_token_ids: list[int]) -> list[int]:
     return list(tokens)
 
 
-def handler_for(service: RolloutService) -> type[BaseHTTPRequestHandler]:
+def handler_for(service: RolloutService) -> type[json_http.JsonHandler]:
     """The request handler class bound to ``service``."""
 
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"  # keep-alive: one connection carries a step's requests
+    class Handler(json_http.JsonHandler):  # keep-alive: one connection carries a step's requests
+        log = log  # the server's logger takes the request lines
 
         def do_GET(self) -> None:  # noqa: N802 (http.server's name)
             path = urlparse(self.path).path.rstrip("/")
@@ -188,17 +189,6 @@ def handler_for(service: RolloutService) -> type[BaseHTTPRequestHandler]:
             except Exception as error:  # the engine failed: the client gets the reason, the server keeps serving
                 log.exception("request %s failed", self.path)
                 self.send_json(HTTPStatus.INTERNAL_SERVER_ERROR, {"error": f"{type(error).__name__}: {error}"})
-
-        def send_json(self, status: HTTPStatus, payload: dict[str, Any]) -> None:
-            data = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (http.server's signature)
-            log.debug("%s " + format, self.address_string(), *args)
 
     return Handler
 

@@ -4,6 +4,7 @@ the same answer, and what the server cannot honour comes back as OpenAI's error 
 
 from __future__ import annotations
 
+import argparse
 import json
 import threading
 import urllib.error
@@ -13,7 +14,9 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from honing.infer.generate import Sampling, TextGenerator
+from honing.infer.arguments import serve_arguments
+from honing.infer.generate import DEFAULT_MAX_NEW_TOKENS, Sampling, TextGenerator
+from honing.infer.generate_command import sampling_from
 from honing.infer.model_source import load_model
 from honing.infer.serve import ChatService, make_server
 from tests.infer.tiny_chat_model import SCRIPTED_ANSWER, save_chat_model
@@ -148,3 +151,11 @@ def test_requests_the_server_cannot_honour_are_openai_errors_naming_the_field(ra
     assert (
         client.chat.completions.create(model="tiny", messages=CONVERSATION, max_tokens=2).usage.completion_tokens == 2
     )
+
+
+def test_the_command_lines_sampling_is_a_requests_default_without_top_k():
+    parser = argparse.ArgumentParser()
+    serve_arguments(parser)
+    args = parser.parse_args(["run", "--temperature", "0.7", "--top-p", "0.9", "--seed", "3"])
+    assert sampling_from(args) == Sampling(max_new_tokens=DEFAULT_MAX_NEW_TOKENS, temperature=0.7, top_p=0.9, seed=3)
+    assert sampling_from(parser.parse_args(["run", "--max-new-tokens", "9"])).max_new_tokens == 9

@@ -17,7 +17,7 @@ import honing.rollout
 from honing.rollout.serve import SERVER_NAME, until_stop
 from tests.rollout.conftest import tiny_llama
 
-SERVER_FILES = ("serve.py", "engines.py", "vllm_worker.py")  # what runs in vLLM's environment
+SERVER_FILES = ("serve.py", "engines.py", "vllm_worker.py", "json_http.py")  # what runs in vLLM's environment
 
 
 def call(url, path, body=None, content_type="application/json"):
