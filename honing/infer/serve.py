@@ -38,7 +38,7 @@ from honing.infer.openai_protocol import (
     parse_chat_request,
     usage,
 )
-from honing.rollout.json_http import JsonHandler
+from honing.rollout.json_http import JsonHandler, listening_server, serve_until_interrupted
 
 log = logging.getLogger(__name__)
 
@@ -207,11 +207,9 @@ def _internal(error: Exception) -> APIError:
 def make_server(service: ChatService, host: str, port: int) -> ThreadingHTTPServer:
     """The HTTP server of ``service`` listening on ``host:port`` (0: any free port); ``serve_forever`` serves."""
     try:
-        server = ThreadingHTTPServer((host, port), handler_for(service))
+        return listening_server(host, port, handler_for(service))
     except OSError as error:  # the port is taken, the address is not this machine's
         raise ConfigError(f"--host/--port: cannot listen on {host}:{port} ({error.strerror or error})") from None
-    server.daemon_threads = True
-    return server
 
 
 def run_serve(args: argparse.Namespace) -> int:
@@ -226,10 +224,5 @@ def run_serve(args: argparse.Namespace) -> int:
     print(
         f"serving {service.model_name} on http://{host}:{port}/v1 (OpenAI chat completions; Ctrl-C stops)", flush=True
     )
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
+    serve_until_interrupted(server)
     return 0

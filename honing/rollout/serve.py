@@ -30,7 +30,6 @@ import logging
 import threading
 from collections.abc import Callable
 from http import HTTPStatus
-from http.server import ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
@@ -222,19 +221,13 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     engine = engines.build_engine(args)
     service = RolloutService(engine, args.model)
-    server = ThreadingHTTPServer((args.host, args.port), handler_for(service))
-    server.daemon_threads = True
+    server = json_http.listening_server(args.host, args.port, handler_for(service))
     port = server.server_address[1]
     if args.port_file:
         with open(args.port_file, "w") as file:  # written once listening: a launcher may connect as soon as it reads
             file.write(str(port))
     log.info("serving %s with the %s engine on http://%s:%d", args.model, engine.name, args.host, port)
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
+    json_http.serve_until_interrupted(server)
 
 
 if __name__ == "__main__":
