@@ -70,6 +70,12 @@ class TrainerSection(Section):
     nonfinite_loss: Literal["stop", "skip"] = "stop"
     """A NaN / inf loss stops the run (``stop``), or its step's update is skipped (``skip``: one host sync a step)."""
 
+    @property
+    def skips_nonfinite_steps(self) -> bool:
+        """Whether a step whose loss is NaN / inf is skipped (``skip``) rather than stopping the run; only honing's
+        own optimizer step (``honing.methods.optimizer_update``) can skip one."""
+        return self.nonfinite_loss == "skip"
+
     @field_validator("max_duration", "hard_stop", mode="before")
     @classmethod
     def _has_unit(cls, value: object) -> object:

@@ -195,7 +195,7 @@ class BaseTrainer:
         TRAINERS_OF_MODELS[self.model] = self  # veomni_clip_grad_norm(self.model, ...) clips as this trainer does
         self.args.attach_loop(trainer)
         trainer.step_runner = self._run_step
-        trainer.add_callback("veomni_loop_events", LoopEvents(self))
+        trainer.add_callback("veomni_loop_events", LoopEvents(self.callbacks, self.lr_scheduler))
         for callback in self._honing_callbacks:
             trainer.add_callback(callback)
         self._honing_callbacks.clear()
@@ -209,7 +209,7 @@ class BaseTrainer:
                 f"parallel.cp={self.parallel_dims.cp}: {type(self).__name__}'s train_step (VeOmni's) does not cut "
                 "rows over sequence-parallel ranks; use parallel.cp=1, or the method's own recipe"
             )
-        if self.config.trainer.nonfinite_loss == "skip":
+        if self.config.trainer.skips_nonfinite_steps:
             raise ConfigError(
                 f"trainer.nonfinite_loss: skip is honing's own optimizer step's; {type(self).__name__}'s train_step "
                 "steps as VeOmni's: use stop (the default), or the method's own recipe"

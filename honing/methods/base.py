@@ -51,7 +51,6 @@ class BaseTrainModule(TrainModule):
         precision: str = "fp32",
         device: torch.device | str = "cpu",
         collator: Collator | None = None,
-        nonfinite_loss: str | None = None,
         parallel_dims: ParallelDims | None = None,
     ):
         self.model = model
@@ -66,19 +65,16 @@ class BaseTrainModule(TrainModule):
         self.ranks = StepRanks(self.parallel_dims)
         # fp16-mixed: gradients back-propagated at a dynamic loss scale (honing.methods.loss_scaling)
         scaler = loss_scaler_for(model, self.device) if precision == LOSS_SCALED_PRECISION else None
-        self.updater = OptimizerUpdate(
-            optimizer, scheduler=scheduler, grad_clip=grad_clip, loss_scaler=scaler, nonfinite_loss=nonfinite_loss
-        )
+        self.updater = OptimizerUpdate(optimizer, scheduler=scheduler, grad_clip=grad_clip, loss_scaler=scaler)
         #: bf16 autocast for ``bf16-mixed``, float16 for ``fp16-mixed`` (weights and optimizer stay fp32); a no-op
         #: otherwise: a function that returns the context
         self.autocast = partial(precision_autocast, precision, self.device.type)
         self._step_loss: torch.Tensor | None = None
 
     def on_attach(self, trainer: Trainer) -> None:
-        """Called once by the Trainer: without a policy of its own, the module follows the trainer's."""
+        """Called once by the Trainer: the optimizer step follows the trainer section's non-finite-loss policy."""
         super().on_attach(trainer)
-        if self.updater.own_nonfinite_loss is None:
-            self.updater.nonfinite_loss = trainer.config.nonfinite_loss
+        self.updater.skip_nonfinite = trainer.config.skips_nonfinite_steps
 
     # --- what a method's step is made of ----------------------------------------------
     def micro_batches(self, batch: Any) -> list[dict[str, torch.Tensor]]:

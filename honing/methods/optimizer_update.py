@@ -18,14 +18,12 @@ from honing.train.train_module import TrainModule
 if TYPE_CHECKING:
     from honing.train.trainer import Trainer
 
-#: what a non-finite loss does: stop the run (the Trainer checks before every save) or skip the update
-NONFINITE_POLICIES = ("stop", "skip")
-
 
 class OptimizerUpdate:
     """Steps one optimizer at the schedule's LR (``scheduler``: ``lr_factor``'s keywords), its gradients clipped to
-    ``grad_clip`` (None: not clipped); ``loss_scaler``: fp16-mixed's (None otherwise); ``nonfinite_loss``: the
-    policy (None: the Trainer's, ``stop`` until one is attached)."""
+    ``grad_clip`` (None: not clipped); ``loss_scaler``: fp16-mixed's (None otherwise); ``skip_nonfinite``: leave the
+    weights as they are on a step whose loss is NaN / inf (the trainer section's policy, set when the module is
+    attached; otherwise the Trainer stops the run before its next save)."""
 
     def __init__(
         self,
@@ -34,19 +32,13 @@ class OptimizerUpdate:
         scheduler: dict[str, Any] | None = None,
         grad_clip: float | None = 1.0,
         loss_scaler: LossScaler | None = None,
-        nonfinite_loss: str | None = None,
+        skip_nonfinite: bool = False,
     ):
-        if nonfinite_loss is not None and nonfinite_loss not in NONFINITE_POLICIES:
-            raise ConfigError(
-                f"nonfinite_loss: expected one of {', '.join(NONFINITE_POLICIES)}, got {nonfinite_loss!r}"
-            )
         self.optimizer = optimizer
         self.scheduler = scheduler or {"name": "constant"}
         self.grad_clip = grad_clip
         self.loss_scaler = loss_scaler
-        # None: the policy of the Trainer the module is attached to (its config's), "stop" until then
-        self.own_nonfinite_loss = nonfinite_loss
-        self.nonfinite_loss = nonfinite_loss or "stop"
+        self.skip_nonfinite = skip_nonfinite
         self._params: list[torch.nn.Parameter] | None = None
 
     def backward_scale(self, scale: torch.Tensor | float) -> torch.Tensor | float:
@@ -77,7 +69,7 @@ class OptimizerUpdate:
         """Whether the ``skip`` policy leaves this step's weights as they are: its loss is not finite on some rank.
         The policy's price: one host sync a step. Gradients are reduced over ranks, so one rank's non-finite loss
         poisons every rank's update: all ranks skip together."""
-        if self.nonfinite_loss != "skip" or loss is None:
+        if not self.skip_nonfinite or loss is None:
             return False
         finite = torch.isfinite(loss).to(torch.int32).reshape(1)
         if is_distributed():
