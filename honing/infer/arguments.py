@@ -19,18 +19,26 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--trust-remote-code", action="store_true", help="run the model folder's own code")
 
 
-def add_sampling_arguments(parser: argparse.ArgumentParser) -> None:
-    """The sampling options (shared by generate and chat)."""
+def add_decoding_arguments(parser: argparse.ArgumentParser, *, request_defaults: bool = False) -> None:
+    """--max-new-tokens, --temperature, --top-p and --seed: how generate and chat decode, or (``request_defaults``)
+    how serve decodes a request that names none."""
+    of = "of a request that names none: " if request_defaults else ""
     parser.add_argument(
         "--max-new-tokens",
         type=int,
         metavar="N",
-        help="answer length limit (default: 256, or the model's context less one where that is shorter)",
+        help=f"{of}answer length limit (default: 256, or the model's context less one where that is shorter)",
     )
-    parser.add_argument("--temperature", type=float, default=0.0, help="0 (the default): greedy")
-    parser.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling (1: off)")
+    parser.add_argument("--temperature", type=float, default=0.0, help=f"{of}0 (the default): greedy")
+    parser.add_argument("--top-p", type=float, default=1.0, help=f"{of}nucleus sampling (1: off)")
+    seed_help = "sampling seed" if request_defaults else "sampling seed (prompt i of a file uses seed + i)"
+    parser.add_argument("--seed", type=int, default=0, help=of + seed_help)
+
+
+def add_sampling_arguments(parser: argparse.ArgumentParser) -> None:
+    """The sampling options (shared by generate and chat)."""
+    add_decoding_arguments(parser)
     parser.add_argument("--top-k", type=int, default=0, help="top-k sampling (0: off)")
-    parser.add_argument("--seed", type=int, default=0, help="sampling seed (prompt i of a file uses seed + i)")
     template = parser.add_mutually_exclusive_group()
     template.add_argument(
         "--chat-template",
@@ -114,13 +122,5 @@ def serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--served-model-name", metavar="NAME", help="the model's name in the API (default: MODEL_OR_RUN as given)"
     )
-    parser.add_argument(
-        "--max-new-tokens",
-        type=int,
-        metavar="N",
-        help="answer length of a request without max_tokens (default: 256, or what the context leaves)",
-    )
-    parser.add_argument("--temperature", type=float, default=0.0, help="of a request that names none (0: greedy)")
-    parser.add_argument("--top-p", type=float, default=1.0, help="of a request that names none (1: off)")
-    parser.add_argument("--seed", type=int, default=0, help="of a request that names none")
+    add_decoding_arguments(parser, request_defaults=True)
     parser.set_defaults(top_k=0)  # no --top-k: a request that names none samples without top-k
