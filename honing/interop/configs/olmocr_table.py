@@ -40,7 +40,7 @@ MODEL: dict[str, Entry] = {
     **honoured("model.lora.target_modules", "lora_target_modules"),
     **honoured("model.lora.modules_to_save", "lora_modules_to_save"),
     **moot("not needed: honing places the model itself (one device per process, or sharded by FSDP2)", "device_map"),
-    **refused("not available: give model.freeze_layers instead", "freeze_language_model"),
+    **honoured("model.freeze_language", "freeze_language_model"),
 }
 
 DATASET: dict[str, Entry] = {

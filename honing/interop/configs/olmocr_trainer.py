@@ -20,6 +20,8 @@ from honing.interop.configs.hf_args import (
     step_interval,
 )
 from honing.interop.configs.machine_options import set_attention
+from honing.interop.configs.olmocr_forks import translate_fork_model, translate_fork_training, translate_qwen3_settings
+from honing.interop.configs.olmocr_hf_fields import translate_hf_fields
 from honing.interop.configs.olmocr_muon import translate_muon
 from honing.interop.configs.olmocr_pipeline import pipeline_options
 from honing.interop.configs.translation import Keys, Translation
@@ -71,6 +73,9 @@ def translate_olmocr_trainer(raw: dict[str, Any]) -> Translation:
     translate_dataset(t, t.section(top.take("dataset"), "dataset"))
     training = t.section(top.take("training"), "training")
     translate_training(t, training, run_name=top.peek("run_name"))
+    if top.has("qwen3_settings"):  # a fork's section (Backdrop9019/olmocr)
+        translate_qwen3_settings(t, t.section(top.take("qwen3_settings"), "qwen3_settings"))
+    top.take("qwen3_settings")
     top.copy("run_name", "run_name", str)
     if top.has("project_name"):
         t.set("callbacks.wandb.project", str(top.take("project_name")))
@@ -99,8 +104,9 @@ def translate_model(t: Translation, model: Keys) -> None:
         t.set("model.quantize", "int8")
     model.note("device_map", "honing places the model itself (one device per process, or sharded by FSDP2)")
     model.copy("freeze_vision_tower", "model.freeze_vision", bool)
-    model.allow("freeze_language_model", (False,), "is not available: give model.freeze_layers instead")
+    model.copy("freeze_language_model", "model.freeze_language", bool)
     translate_lora(t, model)
+    translate_fork_model(t, model)
     model.done()
 
 
@@ -207,7 +213,9 @@ def translate_training(t: Translation, training: Keys, *, run_name: Any) -> None
     training.allow("use_early_stopping", (False,), "is not available: honing trains for trainer.max_duration")
     for name in ("early_stopping_patience", "early_stopping_threshold"):
         training.note(name, "unused: use_early_stopping is false")
-    training.done("not a key of olmOCR's TrainingConfig")
+    translate_fork_training(t, training)
+    translate_hf_fields(t, training)
+    training.done("not a key of olmOCR's TrainingConfig, nor of transformers' TrainingArguments")
 
 
 def translate_optimizer(t: Translation, training: Keys) -> None:
