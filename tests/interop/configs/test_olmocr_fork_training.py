@@ -71,7 +71,8 @@ def test_forks_training_keys():
 
 def test_tune_mm_switches_choose_the_trained_parts():
     raw = copy.deepcopy(TRAINER)
-    raw["model"].update(use_lora=False, tune_mm_llm=True, tune_mm_mlp=True, tune_mm_vision=False, max_memory={0: "18GiB"})
+    raw["model"].update(use_lora=False, tune_mm_llm=True, tune_mm_mlp=True, tune_mm_vision=False)
+    raw["model"]["max_memory"] = {0: "18GiB"}
     translation = translate(raw)
     assert translation.refused == []
     model = translation.config["model"]
