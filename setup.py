@@ -10,7 +10,8 @@ from setuptools import find_packages, setup
 setup(
     packages=[*find_packages(include=["honing", "honing.*"]), "honing._configs"],
     package_dir={"honing._configs": "configs"},
-    package_data={"honing._configs": ["**/*"]},
+    # the generated key tables of other systems' schemas (honing.interop.configs.key_tables reads them)
+    package_data={"honing._configs": ["**/*"], "honing.interop.configs": ["schema_keys/*.json"]},
     exclude_package_data={"honing._configs": ["*.pyc"]},
     # only package_data above: with MANIFEST-driven data on, setuptools warns that every sub-folder of configs/ is a
     # package missing from `packages` (they are data folders, not code)

@@ -9,7 +9,6 @@ from typing import Any
 
 from honing.config.model_schema import LOAD_KWARGS_REFUSED
 from honing.interop.configs.axolotl_data import translate_datasets, translate_pretraining, translate_template
-from honing.interop.configs.axolotl_keys import KEYS, SOURCE
 from honing.interop.configs.axolotl_methods import translate_method_keys
 from honing.interop.configs.axolotl_table import TABLE
 from honing.interop.configs.axolotl_tokens import translate_tokens
@@ -18,21 +17,32 @@ from honing.interop.configs.hf_args import (
     duration,
     eval_strategy_of,
     set_optimizer,
-    set_schedule,
     set_schedule_defaults,
     set_warmup,
     step_interval,
+    translate_lr_schedule,
+    translate_neftune,
+    translate_optimizer_numbers,
 )
-from honing.interop.configs.hf_engines import lora_targets, set_fp16, translate_deepspeed_file, translate_fsdp_config
+from honing.interop.configs.hf_engines import (
+    lora_numbers,
+    lora_targets,
+    set_fp16,
+    translate_deepspeed_file,
+    translate_fsdp_config,
+)
 from honing.interop.configs.hub_args import translate_hub
+from honing.interop.configs.key_tables import key_table
 from honing.interop.configs.machine_options import set_attention
 from honing.interop.configs.schema_table import finish
-from honing.interop.configs.translation import Keys, Translation, schema_has
+from honing.interop.configs.translation import Keys, Translation
 from honing.interop.configs.trl_grpo_batch import (
     TRL_NUM_GENERATIONS,
     steps_as_rollout_batches,
     translate_trl_grpo_batch,
 )
+
+SOURCE, KEYS = key_table("axolotl")
 
 SCHEMA = f"axolotl ({SOURCE})"
 # rl -> honing's method (and the section its beta goes to)
@@ -163,15 +173,7 @@ def translate_lora(t: Translation, top: Keys) -> None:
     if adapter not in ("lora", "qlora"):
         t.refuse("adapter", f"{adapter!r} is not available; honing's adapters are lora and qlora")
         return
-    lora: dict[str, Any] = {}
-    for name, key, kind in (
-        ("lora_r", "rank", int),
-        ("lora_alpha", "alpha", float),
-        ("lora_dropout", "dropout", float),
-    ):
-        value = top.number(name, kind)
-        if value is not None:
-            lora[key] = value
+    lora = lora_numbers(top)
     linear, modules = top.take("lora_target_linear"), top.take("lora_target_modules")
     targets = "all-linear" if linear else lora_targets(modules)
     if targets is not None:
@@ -271,20 +273,8 @@ def translate_schedule(t: Translation, top: Keys) -> None:
     top.take("optimizer")
     if not top.has("learning_rate"):
         t.refuse("learning_rate", "required by axolotl's schema; give the learning rate")
-    top.copy("learning_rate", "optim.lr", float)
-    top.copy("weight_decay", "optim.weight_decay", float)
-    if top.has("adam_beta1") or top.has("adam_beta2"):
-        t.set("optim.betas", [top.number("adam_beta1", float, 0.9), top.number("adam_beta2", float, 0.999)])
-    top.take("adam_beta1")
-    top.take("adam_beta2")
-    top.copy("adam_epsilon", "optim.eps", float)
-    if "max_grad_norm" in top.values:
-        norm = top.number("max_grad_norm", float)
-        t.set("optim.grad_clip", norm if norm else None)
-    name = top.take("lr_scheduler")
-    kwargs = top.take("lr_scheduler_kwargs")
-    if name is not None:
-        set_schedule(t, "lr_scheduler", str(name), kwargs)
+    translate_optimizer_numbers(t, top)
+    name = translate_lr_schedule(t, top, "lr_scheduler")
     ratio = top.number("cosine_min_lr_ratio", float)
     if ratio is not None:
         # axolotl's own cosine with a floor is transformers' cosine_with_min_lr, operation for operation
@@ -299,12 +289,7 @@ def translate_schedule(t: Translation, top: Keys) -> None:
     if (embedding_lr or scale) and lr is not None:
         group_lr = embedding_lr if embedding_lr else lr * scale
         t.set("optim.param_groups", [{"params": "*embed_tokens*", "lr": group_lr}])
-    neftune = top.take("neftune_noise_alpha")
-    if neftune is not None:
-        if schema_has("sft.neftune_noise_alpha"):
-            t.set("sft.neftune_noise_alpha", float(neftune))
-        else:
-            t.refuse("neftune_noise_alpha", "not yet: honing has no NEFTune noise")
+    translate_neftune(t, top)
 
 
 def translate_engine(t: Translation, top: Keys, config_path: str | None) -> None:

@@ -9,10 +9,12 @@ from __future__ import annotations
 from typing import Any
 
 from honing.interop.configs.axolotl_columns import message_columns, preference_columns
-from honing.interop.configs.axolotl_keys import KEYS, SOURCE
 from honing.interop.configs.axolotl_table import TABLE
+from honing.interop.configs.key_tables import key_table
 from honing.interop.configs.schema_table import finish
 from honing.interop.configs.translation import Keys, Translation
+
+SOURCE, KEYS = key_table("axolotl")
 
 SCHEMA = f"axolotl ({SOURCE})"
 # datasets' builder names axolotl passes to load_dataset with data_files (the files are the source)

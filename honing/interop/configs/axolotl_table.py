@@ -1,4 +1,4 @@
-"""Every key of axolotl's config schema (``axolotl_keys.KEYS``) with its verdict: honoured by a honing feature (what
+"""Every key of axolotl's config schema (``key_table("axolotl")``) with its verdict: honoured by a honing feature (what
 it becomes), moot (why honing needs no such setting) or refused (why it cannot be honoured). ``axolotl.py`` reads
 the honoured keys; ``schema_table.finish`` notes or refuses the rest. ``test_foreign_schema_walk.py`` checks that
 every key of the schema is here and nothing else is."""

@@ -3,8 +3,10 @@ refused (found on configs users wrote, benchmarks/held_out_configs.py)."""
 
 from __future__ import annotations
 
-from honing.interop.configs.axolotl_keys import KEYS
+from honing.interop.configs.key_tables import key_table
 from honing.interop.configs.translation import Keys, Translation
+
+KEYS = key_table("axolotl").keys
 
 # axolotl generates text at evaluation only with one of these; without them the lengths below are read by nothing
 SAMPLING_SWITCHES = ("eval_table_size", "generate_samples", "do_causal_lm_eval", "eval_causal_lm_metrics")

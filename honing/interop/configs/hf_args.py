@@ -9,7 +9,7 @@ from typing import Any
 
 from honing.config.optim_schema import METRIC_SCHEDULES, TRANSFORMERS_SCHEDULES
 from honing.config.optimizers import resolve_optimizer
-from honing.interop.configs.translation import Keys, Translation, read_number
+from honing.interop.configs.translation import Keys, Translation, read_number, schema_has
 
 # TrainingArguments' optimizer defaults where honing's differ (field -> honing key, value): betas (0.9, 0.999), no
 # weight decay (its epsilon 1e-8 and gradient clipping at 1.0 are honing's too)
@@ -103,6 +103,42 @@ def set_schedule(t: Translation, key: str, name: str, kwargs: dict[str, Any] | N
             reads_text = ", ".join(reads) or "none"
             t.refuse(f"{kwargs_key}.{extra}", f"not read by transformers' {name!r} (it reads: {reads_text})")
     drop_constant_warmup(t, key)
+
+
+def translate_optimizer_numbers(t: Translation, top: Keys) -> None:
+    """The Trainer's optimizer numbers, which axolotl and LLaMA-Factory name as ``TrainingArguments`` does:
+    ``learning_rate``, ``weight_decay``, ``adam_beta1`` / ``adam_beta2``, ``adam_epsilon`` and ``max_grad_norm`` (0:
+    no clipping) as ``optim.*``."""
+    top.copy("learning_rate", "optim.lr", float)
+    top.copy("weight_decay", "optim.weight_decay", float)
+    if top.has("adam_beta1") or top.has("adam_beta2"):
+        t.set("optim.betas", [top.number("adam_beta1", float, 0.9), top.number("adam_beta2", float, 0.999)])
+    top.take("adam_beta1")
+    top.take("adam_beta2")
+    top.copy("adam_epsilon", "optim.eps", float)
+    if "max_grad_norm" in top.values:
+        norm = top.number("max_grad_norm", float)
+        t.set("optim.grad_clip", norm if norm else None)
+
+
+def translate_lr_schedule(t: Translation, top: Keys, key: str) -> Any:
+    """The schedule named by ``key`` (axolotl's ``lr_scheduler``, transformers' ``lr_scheduler_type``) with
+    ``lr_scheduler_kwargs``, as ``set_schedule`` reads them; returns the name (None when unset)."""
+    name = top.take(key)
+    kwargs = top.take("lr_scheduler_kwargs")
+    if name is not None:
+        set_schedule(t, key, str(name), kwargs)
+    return name
+
+
+def translate_neftune(t: Translation, top: Keys) -> None:
+    """``neftune_noise_alpha`` as ``sft.neftune_noise_alpha`` where honing's schema has it."""
+    neftune = top.take("neftune_noise_alpha")
+    if neftune is not None:
+        if schema_has("sft.neftune_noise_alpha"):
+            t.set("sft.neftune_noise_alpha", float(neftune))
+        else:
+            t.refuse("neftune_noise_alpha", "not yet: honing has no NEFTune noise")
 
 
 def drop_constant_warmup(t: Translation, key: str) -> None:

@@ -1,7 +1,7 @@
 """What axolotl's and LLaMA-Factory's files both hand to transformers and accelerate: a DeepSpeed JSON file, FSDP
-settings, fp16 / bf16, and LoRA target names, as honing's ``parallel.*``, ``trainer.precision`` and ``model.lora``
-keys. The DeepSpeed file is read (relative to the working directory, as both systems read it, or to the config's
-folder) and its settings go through the same table as Oumi's ``deepspeed`` section."""
+settings, fp16 / bf16, and LoRA's numbers and target names, as honing's ``parallel.*``, ``trainer.precision`` and
+``model.lora`` keys. The DeepSpeed file is read (relative to the working directory, as both systems read it, or to the
+config's folder) and its settings go through the same table as Oumi's ``deepspeed`` section."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any, get_args
 
 from honing.config.trainer_schema import TrainerSection
 from honing.interop.configs.oumi_parallel import translate_deepspeed
-from honing.interop.configs.translation import Translation
+from honing.interop.configs.translation import Keys, Translation
 
 # a DeepSpeed JSON's precision blocks: "auto" follows the trainer's own bf16 / fp16 flags, which the file's run sets
 PRECISION_BLOCKS = ("bf16", "fp16")
@@ -114,6 +114,21 @@ def translate_fsdp_config(t: Translation, key: str, config: Any) -> None:
         if name in MOOT_FSDP_CONFIG or name.removeprefix("fsdp_") in MOOT_FSDP_CONFIG:
             fsdp.note(name, "not needed: honing's FSDP2 shards each block and writes sharded checkpoints with hf/")
     fsdp.done("an FSDP setting honing's FSDP2 has no equivalent for")
+
+
+def lora_numbers(keys: Keys) -> dict[str, Any]:
+    """peft's ``lora_r`` / ``lora_alpha`` / ``lora_dropout``, which Oumi, axolotl and TRL name alike, as
+    ``model.lora``'s ``rank`` / ``alpha`` / ``dropout`` (only those given)."""
+    lora: dict[str, Any] = {}
+    for name, key, kind in (
+        ("lora_r", "rank", int),
+        ("lora_alpha", "alpha", float),
+        ("lora_dropout", "dropout", float),
+    ):
+        value = keys.number(name, kind)
+        if value is not None:
+            lora[key] = value
+    return lora
 
 
 def lora_targets(value: Any) -> str | list[str] | None:

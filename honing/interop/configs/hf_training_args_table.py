@@ -1,6 +1,6 @@
-"""Every field of transformers' ``TrainingArguments`` (``trl_keys.KEYS["TrainingArguments"]``), the base of every TRL
-config class, with its verdict: honoured (the honing key it becomes), moot (why honing needs no such setting) or
-refused (why, and what to give instead). ``trl_args.py`` reads the honoured ones; ``test_trl_schema_walk.py`` checks
+"""Every field of transformers' ``TrainingArguments`` (``key_table("trl").keys["TrainingArguments"]``), the base of
+every TRL config class, with its verdict: honoured (the honing key it becomes), moot (why honing needs no such setting)
+or refused (why, and what to give instead). ``trl_args.py`` reads the honoured ones; ``test_trl_schema_walk.py`` checks
 that every installed field is here and that each honoured one reaches its honing key."""
 
 from __future__ import annotations

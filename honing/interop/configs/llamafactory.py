@@ -10,20 +10,24 @@ from honing.interop.configs.hf_args import (
     duration,
     eval_strategy_of,
     set_optimizer,
-    set_schedule,
     set_schedule_defaults,
     set_warmup,
     step_interval,
+    translate_lr_schedule,
+    translate_neftune,
+    translate_optimizer_numbers,
 )
 from honing.interop.configs.hf_engines import lora_targets, set_fp16, translate_deepspeed_file, translate_fsdp_config
 from honing.interop.configs.hf_training_extras import NON_REENTRANT, translate_training_extras
 from honing.interop.configs.hub_args import translate_hub
+from honing.interop.configs.key_tables import key_table
 from honing.interop.configs.llamafactory_data import translate_data
-from honing.interop.configs.llamafactory_keys import KEYS, SOURCE
 from honing.interop.configs.llamafactory_table import TABLE
 from honing.interop.configs.machine_options import set_attention
 from honing.interop.configs.schema_table import Value, finish
-from honing.interop.configs.translation import Keys, Translation, schema_has
+from honing.interop.configs.translation import Keys, Translation
+
+SOURCE, KEYS = key_table("llamafactory")
 
 SCHEMA = f"LLaMA-Factory ({SOURCE})"
 # the five dataclasses LLaMA-Factory's parser reads one training YAML into, as one namespace
@@ -227,27 +231,10 @@ def translate_training(t: Translation, top: Keys) -> None:
     if top.has("optim"):
         set_optimizer(t, "optim", str(top.peek("optim")))
     top.take("optim")
-    top.copy("learning_rate", "optim.lr", float)
-    top.copy("weight_decay", "optim.weight_decay", float)
-    if top.has("adam_beta1") or top.has("adam_beta2"):
-        t.set("optim.betas", [top.number("adam_beta1", float, 0.9), top.number("adam_beta2", float, 0.999)])
-    top.take("adam_beta1")
-    top.take("adam_beta2")
-    top.copy("adam_epsilon", "optim.eps", float)
-    if "max_grad_norm" in top.values:
-        norm = top.number("max_grad_norm", float)
-        t.set("optim.grad_clip", norm if norm else None)
-    name = top.take("lr_scheduler_type")
-    kwargs = top.take("lr_scheduler_kwargs")
-    if name is not None:
-        set_schedule(t, "lr_scheduler_type", str(name), kwargs)
+    translate_optimizer_numbers(t, top)
+    translate_lr_schedule(t, top, "lr_scheduler_type")
     set_warmup(t, "warmup_steps", top.take("warmup_steps"), "warmup_ratio", top.take("warmup_ratio"))
-    neftune = top.take("neftune_noise_alpha")
-    if neftune is not None:
-        if schema_has("sft.neftune_noise_alpha"):
-            t.set("sft.neftune_noise_alpha", float(neftune))
-        else:
-            t.refuse("neftune_noise_alpha", "not yet: honing has no NEFTune noise")
+    translate_neftune(t, top)
 
 
 def translate_engine(t: Translation, top: Keys, config_path: str | None) -> None:

@@ -12,12 +12,14 @@ import os
 from typing import Any
 
 from honing.interop.configs.hf_engines import found_file
+from honing.interop.configs.key_tables import key_table
 from honing.interop.configs.llamafactory_columns import alpaca_format, message_format
-from honing.interop.configs.llamafactory_keys import KEYS, SOURCE
 from honing.interop.configs.llamafactory_table import TABLE
 from honing.interop.configs.mixture_keys import llamafactory_mixture
 from honing.interop.configs.schema_table import finish
 from honing.interop.configs.translation import Keys, Translation
+
+SOURCE, KEYS = key_table("llamafactory")
 
 SCHEMA = f"LLaMA-Factory's dataset_info.json ({SOURCE})"
 DATA_CONFIG = "dataset_info.json"

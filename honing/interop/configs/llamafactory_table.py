@@ -1,4 +1,4 @@
-"""Every key of LLaMA-Factory's training arguments (``llamafactory_keys.KEYS``: its model, data, fine-tuning,
+"""Every key of LLaMA-Factory's training arguments (``key_table("llamafactory")``: its model, data, fine-tuning,
 generating and training dataclasses, the last over transformers' ``Seq2SeqTrainingArguments``, all read from one
 flat YAML) and of ``dataset_info.json``, with its verdict: honoured (what it becomes), moot or refused (why).
 ``llamafactory.py`` and ``llamafactory_data.py`` read the honoured keys; ``schema_table.finish`` the rest."""
@@ -6,9 +6,11 @@ flat YAML) and of ``dataset_info.json``, with its verdict: honoured (what it bec
 from __future__ import annotations
 
 from honing.interop.configs.hf_training_args_table import TRAINING_ARGUMENTS
+from honing.interop.configs.key_tables import key_table
 from honing.interop.configs.llamafactory_dataset_table import COLUMNS, DATASET_INFO, TAGS
-from honing.interop.configs.llamafactory_keys import KEYS
 from honing.interop.configs.schema_table import Entry, honoured, moot, refused
+
+KEYS = key_table("llamafactory").keys
 
 OWN_LOOP = "not needed: honing runs its own loop, not the transformers Trainer this setting tunes"
 INFERENCE = "not needed for training: an inference engine's setting (honing generate / chat have their own)"

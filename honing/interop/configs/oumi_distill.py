@@ -4,25 +4,13 @@ it, or names a teacher tokenizer of its own, is refused by name."""
 
 from __future__ import annotations
 
+from honing.interop.configs.oumi_table import GOLD_ENGINE_KEYS
 from honing.interop.configs.translation import Keys, Translation
 
 #: Oumi's trainer_type for each distillation section
 DISTILL_SECTIONS = {"gkd": "TRL_GKD", "gold": "TRL_GOLD"}
 ULD_REFUSAL = (
     "GOLD's cross-tokenizer alignment (ULD) is not built in honing: use a teacher with the student's tokenizer"
-)
-# GOLD keys that only tune an engine honing does not use
-GOLD_ENGINE_KEYS = (
-    "use_transformers_paged",
-    "use_vllm",
-    "vllm_mode",
-    "vllm_server_host",
-    "vllm_server_port",
-    "vllm_server_timeout",
-    "vllm_gpu_memory_utilization",
-    "vllm_tensor_parallel_size",
-    "vllm_sync_frequency",
-    "vllm_enable_sleep_mode",
 )
 
 

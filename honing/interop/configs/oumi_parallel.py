@@ -11,10 +11,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from honing.interop.configs.oumi_keys import KEYS
+from honing.interop.configs.key_tables import key_table
 from honing.interop.configs.oumi_table import OUMI, TABLE
 from honing.interop.configs.schema_table import finish
 from honing.interop.configs.translation import Keys, Translation
+
+KEYS = key_table("oumi").keys
 
 WRAPS_BLOCKS = "not needed: honing's FSDP2 shards each transformer block by itself"
 # FSDP1 settings honing's FSDP2 makes moot -> why

@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 import re
-from typing import Any
 
+from honing.interop.configs.hf_engines import lora_numbers
 from honing.interop.configs.translation import Keys, Translation
 
 # peft's default LoRA targets for Llama / Qwen / Mistral models (Oumi passes lora_target_modules: null to peft)
@@ -25,15 +25,7 @@ def translate_peft(t: Translation, peft: Keys, *, use_peft: bool, method: str) -
         if method in ("vl_sft", "vl_grpo", "vl_dpo"):  # honing's default for images is LoRA
             t.default("model.lora", None, "Oumi fine-tunes every weight without training.use_peft")
         return
-    lora: dict[str, Any] = {}
-    for name, key, kind in (
-        ("lora_r", "rank", int),
-        ("lora_alpha", "alpha", float),
-        ("lora_dropout", "dropout", float),
-    ):
-        value = peft.number(name, kind)
-        if value is not None:
-            lora[key] = value
+    lora = lora_numbers(peft)
     if peft.has("lora_bias"):
         lora["bias"] = str(peft.take("lora_bias"))
     if peft.has("lora_task_type"):

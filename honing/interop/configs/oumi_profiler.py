@@ -5,10 +5,12 @@ refusal, a key Oumi's dataclass does not have a refusal naming it."""
 
 from __future__ import annotations
 
-from honing.interop.configs.oumi_keys import KEYS
+from honing.interop.configs.key_tables import key_table
 from honing.interop.configs.oumi_table import OUMI, TABLE
 from honing.interop.configs.schema_table import finish
 from honing.interop.configs.translation import Keys, Translation
+
+KEYS = key_table("oumi").keys
 
 
 def translate_profiler(t: Translation, training: Keys) -> None:

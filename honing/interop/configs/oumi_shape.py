@@ -7,8 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 from honing.config.schema import RunConfig
-from honing.interop.configs.oumi_keys import KEYS, SOURCE
+from honing.interop.configs.key_tables import key_table
 from honing.interop.configs.translation import Translation
+
+SOURCE, KEYS = key_table("oumi")
 
 # honing's top-level keys that Oumi's TrainingConfig also has: a file may share these and still be Oumi's
 SHARED_SECTIONS = ("model", "data")

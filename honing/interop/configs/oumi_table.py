@@ -1,4 +1,4 @@
-"""Every key of Oumi's ``TrainingConfig`` tree (``oumi_keys.KEYS``, one group per nested dataclass) with its verdict:
+"""Every key of Oumi's ``TrainingConfig`` tree (``key_table("oumi")``, one group per nested dataclass) with its verdict:
 honoured (the honing key it becomes), moot (why honing needs no such setting: a note when set) or refused (why, and
 what to give instead: one line when set). The ``oumi_*`` translators read the keys; ``training.profiler``,
 ``training.telemetry`` and DeepSpeed's offload settings are walked against these rows (``schema_table.finish``).
@@ -6,8 +6,10 @@ what to give instead: one line when set). The ``oumi_*`` translators read the ke
 
 from __future__ import annotations
 
-from honing.interop.configs.oumi_keys import SOURCE
+from honing.interop.configs.key_tables import key_table
 from honing.interop.configs.schema_table import Entry, honoured, moot, refused
+
+SOURCE = key_table("oumi").source
 
 OUMI = f"Oumi's TrainingConfig ({SOURCE})"
 OWN_ENGINE = "not needed: DeepSpeed's own tuning, which honing's FSDP2 has no setting for"
@@ -195,6 +197,19 @@ DISTILL_COMMON: dict[str, Entry] = {
     **honoured("model.disable_dropout", "disable_dropout"),
     **honoured("distill.seq_kd", "seq_kd"),
 }
+# GOLD keys that only tune an engine honing does not use
+GOLD_ENGINE_KEYS = (
+    "use_transformers_paged",
+    "use_vllm",
+    "vllm_mode",
+    "vllm_server_host",
+    "vllm_server_port",
+    "vllm_server_timeout",
+    "vllm_gpu_memory_utilization",
+    "vllm_tensor_parallel_size",
+    "vllm_sync_frequency",
+    "vllm_enable_sleep_mode",
+)
 GKD: dict[str, Entry] = {**DISTILL_COMMON, **honoured("distill.max_new_tokens", "max_new_tokens")}
 GOLD: dict[str, Entry] = {
     **DISTILL_COMMON,
@@ -219,19 +234,7 @@ GOLD: dict[str, Entry] = {
         "uld_skip_student_eos",
         "uld_skip_teacher_eos",
     ),  # fmt: skip
-    **moot(
-        OWN_DECODER,
-        "use_transformers_paged",
-        "use_vllm",
-        "vllm_mode",
-        "vllm_server_host",
-        "vllm_server_port",
-        "vllm_server_timeout",
-        "vllm_gpu_memory_utilization",
-        "vllm_tensor_parallel_size",
-        "vllm_sync_frequency",
-        "vllm_enable_sleep_mode",
-    ),  # fmt: skip
+    **moot(OWN_DECODER, *GOLD_ENGINE_KEYS),
     **refused("not available: honing's decoder samples without structured outputs", "vllm_guided_decoding_regex"),
 }
 

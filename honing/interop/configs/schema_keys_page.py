@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from honing.interop.configs import olmocr_keys, olmocr_table, oumi_keys, oumi_table, verl_table
+from honing.interop.configs import olmocr_table, oumi_table, verl_table
+from honing.interop.configs.key_tables import key_table
 from honing.interop.configs.schema_table import Entry, counts
 
 REGENERATE = "python -m honing.interop.configs.schema_keys_page > docs/reference/oumi-verl-olmocr-keys.md"
@@ -28,12 +29,13 @@ def verl_section(key: str) -> str:
 
 def systems() -> list[tuple[str, str, str, list[tuple[str, Mapping[str, tuple[str, str]], Mapping[str, Entry]]]]]:
     """(system, the source read, how its keys reach honing, [(class, keys, rows)]) for each system."""
+    oumi, olmocr = key_table("oumi"), key_table("olmocr")
     return [
         (
             "Oumi",
-            oumi_keys.SOURCE,
+            oumi.source,
             "an Oumi training config (`honing train oumi.yaml`); a group is one dataclass of `TrainingConfig`'s tree",
-            [(group or "TrainingConfig", oumi_keys.KEYS[group], oumi_table.TABLE[group]) for group in oumi_keys.KEYS],
+            [(group or "TrainingConfig", keys, oumi_table.TABLE[group]) for group, keys in oumi.keys.items()],
         ),
         (
             "verl",
@@ -51,10 +53,10 @@ def systems() -> list[tuple[str, str, str, list[tuple[str, Mapping[str, tuple[st
         ),
         (
             "olmOCR",
-            olmocr_keys.SOURCE,
+            olmocr.source,
             "an olmOCR trainer config (`honing train olmocr.yaml`); a group is one dataclass of "
             "`olmocr/train/config.py`, a pipeline step's as `pipeline[<step>]`",
-            [(group or "Config", olmocr_keys.KEYS[group], olmocr_table.TABLE[group]) for group in olmocr_keys.KEYS],
+            [(group or "Config", keys, olmocr_table.TABLE[group]) for group, keys in olmocr.keys.items()],
         ),
     ]
 

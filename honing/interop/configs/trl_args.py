@@ -10,14 +10,16 @@ from collections.abc import Mapping
 
 from honing.interop.configs.hf_args import set_schedule_defaults, set_warmup
 from honing.interop.configs.hf_training_args_table import TRAINING_ARGUMENTS
+from honing.interop.configs.key_tables import key_table
 from honing.interop.configs.llamafactory import translate_engine, translate_outputs, translate_training
 from honing.interop.configs.schema_table import Entry, Value, finish
 from honing.interop.configs.translation import Keys, Translation
-from honing.interop.configs.trl_keys import SOURCE
 from honing.interop.configs.trl_method_keys import READERS, class_default, class_fields
 from honing.interop.configs.trl_online_table import GRPO, RLOO
 from honing.interop.configs.trl_preference_table import CPO, DPO, KTO, ORPO, REWARD
 from honing.interop.configs.trl_sft_table import GKD, SFT
+
+SOURCE = key_table("trl").source
 
 # each class's honing method and its own rows (TrainingArguments' rows under them)
 CLASSES: dict[str, tuple[str, dict[str, Entry]]] = {

@@ -11,7 +11,8 @@ from typing import Any
 
 from honing.config.errors import ConfigError
 from honing.interop.configs.hf_args import set_precision
-from honing.interop.configs.hf_engines import translate_deepspeed_file, translate_fsdp_config
+from honing.interop.configs.hf_engines import lora_numbers, translate_deepspeed_file, translate_fsdp_config
+from honing.interop.configs.key_tables import key_table
 from honing.interop.configs.machine_options import set_attention
 from honing.interop.configs.oumi_peft import PEFT_DEFAULT_TARGETS
 from honing.interop.configs.schema_table import Entry, finish
@@ -19,7 +20,8 @@ from honing.interop.configs.translation import Keys, Translation
 from honing.interop.configs.trl_args import translate_trl_args
 from honing.interop.configs.trl_cli_table import TABLES
 from honing.interop.configs.trl_method_keys import class_default, class_fields
-from honing.interop.configs.trl_script_keys import KEYS, SOURCE
+
+SOURCE, KEYS = key_table("trl_script")
 
 # --from NAME -> TRL's config class: the `trl` CLI's commands (1.16), then ORPO / CPO / GKD, whose example scripts
 # (examples/scripts/{orpo,cpo,gkd}.py) parse the same files
@@ -153,15 +155,7 @@ def translate_lora(t: Translation, keys: Keys, config_class: str) -> None:
         keys.taken.update(unused)
         return
     whose = "TRL's ModelConfig."
-    lora: dict[str, Any] = {}
-    for name, key, kind in (
-        ("lora_r", "rank", int),
-        ("lora_alpha", "alpha", float),
-        ("lora_dropout", "dropout", float),
-    ):
-        value = keys.number(name, kind)
-        if value is not None:
-            lora[key] = value
+    lora = lora_numbers(keys)
     targets = keys.names("lora_target_modules")
     if targets is not None:
         lora["target_modules"] = "all-linear" if targets == ["all-linear"] else targets

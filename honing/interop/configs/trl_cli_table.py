@@ -1,4 +1,4 @@
-"""The verdicts of the fields TRL's CLI reads beside a trainer's config (``trl_script_keys.KEYS``): the script's
+"""The verdicts of the fields TRL's CLI reads beside a trainer's config (``key_table("trl_script")``): the script's
 arguments (the data set, GRPO's and RLOO's rewards), ``ModelConfig`` (the model, LoRA, quantization) and the data set
 mixture. ``trl_cli.py`` reads the honoured ones; the launcher's own keys (``num_processes``, ``accelerate_config``)
 are read there too."""

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from honing.interop.configs.key_tables import key_table
 from honing.interop.configs.schema_table import schema_default
 from honing.interop.configs.translation import Keys, Translation
-from honing.interop.configs.trl_keys import KEYS
+
+KEYS = key_table("trl").keys
 
 # generation_kwargs' keys (transformers' GenerationConfig / vLLM's SamplingParams names) -> the section's own key
 GENERATION_KEYS = {"temperature": float, "top_p": float, "top_k": int}

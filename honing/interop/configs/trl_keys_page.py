@@ -6,10 +6,12 @@ with its verdict, and the counts per class, written from the tables (``trl_args.
 
 from __future__ import annotations
 
+from honing.interop.configs.key_tables import key_table
 from honing.interop.configs.schema_table import counts
 from honing.interop.configs.trl_args import CLASSES, table
 from honing.interop.configs.trl_key_tests import WALK, shown_by
-from honing.interop.configs.trl_keys import KEYS, SOURCE
+
+SOURCE, KEYS = key_table("trl")
 
 REGENERATE = "python -m honing.interop.configs.trl_keys_page > docs/reference/trl-keys.md"
 

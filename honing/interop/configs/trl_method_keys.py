@@ -6,12 +6,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from honing.interop.configs.key_tables import key_table
 from honing.interop.configs.schema_table import Value, schema_default
 from honing.interop.configs.translation import Keys, Translation, schema_has
 from honing.interop.configs.trl_extra_keys import read_chat_template_path, read_online_extras
 from honing.interop.configs.trl_grpo_batch import steps_as_rollout_batches, translate_trl_grpo_batch
-from honing.interop.configs.trl_keys import KEYS
 from honing.interop.configs.trl_online_table import ENTROPY_KEYS, GRPO_LOSS_KEYS, SAME_NAME
+
+KEYS = key_table("trl").keys
 
 
 def class_fields(config_class: str) -> dict[str, tuple[str, str]]:

@@ -1,5 +1,5 @@
 """The verdicts of the fields TRL's online configs add to ``TrainingArguments``: ``GRPOConfig`` (as ``grpo.*``) and
-``RLOOConfig`` (as ``rloo.*``) (``trl_keys.KEYS[class]``). ``trl_args.py`` reads the honoured ones."""
+``RLOOConfig`` (as ``rloo.*``) (``key_table("trl").keys[class]``). ``trl_args.py`` reads the honoured ones."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The verdicts of the fields TRL's offline preference configs add to ``TrainingArguments``: ``DPOConfig``,
-``KTOConfig``, ``ORPOConfig``, ``CPOConfig`` and ``RewardConfig`` (``trl_keys.KEYS[class]``). ``trl_args.py`` reads
-the honoured ones; ``test_trl_schema_walk.py`` checks every installed field has a row."""
+``KTOConfig``, ``ORPOConfig``, ``CPOConfig`` and ``RewardConfig`` (``key_table("trl").keys[class]``). ``trl_args.py``
+reads the honoured ones; ``test_trl_schema_walk.py`` checks every installed field has a row."""
 
 from __future__ import annotations
 

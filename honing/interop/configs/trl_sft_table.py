@@ -1,5 +1,5 @@
 """The verdicts of the fields TRL's ``SFTConfig`` adds to ``TrainingArguments``, and those ``GKDConfig`` (an
-``SFTConfig``) adds to it (``trl_keys.KEYS[class]``). ``trl_args.py`` reads the honoured ones."""
+``SFTConfig``) adds to it (``key_table("trl").keys[class]``). ``trl_args.py`` reads the honoured ones."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Every key of verl's PPO trainer config (``verl_keys`` / ``verl_actor_keys``: the leaves of
+"""Every key of verl's PPO trainer config (``schema_keys/verl.json``: the leaves of
 ``_generated_ppo_trainer.yaml`` as dotted keys) with its verdict, as Oumi's ``VERL_GRPO`` passes them in
 ``training.verl_config_overrides``: honoured (the honing key it becomes), moot (why honing needs no such setting: a
 note when set) or refused (why, and what to give instead: one line when set). A key's row is its own (``ROWS``) or
@@ -9,16 +9,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from honing.interop.configs import verl_actor_keys, verl_keys
+from honing.interop.configs.key_tables import key_table
 from honing.interop.configs.schema_table import Entry, honoured, is_unset, moot, refused
 from honing.interop.configs.translation import Translation
 
-SOURCE = verl_keys.SOURCE
+SOURCE, GROUPS = key_table("verl")
 KEYS: dict[str, tuple[str, str]] = {
-    **{f"{group}.{key}" if group else key: value for group, keys in verl_keys.KEYS.items() for key, value in
-       keys.items()},
-    **{f"actor_rollout_ref.{key}": value for key, value in verl_actor_keys.KEYS["actor_rollout_ref"].items()},
-}  # fmt: skip
+    f"{group}.{key}" if group else key: value for group, keys in GROUPS.items() for key, value in keys.items()
+}
 NOT_TRANSLATED = "not translated (honing's GRPO has no such setting)"
 ENGINE = "not needed: a setting of verl's inference engine; honing samples in process or on its rollout server"
 LAYOUT = "not needed: how verl's workers place and shard the model; honing's parallel.* keys decide"

@@ -1,5 +1,5 @@
 """Writes the key tables of Oumi's ``TrainingConfig``, verl's PPO trainer config and olmOCR's training config
-(``honing/interop/configs/oumi_keys.py``, ``verl_keys.py`` with ``verl_actor_keys.py``, ``olmocr_keys.py``): every
+(``honing/interop/configs/schema_keys/oumi.json``, ``verl.json``, ``olmocr.json``): every
 key's name, type and default, read from the projects' own sources at one commit (none of them is installed here).
 
     python -m tests.interop.configs.oumi_verl_olmocr_keys_from_sources OUMI_GIT_DIR VERL_GIT_DIR OLMOCR_GIT_DIR
@@ -126,27 +126,11 @@ def olmocr(repo: str) -> dict[str, dict[str, tuple[str, str]]]:
 
 def main(oumi_repo: str, verl_repo: str, olmocr_repo: str) -> None:
     """Write the three tables."""
-    write(
-        "oumi_keys.py",
-        "Oumi's TrainingConfig (src/oumi/core/configs), one group per nested dataclass",
-        f"oumi-ai/oumi@{head(oumi_repo).strip()}",
-        oumi(oumi_repo),
-    )
+    write("oumi", f"oumi-ai/oumi@{head(oumi_repo).strip()}", oumi(oumi_repo))
     groups = verl(verl_repo)
-    source = f"volcengine/verl@{head(verl_repo).strip()}"
-    write(  # two modules, each under 500 lines: the actor, rollout and reference's keys, and the rest
-        "verl_actor_keys.py",
-        f"verl's PPO trainer config ({VERL_YAML}): actor_rollout_ref's leaves as dotted keys",
-        source,
-        {"actor_rollout_ref": groups.pop("actor_rollout_ref")},
-    )
-    write("verl_keys.py", f"verl's PPO trainer config ({VERL_YAML}): the other sections' leaves", source, groups)
-    write(
-        "olmocr_keys.py",
-        f"olmOCR's training config ({OLMOCR_CONFIG}) and its pipeline steps",
-        f"allenai/olmocr@{head(olmocr_repo).strip()}",
-        olmocr(olmocr_repo),
-    )
+    groups["actor_rollout_ref"] = groups.pop("actor_rollout_ref")  # last: the page lists the other sections first
+    write("verl", f"volcengine/verl@{head(verl_repo).strip()}", groups)
+    write("olmocr", f"allenai/olmocr@{head(olmocr_repo).strip()}", olmocr(olmocr_repo))
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """axolotl's and LLaMA-Factory's schemas walked key by key: every key their sources declare (the generated
-``axolotl_keys`` / ``llamafactory_keys``) is in the translation table as honoured, moot or refused, and the table
-names no other key; a key the schema gains fails here until the table gives it a verdict. Each honoured key is read
-by the translator: set alone on a small config, it never reaches the "honoured but not read" check."""
+``schema_keys/axolotl.json`` / ``llamafactory.json``) is in the translation table as honoured, moot or refused, and the
+table names no other key; a key the schema gains fails here until the table gives it a verdict. Each honoured key is
+read by the translator: set alone on a small config, it never reaches the "honoured but not read" check."""
 
 from __future__ import annotations
 
@@ -9,9 +9,13 @@ import copy
 
 import pytest
 
-from honing.interop.configs import axolotl_keys, axolotl_table, llamafactory_keys, llamafactory_table, translate
+from honing.interop.configs import axolotl_table, llamafactory_table, translate
+from honing.interop.configs.key_tables import key_table
 from honing.interop.configs.llamafactory import TRAIN_KEYS
 from honing.interop.configs.schema_table import counts, schema_default
+
+AXOLOTL_KEYS = key_table("axolotl").keys
+LLAMAFACTORY_KEYS = key_table("llamafactory").keys
 
 AXOLOTL_BASE = {
     "base_model": "Qwen/Qwen2.5-0.5B",
@@ -23,12 +27,10 @@ LLAMAFACTORY_BASE = {"model_name_or_path": "Qwen/Qwen2.5-0.5B", "stage": "sft", 
 
 def walked() -> list[tuple[str, dict, dict]]:
     """(name, the schema's keys, the table) for every group of both schemas."""
-    groups = [
-        (f"axolotl {group!r}", axolotl_keys.KEYS[group], axolotl_table.TABLE[group]) for group in axolotl_keys.KEYS
-    ]
+    groups = [(f"axolotl {group!r}", AXOLOTL_KEYS[group], axolotl_table.TABLE[group]) for group in AXOLOTL_KEYS]
     groups.append(("LLaMA-Factory training arguments", TRAIN_KEYS, llamafactory_table.TABLE[""]))
     groups += [
-        (f"LLaMA-Factory {group}", llamafactory_keys.KEYS[group], llamafactory_table.TABLE[group])
+        (f"LLaMA-Factory {group}", LLAMAFACTORY_KEYS[group], llamafactory_table.TABLE[group])
         for group in ("dataset_info", "dataset_info.columns", "dataset_info.tags")
     ]
     return groups
@@ -73,18 +75,18 @@ def honoured(schema: dict, table: dict) -> list[str]:
     return [key for key in schema if table[key][0] == "honoured"]
 
 
-@pytest.mark.parametrize("key", honoured(axolotl_keys.KEYS[""], axolotl_table.TOP))
+@pytest.mark.parametrize("key", honoured(AXOLOTL_KEYS[""], axolotl_table.TOP))
 def test_each_honoured_axolotl_key_is_read(key):
     raw = copy.deepcopy(AXOLOTL_BASE)
-    raw[key] = sample(*axolotl_keys.KEYS[""][key])
+    raw[key] = sample(*AXOLOTL_KEYS[""][key])
     translate(raw)  # a honoured key the translator leaves unread raises RuntimeError
 
 
-@pytest.mark.parametrize("key", honoured(axolotl_keys.KEYS["datasets[]"], axolotl_table.DATASET))
+@pytest.mark.parametrize("key", honoured(AXOLOTL_KEYS["datasets[]"], axolotl_table.DATASET))
 def test_each_honoured_axolotl_dataset_key_is_read(key):
     raw = copy.deepcopy(AXOLOTL_BASE)
     raw["datasets"] = [
-        {"path": "data/rows.jsonl", "type": "chat_template", key: sample(*axolotl_keys.KEYS["datasets[]"][key])}
+        {"path": "data/rows.jsonl", "type": "chat_template", key: sample(*AXOLOTL_KEYS["datasets[]"][key])}
     ]
     translate(raw)
 

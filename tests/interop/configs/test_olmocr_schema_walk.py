@@ -1,8 +1,8 @@
-"""olmOCR's current training config walked key by key (``olmocr_keys``, generated from ``olmocr/train/config.py``):
-every key, and every pipeline step's, has a row in ``olmocr_table`` and no row names another key; each honoured key,
-set alone to a value other than its default, becomes the honing key its row names with the value it means (a step's
-``enabled: false`` translates as the pipeline without the step); each refused key set is refused in one line naming
-it; each moot key set is noted, never refused."""
+"""olmOCR's current training config walked key by key (``schema_keys/olmocr.json``, generated from
+``olmocr/train/config.py``): every key, and every pipeline step's, has a row in ``olmocr_table`` and no row names
+another key; each honoured key, set alone to a value other than its default, becomes the honing key its row names with
+the value it means (a step's ``enabled: false`` translates as the pipeline without the step); each refused key set is
+refused in one line naming it; each moot key set is noted, never refused."""
 
 from __future__ import annotations
 
@@ -10,8 +10,11 @@ import copy
 
 import pytest
 
-from honing.interop.configs import olmocr_keys, olmocr_table, translate
+from honing.interop.configs import olmocr_table, translate
+from honing.interop.configs.key_tables import key_table
 from honing.interop.configs.schema_table import counts, schema_default
+
+KEYS = key_table("olmocr").keys
 
 PIPELINE = [
     {"name": "FrontMatterParser"},
@@ -174,12 +177,12 @@ def ids(found: list[tuple[str, str]]) -> list[str]:
     return [f"{group}:{key}" for group, key in found]
 
 
-@pytest.mark.parametrize("group", list(olmocr_keys.KEYS))
+@pytest.mark.parametrize("group", list(KEYS))
 def test_every_key_of_the_schema_has_a_verdict(group):
-    keys, rows = set(olmocr_keys.KEYS[group]), set(olmocr_table.TABLE[group])
+    keys, rows = set(KEYS[group]), set(olmocr_table.TABLE[group])
     assert sorted(keys - rows) == [], f"{group}: keys of olmOCR's dataclass without a verdict"
     assert sorted(rows - keys) == [], f"{group}: verdicts for keys the dataclass does not have"
-    assert set(olmocr_table.TABLE) == set(olmocr_keys.KEYS)
+    assert set(olmocr_table.TABLE) == set(KEYS)
 
 
 @pytest.mark.parametrize(("group", "key"), cases("honoured"), ids=ids(cases("honoured")))
@@ -195,7 +198,7 @@ def test_each_honoured_key_reaches_its_honing_key(group, key):
     elif f"{group}:{key}" in SPECIAL:
         value, expect = SPECIAL[f"{group}:{key}"]
     else:
-        value = sample(*olmocr_keys.KEYS[group][key])
+        value = sample(*KEYS[group][key])
         expect = {olmocr_table.TABLE[group][key][1].split(" ")[0]: value}
     translation, _ = translated(group, key, value)
     assert translation.refused == [], translation.refused
@@ -205,7 +208,7 @@ def test_each_honoured_key_reaches_its_honing_key(group, key):
 
 @pytest.mark.parametrize(("group", "key"), cases("refused"), ids=ids(cases("refused")))
 def test_each_refused_key_set_is_refused_in_one_line_naming_it(group, key):
-    value = VALUES.get(f"{group}:{key}", sample(*olmocr_keys.KEYS[group][key]))
+    value = VALUES.get(f"{group}:{key}", sample(*KEYS[group][key]))
     translation, path = translated(group, key, value)
     step = step_name(group)
     naming = [line for line in translation.refused if line.startswith(path) and (key in line or step in line)]
@@ -214,7 +217,7 @@ def test_each_refused_key_set_is_refused_in_one_line_naming_it(group, key):
 
 @pytest.mark.parametrize(("group", "key"), cases("moot"), ids=ids(cases("moot")))
 def test_each_moot_key_set_is_noted_not_refused(group, key):
-    translation, path = translated(group, key, sample(*olmocr_keys.KEYS[group][key]))
+    translation, path = translated(group, key, sample(*KEYS[group][key]))
     assert translation.refused == [], translation.refused
     assert any(note.startswith(path) for note in translation.notes), translation.notes
 

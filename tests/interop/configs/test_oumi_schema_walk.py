@@ -1,6 +1,6 @@
-"""Oumi's ``TrainingConfig`` tree walked key by key (``oumi_keys``, generated from Oumi's dataclasses): every key has
-a row in ``oumi_table`` and no row names another key; each honoured key, set alone to a value other than its
-default, becomes the honing key its row names with the value it means; each refused key set is refused in one line
+"""Oumi's ``TrainingConfig`` tree walked key by key (``schema_keys/oumi.json``, generated from Oumi's dataclasses):
+every key has a row in ``oumi_table`` and no row names another key; each honoured key, set alone to a value other than
+its default, becomes the honing key its row names with the value it means; each refused key set is refused in one line
 naming it; each moot key set is noted, never refused."""
 
 from __future__ import annotations
@@ -9,8 +9,11 @@ import copy
 
 import pytest
 
-from honing.interop.configs import oumi_keys, oumi_table, translate
+from honing.interop.configs import oumi_table, translate
+from honing.interop.configs.key_tables import key_table
 from honing.interop.configs.schema_table import counts, schema_default
+
+KEYS = key_table("oumi").keys
 
 BASE = {
     "model": {"model_name": "Qwen/Qwen2.5-0.5B-Instruct"},
@@ -271,17 +274,17 @@ def ids(found: list[tuple[str, str]]) -> list[str]:
     return [f"{group}:{key}" for group, key in found]
 
 
-@pytest.mark.parametrize("group", list(oumi_keys.KEYS))
+@pytest.mark.parametrize("group", list(KEYS))
 def test_every_key_of_the_schema_has_a_verdict(group):
-    keys, rows = set(oumi_keys.KEYS[group]), set(oumi_table.TABLE[group])
+    keys, rows = set(KEYS[group]), set(oumi_table.TABLE[group])
     assert sorted(keys - rows) == [], f"{group}: keys of Oumi's dataclass without a verdict"
     assert sorted(rows - keys) == [], f"{group}: verdicts for keys the dataclass does not have"
-    assert set(oumi_table.TABLE) == set(oumi_keys.KEYS)
+    assert set(oumi_table.TABLE) == set(KEYS)
 
 
 @pytest.mark.parametrize(("group", "key"), cases("honoured"), ids=ids(cases("honoured")))
 def test_each_honoured_key_reaches_its_honing_key(group, key):
-    kind, default = oumi_keys.KEYS[group][key]
+    kind, default = KEYS[group][key]
     name = f"{group}:{key}"
     if name in SPECIAL:
         value, expect = SPECIAL[name]
@@ -296,7 +299,7 @@ def test_each_honoured_key_reaches_its_honing_key(group, key):
 
 @pytest.mark.parametrize(("group", "key"), cases("refused"), ids=ids(cases("refused")))
 def test_each_refused_key_set_is_refused_in_one_line_naming_it(group, key):
-    value = VALUES.get(f"{group}:{key}", sample(*oumi_keys.KEYS[group][key]))
+    value = VALUES.get(f"{group}:{key}", sample(*KEYS[group][key]))
     translation, path = translated(group, key, value)
     naming = [line for line in translation.refused if line.startswith(f"{path}:") or line.startswith(f"{path}.")]
     assert len(naming) == 1 and "\n" not in naming[0], translation.refused
@@ -304,7 +307,7 @@ def test_each_refused_key_set_is_refused_in_one_line_naming_it(group, key):
 
 @pytest.mark.parametrize(("group", "key"), cases("moot"), ids=ids(cases("moot")))
 def test_each_moot_key_set_is_noted_not_refused(group, key):
-    value = VALUES.get(f"{group}:{key}", sample(*oumi_keys.KEYS[group][key]))
+    value = VALUES.get(f"{group}:{key}", sample(*KEYS[group][key]))
     translation, path = translated(group, key, value)
     assert translation.refused == [], translation.refused
     assert any(path in note or f"{path.rsplit('.', 1)[0]}: " in note for note in translation.notes), translation.notes

@@ -12,12 +12,13 @@ from honing.cli import build_parser, run
 from honing.config import ConfigError, validate
 from honing.interop.configs.dialects import translate, translate_or_refuse
 from honing.interop.configs.hf_engines import translate_deepspeed_file
+from honing.interop.configs.key_tables import key_table
 from honing.interop.configs.translation import Translation
 from honing.interop.configs.trl_args import translate_trl_args
 from honing.interop.configs.trl_cli_table import TABLES
-from honing.interop.configs.trl_script_keys import KEYS
 from tests.interop.configs.trl_cli_examples import FOLDER, examples
 
+KEYS = key_table("trl_script").keys
 trl_script_keys_from_installed = pytest.importorskip("tests.interop.configs.trl_script_keys_from_installed")
 EXAMPLES = examples()
 EXAMPLE_CONFIG = str(FOLDER / "example_config.yaml")

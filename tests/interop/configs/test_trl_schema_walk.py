@@ -1,6 +1,6 @@
 """TRL's config classes and transformers' ``TrainingArguments`` walked field by field, as installed
-(``dataclasses.fields``): every field has a verdict (a field TRL or transformers gains fails here until its table
-gives it one), the generated ``trl_keys.py`` matches the installed classes, and each honoured field, set alone to a
+(``dataclasses.fields``): every field has a verdict (a field TRL or transformers gains fails here until its table gives
+it one), the generated ``schema_keys/trl.json`` matches the installed classes, and each honoured field, set alone to a
 value other than its default, reaches the honing key its row names with the value it means."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import dataclasses
 import pytest
 
 from honing.config import validate
+from honing.interop.configs.key_tables import key_table
 from honing.interop.configs.schema_table import counts, schema_default
 from honing.interop.configs.trl_args import CLASSES, table, translate_trl_args
 from honing.interop.configs.trl_method_keys import class_fields
@@ -127,9 +128,9 @@ def online_batch(config_class: str, key: str) -> tuple[int, dict]:
 
 
 def test_the_generated_keys_are_the_installed_classes():
-    from honing.interop.configs import trl_keys
-
-    assert trl_keys.KEYS == trl_keys_from_installed.groups(), "run tests/interop/configs/trl_keys_from_installed.py"
+    assert key_table("trl").keys == trl_keys_from_installed.groups(), (
+        "run tests/interop/configs/trl_keys_from_installed.py"
+    )
 
 
 @pytest.mark.parametrize("config_class", list(CLASSES))
@@ -212,9 +213,7 @@ def test_a_key_the_class_does_not_have_is_refused_naming_the_class():
 
 def SOURCE() -> str:  # noqa: N802
     """The versions the keys were read from."""
-    from honing.interop.configs.trl_keys import SOURCE as source
-
-    return source
+    return key_table("trl").source
 
 
 def test_a_dpo_config_with_a_model_and_rows_validates():

@@ -1,4 +1,4 @@
-"""verl's PPO trainer config walked key by key (``verl_keys`` / ``verl_actor_keys``, the leaves of verl's
+"""verl's PPO trainer config walked key by key (``key_table("verl")``, the leaves of verl's
 ``_generated_ppo_trainer.yaml``), as an Oumi ``VERL_GRPO`` config's ``training.verl_config_overrides``: every key
 has a row in ``verl_table`` and no row names another key; each honoured key, set alone to a value other than its
 default, becomes the honing key its row names with the value it means; each refused key set is refused in one line

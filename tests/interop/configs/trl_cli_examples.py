@@ -11,10 +11,11 @@ from typing import Any
 
 import yaml
 
+from honing.interop.configs.key_tables import key_table
 from honing.interop.configs.trl_cli import COMMANDS
 from honing.interop.configs.trl_method_keys import class_fields
-from honing.interop.configs.trl_script_keys import KEYS
 
+KEYS = key_table("trl_script").keys
 FOLDER = Path(__file__).resolve().parent / "foreign" / "trl"
 # a script of TRL's repository -> the --from name of the trainer it runs
 SCRIPTS = {
