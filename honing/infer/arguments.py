@@ -35,10 +35,9 @@ def add_decoding_arguments(parser: argparse.ArgumentParser, *, request_defaults:
     parser.add_argument("--seed", type=int, default=0, help=of + seed_help)
 
 
-def add_sampling_arguments(parser: argparse.ArgumentParser) -> None:
-    """The sampling options (shared by generate and chat)."""
-    add_decoding_arguments(parser)
-    parser.add_argument("--top-k", type=int, default=0, help="top-k sampling (0: off)")
+def add_chat_template_arguments(parser: argparse.ArgumentParser, *, rendered: str, raw: str | None = None) -> None:
+    """--chat-template / --no-chat-template, one or neither (``chat_template`` None: the tokenizer's template when it
+    has one); ``rendered`` and ``raw`` are their help."""
     template = parser.add_mutually_exclusive_group()
     template.add_argument(
         "--chat-template",
@@ -46,10 +45,17 @@ def add_sampling_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_const",
         const=True,
         default=None,
-        help="render prompts with the tokenizer's chat template (the default when it has one)",
+        help=f"{rendered} (the default when it has one)",
     )
-    template.add_argument(
-        "--no-chat-template", dest="chat_template", action="store_const", const=False, help="continue raw text"
+    template.add_argument("--no-chat-template", dest="chat_template", action="store_const", const=False, help=raw)
+
+
+def add_sampling_arguments(parser: argparse.ArgumentParser) -> None:
+    """The sampling options (shared by generate and chat)."""
+    add_decoding_arguments(parser)
+    parser.add_argument("--top-k", type=int, default=0, help="top-k sampling (0: off)")
+    add_chat_template_arguments(
+        parser, rendered="render prompts with the tokenizer's chat template", raw="continue raw text"
     )
     parser.add_argument("--image", action="append", default=[], metavar="PATH", help="an image or PDF (VL models)")
     parser.add_argument("--pdf-page", type=int, default=1, metavar="N", help="the page of PDF --image files (1)")
@@ -92,16 +98,7 @@ def eval_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-new-tokens", type=int, metavar="N", help="answer length of generation tasks")
     parser.add_argument("--seed", type=int, default=0, help="lm-eval's random seeds (few-shot sampling)")
     parser.add_argument("--output", "-o", metavar="DIR", help="write DIR/eval/harness/ (default: the run folder)")
-    template = parser.add_mutually_exclusive_group()
-    template.add_argument(
-        "--chat-template",
-        dest="chat_template",
-        action="store_const",
-        const=True,
-        default=None,
-        help="wrap each request in the tokenizer's chat template (the default when it has one)",
-    )
-    template.add_argument("--no-chat-template", dest="chat_template", action="store_const", const=False)
+    add_chat_template_arguments(parser, rendered="wrap each request in the tokenizer's chat template")
 
 
 def push_arguments(parser: argparse.ArgumentParser) -> None:

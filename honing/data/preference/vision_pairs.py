@@ -37,7 +37,7 @@ from honing.data.report import DataReport
 from honing.data.row_reader import BadRowReport, BadRows, RowItems, SourceKind, named_format, read_items
 from honing.data.vision.images import load_image
 from honing.data.vision.processing import ImageInputKeys
-from honing.data.vision.vision_rows import image_stamps
+from honing.data.vision.vision_rows import image_columns, image_stamps
 
 if TYPE_CHECKING:
     from PIL.Image import Image
@@ -178,8 +178,7 @@ class VisionPreferenceRows(PreferenceRows):
             "prompt_ids": prompt_ids,
             "chosen_ids": chosen_ids,
             "rejected_ids": rejected_ids,
-            "text": text,
-            "images": [item.model_dump() for item in image_items],
+            **image_columns(text, image_items),
         }
 
     def tokenized(self, row: dict[str, Any]) -> VisionTokenizedPair:

@@ -40,7 +40,7 @@ from honing.data.prompts.prompts import PROMPT_FORMATS, Prompt, PromptCollator, 
 from honing.data.row_reader import BadRowReport, RowItems, SourceKind, named_format, read_items
 from honing.data.vision.images import load_image
 from honing.data.vision.processing import ImageInputKeys, process
-from honing.data.vision.vision_rows import image_stamps
+from honing.data.vision.vision_rows import image_columns, image_stamps
 from honing.errors import DataError
 
 if TYPE_CHECKING:
@@ -203,8 +203,7 @@ class VisionPromptRows(PromptRows):
             "prompt_ids": ids,
             "prompt": prompt,
             "columns": columns,
-            "text": text,
-            "images": [image.model_dump() for image in image_items],
+            **image_columns(text, image_items),
         }
 
     def fitted_prompt(self, row: Mapping[str, Any]) -> VisionPrompt:

@@ -34,6 +34,12 @@ if TYPE_CHECKING:
     from honing.data.splits import JoinedRows, MemoryRows
 
 
+def image_columns(text: str, images: Sequence[ContentItem]) -> dict[str, Any]:
+    """The columns through which a built row keeps its images instead of pixels: its rendered text and its image
+    references (opened again per batch)."""
+    return {"text": text, "images": [image.model_dump() for image in images]}
+
+
 def vl_row(item: VLExample, images: Sequence[ContentItem], image_ids: set[int], cut: int | None) -> dict[str, Any]:
     """The columns of one built VL example, its ids and labels cut at ``cut`` tokens."""
     ids = item.input_ids
@@ -43,8 +49,7 @@ def vl_row(item: VLExample, images: Sequence[ContentItem], image_ids: set[int], 
         "length": len(ids),
         "last_image": max((i for i, token in enumerate(ids) if token in image_ids), default=-1),
         "image_tokens": item.image_tokens,
-        "text": item.text,
-        "images": [image.model_dump() for image in images],
+        **image_columns(item.text, images),
         "pixels_before": item.pixels_before,
         "pixels_after": item.pixels_after,
     }
