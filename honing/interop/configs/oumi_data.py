@@ -14,6 +14,7 @@ from typing import Any
 
 from honing.interop.configs.mixture_keys import oumi_mixture
 from honing.interop.configs.oumi_columns import CLASS_COLUMNS, CLASS_KWARGS, class_source
+from honing.interop.configs.oumi_trl_kwargs import SKIP_PREPARE
 from honing.interop.configs.translation import Keys, Translation
 
 # Oumi dataset names that are file formats, read from dataset_path: name -> honing's source format
@@ -365,6 +366,7 @@ def translate_dataset_kwargs(t: Translation, kwargs: Keys, rows: int | None, met
                       "(system_prompt_column)")  # fmt: skip
     for name in ("return_tensors", "return_conversations", "return_conversation", "return_conversations_format"):
         kwargs.note(name, "not needed: honing's rows go to its own collate, which makes the tensors")
+    kwargs.note("skip_prepare_dataset", SKIP_PREPARE)  # users copy trainer_kwargs.dataset_kwargs' key here
     check_processor(t, kwargs)
     processor_kwargs = t.section(kwargs.take("processor_kwargs"), kwargs.key("processor_kwargs"))
     for name in ("min_pixels", "max_pixels"):

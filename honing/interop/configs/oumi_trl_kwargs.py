@@ -29,6 +29,11 @@ TRL_CLASS = {
 }
 # TRL's old names (Oumi's pinned TRL) -> today's
 RENAMED = {"max_seq_length": "max_length"}
+# SFTConfig's dataset_kwargs.skip_prepare_dataset, under trainer_kwargs or a data set's dataset_kwargs alike
+SKIP_PREPARE = (
+    "not needed: TRL's own tokenizing of the rows, which Oumi skips for its collators; honing builds the rows itself "
+    "either way"
+)
 # what a pretraining run makes of SFTConfig's data keys: its rows are always one packed stream of documents
 PRETRAIN_PACKED = {"data.packing", "data.train_on", "data.group_by_length"}
 
@@ -43,11 +48,7 @@ def translate_oumi_only(t: Translation, kwargs: Keys) -> None:
         "seedable sampler, which Oumi turns on itself",
     )
     dataset_kwargs = t.section(kwargs.take("dataset_kwargs"), kwargs.key("dataset_kwargs"))
-    dataset_kwargs.note(
-        "skip_prepare_dataset",
-        "not needed: TRL's own tokenizing of the rows, which Oumi skips for its collators; honing builds the rows "
-        "itself either way",
-    )
+    dataset_kwargs.note("skip_prepare_dataset", SKIP_PREPARE)
     dataset_kwargs.done("not available: TRL reads skip_prepare_dataset only; honing builds its rows itself")
 
 
