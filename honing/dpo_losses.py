@@ -4,33 +4,21 @@ its DPOTrainer lists, the f-divergences of f-DPO, and WPO's pair weights."""
 from __future__ import annotations
 
 import math
+from typing import get_args
 
 import torch
 import torch.nn.functional as F
 
-#: TRL's DPOConfig ``loss_type`` names, in its order; ``sft`` is the chosen replies' token-mean NLL (not per pair)
-DPO_LOSS_TYPES = (
-    "sigmoid",
-    "hinge",
-    "ipo",
-    "exo_pair",
-    "nca_pair",
-    "robust",
-    "bco_pair",
-    "sppo_hard",
-    "aot",
-    "aot_unpaired",
-    "apo_zero",
-    "apo_down",
-    "discopop",
-    "sft",
-    "sigmoid_norm",
-)
+from honing.config.method_schema import DPO_F_DIVERGENCE_LOSS_TYPES, DPOLossType
+
+#: TRL's DPOConfig ``loss_type`` names, in its order (the dpo section's); ``sft`` is the chosen replies' token-mean NLL
+#: (not per pair)
+DPO_LOSS_TYPES = get_args(DPOLossType)
 #: f-DPO's divergences between the policy and the reference (TRL's ``f_divergence_type``)
 F_DIVERGENCES = ("reverse_kl", "forward_kl", "js_divergence", "alpha_divergence")
 #: the loss types built on the chosen − rejected score difference, where the f-DPO reparameterisation's β·log Z(x)
 #: cancels; TRL refuses another divergence with the others
-F_DIVERGENCE_LOSS_TYPES = ("sigmoid", "sigmoid_norm", "hinge", "ipo", "exo_pair", "robust", "discopop", "sft")
+F_DIVERGENCE_LOSS_TYPES = DPO_F_DIVERGENCE_LOSS_TYPES
 #: the loss types that sort a micro-batch's pairs (their per-pair values are not each pair's own)
 SORTING_LOSS_TYPES = ("aot", "aot_unpaired")
 

@@ -15,8 +15,8 @@ from honing.config.grpo_loss_schema import (
     scale_rewards_name,
 )
 from honing.config.grpo_validation_schema import GRPOValidationSection
+from honing.config.rollout_schema import RolloutSection
 from honing.config.section import Section
-from honing.config.tool_use_schema import ToolUseSection
 
 
 class SFTSection(Section):
@@ -38,20 +38,10 @@ class GRPORewardSection(Section):
     """The reward's weight in the sum of rewards each completion gets."""
 
 
-class GRPOSection(ToolUseSection):
+class GRPOSection(RolloutSection):
     """GRPO (``method: grpo``): G completions per prompt, scored by the rewards, trained on with TRL's
     group-relative clipped policy-gradient loss. Defaults are TRL's GRPOConfig's."""
 
-    num_generations: int = Field(default=8, ge=2)
-    """G: completions sampled per prompt (a group)."""
-    max_completion_length: int = Field(default=512, ge=1)
-    """The longest completion, in tokens (a prompt is kept when it leaves this many tokens of ``data.seq_len``)."""
-    temperature: float = Field(default=1.0, gt=0)
-    """The sampling temperature of completions."""
-    top_p: float = Field(default=1.0, gt=0, le=1)
-    """Nucleus sampling of completions (1: off)."""
-    top_k: int = Field(default=0, ge=0)
-    """Top-k sampling of completions (0: no top-k filtering)."""
     beta: float = Field(default=0.0, ge=0)
     """The KL penalty's weight against a reference model; 0: no reference model."""
     kl_estimator: Literal["k1", "abs", "k2", "k3", "low_var_kl"] = "k3"
@@ -153,22 +143,6 @@ class GRPOSection(ToolUseSection):
     """Completions go to samples.jsonl / W&B every N steps; None: never."""
     validation: GRPOValidationSection = Field(default_factory=GRPOValidationSection)
     """How ``data.validation``'s held-out prompts are sampled at each evaluation (scored by ``grpo.rewards``)."""
-    use_vllm: bool = False
-    """Sample rollouts from a vLLM rollout server (TRL's / Oumi's ``use_vllm``; docs/rollout-server.md), which gets
-    the policy's weights before each step's rollouts; with no server configured or found, honing's own decoder
-    samples them, said once in an info line."""
-    vllm_mode: Literal["server", "colocate"] = "server"
-    """Where vLLM runs (TRL's key): ``server``, a rollout server in its own environment (``make vllm-serve``;
-    docs/rollout-server.md); ``colocate`` (inside the training process) is not built and is refused."""
-    vllm_server_base_url: str | None = None
-    """The rollout server's URL, e.g. ``http://10.0.0.5:8000`` (TRL's key); None: ``vllm_server_host`` and
-    ``vllm_server_port``. Neither set: a server at http://localhost:8000 is used when one answers there."""
-    vllm_server_host: str = "0.0.0.0"
-    """The rollout server's host, when ``vllm_server_base_url`` is not given (TRL's key and default)."""
-    vllm_server_port: int = Field(default=8000, ge=1, le=65535)
-    """The rollout server's port, when ``vllm_server_base_url`` is not given (TRL's key and default)."""
-    vllm_server_timeout: float = Field(default=240.0, gt=0)
-    """Seconds to wait for a configured rollout server to answer at the start of the run (TRL's key and default)."""
     filter_groups: FilterGroupsSection = Field(default_factory=FilterGroupsSection)
     """DAPO's dynamic sampling: groups of equal rewards dropped and refilled."""
 

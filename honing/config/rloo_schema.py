@@ -10,10 +10,10 @@ from honing.config.filter_groups_schema import FilterGroupsSection
 from honing.config.grpo_loss_schema import check_reward_weights
 from honing.config.grpo_validation_schema import GRPOValidationSection
 from honing.config.method_schema import GRPORewardSection
-from honing.config.tool_use_schema import ToolUseSection
+from honing.config.rollout_schema import RolloutSection
 
 
-class RLOOSection(ToolUseSection):
+class RLOOSection(RolloutSection):
     """RLOO (``method: rloo``): G completions per prompt, scored by the rewards; the advantage of each is its reward
     minus the mean of the other G−1 (the leave-one-out baseline), the KL to the reference is subtracted from the
     reward, and the clipped surrogate is on whole-sequence ratios (TRL's RLOOTrainer). Defaults are TRL's
@@ -21,14 +21,6 @@ class RLOOSection(ToolUseSection):
 
     num_generations: int = Field(default=2, ge=2)
     """G: completions sampled per prompt (a group)."""
-    max_completion_length: int = Field(default=512, ge=1)
-    """The longest completion, in tokens (a prompt is kept when it leaves this many tokens of ``data.seq_len``)."""
-    temperature: float = Field(default=1.0, gt=0)
-    """The sampling temperature of completions."""
-    top_p: float = Field(default=1.0, gt=0, le=1)
-    """Nucleus sampling of completions (1: off)."""
-    top_k: int = Field(default=0, ge=0)
-    """Top-k sampling of completions (0: no top-k filtering)."""
     beta: float = Field(default=0.05, ge=0)
     """The weight of the KL to the reference model subtracted from each completion's reward; 0: no reference."""
     kl_estimator: Literal["k1", "abs", "k2", "k3", "low_var_kl"] = "k1"
@@ -61,21 +53,6 @@ class RLOOSection(ToolUseSection):
     """DAPO's dynamic sampling: groups of equal rewards dropped and refilled."""
     validation: GRPOValidationSection = Field(default_factory=GRPOValidationSection)
     """How ``data.validation``'s held-out prompts are sampled at each evaluation (scored by ``rloo.rewards``)."""
-    use_vllm: bool = False
-    """Sample rollouts from a vLLM rollout server (TRL's ``use_vllm``; docs/rollout-server.md), as ``grpo.use_vllm``;
-    with no server configured or found, honing's own decoder samples them, said once in an info line."""
-    vllm_mode: Literal["server", "colocate"] = "server"
-    """Where vLLM runs (TRL's key): ``server``, a rollout server in its own environment (``make vllm-serve``;
-    docs/rollout-server.md); ``colocate`` (inside the training process) is not built and is refused."""
-    vllm_server_base_url: str | None = None
-    """The rollout server's URL, e.g. ``http://10.0.0.5:8000`` (TRL's key); None: ``vllm_server_host`` and
-    ``vllm_server_port``. Neither set: a server at http://localhost:8000 is used when one answers there."""
-    vllm_server_host: str = "0.0.0.0"
-    """The rollout server's host, when ``vllm_server_base_url`` is not given (TRL's key and default)."""
-    vllm_server_port: int = Field(default=8000, ge=1, le=65535)
-    """The rollout server's port, when ``vllm_server_base_url`` is not given (TRL's key and default)."""
-    vllm_server_timeout: float = Field(default=240.0, gt=0)
-    """Seconds to wait for a configured rollout server to answer at the start of the run (TRL's key and default)."""
 
     @model_validator(mode="after")
     def _clip_range_is_ordered(self) -> RLOOSection:
