@@ -60,6 +60,8 @@ CLIPPED_LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo", "luspo")
 SCALE_REWARDS = ("group", "batch", "none")
 #: the per-token estimates of KL(policy ‖ reference) from sampled tokens (Schulman, http://joschu.net/blog/kl-approx.html)
 KL_ESTIMATORS = ("k1", "abs", "k2", "k3", "low_var_kl")
+#: TRL's ``importance_sampling_level``: a ratio per token (GRPO's), per completion (GSPO's) or GSPO-token's
+IMPORTANCE_SAMPLING_LEVELS = ("token", "sequence", "sequence_token")
 
 
 def kl_estimate(logps: torch.Tensor, ref_logps: torch.Tensor, estimator: str = "k3") -> torch.Tensor:
@@ -144,11 +146,35 @@ def group_advantages(
     return torch.nan_to_num(advantages, nan=0.0), std
 
 
+def sequence_log_ratio(logps: torch.Tensor, old_logps: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Each completion's mean per-token log-ratio (GSPO's length-normalised log importance weight), ``(B,)``."""
+    mask = mask.to(logps.dtype)
+    return ((logps - old_logps) * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)
+
+
+def importance_log_weights(
+    logps: torch.Tensor, old_logps: torch.Tensor, mask: torch.Tensor | None, level: str = "token"
+) -> torch.Tensor:
+    """The log importance weight of each token at ``level``: ``token`` its own log-ratio log π − log π_old; GSPO's
+    ``sequence`` each completion's mean log-ratio over ``mask``, ``(B, 1)``; ``sequence_token`` that value on every
+    token with each token's own gradient (log sg[s_i] + log π − sg[log π])."""
+    if level == "token":
+        return logps - old_logps
+    if level not in IMPORTANCE_SAMPLING_LEVELS:
+        raise ValueError(f"importance_sampling_level must be one of {IMPORTANCE_SAMPLING_LEVELS}, got {level!r}")
+    log_weights = sequence_log_ratio(logps, old_logps, mask).unsqueeze(-1)
+    if level == "sequence_token":
+        log_weights = log_weights.detach() + logps - logps.detach()
+    return log_weights
+
+
 def grpo_per_token_loss(
     logps: torch.Tensor,
     old_logps: torch.Tensor,
     advantages: torch.Tensor,
     *,
+    mask: torch.Tensor | None = None,
+    level: str = "token",
     epsilon: float = 0.2,
     epsilon_high: float | None = None,
     ref_logps: torch.Tensor | None = None,
@@ -164,6 +190,10 @@ def grpo_per_token_loss(
     capped one, as TRL's clip metrics read it); ``policy_mask``: multiplies the policy term, not the KL (TRL's
     ``top_entropy_quantile`` mask).
 
+    ``level`` is TRL's ``importance_sampling_level`` (``importance_log_weights``): ``token`` a ratio per token; GSPO's
+    ``sequence`` one ratio per completion of the tokens of ``mask``, exp(mean log-ratio), clipped as a whole (shapes
+    ``(B, 1)``, as TRL's); ``sequence_token`` GSPO-token, that value on every token with each token's own gradient.
+
     As TRL does (``use_bias_correction_kl``, its default), the KL term is multiplied by the ratio, not detached:
     its gradient is then the unbiased reverse-KL gradient, and it differs from the plain k3 gradient even
     on-policy, where the ratio's value is exactly 1. ``use_bias_correction_kl=False``: the estimate alone (verl's
@@ -171,7 +201,7 @@ def grpo_per_token_loss(
     """
     epsilon_high = epsilon if epsilon_high is None else epsilon_high
     advantages = advantages.unsqueeze(1) if advantages.dim() == 1 else advantages
-    ratio = torch.exp(logps - old_logps)
+    ratio = torch.exp(importance_log_weights(logps, old_logps, mask, level))
     loss, capped = clipped_policy_loss(ratio, advantages, epsilon, epsilon_high, delta)
     kl = kl_term(logps, ref_logps, ratio, beta, kl_estimator, use_bias_correction_kl)
     return with_kl(loss, kl, beta, policy_mask), capped, kl

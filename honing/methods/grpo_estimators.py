@@ -1,62 +1,14 @@
-"""The policy-gradient estimators beside GRPO's token-level one, as TRL defines them: GSPO's sequence-level
-importance ratio (GRPOTrainer's ``importance_sampling_level``) and RLOO's leave-one-out baseline and sequence loss
-(RLOOTrainer). Pure functions on log-probs and rewards; the train modules call them."""
+"""The estimators beside GRPO's (whose token and GSPO sequence levels are ``honing.losses.grpo_per_token_loss``), as
+TRL defines them: RLOO's leave-one-out baseline, sequence loss and KL penalty (RLOOTrainer), and the advantages of a
+step's groups over ranks. Pure functions on log-probs and rewards; the train modules call them."""
 
 from __future__ import annotations
 
 import torch
 
 from honing.distributed import is_distributed
-from honing.losses import clipped_policy_loss, group_advantages, kl_estimate, kl_term, nanstd, with_kl
+from honing.losses import clipped_policy_loss, group_advantages, kl_estimate, nanstd
 from honing.methods.step_ranks import StepRanks
-
-IMPORTANCE_SAMPLING_LEVELS = ("token", "sequence", "sequence_token")
-
-
-def sequence_log_ratio(logps: torch.Tensor, old_logps: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Each completion's mean per-token log-ratio (GSPO's length-normalised log importance weight), ``(B,)``."""
-    mask = mask.to(logps.dtype)
-    return ((logps - old_logps) * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)
-
-
-def gspo_per_token_loss(
-    logps: torch.Tensor,
-    old_logps: torch.Tensor,
-    advantages: torch.Tensor,
-    mask: torch.Tensor,
-    *,
-    level: str = "sequence",
-    epsilon: float = 0.2,
-    epsilon_high: float | None = None,
-    ref_logps: torch.Tensor | None = None,
-    beta: float = 0.0,
-    kl_estimator: str = "k3",
-    use_bias_correction_kl: bool = True,
-    delta: float | None = None,
-    policy_mask: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-    """``(loss, ratio, per-token KL)`` of GRPO's clipped objective with GSPO's importance weight: one ratio per
-    completion, exp(mean log-ratio), clipped as a whole (``sequence``: shapes ``(B, 1)`` without a KL term, as TRL's;
-    ``sequence_token``: GSPO-token, the same value on every token, sg[s_i]·π/sg[π], so each token's gradient is its
-    own). The KL term is ``kl_estimate`` (TRL's k3) times the ratio (``use_bias_correction_kl``), added per token;
-    ``delta`` and ``policy_mask`` as in ``honing.losses.grpo_per_token_loss``."""
-    epsilon_high = epsilon if epsilon_high is None else epsilon_high
-    advantages = advantages.unsqueeze(1) if advantages.dim() == 1 else advantages
-    ratio = torch.exp(sequence_log_weights(logps, old_logps, mask, level))
-    loss, capped = clipped_policy_loss(ratio, advantages, epsilon, epsilon_high, delta)
-    kl = kl_term(logps, ref_logps, ratio, beta, kl_estimator, use_bias_correction_kl)
-    return with_kl(loss, kl, beta, policy_mask), capped, kl
-
-
-def sequence_log_weights(logps: torch.Tensor, old_logps: torch.Tensor, mask: torch.Tensor, level: str) -> torch.Tensor:
-    """GSPO's log importance weight, ``(B, 1)`` (``sequence``), or the same value on every token with each token's own
-    gradient (``sequence_token``: log sg[s_i] + log π − sg[log π])."""
-    if level not in ("sequence", "sequence_token"):
-        raise ValueError(f"importance_sampling_level must be 'sequence' or 'sequence_token' here, got {level!r}")
-    log_weights = sequence_log_ratio(logps, old_logps, mask).unsqueeze(-1)
-    if level == "sequence_token":
-        log_weights = log_weights.detach() + logps - logps.detach()
-    return log_weights
 
 
 def rloo_advantages(
@@ -90,8 +42,7 @@ def rloo_sequence_loss(
     epsilon_high = epsilon if epsilon_high is None else epsilon_high
     mask = mask.to(logps.dtype)
     ratio = torch.exp((logps * mask).sum(-1) - (old_logps * mask).sum(-1))
-    clipped = torch.clamp(ratio, 1 - epsilon, 1 + epsilon_high)
-    loss = -torch.min(ratio * advantages, clipped * advantages)
+    loss, _ = clipped_policy_loss(ratio, advantages, epsilon, epsilon_high)
     return loss, ratio.unsqueeze(-1)
 
 

@@ -8,8 +8,13 @@ from dataclasses import dataclass
 
 import torch
 
-from honing.losses import CLIPPED_LOSS_TYPES, GRPO_LOSS_TYPES, KL_ESTIMATORS, grpo_per_token_loss
-from honing.methods.grpo_estimators import IMPORTANCE_SAMPLING_LEVELS, gspo_per_token_loss
+from honing.losses import (
+    CLIPPED_LOSS_TYPES,
+    GRPO_LOSS_TYPES,
+    IMPORTANCE_SAMPLING_LEVELS,
+    KL_ESTIMATORS,
+    grpo_per_token_loss,
+)
 from honing.methods.grpo_soft_losses import soft_per_token_loss
 
 #: the metric each soft loss type records (TRL's names) in place of the clip ratios
@@ -86,8 +91,7 @@ class PolicyLoss:
                 **kl_options,
             )
         clip = dict(epsilon=self.epsilon, epsilon_high=self.upper_epsilon, delta=self.delta)
-        if level == "token":
-            loss, ratio, kl = grpo_per_token_loss(logps, old_logps, advantages, **clip, **kl_options)
-        else:
-            loss, ratio, kl = gspo_per_token_loss(logps, old_logps, advantages, mask, level=level, **clip, **kl_options)
+        loss, ratio, kl = grpo_per_token_loss(
+            logps, old_logps, advantages, mask=mask, level=level, **clip, **kl_options
+        )
         return loss, ratio, kl, None

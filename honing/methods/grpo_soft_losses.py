@@ -9,8 +9,7 @@ import math
 
 import torch
 
-from honing.losses import kl_term, with_kl
-from honing.methods.grpo_estimators import sequence_log_weights
+from honing.losses import importance_log_weights, kl_term, with_kl
 
 SOFT_LOSS_TYPES = ("cispo", "sapo", "vespo")
 
@@ -63,8 +62,7 @@ def soft_per_token_loss(
     term and ``policy_mask`` as in ``honing.losses.grpo_per_token_loss``."""
     advantages = advantages.unsqueeze(1) if advantages.dim() == 1 else advantages
     log_ratio = logps - old_logps
-    log_weights = log_ratio if level == "token" else sequence_log_weights(logps, old_logps, mask, level)
-    ratio = torch.exp(log_weights)
+    ratio = torch.exp(importance_log_weights(logps, old_logps, mask, level))
     kl = kl_term(logps, ref_logps, ratio, beta, kl_estimator, use_bias_correction_kl)
     if loss_type == "cispo":
         policy = -torch.clamp(ratio, max=epsilon_high).detach() * advantages * logps

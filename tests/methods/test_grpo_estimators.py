@@ -14,9 +14,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from honing.losses import combine_rewards, grpo_loss_scale
+from honing.losses import combine_rewards, grpo_loss_scale, grpo_per_token_loss
 from honing.methods.grpo import GRPOTrainModule
-from honing.methods.grpo_estimators import gspo_per_token_loss, rloo_advantages
+from honing.methods.grpo_estimators import rloo_advantages
 from honing.methods.grpo_loss_stats import LossStats
 from honing.methods.grpo_sampling import GeneratedGroups, equal_reward_groups, fill_groups
 from honing.methods.rloo import RLOOTrainModule
@@ -150,7 +150,7 @@ def test_gspo_token_has_gspos_value_and_gradient_for_one_advantage_per_sequence(
     advantages = torch.tensor([1.0, -0.5, 2.0, -1.5])
     results = {}
     for level in ("sequence", "sequence_token"):
-        loss, ratio, _ = gspo_per_token_loss(logps, old, advantages, mask, level=level, epsilon=0.1)
+        loss, ratio, _ = grpo_per_token_loss(logps, old, advantages, mask=mask, level=level, epsilon=0.1)
         total = ((loss * mask).sum(-1) / mask.sum(-1)).sum()
         (grad,) = torch.autograd.grad(total, logps)
         results[level] = (ratio.detach().expand(4, 6), total.detach(), grad)

@@ -12,7 +12,7 @@ from honing.config.method_schema import GRPOSection
 from honing.config.rloo_schema import RLOOSection
 from honing.losses import KL_ESTIMATORS, grpo_per_token_loss, kl_estimate
 from honing.methods.grpo import GRPOTrainModule
-from honing.methods.grpo_estimators import gspo_per_token_loss, sequence_kl_penalty
+from honing.methods.grpo_estimators import sequence_kl_penalty
 from honing.methods.rloo import RLOOTrainModule
 
 LOG2 = math.log(2.0)
@@ -93,11 +93,12 @@ def test_grpo_loss_adds_the_estimate_times_beta():
             logps, old, advantages, ref_logps=reference, beta=0.1, kl_estimator=estimator
         )
         assert torch.allclose(corrected, bare + 0.1 * kl * ratio)
-    sequence, _, kl = gspo_per_token_loss(
+    sequence, _, kl = grpo_per_token_loss(
         logps,
         old,
         advantages,
-        torch.ones_like(logps),
+        mask=torch.ones_like(logps),
+        level="sequence",
         ref_logps=reference,
         beta=0.1,
         kl_estimator="k2",
