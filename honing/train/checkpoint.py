@@ -124,9 +124,7 @@ class Checkpointer(CheckpointerRemote):
         """Write a checkpoint of ``train_module`` and ``train_state`` to ``dir`` and return when it is complete.
         ``ephemeral`` is recorded in the marker's metadata (as OLMo-core does); removing it is the
         CheckpointerCallback's job."""
-        self.wait()
-        extra_files = self._check_save(dir, extra_files)
-        trainer_bytes = serialize_trainer_state(train_state, dir)
+        extra_files, trainer_bytes = self._begin_save(dir, train_state, extra_files)
         self._write(dir, train_module.state_dict_to_save(), trainer_bytes, extra_files, self.process_group, ephemeral)
 
     def save_async(
@@ -140,9 +138,7 @@ class Checkpointer(CheckpointerRemote):
     ) -> Future:
         """Copy the state to CPU memory, then write it in a background thread; the future completes
         when ``dir`` is a complete checkpoint."""
-        self.wait()
-        extra_files = self._check_save(dir, extra_files)
-        trainer_bytes = serialize_trainer_state(train_state, dir)
+        extra_files, trainer_bytes = self._begin_save(dir, train_state, extra_files)
         staged = copy_to_cpu(train_module.state_dict_to_save())
         group = self._group_for_background()
         if self._executor is None:
@@ -155,6 +151,14 @@ class Checkpointer(CheckpointerRemote):
         pending, self._pending = self._pending, None
         if pending is not None:
             pending.result()
+
+    def _begin_save(
+        self, dir: str, train_state: dict[str, Any], extra_files: dict[str, str | bytes] | None
+    ) -> tuple[dict[str, str | bytes], bytes]:
+        # The pending save finishes first: the check below must see the checkpoint it was writing.
+        self.wait()
+        extra_files = self._check_save(dir, extra_files)
+        return extra_files, serialize_trainer_state(train_state, dir)
 
     def _check_save(self, dir: str, extra_files: dict[str, str | bytes] | None) -> dict[str, str | bytes]:
         # Checked on the caller's thread on every rank (the folder is shared), so all ranks agree and
