@@ -50,14 +50,10 @@ TASK_GROUPS: dict[str, list[str]] = {
 
 
 def recommended_eval_callbacks(
-    tokenizer: Any,
-    sequence_length: int,
-    cluster: str,
-    task_set: str = "full",
-    eval_interval: int = 10_000,
-    lazy_load: bool = False,
+    tokenizer: Any, sequence_length: int, cluster: str, task_set: str, eval_interval: int, lazy_load: bool
 ) -> dict[str, Callback]:
-    """The ``downstream_evaluator`` and ``lm_evaluator`` callbacks ``with_recommended_evals`` adds (module doc)."""
+    """The ``downstream_evaluator`` and ``lm_evaluator`` callbacks ``with_recommended_evals`` adds (module doc), with
+    its arguments (their defaults are OLMo-core's, on the method)."""
     try:
         tasks = sorted(TASK_GROUPS[task_set])
     except KeyError:

@@ -6,8 +6,6 @@ GRPO data sets and ``register_dataset`` (``honing.interop.oumi_datasets``)."""
 
 from __future__ import annotations
 
-import enum
-
 from honing.data.example_types import ContentItem, Conversation, Message
 from honing.interop.oumi_datasets import (
     REGISTRY,
@@ -20,6 +18,7 @@ from honing.interop.oumi_datasets import (
     TldrGrpoDataset,
     register_dataset,
 )
+from honing.train.common import StrEnum
 
 __all__ = [
     "REGISTRY",
@@ -39,7 +38,7 @@ __all__ = [
 ]
 
 
-class Role(str, enum.Enum):
+class Role(StrEnum):
     """Oumi's ``Role``: who speaks a message."""
 
     SYSTEM = "system"
@@ -47,17 +46,11 @@ class Role(str, enum.Enum):
     ASSISTANT = "assistant"
     TOOL = "tool"
 
-    def __str__(self) -> str:
-        return self.value
 
-
-class Type(str, enum.Enum):
+class Type(StrEnum):
     """Oumi's ``Type``: what a ``ContentItem`` holds (Oumi's ``IMAGE_BINARY`` is honing's ``image_base64``)."""
 
     TEXT = "text"
     IMAGE_PATH = "image_path"
     IMAGE_URL = "image_url"
     IMAGE_BINARY = "image_base64"
-
-    def __str__(self) -> str:
-        return self.value

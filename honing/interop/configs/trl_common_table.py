@@ -37,6 +37,8 @@ LENGTH: dict[str, Entry] = honoured("data.seq_len (TRL's default 1024 filled in)
 PAD: dict[str, Entry] = moot(PADDING, "pad_to_multiple_of")
 PAD_TOKEN: dict[str, Entry] = moot(PADDING, "pad_token")
 OFFLOAD: dict[str, Entry] = honoured("parallel.activation_offload", "activation_offloading")
+# what SFT's, DPO's, KTO's and the reward model's configs each declare again: loading, length, padding, offloading
+TOKENIZED: dict[str, Entry] = {**MODEL, **LENGTH, **PAD, **OFFLOAD}
 REFERENCE_SYNC: dict[str, Entry] = {
     **refused(NO_SYNC, "sync_ref_model"),
     **moot(UNUSED_WITHOUT_SYNC, "ref_model_mixup_alpha", "ref_model_sync_steps"),

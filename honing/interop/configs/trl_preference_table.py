@@ -12,12 +12,11 @@ from honing.interop.configs.trl_common_table import (
     MODEL,
     NO_ROUTER,
     NOT_SFT,
-    OFFLOAD,
-    PAD,
     PAD_TOKEN,
     PADDING_VALUE,
     REFERENCE_SYNC,
     TEMPLATE,
+    TOKENIZED,
 )
 
 PRECOMPUTE = {
@@ -36,12 +35,9 @@ DECODER_ONLY_LENGTH = (
 DPO: dict[str, Entry] = {
     **NOT_SFT,
     **PAD_TOKEN,
-    **MODEL,
+    **TOKENIZED,
     **NO_ROUTER,
     **DROPOUT,
-    **LENGTH,
-    **PAD,
-    **OFFLOAD,
     **REFERENCE_SYNC,
     **PRECOMPUTE,
     **refused(TRUNCATION, "truncation_mode"),
@@ -59,12 +55,9 @@ DPO: dict[str, Entry] = {
 
 KTO: dict[str, Entry] = {
     **NOT_SFT,
-    **MODEL,
+    **TOKENIZED,
     **NO_ROUTER,
     **DROPOUT,
-    **LENGTH,
-    **PAD,
-    **OFFLOAD,
     **REFERENCE_SYNC,
     **PRECOMPUTE,
     **honoured("kto.loss_type", "loss_type"),
@@ -97,11 +90,8 @@ CPO: dict[str, Entry] = {
 REWARD: dict[str, Entry] = {
     **NOT_SFT,
     **PAD_TOKEN,
-    **MODEL,
+    **TOKENIZED,
     **DROPOUT,
-    **LENGTH,
-    **PAD,
-    **OFFLOAD,
     **TEMPLATE,
     **honoured("reward.center_rewards_coefficient", "center_rewards_coefficient"),
 }

@@ -6,25 +6,19 @@ from __future__ import annotations
 from honing.interop.configs.schema_table import Entry, honoured, moot, refused
 from honing.interop.configs.trl_common_table import (
     DROPOUT,
-    LENGTH,
-    MODEL,
     NO_ROUTER,
     NOT_SFT,
-    OFFLOAD,
-    PAD,
     PAD_TOKEN,
     PADDING,
     ROUTER,
     TEMPLATE,
+    TOKENIZED,
 )
 
 SFT: dict[str, Entry] = {
-    **MODEL,
+    **TOKENIZED,
     **ROUTER,
-    **LENGTH,
-    **PAD,
     **PAD_TOKEN,
-    **OFFLOAD,
     **TEMPLATE,
     **refused(
         "not translated: a source's text_field (data.sources) names the column of documents", "dataset_text_field"
