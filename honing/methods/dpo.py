@@ -11,11 +11,11 @@ from torch.distributed.fsdp import FSDPModule
 
 from honing.methods.dpo_token_terms import length_desensitized, with_tail_targets
 from honing.methods.pair_losses import DPOLoss
-from honing.methods.pairs import PairTrainModule, pair_logps
+from honing.methods.pairs import PairTrainModule, pair_scores
 from honing.models.pair_attention import enable_pair_attention
 from honing.models.wrappers import unwrap_model
 
-__all__ = ["DPOTrainModule", "compute_reference_logps", "pair_logps"]
+__all__ = ["DPOTrainModule", "compute_reference_logps"]
 
 
 #: the keyword arguments of ``DPOTrainModule`` that are the loss's settings (``DPOLoss``'s fields, the ``dpo``
@@ -67,7 +67,7 @@ def compute_reference_logps(
                 micro = {key: value.to(device) for key, value in micro.items()}
                 if ld_alpha is not None:
                     micro = with_tail_targets(micro)
-                logps, _ = pair_logps(model, micro, collator, autocast=autocast, chunked=chunked, packed=packed)
+                logps, _, _ = pair_scores(model, micro, collator, autocast=autocast, chunked=chunked, packed=packed)
                 if ld_alpha is not None:
                     logps = length_desensitized(logps[:, :2], logps[:, 2:4], ld_alpha)
                 chosen.append(logps[:, 0].double().cpu())

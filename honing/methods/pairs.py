@@ -287,23 +287,6 @@ def with_prompt_targets(micro: dict[str, torch.Tensor]) -> dict[str, torch.Tenso
     return {**micro, "targets": torch.cat([targets, column[..., None]], dim=-1)}
 
 
-def pair_logps(
-    model: torch.nn.Module,
-    micro: dict[str, torch.Tensor],
-    collator: Collator,
-    *,
-    autocast: Callable[[], AbstractContextManager] = contextlib.nullcontext,
-    chunked: bool = True,
-    packed: bool = False,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """``completion_logps`` of the micro-batch's pairs under a forward of ``model`` (under ``autocast()``): with
-    ``packed``, its real tokens in one row under the pair attention (``enable_pair_attention`` done on
-    ``model``); with ``chunked``, from chunks of the completion positions inside the forward
-    (``honing.chunked_ce``), where the model allows it."""
-    logps, lengths, _ = pair_scores(model, micro, collator, autocast=autocast, chunked=chunked, packed=packed)
-    return logps, lengths
-
-
 def pair_scores(
     model: torch.nn.Module,
     micro: dict[str, torch.Tensor],
@@ -314,8 +297,11 @@ def pair_scores(
     packed: bool = False,
     square_sums: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-    """``pair_logps``, and with ``square_sums`` each completion's sum of log Σ_v p(v)² from the same forward
-    (WPO's weights; None without)."""
+    """``(completion_logps, lengths, square sums)`` of the micro-batch's pairs under a forward of ``model`` (under
+    ``autocast()``): with ``packed``, its real tokens in one row under the pair attention (``enable_pair_attention``
+    done on ``model``); with ``chunked``, from chunks of the completion positions inside the forward
+    (``honing.chunked_ce``), where the model allows it; with ``square_sums`` each completion's sum of log Σ_v p(v)²
+    from the same forward (WPO's weights; None without)."""
     targets = micro["targets"]
     sums: list[torch.Tensor] = []
     if packed:

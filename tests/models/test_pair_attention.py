@@ -9,7 +9,7 @@ import torch
 from transformers import AutoConfig, AutoModelForCausalLM
 
 from honing.data.preference.batches import PairCollator
-from honing.methods.dpo import pair_logps
+from honing.methods.pairs import pair_scores
 from honing.models.pair_attention import enable_pair_attention
 
 SHAPE = dict(vocab_size=61, hidden_size=32, intermediate_size=48, num_hidden_layers=2, max_position_embeddings=96)
@@ -35,7 +35,7 @@ def pairs_batch(count: int = 5) -> tuple[PairCollator, dict[str, torch.Tensor]]:
 
 def scores_and_grads(model, collator, batch, *, packed, chunked=True):
     model.zero_grad()
-    logps, lengths = pair_logps(model, batch, collator, chunked=chunked, packed=packed)
+    logps, lengths, _ = pair_scores(model, batch, collator, chunked=chunked, packed=packed)
     (logps * torch.linspace(0.5, 1.5, logps.numel(), dtype=logps.dtype).view_as(logps)).sum().backward()
     return logps.detach(), lengths, torch.cat([p.grad.flatten() for p in model.parameters()])
 

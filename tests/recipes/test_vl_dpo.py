@@ -12,7 +12,7 @@ import torch
 
 from honing.config import validate
 from honing.errors import ConfigError, DataError
-from honing.methods.pairs import pair_logps
+from honing.methods.pairs import pair_scores
 from honing.recipes.vl_dpo import VLDPORecipe
 
 COLOURS = {"red": (255, 0, 0), "green": (0, 160, 0), "blue": (0, 0, 255), "yellow": (255, 255, 0)}
@@ -121,7 +121,7 @@ def test_each_reply_is_scored_as_in_its_own_sequence_with_the_prompt_pixels(tmp_
     items = [dataset[i] for i in range(len(dataset))]
     micro = collator.split(collator(items), len(items))[0]
     with torch.no_grad():
-        logps, lengths = pair_logps(model, micro, collator, chunked=False)
+        logps, lengths, _ = pair_scores(model, micro, collator, chunked=False)
     for index, item in enumerate(items):
         prompt = recipe.processor(text=[item["text"]], images=item["images"], return_tensors="pt")
         size = len(item["prompt_ids"])
@@ -142,7 +142,7 @@ def test_each_reply_is_scored_as_in_its_own_sequence_with_the_prompt_pixels(tmp_
     # the pixels matter: other images under the same ids give other log-probs
     swapped = dict(micro, pixel_values=torch.flip(micro["pixel_values"], dims=[0]))
     with torch.no_grad():
-        other, _ = pair_logps(model, swapped, collator, chunked=False)
+        other, _, _ = pair_scores(model, swapped, collator, chunked=False)
     assert not torch.allclose(other, logps)
 
 
