@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from honing.data.eval_batches import EvalBatches, SourceBatches
-from honing.data.loader import Collate, DataLoader, MapDataset, training_loader
+from honing.data.loader import Collate, DataLoader, DataPlacement, MapDataset, training_loader
 from honing.data.report import DataReport
 from honing.data.row_kind import RowKind
 from honing.data.splits import read_splits
@@ -28,19 +28,6 @@ class RunData:
     eval_batches: EvalBatches | SourceBatches | None
     collator: Collate
     reports: dict[str, DataReport] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class DataPlacement:
-    """Where this process reads: its slice of the data-parallel dimension, the rows a validation batch holds, and
-    the cache of prepared rows."""
-
-    seed: int
-    rank: int
-    world_size: int
-    eval_batch_size: int
-    cache_dir: str
-    progress: bool = False
 
 
 def build_finetune_data(
@@ -65,15 +52,7 @@ def build_finetune_data(
         return dataset, collate, report
 
     train, collator, report = batched(splits["train"], "train")
-    loader = training_loader(
-        train,
-        collator,
-        data,
-        seed=place.seed,
-        rank=place.rank,
-        world_size=place.world_size,
-        group_by_length=kind.group_by_length,
-    )
+    loader = training_loader(train, collator, data, place, group_by_length=kind.group_by_length)
     reports = {"train": report} if report is not None else {}  # GRPO's prompts have none
     if not splits.get("validation", (None, []))[1]:
         return RunData(loader, None, collator, reports)

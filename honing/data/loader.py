@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -253,26 +254,32 @@ class _BatchIndices:
             yield self.order[start : start + self.size].tolist()
 
 
+@dataclass(frozen=True)
+class DataPlacement:
+    """Where this process reads: its slice of the data-parallel dimension, the rows a validation batch holds, and
+    the cache of prepared rows."""
+
+    seed: int
+    rank: int
+    world_size: int
+    eval_batch_size: int
+    cache_dir: str
+    progress: bool = False
+
+
 def training_loader(
-    dataset: MapDataset,
-    collate: Collate,
-    data: DataSection,
-    *,
-    seed: int,
-    rank: int,
-    world_size: int,
-    group_by_length: bool = False,
+    dataset: MapDataset, collate: Collate, data: DataSection, place: DataPlacement, *, group_by_length: bool = False
 ) -> DataLoader:
     """The run's training DataLoader over ``dataset`` from its ``data`` section (batch size, shuffling, workers),
-    this rank's slice of the data-parallel dimension."""
+    seeded by ``place``, this rank's slice of the data-parallel dimension."""
     return DataLoader(
         dataset,
-        global_batch_size=data.rows_per_step(world_size),
+        global_batch_size=data.rows_per_step(place.world_size),
         collate_fn=collate,
-        seed=seed,
+        seed=place.seed,
         shuffle=data.shuffle,
-        rank=rank,
-        world_size=world_size,
+        rank=place.rank,
+        world_size=place.world_size,
         group_by_length=group_by_length,
         num_workers=data.num_workers,
     )

@@ -14,8 +14,8 @@ import numpy as np
 
 from honing import storage
 from honing.data.eval_batches import EvalBatches
-from honing.data.finetune_data import DataPlacement, evaluation_batches
-from honing.data.loader import Collate, DataLoader, training_loader
+from honing.data.finetune_data import evaluation_batches
+from honing.data.loader import Collate, DataLoader, DataPlacement, training_loader
 from honing.data.report import DataReport
 from honing.data.special_tokens import apply_token_settings
 from honing.data.text.corpus import PretrainDataset, split_documents, tokenize_documents
@@ -178,7 +178,7 @@ class PretrainText:
         self, tokenizer: PreTrainedTokenizerBase, collate: Collate, place: DataPlacement
     ) -> tuple[DataLoader, EvalBatches | None, dict[str, DataReport]]:
         """The training loader, the validation batches (or None) and the reports; ``place``: this process's
-        slice of the data (``honing.data.finetune_data.DataPlacement``)."""
+        slice of the data (``honing.data.loader.DataPlacement``)."""
         if self.token_sources("train") is not None:
             train, validation, reports = self.token_rows()
         else:
@@ -188,9 +188,7 @@ class PretrainText:
             validation = None
             if validation_docs:
                 validation, reports["validation"] = self.rows(validation_docs, tokenizer)
-        loader = training_loader(
-            train, collate, self.data, seed=self.seed, rank=place.rank, world_size=place.world_size
-        )
+        loader = training_loader(train, collate, self.data, place)  # place.seed: the run's seed, as self.seed
         if validation is None:
             return loader, None, reports
         return loader, evaluation_batches(validation, collate, place), reports
