@@ -42,6 +42,7 @@ def translate_hf_fields(t: Translation, training: Keys) -> None:
         t.refuse(training.key("fp16"), "true with bf16: transformers refuses both; keep one")
         values.pop("fp16")
     hf = t.section(values, training.prefix)
+    notes, refused = len(t.notes), len(t.refused)
     translate_training(t, hf)
     if hf.has("warmup_steps") or "scheduler.warmup_steps" in t.explicit:
         drop_default_ratio(t)
@@ -50,6 +51,10 @@ def translate_hf_fields(t: Translation, training: Keys) -> None:
         hf.values.update({name: value for name, value in current_outputs(t).items() if name not in values})
         translate_outputs(t, hf)
     finish(hf, TRAINING_ARGUMENTS, fields, SOURCE)
+    # the shared readers name a key as a TRL file has it (top level): here it sits under training
+    prefix = f"{training.prefix}."
+    t.notes[notes:] = [line if line.startswith(prefix) else prefix + line for line in t.notes[notes:]]
+    t.refused[refused:] = [line if line.startswith(prefix) else prefix + line for line in t.refused[refused:]]
 
 
 def drop_default_ratio(t: Translation) -> None:

@@ -28,6 +28,8 @@ def test_training_arguments_fields_are_read_through_transformers_translation():
     assert config["parallel"]["timeout_seconds"] == 600
     assert any(note.startswith("training.tf32: not needed") for note in translation.notes)
     assert any(note.startswith("training.bf16: the run is in bf16 already") for note in translation.notes)
+    constant = with_training(lr_scheduler_type="constant", warmup_steps=10)  # transformers' constant: no warmup
+    assert any(note.startswith("training.warmup_steps: the warmup is ignored") for note in constant.notes)
     validate(config)
 
 
