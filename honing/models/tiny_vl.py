@@ -198,7 +198,14 @@ def _idefics3_config(vocab_size: int, token_id: Callable[[str], int]) -> dict[st
     return {"vision_config": vision, "text_config": text, "image_token_id": token_id("<image>"), "scale_factor": 2}
 
 
-def _qwen_processor(processor_class: str, video_class: str) -> Callable[[PreTrainedTokenizerBase, str], ProcessorMixin]:
+def _qwen_family(
+    template: str,
+    config: Callable[[int, Callable[[str], int]], dict[str, Any]],
+    processor_class: str,
+    video_class: str,
+) -> TinyFamily:
+    """A Qwen-VL family: Qwen's special tokens and roles (no bos token), its processor named by transformers class."""
+
     def build(tokenizer: PreTrainedTokenizerBase, chat_template: str) -> ProcessorMixin:
         import transformers
         from transformers import Qwen2VLImageProcessor
@@ -212,7 +219,8 @@ def _qwen_processor(processor_class: str, video_class: str) -> Callable[[PreTrai
             chat_template=chat_template,
         )
 
-    return build
+    # roles: eos, pad, and no bos token (Qwen tokenizers have none)
+    return TinyFamily(_QWEN_TOKENS, "<|im_end|>", "<|endoftext|>", None, template, config, build)
 
 
 def _molmo2_processor(tokenizer: PreTrainedTokenizerBase, chat_template: str) -> ProcessorMixin:
@@ -243,10 +251,6 @@ def _llava_processor(tokenizer: PreTrainedTokenizerBase, chat_template: str) -> 
     )
 
 
-_QWEN_ROLES: dict[str, Any] = {"special_tokens": _QWEN_TOKENS, "eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"}
-_QWEN_ROLES["bos_token"] = None  # Qwen tokenizers have no bos token
-
-
 def _idefics3_processor(tokenizer: PreTrainedTokenizerBase, chat_template: str) -> ProcessorMixin:
     from transformers import Idefics3ImageProcessor, Idefics3Processor
 
@@ -257,52 +261,25 @@ def _idefics3_processor(tokenizer: PreTrainedTokenizerBase, chat_template: str) 
 
 
 TINY_FAMILIES: dict[str, TinyFamily] = {
-    "qwen2_vl": TinyFamily(
-        **_QWEN_ROLES,
-        chat_template=QWEN2_VL_TEMPLATE,
-        config=_qwen2_vl_config,
-        processor=_qwen_processor("Qwen2VLProcessor", "Qwen2VLVideoProcessor"),
-    ),
-    "qwen2_5_vl": TinyFamily(
-        **_QWEN_ROLES,
-        chat_template=QWEN2_VL_TEMPLATE,
-        config=_qwen2_5_vl_config,
-        processor=_qwen_processor("Qwen2_5_VLProcessor", "Qwen2VLVideoProcessor"),
-    ),
-    "qwen3_vl": TinyFamily(
-        **_QWEN_ROLES,
-        chat_template=QWEN3_VL_TEMPLATE,
-        config=_qwen3_vl_config,
-        processor=_qwen_processor("Qwen3VLProcessor", "Qwen3VLVideoProcessor"),
-    ),
+    "qwen2_vl": _qwen_family(QWEN2_VL_TEMPLATE, _qwen2_vl_config, "Qwen2VLProcessor", "Qwen2VLVideoProcessor"),
+    "qwen2_5_vl": _qwen_family(QWEN2_VL_TEMPLATE, _qwen2_5_vl_config, "Qwen2_5_VLProcessor", "Qwen2VLVideoProcessor"),
+    "qwen3_vl": _qwen_family(QWEN3_VL_TEMPLATE, _qwen3_vl_config, "Qwen3VLProcessor", "Qwen3VLVideoProcessor"),
+    # the other families, one a row: TinyFamily's fields in order (special tokens, eos, pad, bos, template, config,
+    # processor)
     "molmo2": TinyFamily(
-        special_tokens=_MOLMO2_TOKENS,
-        eos_token="<|im_end|>",
-        pad_token="<|pad|>",
-        bos_token="<|endoftext|>",
-        chat_template=MOLMO2_TEMPLATE,
-        config=_molmo2_config,
-        processor=_molmo2_processor,
+        _MOLMO2_TOKENS, "<|im_end|>", "<|pad|>", "<|endoftext|>", MOLMO2_TEMPLATE, _molmo2_config, _molmo2_processor
     ),
     # llava is not a registered VLFamily: it proves the generic path (see honing.models.vl_families).
-    "llava": TinyFamily(
-        special_tokens=_LLAVA_TOKENS,
-        eos_token="</s>",
-        pad_token="<pad>",
-        bos_token="<s>",
-        chat_template=LLAVA_TEMPLATE,
-        config=_llava_config,
-        processor=_llava_processor,
-    ),
+    "llava": TinyFamily(_LLAVA_TOKENS, "</s>", "<pad>", "<s>", LLAVA_TEMPLATE, _llava_config, _llava_processor),
     # Nor is idefics3: its images are padded per row ("rows" layout) with a pixel_attention_mask.
     "idefics3": TinyFamily(
-        special_tokens=_IDEFICS3_TOKENS,
-        eos_token="<end_of_utterance>",
-        pad_token="<|endoftext|>",
-        bos_token=None,
-        chat_template=IDEFICS3_TEMPLATE,
-        config=_idefics3_config,
-        processor=_idefics3_processor,
+        _IDEFICS3_TOKENS,
+        "<end_of_utterance>",
+        "<|endoftext|>",
+        None,
+        IDEFICS3_TEMPLATE,
+        _idefics3_config,
+        _idefics3_processor,
     ),
 }
 
