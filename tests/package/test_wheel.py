@@ -1,6 +1,6 @@
 """honing as a package: ``python -m build`` gives an sdist and, built from it, a wheel that carries the example configs
 (and no tests); installed into a fresh venv beside the pinned torch, its ``honing`` runs the packaged quickstart from
-another folder and finds a packaged config by its name."""
+another folder, finds a packaged config by its name and converts an axolotl config (its key table is package data)."""
 
 from __future__ import annotations
 
@@ -83,6 +83,9 @@ def test_the_built_wheel_installs_and_trains_the_packaged_quickstart_from_anothe
     assert {"quickstart.yaml", "eval/reverse_task.py", "multinode/sft-7b-2x8.sbatch"} <= configs
     packaged = {name.removeprefix("honing/_configs/") for name in wheel_names if name.startswith("honing/_configs/")}
     assert packaged == configs
+    tables = {path.name for path in (REPO / "honing" / "interop" / "configs" / "schema_keys").glob("*.json")}
+    shipped = {name.rsplit("/", 1)[1] for name in wheel_names if name.startswith("honing/interop/configs/schema_keys/")}
+    assert tables and shipped == tables  # the other systems' key tables are package data, read by honing convert
 
     python = fresh_venv(tmp_path / "venv")
     pip = [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-index", str(wheel)]
@@ -106,6 +109,11 @@ def test_the_built_wheel_installs_and_trains_the_packaged_quickstart_from_anothe
     honing = str(tmp_path / "venv" / "bin" / "honing")
     version = subprocess.run([honing, "--version"], cwd=elsewhere, env=env, capture_output=True, text=True)
     assert (version.returncode, version.stdout.strip()) == (0, f"honing {VERSION}")
+    axolotl = REPO / "tests" / "interop" / "configs" / "foreign" / "axolotl" / "lora-alpaca.yml"
+    convert = [honing, "convert", str(axolotl)]
+    converted = subprocess.run(convert, cwd=elsewhere, env=env, capture_output=True, text=True)
+    assert converted.returncode == 0, converted.stderr[-2000:]
+    assert "translated from the axolotl config" in converted.stdout
     show = [honing, "config", "show", "sft-full"]
     by_name = subprocess.run(show, cwd=elsewhere, env=env, capture_output=True, text=True)
     assert by_name.returncode == 0, by_name.stderr[-2000:]
