@@ -102,7 +102,10 @@ TRAINING: dict[str, Entry] = {
     **honoured("callbacks.wandb.enabled / callbacks.tensorboard.enabled", "report_to"),
     **honoured("trainer.seed", "seed"),
     **moot("not needed: honing's shuffle follows trainer.seed (olmOCR's draws from torch's RNG)", "data_seed"),
-    **refused("not available: honing steps on whole batches only (true)", "dataloader_drop_last"),
+    **moot(
+        "not needed: honing's loader always drops an epoch's last rows short of a full batch (as true)",
+        "dataloader_drop_last",
+    ),  # fmt: skip
     **honoured("data.num_workers", "dataloader_num_workers"),
     **honoured("data.seq_len", "collator_max_token_len"),
     **moot("not needed: honing's rows hold only what the model takes", "remove_unused_columns"),

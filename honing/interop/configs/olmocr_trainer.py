@@ -193,7 +193,12 @@ def translate_training(t: Translation, training: Keys, *, run_name: Any) -> None
     training.copy("seed", "trainer.seed", int)
     training.note("data_seed", "honing's shuffle follows trainer.seed (olmOCR's draws from torch's RNG)")
     training.copy("dataloader_num_workers", "data.num_workers", int)
-    training.allow("dataloader_drop_last", (True,), "is not available: honing steps on whole batches only")
+    if training.take("dataloader_drop_last", True) is False:  # transformers' table says the same (moot)
+        t.note(
+            training.key("dataloader_drop_last"),
+            "not needed: honing's loader always drops an epoch's last rows short of a full batch (fewer than one "
+            "batch an epoch)",
+        )
     training.note(  # posicube's KolmOCR fork hands it to transformers' DataLoader
         "dataloader_prefetch_factor",
         "unused: how many batches each loader process reads ahead (a fork's key); honing's (data.num_workers) read 2 "

@@ -117,3 +117,9 @@ def test_qwen3_settings():
     raw["qwen3_settings"] = {}  # the section alone: the fork's pixel bounds
     data = translate(raw).config["data"]
     assert (data["min_pixels"], data["max_pixels"]) == (12544, 1658944)
+
+
+def test_dataloader_drop_last_false_is_a_note_as_in_transformers_table():
+    translation = with_training(dataloader_drop_last=False)
+    assert translation.refused == [] and translation.config == translate(TRAINER).config
+    assert any(note.startswith("training.dataloader_drop_last: not needed") for note in translation.notes)
