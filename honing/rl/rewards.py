@@ -22,7 +22,7 @@ from honing import extensions
 from honing.errors import ConfigError, DataError
 from honing.rl import reward_model
 from honing.rl.builtin_rewards import BUILTIN_REWARDS, completion_text
-from honing.rl.imports import import_callable
+from honing.rl.imports import known_or_imported, register_in
 from honing.rl.math_rewards import math_verify
 
 RewardFn = Callable[..., Sequence[Any]]
@@ -33,12 +33,7 @@ REWARDS: dict[str, RewardFn] = {**BUILTIN_REWARDS, "math_verify": math_verify}
 
 def register_reward(name: str) -> Callable[[RewardFn], RewardFn]:
     """Decorator: make ``fn`` available as ``grpo.rewards: [{name: NAME}]``."""
-
-    def add(fn: RewardFn) -> RewardFn:
-        REWARDS[name] = fn
-        return fn
-
-    return add
+    return register_in(REWARDS, name)
 
 
 def resolve_reward(name: str, *, key: str = "grpo.rewards") -> RewardFn:
@@ -51,12 +46,7 @@ def resolve_reward(name: str, *, key: str = "grpo.rewards") -> RewardFn:
     scheme, _, rest = name.partition(":")
     if scheme in extensions.REWARD_SCHEMES:
         return extensions.load(extensions.REWARD_SCHEMES[scheme])(rest, key)
-    if ":" not in name:
-        raise ConfigError(
-            f"{key}: unknown reward {name!r}; expected a built-in ({', '.join(sorted(REWARDS))}) or an import "
-            "path 'package.module:function'"
-        )
-    fn = import_callable(name, key=key, kind="reward")
+    fn = known_or_imported(REWARDS, name, key=key, kind="reward")
     for adapt in extensions.reward_adapters():
         adapted = adapt(fn, name)
         if adapted is not None:

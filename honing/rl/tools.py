@@ -20,7 +20,7 @@ from typing import Any
 
 from honing.errors import ConfigError
 from honing.rl.builtin_tools import BUILTIN_TOOLS
-from honing.rl.imports import import_callable
+from honing.rl.imports import known_or_imported, register_in
 
 ToolFn = Callable[..., Any]
 
@@ -30,24 +30,12 @@ TOOLS: dict[str, ToolFn] = dict(BUILTIN_TOOLS)
 
 def register_tool(name: str) -> Callable[[ToolFn], ToolFn]:
     """Decorator: make ``fn`` available as ``grpo.tools: [NAME]``."""
-
-    def add(fn: ToolFn) -> ToolFn:
-        TOOLS[name] = fn
-        return fn
-
-    return add
+    return register_in(TOOLS, name)
 
 
 def resolve_tool(name: str, *, key: str = "grpo.tools") -> ToolFn:
     """The function a tool name stands for: registered, or imported from ``package.module:function``."""
-    if name in TOOLS:
-        return TOOLS[name]
-    if ":" not in name:
-        raise ConfigError(
-            f"{key}: unknown tool {name!r}; expected a built-in ({', '.join(sorted(TOOLS))}) or an import path "
-            "'package.module:function'"
-        )
-    return import_callable(name, key=key, kind="tool")
+    return known_or_imported(TOOLS, name, key=key, kind="tool")
 
 
 def tool_schema(fn: ToolFn, *, key: str) -> dict[str, Any]:
