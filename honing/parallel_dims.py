@@ -82,24 +82,9 @@ class ParallelDims:
         return self.dp_replicate * self.fsdp_size
 
     @property
-    def tp_enabled(self) -> bool:
-        """True when weights are split over tensor-parallel ranks."""
-        return self.tp > 1
-
-    @property
     def cp_enabled(self) -> bool:
         """True when rows are split over sequence-parallel ranks."""
         return self.cp > 1
-
-    @property
-    def ep_enabled(self) -> bool:
-        """True when experts are sharded over ranks."""
-        return self.ep > 1
-
-    @property
-    def dp_enabled(self) -> bool:
-        """True when several ranks read different batches or shard the dense weights."""
-        return self.grad_divisor > 1
 
     def describe(self) -> str:
         """``dp_replicate=1 × dp_shard=2 × tp=2`` with the dimensions above 1 (``1 process`` alone)."""
