@@ -18,7 +18,7 @@ from honing.models.loading import (
     build_model_from_config,
     load_pretrained_model,
 )
-from honing.models.lora import LoraSettings, apply_lora
+from honing.models.lora import LoraSettings, apply_lora, lora_keywords
 from honing.models.model_shape import pretrained_config
 from honing.models.quantize import check_has_lora, quantize_base
 from honing.models.quantized_loading import load_quantized_pretrained
@@ -84,23 +84,27 @@ class ModelBuilder:
             },
         )
 
+    def overridden_config(self) -> PretrainedConfig:
+        """``model.name_or_path``'s config (read whole, not its offline shape) with ``model.config_overrides``."""
+        cfg = self.cfg
+        config = pretrained_config(
+            cfg.name_or_path, shape=cfg.shape, trust_remote_code=cfg.trust_remote_code, use_shape_offline=False
+        )
+        return apply_config_overrides(config, cfg.config_overrides)
+
     def load_pretrained(self, *, shards: int, auto_class: ModelClass | None = None) -> torch.nn.Module:
         """``model.name_or_path`` in the run's dtype (``auto_class``: transformers' Auto class, None for a causal
         LM); under ``model.quantize`` the decoder's linears are quantized as they are read."""
         cfg = self.cfg
         overrides, load_kwargs = cfg.config_overrides, cfg.load_kwargs
+        # what the model is built with, whichever way it is built
+        built = dict(
+            attn_implementation=self.attention_to_build(), dtype=self.dtype(), trust_remote_code=cfg.trust_remote_code
+        )
         if not cfg.pretrained_weights:  # the architecture alone: its config read, its weights random
-            config = pretrained_config(
-                cfg.name_or_path, shape=cfg.shape, trust_remote_code=cfg.trust_remote_code, use_shape_offline=False
-            )
-            config = apply_config_overrides(config, overrides)
+            config = self.overridden_config()
             log.info("model.pretrained_weights: false: %s's architecture with random weights", cfg.name_or_path)
-            return (auto_class or auto_model_class(config)).from_config(
-                config,
-                attn_implementation=self.attention_to_build(),
-                dtype=self.dtype(),
-                trust_remote_code=cfg.trust_remote_code,
-            )
+            return (auto_class or auto_model_class(config)).from_config(config, **built)
         if cfg.quantize is not None:  # QLoRA's base, quantized shard by shard as it is read
             if overrides or load_kwargs:
                 given = "config_overrides" if overrides else "load_kwargs"
@@ -108,9 +112,7 @@ class ModelBuilder:
             return load_quantized_pretrained(
                 cfg.name_or_path,
                 cfg.quantize,
-                attn_implementation=self.attention_to_build(),
-                dtype=self.dtype(),
-                trust_remote_code=cfg.trust_remote_code,
+                **built,
                 auto_class=auto_class,
                 device=self.device,
                 shards=shards,
@@ -119,15 +121,11 @@ class ModelBuilder:
             )
         config = None
         if overrides:
-            config = pretrained_config(cfg.name_or_path, shape=cfg.shape, trust_remote_code=cfg.trust_remote_code,
-                                       use_shape_offline=False)  # fmt: skip
-            config = apply_config_overrides(config, overrides)
+            config = self.overridden_config()
             log.info("model.config_overrides: %s", ", ".join(sorted(overrides)))
         return load_pretrained_model(
             cfg.name_or_path,
-            attn_implementation=self.attention_to_build(),
-            dtype=self.dtype(),
-            trust_remote_code=cfg.trust_remote_code,
+            **built,
             auto_class=auto_class,
             shape=cfg.shape,
             config=config,
@@ -171,17 +169,7 @@ class ModelBuilder:
         )
         model = self.set_attention(model.to(self.device))
         if lora is not None:  # peft creates the adapters on the device of the layers they adapt
-            model = apply_lora(
-                model,
-                rank=lora.rank,
-                alpha=lora.alpha,
-                dropout=lora.dropout,
-                bias=lora.bias,
-                target_modules=lora.target_modules,
-                target_parameters=lora.target_parameters,
-                task_type=lora.task_type,
-                modules_to_save=lora.modules_to_save,
-            )
+            model = apply_lora(model, **lora_keywords(lora))
         return model
 
     def attention_to_build(self) -> str | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import warnings
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
@@ -31,6 +31,11 @@ class LoraSettings(Protocol):
     target_parameters: list[str]
     task_type: str
     modules_to_save: list[str] | None
+
+
+def lora_keywords(lora: LoraSettings) -> dict[str, Any]:
+    """``apply_lora``'s keywords from ``lora``: its settings carry apply_lora's names, each read here."""
+    return {name: getattr(lora, name) for name in LoraSettings.__annotations__}
 
 
 def freeze_layers(model: torch.nn.Module, patterns: Sequence[str]) -> int:
