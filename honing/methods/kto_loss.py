@@ -64,16 +64,13 @@ class KTOLoss(PairLoss):
     log-ratio estimates the KL; rewards β·(log π − log π_ref) of the completion."""
 
     section: ClassVar[str] = "kto"
+    known_loss_types: ClassVar[tuple[str, ...]] = KTO_LOSS_TYPES
     uses_reference: ClassVar[bool] = True
 
     beta: float = 0.1
     loss_type: str = "kto"
     desirable_weight: float = 1.0
     undesirable_weight: float = 1.0
-
-    def __post_init__(self) -> None:
-        if self.loss_type not in KTO_LOSS_TYPES:
-            raise ConfigError(f"kto.loss_type: expected one of {', '.join(KTO_LOSS_TYPES)}, got {self.loss_type!r}")
 
     @property
     def uses_kl(self) -> bool:

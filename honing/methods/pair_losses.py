@@ -36,6 +36,21 @@ class PairLoss:
     reports_nll: ClassVar[bool] = False
     #: its per-pair values logged beside the rewards and log-probs (means over pairs, TRL's names)
     extra_metrics: ClassVar[tuple[str, ...]] = ()
+    #: the ``loss_type`` names it knows (none: it has no ``loss_type``)
+    known_loss_types: ClassVar[tuple[str, ...]] = ()
+
+    def __post_init__(self) -> None:
+        for name in self.loss_types:
+            if name not in self.known_loss_types:
+                raise ConfigError(
+                    f"{self.section}.loss_type: expected one of {', '.join(self.known_loss_types)}, got {name!r}"
+                )
+
+    @property
+    def loss_types(self) -> tuple[str, ...]:
+        """Its ``loss_type`` as a tuple: one, several (DPO's list), or none (a part without the key)."""
+        loss_type = getattr(self, "loss_type", ())
+        return (loss_type,) if isinstance(loss_type, str) else tuple(loss_type)
 
     @property
     def nll_weight(self) -> float:
@@ -82,6 +97,7 @@ class DPOLoss(PairLoss):
     ``sft`` in the list, and RPO's ``rpo_alpha``, weigh the chosen replies' NLL; rewards β·(logπ − logπref)."""
 
     section: ClassVar[str] = "dpo"
+    known_loss_types: ClassVar[tuple[str, ...]] = DPO_LOSS_TYPES
     uses_reference: ClassVar[bool] = True
 
     beta: float = 0.1
@@ -96,20 +112,13 @@ class DPOLoss(PairLoss):
     use_weighting: bool = False
 
     def __post_init__(self) -> None:
-        for name in self.loss_types:
-            if name not in DPO_LOSS_TYPES:
-                raise ConfigError(f"dpo.loss_type: expected one of {', '.join(DPO_LOSS_TYPES)}, got {name!r}")
+        super().__post_init__()
         if len(self.weights) != len(self.loss_types):
             raise ConfigError(
                 f"dpo.loss_weights: {len(self.weights)} weights for {len(self.loss_types)} loss types; give one each"
             )
         if self.use_weighting and {"sft", *SORTING_LOSS_TYPES} & set(self.loss_types):
             raise ConfigError("dpo.use_weighting: not available with loss_type sft, aot or aot_unpaired; remove one")
-
-    @property
-    def loss_types(self) -> tuple[str, ...]:
-        """The loss types, a single one as a tuple of one."""
-        return (self.loss_type,) if isinstance(self.loss_type, str) else tuple(self.loss_type)
 
     @property
     def weights(self) -> tuple[float, ...]:
@@ -212,6 +221,7 @@ class CPOLoss(PairLoss):
     ``ipo`` and ``simpo`` on token-mean log-probs; rewards β·r(y)."""
 
     section: ClassVar[str] = "cpo"
+    known_loss_types: ClassVar[tuple[str, ...]] = CPO_LOSS_TYPES
     reports_nll: ClassVar[bool] = True
 
     beta: float = 0.1
@@ -220,10 +230,6 @@ class CPOLoss(PairLoss):
     cpo_alpha: float = 1.0
     simpo_gamma: float = 0.5
     alpha: float = 0.0
-
-    def __post_init__(self) -> None:
-        if self.loss_type not in CPO_LOSS_TYPES:
-            raise ConfigError(f"cpo.loss_type: expected one of {', '.join(CPO_LOSS_TYPES)}, got {self.loss_type!r}")
 
     @property
     def nll_weight(self) -> float:
