@@ -78,6 +78,7 @@ TOOL_SFT = (
 #: keys of QUIET an example's method refuses (pretraining has no generation eval, the RL methods no validation loss)
 NOT_READ = {
     "quickstart": ("callbacks.generation_eval",),
+    "reward": ("callbacks.sample", "callbacks.generation_eval"),
     "grpo": ("callbacks.evaluator",),
     "grpo-tools": ("callbacks.evaluator",),
     "vl-grpo": ("callbacks.evaluator",),

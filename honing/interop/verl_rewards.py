@@ -21,6 +21,7 @@ from typing import Any
 from honing.errors import ConfigError, DataError
 from honing.rl.builtin_rewards import completion_text, countdown_reward, gsm8k_answer, gsm8k_ground_truth
 from honing.rl.imports import import_callable
+from honing.rl.math_rewards import geo3k_score as geometry3k_score
 
 SCHEME = "verl"
 ComputeScore = Callable[..., float | Mapping[str, float]]
@@ -40,8 +41,14 @@ def gsm8k_score(data_source: str | None, solution_str: str, ground_truth: object
     return 1.0 if found is not None and found == gsm8k_ground_truth(ground_truth) else 0.0
 
 
-#: verl-signature built-ins, by the names Oumi registers them under
-VERL_SCORES: dict[str, ComputeScore] = {"countdown": countdown_score, "gsm8k": gsm8k_score}
+def geo3k_score(data_source: str | None, solution_str: str, ground_truth: object, extra_info: object = None) -> float:
+    """Geometry3K as verl scores it (``verl.utils.reward_score.geo3k``: mathruler's grade of the last ``\\boxed{}``,
+    0.9, and the ``<think>`` format, 0.1)."""
+    return geometry3k_score(solution_str, ground_truth)
+
+
+#: verl-signature built-ins, by the names Oumi registers them under (geo3k: verl's module name)
+VERL_SCORES: dict[str, ComputeScore] = {"countdown": countdown_score, "gsm8k": gsm8k_score, "geo3k": geo3k_score}
 
 
 def is_verl_signature(fn: Callable[..., object]) -> bool:

@@ -1,8 +1,10 @@
-"""Math answers checked by Hugging Face's math-verify (``pip install 'honing[eval]'``): the completion's final
-answer against the ``answer`` column's, compared as mathematical expressions (``1/2`` equals ``0.5``)."""
+"""Math answers checked as mathematical expressions (``1/2`` equals ``0.5``) against the ``answer`` column's:
+Hugging Face's math-verify (``math_verify``) and verl's Geometry3K score through mathruler (``geo3k``); both
+``pip install 'honing[eval]'``."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from honing.errors import ConfigError
@@ -35,3 +37,28 @@ def math_verify(
             continue
         scores.append(float(verify(parsed_gold, parse(completion_text(completion)))))
     return scores
+
+
+#: verl's geo3k format: reasoning in <think> tags, then a \boxed{} answer (verl.utils.reward_score.geo3k)
+GEO3K_FORMAT = re.compile(r"<think>.*</think>.*\\boxed\{.*\}.*", re.DOTALL)
+#: the share of verl's geo3k score that the format alone earns
+GEO3K_FORMAT_SCORE = 0.1
+
+
+def geo3k_score(completion: str, gold: object) -> float:
+    """verl's built-in score for ``hiyouga/geometry3k``: 0.9 when mathruler grades the completion's last
+    ``\\boxed{}`` equal to the gold answer, plus 0.1 when it thinks in ``<think>`` tags before the box."""
+    try:
+        from mathruler.grader import extract_boxed_content, grade_answer
+    except ImportError as error:
+        raise ConfigError(f"reward 'geo3k' needs mathruler ({error}); pip install 'honing[eval]'") from None
+    correct = float(grade_answer(extract_boxed_content(completion), str(gold)))
+    formatted = float(GEO3K_FORMAT.fullmatch(completion) is not None)
+    return (1.0 - GEO3K_FORMAT_SCORE) * correct + GEO3K_FORMAT_SCORE * formatted
+
+
+def geo3k(
+    prompts: Sequence[ChatOrText], completions: Sequence[ChatOrText], answer: Sequence[object], **_: object
+) -> list[float]:
+    """verl's Geometry3K reward (``geo3k_score``) of each completion against the ``answer`` column."""
+    return [geo3k_score(completion_text(completion), gold) for completion, gold in zip(completions, answer)]

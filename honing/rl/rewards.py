@@ -23,12 +23,12 @@ from honing.errors import ConfigError, DataError
 from honing.rl import reward_model
 from honing.rl.builtin_rewards import BUILTIN_REWARDS, completion_text
 from honing.rl.imports import known_or_imported, register_in
-from honing.rl.math_rewards import math_verify
+from honing.rl.math_rewards import geo3k, math_verify
 
 RewardFn = Callable[..., Sequence[Any]]
 
-#: every reward known by name (math_verify imports its library only when it scores)
-REWARDS: dict[str, RewardFn] = {**BUILTIN_REWARDS, "math_verify": math_verify}
+#: every reward known by name (math_verify and geo3k import their libraries only when they score)
+REWARDS: dict[str, RewardFn] = {**BUILTIN_REWARDS, "math_verify": math_verify, "geo3k": geo3k}
 
 
 def register_reward(name: str) -> Callable[[RewardFn], RewardFn]:

@@ -45,5 +45,5 @@ def test_a_user_compute_score_is_called_per_completion_with_verl_arguments(monke
 def test_rows_without_verl_columns_and_unknown_names_are_one_line_errors():
     with pytest.raises(DataError, match=r"reads the column reward_model\.ground_truth"):
         resolve_reward("verl:gsm8k")(prompts=["p"], completions=["#### 4"], answer=["4"])
-    with pytest.raises(ConfigError, match=r"unknown verl reward 'nope'; expected one of: countdown, gsm8k"):
+    with pytest.raises(ConfigError, match=r"unknown verl reward 'nope'; expected one of: countdown, geo3k, gsm8k"):
         resolve_reward("verl:nope")

@@ -15,7 +15,7 @@ from honing.interop.configs.trl_grpo_batch import (
     trl_generation_keys,
 )
 from honing.interop.configs.trl_method_keys import read_dpo_loss
-from honing.interop.configs.verl import translate_verl_overrides
+from honing.interop.configs.verl import VERL_DEFAULT_REWARDS, translate_verl_overrides, verl_default_reward
 
 # verl's default data.train_batch_size (prompts per step), used by VERL_GRPO when the overrides do not set it
 VERL_TRAIN_BATCH_SIZE = 1024
@@ -78,11 +78,19 @@ def translate_training(t: Translation, training: Keys, *, method: str, verl: boo
         translate_verl_overrides(t, t.section(training.take("verl_config_overrides"), "training.verl_config_overrides"))
         if not t.get("grpo.rewards"):  # neither reward_functions nor verl's custom_reward_function
             # verl then scores each row with its built-in reward for the row's data_source (verl.utils.reward_score)
-            t.refuse(
-                "training.reward_functions",
-                f"{rewards!r}: verl's built-in reward for each row's data_source is not ported whole; honing has "
-                "verl's countdown and gsm8k scorers: name one (e.g. [countdown]) or your own function",
-            )
+            default = verl_default_reward(t)
+            if default is not None:
+                t.set("grpo.rewards", [{"name": default}])
+                t.note(
+                    "training.reward_functions",
+                    f"{rewards!r} → [{default}]: verl's built-in score for the data set's rows (its data_source)",
+                )
+            else:
+                t.refuse(
+                    "training.reward_functions",
+                    f"{rewards!r}: verl's built-in reward for each row's data_source is ported for "
+                    f"{', '.join(VERL_DEFAULT_REWARDS)} only; name a reward (e.g. [countdown]) or your own function",
+                )
     else:
         training.refuse("verl_config_overrides", "used by trainer_type VERL_GRPO only")
     training.take("use_peft")  # read with the peft section

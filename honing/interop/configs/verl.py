@@ -272,3 +272,18 @@ def translate_reward_function(t: Translation, prefix: str, flat: dict[str, Any])
         )
         return
     t.set("grpo.rewards", [{"name": f"verl:{module}:{name or 'compute_score'}"}])
+
+
+#: the hub data sets verl scores with a built-in when a config names no reward (``default_compute_score`` picks it
+#: by the row's ``data_source``), and honing's reward that gives the same score from the ``answer`` column that
+#: honing's named data set of that id writes
+VERL_DEFAULT_REWARDS: dict[str, str] = {"openai/gsm8k": "gsm8k", "hiyouga/geometry3k": "geo3k"}
+
+
+def verl_default_reward(t: Translation) -> str | None:
+    """honing's reward for verl's built-in score when every data source is a hub data set verl scores by its
+    ``data_source`` (all the same one); None otherwise."""
+    sources = [source for split in ("train", "validation") for source in t.get(f"data.{split}.sources") or []]
+    hub_ids = {str(source.get("path", "")).split(":", 1)[0] for source in sources if isinstance(source, dict)}
+    rewards = {VERL_DEFAULT_REWARDS.get(hub_id) for hub_id in hub_ids}
+    return rewards.pop() if len(rewards) == 1 and None not in rewards else None

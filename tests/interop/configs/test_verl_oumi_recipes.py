@@ -97,15 +97,28 @@ training:
 
 
 def with_reward(raw: dict) -> dict:
-    """The recipe with a reward named (as written, ``reward_functions: []`` asks for verl's built-in geo3k scorer,
-    which honing lacks: refused, see the test below)."""
+    """The recipe with a reward named (as written, ``reward_functions: []`` asks for verl's built-in geo3k scorer:
+    see the tests below)."""
     raw["training"]["reward_functions"] = ["my_rewards:geo3k_score"]
     return raw
 
 
-def test_verls_built_in_reward_by_data_source_is_refused_in_one_line():
+def test_verls_built_in_reward_by_data_source_is_honings_geo3k():
+    """verl scores hiyouga/geometry3k rows with verl.utils.reward_score.geo3k when no reward is named: the same
+    score, honing's geo3k over the named data set's answer column, with one note."""
     t = translate(yaml.safe_load(GEOMETRY3K))
+    assert t.refused == []
+    assert t.get("grpo.rewards") == [{"name": "geo3k"}]
+    notes = [note for note in t.notes if note.startswith("training.reward_functions: [] → [geo3k]")]
+    assert len(notes) == 1
+
+
+def test_a_data_set_verl_has_no_ported_built_in_for_is_refused_in_one_line():
+    raw = yaml.safe_load(GEOMETRY3K)
+    raw["data"]["validation"]["datasets"][0]["dataset_name"] = "lmms-lab/multimodal-open-r1-8k-verified"
+    t = translate(raw)
     assert len(t.refused) == 1 and t.refused[0].startswith("training.reward_functions: []: verl's built-in reward")
+    assert "openai/gsm8k, hiyouga/geometry3k" in t.refused[0]
 
 
 def test_oumis_geometry3k_and_molmo_verl_recipes_translate_with_verls_settings():
