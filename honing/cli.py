@@ -141,10 +141,11 @@ def run_data(args: argparse.Namespace) -> int:
     from honing.data.report_files import write_data_report
     from honing.distributed import seed_all
     from honing.recipes import recipe_for
+    from honing.recipes.build_run import data_alone
 
     config = load_any_config(args.config, args.overrides)
     seed_all(config.trainer.seed)
-    _, data = recipe_for(config).data_alone()  # its own recipe's model assets and data, as training's: no model
+    _, data = data_alone(recipe_for(config))  # its own recipe's model assets and data, as training's: no model
     reports = data.reports
     text, text_path, png_path = write_data_report(reports, args.output or config.trainer.save_folder)
     print(f"{text}\nwrote {text_path} and {png_path}")
@@ -176,9 +177,10 @@ def prepare_rows(config: RunConfig, args: argparse.Namespace) -> int:
     """``honing prepare`` for a fine-tuning method: the split's rows into ``--out``; prints what it holds."""
     from honing.data.prepared_rows import REJECTED
     from honing.recipes import recipe_class
+    from honing.recipes.prepare_rows import prepare_split
 
     recipe = recipe_class(config.method)(config)
-    rows, built = recipe.prepare(args.out, split=args.split, workers=args.workers, progress=sys.stderr.isatty())
+    rows, built = prepare_split(recipe, args.out, split=args.split, workers=args.workers, progress=sys.stderr.isatty())
     rejected = int((rows.column("status") == REJECTED).sum())
     cut = rows.index["seq_len"]
     print(

@@ -20,7 +20,7 @@ import sys
 import tempfile
 from collections.abc import Callable
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 
@@ -30,8 +30,6 @@ from honing.config.methods import dropout_disabled
 from honing.config.trainer_schema import TrainerSection
 from honing.data.collate import packed_collate
 from honing.data.finetune_data import DataPlacement, RunData, build_finetune_data
-from honing.data.prepared_rows import is_prepared_folder
-from honing.data.splits import prepare_kind
 from honing.data.text.corpus import default_cache_dir
 from honing.distributed import (
     default_device,
@@ -53,7 +51,7 @@ from honing.optim.builder import OptimizerSettings, build_optimizer
 from honing.optim.schedulers import schedule_options
 from honing.parallel_dims import ParallelDims, check_divides, parallel_dims_from
 from honing.plan.auto_checkpointing import choose_activation_checkpointing
-from honing.recipes.build_run import build_run, configure_storage
+from honing.recipes.build_run import build_run
 from honing.run.callbacks import build_callbacks
 from honing.run.outputs import RunOutputs
 from honing.run.parts import HeldOutAnswers, ModelAssets, Placement, RunParts, TrainInputs
@@ -68,6 +66,9 @@ if TYPE_CHECKING:
     from honing.methods.base import BaseTrainModule
 
 log = logging.getLogger(__name__)
+
+#: a method's row kind, as a helper that builds one returns it
+Rows = TypeVar("Rows")
 
 
 class Recipe:
@@ -166,17 +167,6 @@ class Recipe:
         self.share(processor=assets.processor, tokenizer=assets.tokenizer, chat_template=assets.chat_template)
         return [assets.processor]
 
-    def run_assets(self) -> ModelAssets:
-        """The model assets the run is built over: ``model_assets()``, or what a ``build_model_assets`` written in
-        another system's form (which keeps them on the recipe) kept; either way kept on the recipe for such steps."""
-        # a recipe adapter marks the user's build_model_assets it completed (honing.extensions.RECIPE_ADAPTERS)
-        if getattr(type(self).build_model_assets, "completes_tokenizer", False):
-            self.build_model_assets()
-            return ModelAssets(self.processor, self.tokenizer, getattr(self, "chat_template", None))
-        assets = self.model_assets()
-        self.share(processor=assets.processor, tokenizer=assets.tokenizer, chat_template=assets.chat_template)
-        return assets
-
     def build_model(self, assets: ModelAssets) -> torch.nn.Module:
         """The model from ``model.name_or_path`` or ``model.config``, on the run's device and dtype."""
         shards = fsdp_shards(self.config.parallel.strategy, self.parallel_dims)
@@ -230,24 +220,7 @@ class Recipe:
     def build_data(self, assets: ModelAssets, model: torch.nn.Module | None = None) -> RunData:
         """The training loader, the validation batches and the data reports, through the method's row kind
         (``model``: the model to train, None where only the data is built: ``honing data``)."""
-        return build_finetune_data(self.row_kind(assets), self.config.data, self.data_placement())
-
-    def data_alone(self) -> tuple[ModelAssets, RunData]:
-        """The model assets and the data as training would make them, with no model (``honing data``)."""
-        assets = self.run_assets()
-        return assets, self.build_data(assets)
-
-    def data_placement(self) -> DataPlacement:
-        """This process's slice of the data: seed, data-parallel rank and size, validation batch rows, cache."""
-        dims = self.parallel_dims
-        return DataPlacement(
-            seed=self.config.trainer.seed,
-            rank=dims.dp_rank,
-            world_size=dims.dp_size,
-            eval_batch_size=self.config.callbacks.evaluator.batch_size or micro_batch_size(self.config, dims),
-            cache_dir=self.cache_dir,
-            progress=show_progress(),
-        )
+        return finetune_data(self.row_kind(assets), self.config, self.parallel_dims, self.cache_dir)
 
     def finish_data(self, data: RunData) -> RunData:
         """The data after the recipe's own last steps on it (its items transformed, another collator), before the
@@ -278,21 +251,7 @@ class Recipe:
             self.build_optimizer(inputs.model),
             router_aux_loss_coef=self.config.model.router_aux_loss_coef,  # MoE models' load-balancing loss
             neftune_noise_alpha=self.config.sft.neftune_noise_alpha if self.config.sft else None,  # SFT's NEFTune
-            **self.train_module_options(inputs.data.collator),
-        )
-
-    def train_module_options(self, collator: Any) -> dict[str, Any]:
-        """The step settings every method's TrainModule takes (``honing.methods.base.BaseTrainModule``)."""
-        config, dims = self.config, self.parallel_dims
-        return dict(
-            micro_batch_size=micro_batch_size(config, dims),
-            scheduler=schedule_options(config.scheduler, config.optim.lr),
-            grad_clip=config.optim.grad_clip,
-            precision=self.precision,
-            device=self.device,
-            collator=collator,
-            chunked_loss=config.model.chunked_loss,
-            parallel_dims=dims,
+            **train_module_options(self.config, self.placement, inputs.data.collator),
         )
 
     def build_callbacks(self, parts: RunParts) -> dict[str, Callback]:
@@ -316,23 +275,6 @@ class Recipe:
 
     def post_init(self) -> None:
         """Called once everything is built, before training."""
-
-    # --- beside training ----------------------------------------------------------------
-    def prepare(
-        self, out_dir: str, *, split: str = "train", workers: int | None = None, progress: bool = False
-    ) -> tuple[Any, bool]:
-        """``honing prepare``: the split's rows into the local folder ``out_dir`` (kept as they are when it already
-        holds them); whether anything was built."""
-        if "://" in out_dir:
-            raise ConfigError(f"--out {out_dir!r}: prepared rows are read memory-mapped; give a local folder")
-        section = self.config.data.train if split == "train" else self.config.data.validation
-        if section is None:
-            raise ConfigError(f"data.{split}: not set, so there is nothing to prepare")
-        if any(is_prepared_folder(source.path) for source in section.sources):
-            raise ConfigError(f"data.{split}.sources: these are already prepared folders")
-        configure_storage(self.config.storage)
-        kind = self.row_kind(self.run_assets())
-        return prepare_kind(kind, out_dir, kind.source_fields(section.sources), workers=workers, progress=progress)
 
     def held_out_answers(self, assets: ModelAssets) -> HeldOutAnswers:
         """``(prompt, expected answer)`` pairs for the generation eval (none by default)."""
@@ -376,6 +318,38 @@ def micro_batch_size(config: RunConfig, dims: ParallelDims) -> int:
     return min(config.data.micro_batch_size or local, local)
 
 
+def data_placement(config: RunConfig, dims: ParallelDims, cache_dir: str) -> DataPlacement:
+    """This process's slice of the data: seed, data-parallel rank and size, validation batch rows, cache."""
+    return DataPlacement(
+        seed=config.trainer.seed,
+        rank=dims.dp_rank,
+        world_size=dims.dp_size,
+        eval_batch_size=config.callbacks.evaluator.batch_size or micro_batch_size(config, dims),
+        cache_dir=cache_dir,
+        progress=show_progress(),
+    )
+
+
+def finetune_data(kind: RowKind, config: RunConfig, dims: ParallelDims, cache_dir: str, **options: Any) -> RunData:
+    """The training loader, the validation batches and the data reports of ``kind``'s rows, this process's slice
+    (``options``: ``build_finetune_data``'s own, a ``finish`` step or ``validation``)."""
+    return build_finetune_data(kind, config.data, data_placement(config, dims, cache_dir), **options)
+
+
+def train_module_options(config: RunConfig, placement: Placement, collator: Any) -> dict[str, Any]:
+    """The step settings every method's TrainModule takes (``honing.methods.base.BaseTrainModule``)."""
+    return dict(
+        micro_batch_size=micro_batch_size(config, placement.parallel_dims),
+        scheduler=schedule_options(config.scheduler, config.optim.lr),
+        grad_clip=config.optim.grad_clip,
+        precision=placement.precision,
+        device=placement.device,
+        collator=collator,
+        chunked_loss=config.model.chunked_loss,
+        parallel_dims=placement.parallel_dims,
+    )
+
+
 def show_progress() -> bool:
     """A progress bar while rows are prepared: on an interactive terminal."""
     return sys.stderr.isatty()
@@ -388,6 +362,14 @@ def chat_assets(config: RunConfig) -> ModelAssets:
 
     tokenizer, chat_template = chat_tokenizer(config.tokenizer, config.data, config.model)
     return ModelAssets(processor=tokenizer, tokenizer=tokenizer, chat_template=chat_template)
+
+
+def chat_rows(
+    kind: Callable[..., Rows], assets: ModelAssets, config: RunConfig, cache_dir: str, **options: Any
+) -> Rows:
+    """The chat methods' row kind ``kind`` over the run's tokenizer and chat template, its ``data`` section and the
+    cache folder (``options``: what the kind takes besides)."""
+    return kind(assets.tokenizer, assets.chat_template, config.data, cache_dir=cache_dir, printer=print0, **options)
 
 
 def chat_packed_collate(models: ModelBuilder) -> Callable[[list[dict[str, Any]]], dict[str, Any]]:

@@ -14,12 +14,13 @@ from honing.errors import ConfigError
 from honing.models import count_parameters
 from honing.recipes.prerequisites import check_model_inputs
 from honing.recipes.run_paths import check_run_paths
-from honing.run.parts import RunParts, TrainInputs
+from honing.run.parts import ModelAssets, RunParts, TrainInputs
 from honing.train import Trainer
 from honing.train.precision import describe_device
 from honing.train.shared_folder import check_shared_folder
 
 if TYPE_CHECKING:
+    from honing.data.finetune_data import RunData
     from honing.recipes.base import Recipe
 
 
@@ -29,7 +30,7 @@ def build_run(config: RunConfig, spec: Recipe) -> tuple[RunParts, Trainer]:
     check_model_inputs(config)  # a missing example output: one line with its command, before any hub call
     check_run_paths(config)  # save folder, load path, data paths: one line each, before any model
     layout = spec.parallel_dims.describe()  # a layout that cannot fit fails here, before any model is built
-    assets = spec.run_assets()
+    assets = run_assets(spec)
     try:
         model = spec.build_model(assets)
     except ValueError as error:  # transformers' word for an unknown kernel names no config key
@@ -93,6 +94,24 @@ def build_run(config: RunConfig, spec: Recipe) -> tuple[RunParts, Trainer]:
         f"dropout {'off' if spec.models.disable_dropout else 'on'} | save folder {config.trainer.save_folder}"
     )
     return parts, trainer
+
+
+def run_assets(spec: Recipe) -> ModelAssets:
+    """The model assets the run is built over: the spec's ``model_assets()``, or what a ``build_model_assets``
+    written in another system's form (which keeps them on the recipe) kept there."""
+    # a recipe adapter marks the user's build_model_assets it completed (honing.extensions.RECIPE_ADAPTERS)
+    if getattr(type(spec).build_model_assets, "completes_tokenizer", False):
+        spec.build_model_assets()
+        return ModelAssets(spec.processor, spec.tokenizer, getattr(spec, "chat_template", None))
+    assets = spec.model_assets()
+    spec.share(processor=assets.processor, tokenizer=assets.tokenizer, chat_template=assets.chat_template)
+    return assets
+
+
+def data_alone(spec: Recipe) -> tuple[ModelAssets, RunData]:
+    """The model assets and the data as training would make them, with no model (``honing data``)."""
+    assets = run_assets(spec)
+    return assets, spec.build_data(assets)
 
 
 def configure_storage(cfg: StorageSection) -> None:

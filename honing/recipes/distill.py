@@ -19,9 +19,8 @@ from honing.data.chat.padding import PaddedDataset
 from honing.data.collate import pad_collate
 from honing.data.formats import Conversation
 from honing.data.report import DataReport
-from honing.distributed import print0
 from honing.methods.distill import DistillTrainModule
-from honing.recipes.base import Recipe, chat_assets, stop_token_ids
+from honing.recipes.base import Recipe, chat_assets, chat_rows, stop_token_ids, train_module_options
 from honing.recipes.distill_teacher import build_teacher
 from honing.recipes.sft import prompt_and_answer, validation_examples
 from honing.run.parts import HeldOutAnswers, ModelAssets, TrainInputs
@@ -49,9 +48,7 @@ class DistillRecipe(Recipe):
 
     def row_kind(self, assets: ModelAssets) -> PaddedChatRows:
         """SFT's conversations with assistant-only labels, padded (never packed: each row's prompt is sampled from)."""
-        return PaddedChatRows(
-            assets.tokenizer, assets.chat_template, self.config.data, cache_dir=self.cache_dir, printer=print0
-        )
+        return chat_rows(PaddedChatRows, assets, self.config, self.cache_dir)
 
     def build_train_module(self, inputs: TrainInputs) -> DistillTrainModule:
         """The distillation TrainModule with the run's ``distill`` settings and teacher."""
@@ -71,7 +68,7 @@ class DistillRecipe(Recipe):
             max_new_tokens=cfg.max_new_tokens,
             seq_kd=cfg.seq_kd,
             seed=self.config.trainer.seed,
-            **self.train_module_options(inputs.data.collator),
+            **train_module_options(self.config, self.placement, inputs.data.collator),
         )
 
     def held_out_answers(self, assets: ModelAssets) -> HeldOutAnswers:

@@ -7,18 +7,22 @@ reference (a frozen copy, the adapters-off policy, or log-probs precomputed by
 
 from __future__ import annotations
 
+from typing import Any
+
 from honing.config import RunConfig
 from honing.config.schema import DPOSection
 from honing.data.preference.preference_rows import PreferenceRows
 from honing.methods.dpo import DPO_LOSS_SETTINGS, DPOTrainModule
 from honing.recipes.pair_parts import held_out_answers, preference_rows
 from honing.recipes.pair_recipe import PairRecipe
-from honing.run.parts import HeldOutAnswers, ModelAssets, TrainInputs
+from honing.run.parts import HeldOutAnswers, ModelAssets
 
 
 class DPORecipe(PairRecipe):
     """Pairs → chat template (prompt with the generation prompt, completions the rest) → padded pair batches →
     DPO loss against a frozen copy, the adapters-off model, or precomputed reference log-probs."""
+
+    train_module_class = DPOTrainModule
 
     def __init__(self, config: RunConfig):
         self.dpo: DPOSection = config.dpo or DPOSection()  # its defaults when absent
@@ -26,23 +30,11 @@ class DPORecipe(PairRecipe):
 
     def row_kind(self, assets: ModelAssets) -> PreferenceRows:
         """Preference pairs through the chat template, batched by the pair collator."""
-        return preference_rows(
-            assets, self.config.data, cache_dir=self.cache_dir, attention=self.models.attention_name()
-        )
+        return preference_rows(assets, self.config, cache_dir=self.cache_dir, attention=self.models.attention_name())
 
-    def build_train_module(self, inputs: TrainInputs) -> DPOTrainModule:
-        """The DPO TrainModule with the run's ``dpo`` settings and reference."""
-        cfg = self.dpo
-        return DPOTrainModule(
-            inputs.model,
-            self.build_optimizer(inputs.model),
-            **{name: getattr(cfg, name) for name in DPO_LOSS_SETTINGS},
-            reference=cfg.reference,
-            reference_model=inputs.reference_model,
-            reference_cache=self.lazy_reference_cache(inputs.model),
-            packed_pairs=self.packed_pairs,
-            **self.train_module_options(inputs.data.collator),
-        )
+    def loss_options(self) -> dict[str, Any]:
+        """The run's ``dpo`` loss settings (the DPO train module builds its loss part from them)."""
+        return {name: getattr(self.dpo, name) for name in DPO_LOSS_SETTINGS}
 
     def held_out_answers(self, assets: ModelAssets) -> HeldOutAnswers:
         """The validation prompts with their chosen reply's text (the answer the generation eval expects)."""

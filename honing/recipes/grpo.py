@@ -15,15 +15,14 @@ import torch
 from honing.config import RunConfig
 from honing.config.grpo_loss_schema import weighted_rewards
 from honing.config.schema import GRPOSection
-from honing.data.finetune_data import RunData, build_finetune_data
+from honing.data.finetune_data import RunData
 from honing.data.prompts.prompt_rows import PromptRows
 from honing.data.prompts.prompts import load_prompts
-from honing.distributed import print0
 from honing.errors import DataError
 from honing.methods.base import BaseTrainModule
 from honing.methods.grpo_settings import RolloutParts
 from honing.models import is_lora
-from honing.recipes.base import Recipe, chat_assets, stop_token_ids
+from honing.recipes.base import Recipe, chat_assets, chat_rows, finetune_data, stop_token_ids, train_module_options
 from honing.recipes.grpo_batches import generation_steps, micro_batch_completions
 from honing.recipes.grpo_sampling import estimator_parts, refill_prompts, rollout_section
 from honing.recipes.grpo_validation import (
@@ -57,15 +56,14 @@ def prompt_rows(
 ) -> PromptRows:
     """The rollout methods' row kind: prompts rendered with the chat template's generation prompt, each leaving
     ``max_completion_length`` tokens for its ``num_generations`` completions (``tools``: schemas shown with it)."""
-    return PromptRows(
-        assets.tokenizer,
-        assets.chat_template,
-        config.data,
-        cache_dir=cache_dir,
+    return chat_rows(
+        PromptRows,
+        assets,
+        config,
+        cache_dir,
         max_completion_length=max_completion_length,
         num_generations=num_generations,
         tools=tools,
-        printer=print0,
     )
 
 
@@ -110,7 +108,7 @@ class GRPORecipe(Recipe):
         """A resumable loader of left-padded prompts, and the held-out prompts the evaluator samples and scores."""
         validation = wants_reward_validation(self.config)
         kind = self.row_kind(assets)
-        return build_finetune_data(kind, self.config.data, self.data_placement(), validation=validation)
+        return finetune_data(kind, self.config, self.parallel_dims, self.cache_dir, validation=validation)
 
     def build_train_module(self, inputs: TrainInputs) -> BaseTrainModule:
         """GRPO's train module (RLOO's for ``method: rloo``) over the ``grpo`` section, with the rewards of
@@ -133,7 +131,7 @@ class GRPORecipe(Recipe):
             tool_turns=tool_turns(inputs.assets, grpo, self.config.method, stop),
             refill_prompts=refill_prompts(inputs.data.train_loader, grpo, seed),
         )
-        step_options = self.train_module_options(inputs.data.collator)
+        step_options = train_module_options(self.config, self.placement, inputs.data.collator)
         return train_module(inputs.model, optimizer, grpo, parts, **options, **step_options)
 
     def estimator_parts(self, assets: ModelAssets) -> tuple[type[BaseTrainModule], dict[str, Any]]:

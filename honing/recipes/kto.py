@@ -11,18 +11,20 @@ from __future__ import annotations
 from honing.config import RunConfig
 from honing.config.kto_schema import KTOSection
 from honing.data.preference.kto_rows import KTOCollator, KTORows
-from honing.distributed import print0
 from honing.methods.kto import KTOTrainModule
 from honing.methods.kto_loss import KTOLoss
-from honing.recipes.base import micro_batch_size
+from honing.recipes.base import chat_rows, micro_batch_size
 from honing.recipes.pair_recipe import PairRecipe
-from honing.run.parts import HeldOutAnswers, ModelAssets, TrainInputs
+from honing.run.parts import HeldOutAnswers, ModelAssets
 
 
 class KTORecipe(PairRecipe):
     """Rows → chat template (prompt with the generation prompt, the completion the rest) → rows with a mismatched
     completion, batched as pairs → the KTO loss against a frozen copy, the adapters-off model, or precomputed
     reference log-probs."""
+
+    train_module_class = KTOTrainModule
+    loss_class = KTOLoss  # beta, loss_type and the two weights, read from the kto section
 
     def __init__(self, config: RunConfig):
         self.kto: KTOSection = config.kto or KTOSection()  # its defaults when absent
@@ -37,39 +39,8 @@ class KTORecipe(PairRecipe):
             kl_rows=micro_batch_size(self.config, self.parallel_dims) if pairing == "batch" else None,
             seq_len=self.config.data.seq_len,
         )
-        return KTORows(
-            assets.tokenizer,
-            assets.chat_template,
-            self.config.data,
-            cache_dir=self.cache_dir,
-            collator=collator,
-            printer=print0,
-            seed=self.config.trainer.seed,
-            mismatched=pairing,
-        )
-
-    def build_pair_loss(self) -> KTOLoss:
-        """The KTO loss part from the ``kto`` section (a hook: return another ``KTOLoss`` to train with it)."""
-        cfg = self.kto
-        return KTOLoss(
-            beta=cfg.beta,
-            loss_type=cfg.loss_type,
-            desirable_weight=cfg.desirable_weight,
-            undesirable_weight=cfg.undesirable_weight,
-        )
-
-    def build_train_module(self, inputs: TrainInputs) -> KTOTrainModule:
-        """The pair step with the KTO loss and the run's reference."""
-        return KTOTrainModule(
-            inputs.model,
-            self.build_optimizer(inputs.model),
-            loss=self.build_pair_loss(),
-            reference=self.kto.reference,
-            reference_model=inputs.reference_model,
-            reference_cache=self.lazy_reference_cache(inputs.model),
-            packed_pairs=self.packed_pairs,
-            **self.train_module_options(inputs.data.collator),
-        )
+        seed = self.config.trainer.seed
+        return chat_rows(KTORows, assets, self.config, self.cache_dir, collator=collator, seed=seed, mismatched=pairing)
 
     def held_out_answers(self, assets: ModelAssets) -> HeldOutAnswers:
         """The validation prompts with their desirable reply's text (the answer the generation eval expects)."""

@@ -17,7 +17,7 @@ from honing.data.prompts.prompt_rows import PromptRows
 from honing.errors import ConfigError
 from honing.methods.grpo_settings import RolloutParts
 from honing.methods.online_dpo import NoRewards, OnlineDPOTrainModule
-from honing.recipes.base import Recipe, stop_token_ids
+from honing.recipes.base import Recipe, stop_token_ids, train_module_options
 from honing.recipes.grpo import GRPORecipe, on_device, policy_copy, prompt_rows
 from honing.recipes.grpo_validation import reward_validation
 from honing.rl.imports import import_callable
@@ -83,5 +83,5 @@ class OnlineDPORecipe(GRPORecipe):
             section,
             parts,
             judge=judge,
-            **self.train_module_options(inputs.data.collator),
+            **train_module_options(self.config, self.placement, inputs.data.collator),
         )

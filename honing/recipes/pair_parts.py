@@ -3,6 +3,7 @@ the attention check, whether pairs are packed, and the held-out answers of the g
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from honing.data.preference.batches import PairCollator
@@ -10,11 +11,11 @@ from honing.data.preference.preference_rows import PreferenceRows
 from honing.distributed import print0
 from honing.errors import ConfigError
 from honing.models.attention_choice import is_flash
+from honing.recipes.base import Rows, chat_rows
 from honing.run.parts import HeldOutAnswers, ModelAssets
 
 if TYPE_CHECKING:
     from honing.config import RunConfig
-    from honing.config.data_schema import DataSection
     from honing.data.row_kind import RowKind
 
 
@@ -33,12 +34,18 @@ def packed_pairs(config: RunConfig, section: PairSection) -> bool:
     return section.packed_pairs
 
 
-def preference_rows(assets: ModelAssets, data: DataSection, *, cache_dir: str, attention: str) -> PreferenceRows:
-    """Preference pairs through the chat template, batched by the pair collator (``attention``: the run's kernel)."""
+def preference_rows(
+    assets: ModelAssets,
+    config: RunConfig,
+    *,
+    cache_dir: str,
+    attention: str,
+    kind: Callable[..., Rows] = PreferenceRows,
+) -> Rows:
+    """Preference pairs through the chat template, batched by the pair collator (``attention``: the run's kernel;
+    ``kind``: the pair row kind, DPO's by default)."""
     collator = PairCollator(assets.tokenizer.pad_token_id, additive_mask=attention == "eager")
-    return PreferenceRows(
-        assets.tokenizer, assets.chat_template, data, cache_dir=cache_dir, collator=collator, printer=print0
-    )
+    return chat_rows(kind, assets, config, cache_dir, collator=collator)
 
 
 def check_pair_attention(attention: str) -> str:

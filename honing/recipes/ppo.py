@@ -16,14 +16,21 @@ import torch
 
 from honing.config import RunConfig
 from honing.config.grpo_loss_schema import weighted_rewards
-from honing.data.finetune_data import RunData, build_finetune_data
+from honing.data.finetune_data import RunData
 from honing.data.prompts.prompt_rows import PromptRows
 from honing.errors import ConfigError
 from honing.methods.grpo_settings import RolloutParts
 from honing.methods.ppo_value import ValueModel
 from honing.models import is_lora
 from honing.models.wrappers import unwrap_model
-from honing.recipes.base import Recipe, chat_assets, micro_batch_size, stop_token_ids
+from honing.recipes.base import (
+    Recipe,
+    chat_assets,
+    finetune_data,
+    micro_batch_size,
+    stop_token_ids,
+    train_module_options,
+)
 from honing.recipes.grpo import GRPORecipe, on_device, policy_copy, prompt_rows
 from honing.recipes.grpo_sampling import rollout_section
 from honing.recipes.grpo_validation import reward_validation, wants_reward_validation, with_evaluation_before_training
@@ -78,7 +85,7 @@ class PPORecipe(Recipe):
                 "scores training rollouts only); add a reward function to ppo.rewards or remove data.validation"
             )
         kind = self.row_kind(assets)
-        return build_finetune_data(kind, self.config.data, self.data_placement(), validation=validation)
+        return finetune_data(kind, self.config, self.parallel_dims, self.cache_dir, validation=validation)
 
     def stop_token_ids(self, tokenizer: PreTrainedTokenizerBase) -> list[int]:
         """Where a completion ends: ``stop_token: eos`` the end-of-sequence and end-of-turn tokens, or
@@ -155,7 +162,7 @@ class PPORecipe(Recipe):
             held_out_scorer=RewardScorer(weighted_rewards(ppo), key="ppo.rewards")
             if ppo.reward_model_path and ppo.rewards
             else None,
-            **self.train_module_options(inputs.data.collator),
+            **train_module_options(self.config, self.placement, inputs.data.collator),
         )
 
     def build_callbacks(self, parts: RunParts) -> dict[str, Callback]:

@@ -16,7 +16,8 @@ from honing.data.pretrain_data import PretrainText
 from honing.data.text.prepare import PrepareResult
 from honing.distributed import print0
 from honing.errors import ConfigError
-from honing.recipes.base import Recipe, chat_packed_collate, configure_storage
+from honing.recipes.base import Recipe, chat_packed_collate, data_placement
+from honing.recipes.build_run import configure_storage
 from honing.run.parts import ModelAssets
 
 
@@ -39,10 +40,12 @@ class PretrainRecipe(Recipe):
     def build_data(self, assets: ModelAssets, model: torch.nn.Module | None = None) -> RunData:
         """Rows of ``seq_len`` tokens from the documents or prepared shards, stacked (no padding)."""
         collate = chat_packed_collate(self.models)
-        loader, batches, reports = self.text.build(assets.tokenizer, collate, self.data_placement())
+        loader, batches, reports = self.text.build(
+            assets.tokenizer, collate, data_placement(self.config, self.parallel_dims, self.cache_dir)
+        )
         return RunData(loader, batches, collate, reports)
 
-    def prepare(self, out_dir: str, **options: Any) -> PrepareResult:  # type: ignore[override]  # shards, not rows
+    def prepare(self, out_dir: str, **options: Any) -> PrepareResult:
         """``honing prepare``: tokenize ``data.train.sources`` with this config's tokenizer into ``out_dir``
         (``options``: the workers, shard_bytes and progress of ``PretrainText.prepare``)."""
         if self.config.method != "pretrain":

@@ -12,13 +12,14 @@ from honing.config import RunConfig
 from honing.config.schema import CPOSection, ORPOSection
 from honing.data.preference.preference_rows import PreferenceRows
 from honing.methods.pair_losses import CPOLoss, ORPOLoss, PairLoss
-from honing.methods.pairs import PairTrainModule
 from honing.recipes.pair_parts import held_out_answers, preference_rows
 from honing.recipes.pair_recipe import PairRecipe
-from honing.run.parts import HeldOutAnswers, ModelAssets, TrainInputs
+from honing.run.parts import HeldOutAnswers, ModelAssets
 
 #: method → its section's type (the defaults when the section is absent)
 SECTIONS: dict[str, type] = {"orpo": ORPOSection, "cpo": CPOSection}
+#: method → its loss part, built from the section's keys of the same names
+LOSSES: dict[str, type[PairLoss]] = {"orpo": ORPOLoss, "cpo": CPOLoss}
 
 
 class ReferenceFreeRecipe(PairRecipe):
@@ -27,36 +28,11 @@ class ReferenceFreeRecipe(PairRecipe):
 
     def __init__(self, config: RunConfig):
         super().__init__(config, getattr(config, config.method) or SECTIONS[config.method]())
+        self.loss_class = LOSSES[config.method]
 
     def row_kind(self, assets: ModelAssets) -> PreferenceRows:
         """Preference pairs through the chat template, batched by the pair collator."""
-        return preference_rows(
-            assets, self.config.data, cache_dir=self.cache_dir, attention=self.models.attention_name()
-        )
-
-    def build_pair_loss(self) -> PairLoss:
-        """The method's loss part from its section (a hook: return another ``PairLoss`` to train with it)."""
-        cfg = self.section
-        if self.config.method == "orpo":
-            return ORPOLoss(beta=cfg.beta)
-        return CPOLoss(
-            beta=cfg.beta,
-            loss_type=cfg.loss_type,
-            label_smoothing=cfg.label_smoothing,
-            cpo_alpha=cfg.cpo_alpha,
-            simpo_gamma=cfg.simpo_gamma,
-            alpha=cfg.alpha,
-        )
-
-    def build_train_module(self, inputs: TrainInputs) -> PairTrainModule:
-        """The pair step with the method's loss and no reference."""
-        return PairTrainModule(
-            inputs.model,
-            self.build_optimizer(inputs.model),
-            loss=self.build_pair_loss(),
-            packed_pairs=self.packed_pairs,
-            **self.train_module_options(inputs.data.collator),
-        )
+        return preference_rows(assets, self.config, cache_dir=self.cache_dir, attention=self.models.attention_name())
 
     def held_out_answers(self, assets: ModelAssets) -> HeldOutAnswers:
         """The validation prompts with their chosen reply's text (the answer the generation eval expects)."""

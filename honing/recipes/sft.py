@@ -11,8 +11,7 @@ from typing import TYPE_CHECKING, Any
 from honing.data.chat.chat_rows import ChatRows
 from honing.data.formats import Conversation
 from honing.data.row_reader import load_examples
-from honing.distributed import print0
-from honing.recipes.base import Recipe, chat_assets, chat_packed_collate
+from honing.recipes.base import Recipe, chat_assets, chat_packed_collate, chat_rows
 from honing.run.parts import HeldOutAnswers, ModelAssets
 
 if TYPE_CHECKING:
@@ -33,14 +32,7 @@ class SFTRecipe(Recipe):
 
     def row_kind(self, assets: ModelAssets) -> ChatRows:
         """Conversations tokenized with the chat template, assistant-only labels."""
-        return ChatRows(
-            assets.tokenizer,
-            assets.chat_template,
-            self.config.data,
-            cache_dir=self.cache_dir,
-            printer=print0,
-            packed_collate=chat_packed_collate(self.models),
-        )
+        return chat_rows(ChatRows, assets, self.config, self.cache_dir, packed_collate=chat_packed_collate(self.models))
 
     def held_out_answers(self, assets: ModelAssets) -> HeldOutAnswers:
         """The validation conversations as (messages before the last assistant turn, that turn's text)."""

@@ -20,13 +20,14 @@ import torch
 
 from honing.config import RunConfig
 from honing.config.schema import DPOSection
-from honing.data.finetune_data import RunData, build_finetune_data
+from honing.data.finetune_data import RunData
 from honing.data.preference.vision_pairs import VisionPreferenceRows
 from honing.distributed import print0
 from honing.errors import ConfigError
 from honing.models.vl_families import concat_image_inputs
+from honing.recipes.base import finetune_data
 from honing.recipes.dpo import DPORecipe
-from honing.recipes.vl_sft import VisionModelSteps, VLSFTRecipe
+from honing.recipes.vl_sft import VisionModelSteps, VLSFTRecipe, vision_rows
 from honing.run.parts import HeldOutAnswers, ModelAssets
 from honing.run.vl_outputs import VLOutputs
 
@@ -45,14 +46,9 @@ class VLDPORecipe(VisionModelSteps, DPORecipe):
 
     def row_kind(self, assets: ModelAssets) -> VisionPreferenceRows:
         """Image pairs through the processor, batched with each prompt's pixel inputs."""
-        return VisionPreferenceRows(
-            assets.processor,
-            assets.chat_template,
-            self.config.data,
-            family=self.family,
-            join_images=partial(concat_image_inputs, self.family),
-            cache_dir=self.cache_dir,
-            printer=print0,
+        join_images = partial(concat_image_inputs, self.family)
+        return vision_rows(
+            VisionPreferenceRows, assets, self.config, self.family, self.cache_dir, join_images=join_images
         )
 
     def build_data(self, assets: ModelAssets, model: torch.nn.Module | None = None) -> RunData:
@@ -62,7 +58,7 @@ class VLDPORecipe(VisionModelSteps, DPORecipe):
                 f"dpo.reference: {self.dpo.reference!r} is not available for image pairs (its cache is keyed by token "
                 "ids, not pixels); use copy or adapters_off"
             )
-        return build_finetune_data(self.row_kind(assets), self.config.data, self.data_placement())
+        return finetune_data(self.row_kind(assets), self.config, self.parallel_dims, self.cache_dir)
 
     def held_out_answers(self, assets: ModelAssets) -> HeldOutAnswers:
         """The validation pairs' prompts (image conversations) with their chosen reply's text."""

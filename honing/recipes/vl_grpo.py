@@ -14,12 +14,11 @@ from typing import Any
 from honing.config import RunConfig
 from honing.data.prompts.vision_prompts import VisionPromptRows, read_vision_prompt_sources
 from honing.data.vision.processing import image_token_ids
-from honing.distributed import print0
 from honing.errors import ConfigError, DataError
 from honing.methods.base import BaseTrainModule
 from honing.recipes.base import Recipe
 from honing.recipes.grpo import GRPORecipe
-from honing.recipes.vl_sft import VisionModelSteps, VLSFTRecipe
+from honing.recipes.vl_sft import VisionModelSteps, VLSFTRecipe, vision_rows
 from honing.run.parts import HeldOutAnswers, ModelAssets
 from honing.run.vl_outputs import VLOutputs
 
@@ -50,15 +49,14 @@ class VLGRPORecipe(VisionModelSteps, GRPORecipe):
 
     def row_kind(self, assets: ModelAssets) -> VisionPromptRows:
         """Image prompts through the processor, rendered with its chat template's generation prompt."""
-        return VisionPromptRows(
-            assets.processor,
-            assets.chat_template,
-            self.config.data,
-            family=self.family,
-            cache_dir=self.cache_dir,
+        return vision_rows(
+            VisionPromptRows,
+            assets,
+            self.config,
+            self.family,
+            self.cache_dir,
             max_completion_length=self.grpo.max_completion_length,
             num_generations=self.grpo.num_generations,
-            printer=print0,
         )
 
     def estimator_parts(self, assets: ModelAssets) -> tuple[type[BaseTrainModule], dict[str, Any]]:

@@ -13,6 +13,7 @@ image-text-to-text model from the model builder, the next-token train module, an
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -20,7 +21,7 @@ import torch
 from honing.config.schema import LoraSection
 from honing.data.chat.conversation import resolve_chat_template
 from honing.data.chat.templates import NAMED_TEMPLATES
-from honing.data.finetune_data import RunData, build_finetune_data
+from honing.data.finetune_data import RunData
 from honing.data.formats import Conversation
 from honing.data.special_tokens import apply_token_settings
 from honing.data.vision.vision_rows import VisionRows
@@ -38,7 +39,7 @@ from honing.models.vl_families import (
     position_ids_for_packing,
     set_pixel_limits,
 )
-from honing.recipes.base import Recipe
+from honing.recipes.base import Recipe, Rows, finetune_data
 from honing.recipes.sft import validation_examples
 from honing.run.parts import HeldOutAnswers, ModelAssets
 from honing.run.vl_outputs import VLOutputs
@@ -119,19 +120,18 @@ class VLSFTRecipe(VisionModelSteps, Recipe):
 
     def build_data(self, assets: ModelAssets, model: torch.nn.Module | None = None) -> RunData:
         """The image conversations' rows, packed ones with ``model``'s per-document rope positions."""
-        return build_finetune_data(self.row_kind(assets, model), self.config.data, self.data_placement())
+        return finetune_data(self.row_kind(assets, model), self.config, self.parallel_dims, self.cache_dir)
 
     def row_kind(self, assets: ModelAssets, model: torch.nn.Module | None = None) -> VisionRows:
         """Image conversations through the processor; packed rows take ``model``'s per-document rope positions
         (none where only the data is built: ``honing data``, ``honing prepare``)."""
-        return VisionRows(
-            assets.processor,
-            assets.chat_template,
-            self.config.data,
-            family=self.family,
-            cache_dir=self.cache_dir,
+        return vision_rows(
+            VisionRows,
+            assets,
+            self.config,
+            self.family,
+            self.cache_dir,
             rope_positions=lambda ids, types, grid: position_ids_for_packing(model, ids, types, grid),  # type: ignore[arg-type]
-            printer=print0,
         )
 
     def held_out_answers(self, assets: ModelAssets) -> HeldOutAnswers:
@@ -143,6 +143,22 @@ class VLSFTRecipe(VisionModelSteps, Recipe):
             prompt = Conversation(messages=example.messages[:-1], metadata=example.metadata)
             out.append((prompt, example.messages[-1].text()))
         return out
+
+
+def vision_rows(
+    kind: Callable[..., Rows], assets: ModelAssets, config: RunConfig, family: VLFamily, cache_dir: str, **options: Any
+) -> Rows:
+    """A vision-language method's row kind ``kind`` over the run's processor and chat template, its ``data`` section,
+    the model family and the cache folder (``options``: what the kind takes besides)."""
+    return kind(
+        assets.processor,
+        assets.chat_template,
+        config.data,
+        family=family,
+        cache_dir=cache_dir,
+        printer=print0,
+        **options,
+    )
 
 
 def freeze_vision_parts(cfg: ModelSection, family: VLFamily, model: torch.nn.Module) -> None:

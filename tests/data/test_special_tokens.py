@@ -4,6 +4,7 @@ tokenizer folder saved here: the tokenizer's own token is a no-op, a new one is 
 from honing.config.data_schema import TokenizerSection
 from honing.data.special_tokens import apply_token_settings
 from honing.data.tokenizer import EOS_TOKEN, PAD_TOKEN, build_tokenizer, load_pretrained_tokenizer
+from honing.recipes.build_run import run_assets
 from honing.recipes.sft import SFTRecipe
 from tests.helpers import tiny_llama
 from tests.recipes.test_sft import sft_config
@@ -47,7 +48,7 @@ def test_an_sft_run_grows_the_pretrained_models_embeddings_to_the_new_tokens(tmp
         model={"config": None, "name_or_path": str(tmp_path / "model")},
     )
     recipe = SFTRecipe(config)
-    model = recipe.build_model(recipe.run_assets())
+    model = recipe.build_model(run_assets(recipe))
     assert recipe.tokenizer.eos_token == "</s>" and recipe.tokenizer.pad_token == PAD_TOKEN
     # </s> and <tool>, then chatml's <|im_start|> / <|im_end|> for data.chat_template
     assert len(recipe.tokenizer) == size + 4

@@ -4,6 +4,7 @@ import dataclasses
 
 import pytest
 
+from honing.recipes.build_run import data_alone
 from honing.recipes.sft import SFTRecipe
 from honing.run.parts import RunParts
 from tests.recipes.test_sft import sft_config
@@ -55,6 +56,6 @@ def test_each_step_is_given_what_the_steps_before_it_made(tmp_path):
 
 def test_the_data_alone_is_what_training_reads(tmp_path):
     recipe = RecordingSFT(sft_config(tmp_path))
-    assets, data = recipe.data_alone()  # `honing data`: model assets, then the data, no model
+    assets, data = data_alone(recipe)  # `honing data`: model assets, then the data, no model
     assert recipe.seen["row_kind"] is assets and recipe.seen["data_model"] is None
     assert data.reports["train"].rows > 0 and data.eval_batches is not None

@@ -16,8 +16,10 @@ from honing.data import prepare_finetune
 from honing.data.chat.chat_rows import ChatRows
 from honing.data.prepared_rows import COLUMNS, PreparedRows
 from honing.errors import DataError
+from honing.recipes.build_run import data_alone
 from honing.recipes.dpo import DPORecipe
 from honing.recipes.grpo import GRPORecipe
+from honing.recipes.prepare_rows import prepare_split
 from honing.recipes.sft import SFTRecipe
 from honing.recipes.vl_sft import VLSFTRecipe
 from tests.recipes.test_dpo import dpo_config
@@ -53,7 +55,7 @@ def from_prepared(recipe_class, raw, tmp_path):
     for split in ("train", "validation"):
         if raw["data"].get(split):
             out = tmp_path / f"prepared-{split}"
-            rows, built = recipe_class(validate(copy.deepcopy(raw))).prepare(str(out), split=split)
+            rows, built = prepare_split(recipe_class(validate(copy.deepcopy(raw))), str(out), split=split)
             assert built and len(rows) > 0
             prepared["data"][split] = {"sources": [{"path": str(out)}]}
     return prepared
@@ -108,7 +110,7 @@ def test_vl_sft_from_prepared_rows_trains_bit_identically(tmp_path, transcriptio
 def build_data(tmp_path, **data):
     """What `honing data` runs: the recipe's processor and rows, no model."""
     recipe = SFTRecipe(sft_config(tmp_path, data=data))
-    recipe.data_reports = recipe.data_alone()[1].reports
+    recipe.data_reports = data_alone(recipe)[1].reports
     return recipe
 
 
@@ -143,7 +145,7 @@ def test_the_cache_prepares_again_only_when_what_makes_the_rows_changes(tmp_path
     tokenizer.save_pretrained(tmp_path / "tokenizer")
     config = sft_config(tmp_path, data=data, tokenizer={"kind": "pretrained", "path": str(tmp_path / "tokenizer")})
     recipe = SFTRecipe(config)
-    recipe.data_alone()
+    data_alone(recipe)
     assert len(prepares(tmp_path)) == 5
     chat.write_text(json.dumps(GOOD).replace("hi", "ho") + "\n")  # the same size, other content
     assert build_data(tmp_path, **data).data_reports["train"].tokens == reference.tokens
@@ -151,7 +153,7 @@ def test_the_cache_prepares_again_only_when_what_makes_the_rows_changes(tmp_path
 
 
 def test_a_prepared_folder_made_otherwise_or_cut_shorter_is_refused(tmp_path):
-    SFTRecipe(sft_config(tmp_path)).prepare(str(tmp_path / "rows"))
+    prepare_split(SFTRecipe(sft_config(tmp_path)), str(tmp_path / "rows"))
     prepared = {"train": {"sources": [{"path": str(tmp_path / "rows")}]}, "validation": None}
     with pytest.raises(DataError, match=r"prepared with another tokenizer and chat_template than .*honing prepare"):
         build_data(tmp_path, **prepared, chat_template="llama3")
@@ -169,7 +171,7 @@ def test_a_prepared_folder_made_otherwise_or_cut_shorter_is_refused(tmp_path):
 def test_an_interrupted_prepare_keeps_its_finished_ranges(tmp_path, monkeypatch):
     monkeypatch.setattr(prepare_finetune, "RANGE_ROWS", 16)
     config = sft_config(tmp_path, data={"train": {"sources": [{"path": "generated:reverse?samples=70&seed=0"}]}})
-    whole, _ = SFTRecipe(config).prepare(str(tmp_path / "whole"), workers=1)
+    whole, _ = prepare_split(SFTRecipe(config), str(tmp_path / "whole"), workers=1)
 
     calls, build_rows = [], ChatRows.build
 
@@ -181,7 +183,7 @@ def test_an_interrupted_prepare_keeps_its_finished_ranges(tmp_path, monkeypatch)
 
     monkeypatch.setattr(ChatRows, "build", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        SFTRecipe(config).prepare(str(tmp_path / "rows"), workers=1)
+        prepare_split(SFTRecipe(config), str(tmp_path / "rows"), workers=1)
     monkeypatch.setattr(ChatRows, "build", build_rows)
     assert sorted(path.name for path in (tmp_path / "rows" / "ranges").glob("*.json")) == [
         "range-00000.json",
@@ -189,7 +191,7 @@ def test_an_interrupted_prepare_keeps_its_finished_ranges(tmp_path, monkeypatch)
     ]
     with pytest.raises(DataError, match=r"rows/index\.json: missing"):  # never taken as complete
         PreparedRows(str(tmp_path / "rows"))
-    resumed, built = SFTRecipe(config).prepare(str(tmp_path / "rows"), workers=2)  # two worker processes
+    resumed, built = prepare_split(SFTRecipe(config), str(tmp_path / "rows"), workers=2)  # two worker processes
     assert built
     log = [json.loads(line) for line in (tmp_path / "rows" / "prepare.log").read_text().splitlines()]
     assert [(entry["built"], entry["reused"]) for entry in log] == [(3, 2)]
@@ -203,7 +205,7 @@ def test_an_image_changed_in_place_prepares_its_rows_again(tmp_path, transcripti
 
     def build():
         recipe = VLSFTRecipe(vl_config(tmp_path, transcriptions))
-        return recipe.data_alone()[1].reports["train"]
+        return data_alone(recipe)[1].reports["train"]
 
     before = build()
     build()

@@ -17,6 +17,7 @@ from honing.data.text.corpus import tokenize_documents
 from honing.data.text.token_windows import TokenSource
 from honing.errors import DataError
 from honing.recipes import PretrainRecipe
+from honing.recipes.build_run import data_alone
 
 WORDS = "the quick brown fox jumps over a lazy dog while seven wizards quietly hex".split()
 
@@ -98,7 +99,7 @@ def test_a_trained_tokenizer_is_read_back_from_the_prepared_folder(tmp_path):
     raw = raw_config(tmp_path, [{"path": folder, "format": "tokens"}])
     raw["tokenizer"]["kind"] = "char"
     recipe = PretrainRecipe(validate(raw))
-    assets, data = recipe.data_alone()
+    assets, data = data_alone(recipe)
     assert len(assets.tokenizer) == len(set("".join(WORDS) + " ")) + 3  # characters + eos, pad, unk
     loader = data.train_loader
     assert assets.tokenizer.decode(next(iter(loader))["input_ids"][0]).replace("<|endoftext|>", " ").strip()

@@ -13,6 +13,7 @@ import torch
 from honing.config import ConfigError, validate
 from honing.data.preference.batches import PairCollator
 from honing.recipes.dpo import DPORecipe
+from honing.recipes.prepare_rows import prepare_split
 from honing.recipes.reference_free import ReferenceFreeRecipe
 from tests.recipes.pair_runs import pair_run
 from tests.recipes.test_prepared_rows import assert_same_training, train
@@ -116,7 +117,7 @@ def test_orpo_from_rows_prepared_once_trains_bit_identically(tmp_path):
     assert reports["train"]["truncated"] > 0
     # DPO's prepared rows are the same rows: a folder `honing prepare` made for a DPO config trains ORPO
     dpo = raw_config(tmp_path, "dpo", data={"overlong": "truncate", "seq_len": 24}, model={"lora": None})
-    DPORecipe(validate(dpo)).prepare(str(tmp_path / "dpo-rows"))
+    prepare_split(DPORecipe(validate(dpo)), str(tmp_path / "dpo-rows"))
     raw["data"]["train"] = {"sources": [{"path": str(tmp_path / "dpo-rows")}]}
     assert train(ReferenceFreeRecipe, raw, tmp_path / "from-dpo-rows")[0] == losses
 
