@@ -18,7 +18,7 @@ import importlib
 import os
 import sys
 import typing
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from types import ModuleType
 from typing import Any, TypeVar
 
@@ -59,10 +59,10 @@ def import_from_path_or_here(module: str) -> ModuleType:
         return importlib.import_module(module)
 
 
-def method_of(recipe: type) -> str | None:
-    """The method whose built-in recipe ``recipe`` is or extends (None: none of them)."""
-    for klass in recipe.__mro__:
-        module = klass.__module__
+def method_of(modules: Iterable[str]) -> str | None:
+    """The method whose built-in recipe module is among ``modules`` (those of a class and its bases, nearest
+    first): the method whose recipe the class is or extends (None: none of them)."""
+    for module in modules:
         if module.startswith(RECIPES_PACKAGE) and module.removeprefix(RECIPES_PACKAGE) in METHODS:
             return module.removeprefix(RECIPES_PACKAGE)
     return None
@@ -83,7 +83,7 @@ def resolve_recipe_keys(raw: _Raw) -> _Raw:
         key = "recipe"
     else:
         return raw
-    found = method_of(import_recipe(recipe, key))
+    found = method_of(klass.__module__ for klass in import_recipe(recipe, key).__mro__)
     if found is None:
         raise ValueError(
             f"{key}: {recipe!r} does not extend a method's recipe; subclass one of "

@@ -195,7 +195,7 @@ class BaseTrainer:
         TRAINERS_OF_MODELS[self.model] = self  # veomni_clip_grad_norm(self.model, ...) clips as this trainer does
         self.args.attach_loop(trainer)
         trainer.step_runner = self._run_step
-        trainer.add_callback("veomni_loop_events", LoopEvents(self))
+        trainer.add_callback("veomni_loop_events", LoopEvents(self.callbacks, self.lr_scheduler))
         for callback in self._honing_callbacks:
             trainer.add_callback(callback)
         self._honing_callbacks.clear()

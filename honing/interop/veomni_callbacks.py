@@ -12,10 +12,13 @@ every callback gets each event once.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from honing.interop.callback_names import foreign_events, no_op_event
 from honing.train.callbacks.base import Callback as HoningCallback
+
+if TYPE_CHECKING:
+    from honing.interop.veomni_step import LRScheduler
 
 #: the events honing's loop leaves to a recipe's own step (``Trainer.step_runner``): its ``train_step`` emits them
 #: through ``self.callbacks.call`` so that the run's honing-form callbacks (OLMo-core's ``pre_optim_step``) get them
@@ -98,29 +101,31 @@ class CallbackHandler:
 
 class LoopEvents(HoningCallback):
     """honing's loop events, passed on to a ``BaseTrainer``'s VeOmni callbacks (train and epoch; the step's come
-    from its ``train_step``); a step the loop skips (``trainer.steps_to_skip``) still moves the LR schedule on."""
+    from its ``train_step``); a step the loop skips (``trainer.steps_to_skip``) still moves the LR schedule on.
+    Built from what it serves: the trainer's ``CallbackHandler`` and its LR scheduler, not the trainer itself."""
 
-    def __init__(self, recipe: Any):
-        self.recipe = recipe
+    def __init__(self, callbacks: CallbackHandler, lr_scheduler: LRScheduler):
+        self.callbacks = callbacks
+        self.lr_scheduler = lr_scheduler
 
     def on_train_begin(self) -> None:
         """The first step's LR (also a resumed run's), then the callbacks' ``on_train_begin``."""
-        self.recipe.lr_scheduler.sync()
-        self.recipe.callbacks.call("on_train_begin", self.trainer)
+        self.lr_scheduler.sync()
+        self.callbacks.call("on_train_begin", self.trainer)
 
     def on_epoch_begin(self) -> None:
         """The callbacks' ``on_epoch_begin``."""
-        self.recipe.callbacks.call("on_epoch_begin", self.trainer)
+        self.callbacks.call("on_epoch_begin", self.trainer)
 
     def on_step_end(self) -> None:
         """After a skipped step, the next step's LR (``train_step`` sets it after the steps it trains)."""
         if self.trainer.step_skipped:
-            self.recipe.lr_scheduler.sync()
+            self.lr_scheduler.sync()
 
     def on_epoch_end(self) -> None:
         """The callbacks' ``on_epoch_end``."""
-        self.recipe.callbacks.call("on_epoch_end", self.trainer)
+        self.callbacks.call("on_epoch_end", self.trainer)
 
     def on_train_end(self) -> None:
         """The callbacks' ``on_train_end``."""
-        self.recipe.callbacks.call("on_train_end", self.trainer)
+        self.callbacks.call("on_train_end", self.trainer)

@@ -15,22 +15,26 @@ if TYPE_CHECKING:
     from honing.data.finetune_data import RunData
 
 
-def with_data_steps(recipe: Any, data: RunData) -> RunData:
-    """``data`` after ``recipe``'s data transform (on every training and validation item) and its collate step (a
-    collator, or VeOmni's dict of per-key settings over the data's own; by default the data's own)."""
-    transform_step = getattr(recipe, "build_data_transform", None)
+def with_data_steps(
+    data: RunData,
+    transform_step: Callable[[], Any] | None,
+    collate_step: Callable[[], Any] | None,
+    *,
+    owner: str,
+    sp_size: int,
+) -> RunData:
+    """``data`` after a recipe's data transform (on every training and validation item) and its collate step (a
+    collator, or VeOmni's dict of per-key settings over the data's own; by default the data's own); ``owner``: the
+    class that wrote them, ``sp_size``: the run's sequence-parallel size (``parallel.cp``)."""
     transform = transform_step() if transform_step is not None else None
     if transform is not None:
         parts = getattr(data.eval_batches, "parts", {"": data.eval_batches})  # several validation sources
         for batches in (data.train_loader, *parts.values()):
             if hasattr(batches, "dataset"):  # the loader and the validation batches read items from it
                 batches.dataset = TransformedDataset(batches.dataset, transform)
-    recipe.share(collator=data.collator)  # VeOmni's collate step reads the data's collator as self.collator
-    collate_step = getattr(recipe, "build_data_collate_info", None)
     collate_info = collate_step() if collate_step is not None else data.collator
     if isinstance(collate_info, dict):  # VeOmni's per-key (pack_dim, sp_slice, sp_pad_value, sp_pad_scale)
-        owner = f"{type(recipe).__name__}.build_data_collate_info"
-        collate_info = collator_from_info(collate_info, data.collator, owner=owner, sp_size=recipe.parallel_dims.cp)
+        collate_info = collator_from_info(collate_info, data.collator, owner=owner, sp_size=sp_size)
     return replace(data, collator=collate_info)
 
 

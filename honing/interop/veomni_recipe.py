@@ -38,7 +38,14 @@ def finish_data_with_steps(self: Any, data: Any) -> Any:
     """The recipe's ``finish_data``: ``data`` after its VeOmni data steps (imported here, on a run that has them)."""
     from honing.interop.veomni_data import with_data_steps
 
-    return with_data_steps(self, data)
+    self.collator = data.collator  # VeOmni's collate step reads the data's collator as self.collator
+    return with_data_steps(
+        data,
+        getattr(self, "build_data_transform", None),
+        getattr(self, "build_data_collate_info", None),
+        owner=f"{type(self).__name__}.build_data_collate_info",
+        sp_size=self.parallel_dims.cp,
+    )
 
 
 def with_tokenizer(build_model_assets: Any) -> Any:
