@@ -1,8 +1,9 @@
 """Keys that olmOCR's forks add to its trainer config, read as those forks' own code reads them: Qwen-VL's
 ``tune_mm_llm`` / ``tune_mm_mlp`` / ``tune_mm_vision`` switches and ``qwen3_settings`` section (Backdrop9019/olmocr's
 ``train_qwen3.py``), ``model.max_memory``, ``training.pin_memory`` and ``collator_skip_over_max`` (pjuangph/olmocr),
-``training.max_train_samples`` / ``max_eval_samples`` (posicube-services/KolmOCR) and ``training.model_max_length``
-(the Qwen-VL fine-tuning scripts' length cut)."""
+``training.max_train_samples`` / ``max_eval_samples`` (posicube-services/KolmOCR), ``training.model_max_length``
+(the Qwen-VL fine-tuning scripts' length cut) and ``training.best_model_*_weight`` (dahee325/vlmocr-finetune's
+best-checkpoint score)."""
 
 from __future__ import annotations
 
@@ -68,6 +69,27 @@ def translate_fork_training(t: Translation, training: Keys) -> None:
     if limit is not None:  # the fork cuts each evaluation set to its first N rows
         for source in t.get("data.validation", {}).get("sources", []):
             limit_source(source, limit)
+    translate_best_score_weights(t, training)
+
+
+def translate_best_score_weights(t: Translation, training: Keys) -> None:
+    """dahee325/vlmocr-finetune's best-checkpoint score, ``eval_weight x metric_for_best_model + train_weight x the
+    last train loss`` (weights normalised; defaults 1 and 0): with no train-loss weight it is the metric alone, as
+    olmOCR's; a blend is refused (honing ranks checkpoints by one validation metric)."""
+    keys = ("best_model_eval_metric_weight", "best_model_train_loss_weight")
+    weights = [training.number(name, float, default) for name, default in zip(keys, (1.0, 0.0), strict=True)]
+    if not any(training.has(name) for name in keys):
+        return
+    if min(weights) < 0 or max(weights) == 0:
+        t.refuse(training.key(keys[1]), f"weights {weights}: the fork needs both >= 0 and one > 0")
+    elif weights[1] > 0:
+        t.refuse(
+            training.key(keys[1]),
+            f"{weights[1]}: the fork ranks checkpoints by metric_for_best_model blended with the last train loss; "
+            "honing ranks them by one validation metric (callbacks.evaluator.metric_for_best_model)",
+        )
+    else:
+        t.note(training.key(keys[0]), "the fork's best-checkpoint score is metric_for_best_model alone (no train loss)")
 
 
 def limit_source(source: dict[str, Any], limit: int) -> None:

@@ -166,6 +166,9 @@ def translate_dataset(t: Translation, dataset: Keys) -> None:
             t.set(f"data.{split}", {"sources": sources})
     if t.get("data.train") is None:
         t.refuse(dataset.key("train"), "required: at least one training data set")
+    cache = dataset.take("cache_dir")  # a fork's cache of the prepared pages (yinz-aizip/olmocr), honing's row cache
+    if cache is not None:
+        t.set("data.cache_dir", str(cache))
     if chosen is not None:
         t.set("data.olmocr", chosen["options"])
         if chosen["side"] is not None:

@@ -123,3 +123,23 @@ def test_dataloader_drop_last_false_is_a_note_as_in_transformers_table():
     translation = with_training(dataloader_drop_last=False)
     assert translation.refused == [] and translation.config == translate(TRAINER).config
     assert any(note.startswith("training.dataloader_drop_last: not needed") for note in translation.notes)
+
+
+def test_a_forks_dataset_cache_dir_is_honings_row_cache():
+    # yinz-aizip/olmocr hands dataset.cache_dir to its page datasets: the prepared pages, cached once
+    raw = copy.deepcopy(TRAINER)
+    raw["dataset"]["cache_dir"] = "/scratch/olmocr-cache"
+    translation = translate(raw)
+    assert translation.refused == []
+    assert translation.config["data"]["cache_dir"] == "/scratch/olmocr-cache"
+
+
+def test_best_model_score_weights_are_the_metric_alone_or_refused_as_a_blend():
+    # dahee325/vlmocr-finetune ranks checkpoints by eval_weight x metric + train_weight x train loss
+    alone = with_training(best_model_eval_metric_weight=0.5, best_model_train_loss_weight=0)
+    assert alone.refused == []
+    assert any(note.startswith("training.best_model_eval_metric_weight: the fork's") for note in alone.notes)
+    (line,) = with_training(best_model_eval_metric_weight=0.9, best_model_train_loss_weight=0.1).refused
+    assert line.startswith("training.best_model_train_loss_weight: 0.1: the fork ranks checkpoints by")
+    (line,) = with_training(best_model_eval_metric_weight=0, best_model_train_loss_weight=0).refused
+    assert "one > 0" in line
