@@ -18,6 +18,7 @@ from honing.interop.configs.oumi_model import translate_model
 from honing.interop.configs.oumi_parallel import translate_parallel
 from honing.interop.configs.oumi_peft import translate_peft
 from honing.interop.configs.oumi_profiler import translate_profiler, translate_telemetry
+from honing.interop.configs.oumi_shape import name_keys_oumi_lacks
 from honing.interop.configs.oumi_training import translate_training
 from honing.interop.configs.translation import Keys, Translation
 
@@ -59,6 +60,7 @@ def translate_oumi(raw: dict[str, Any]) -> Translation:
     if method in ("grpo", "vl_grpo"):
         fill_grpo_length(t, verl)
     top.done("not an Oumi training config section honing translates")
+    name_keys_oumi_lacks(t, raw)  # a file written for Oumi with keys Oumi lacks: say so, not "honing lacks it"
     return t
 
 
