@@ -1,6 +1,8 @@
-"""A YAML written for ``oumi train`` with keys Oumi does not have (``model.name``, ``train:``): neither an Oumi
-config ``is_oumi`` recognises nor a honing one. Told apart from a honing config with a misspelt key, so it is refused
-as an Oumi config naming each key Oumi lacks, instead of being taken for a honing config."""
+"""A YAML written for ``oumi train`` with keys Oumi does not have (``model.name``, ``train:``, ``training.method``).
+Neither an Oumi config ``is_oumi`` recognises nor a honing one: told apart from a honing config with a misspelt key,
+so it is refused as an Oumi config naming each key Oumi lacks, instead of being taken for a honing config. One that
+``is_oumi`` takes (it has a ``training`` section): its refusal names each such key as not Oumi's, with Oumi's key for
+it where the schema has one (``keys_oumi_lacks`` walks the file against Oumi's key table)."""
 
 from __future__ import annotations
 
