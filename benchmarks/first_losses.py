@@ -3,7 +3,8 @@
 Runs every config of ``configs/`` (and examples/tool_grpo.py's SFT stage, which grpo-tools starts from) for
 ``--steps`` steps with the working tree's honing and with a git revision's (checked out into a temporary worktree),
 each in a fresh process with one torch thread and its own cache folder (so a changed row builder cannot hide behind
-rows the other tree cached), and prints each config's ``train/loss`` values and whether they are equal bit for bit.
+rows the other tree cached), and prints each config's ``train/loss`` values and whether they and the gradient norms
+(``optim/grad_norm``) are equal bit for bit.
 
     python benchmarks/first_losses.py --before main~3            # the working tree against main~3
     python benchmarks/first_losses.py --before b498dde --only dpo,grpo
@@ -96,10 +97,10 @@ EXTRA = {
 }
 
 
-def run_tree(tree: str, names: list[str], steps: int, work: str) -> dict[str, list[float]]:
-    """``train/loss`` of each example's first ``steps`` steps with the honing of ``tree``."""
+def run_tree(tree: str, names: list[str], steps: int, work: str) -> dict[str, dict[str, list[float]]]:
+    """``train/loss`` then ``optim/grad_norm`` of each example's first ``steps`` steps with the honing of ``tree``."""
     env = {**os.environ, **OFFLINE, "PYTHONPATH": tree, "HONING_CACHE_DIR": os.path.join(work, "cache")}
-    losses: dict[str, list[float]] = {}
+    losses: dict[str, dict[str, list[float]]] = {}
     for name in names:
         folder = os.path.join(work, name)
         if name == "tool-sft":
@@ -124,15 +125,18 @@ def run_tree(tree: str, names: list[str], steps: int, work: str) -> dict[str, li
     return losses
 
 
-def train_losses(name: str, tree: str, command: list[str], env: dict[str, str], folder: str) -> list[float]:
-    """Run ``command`` in ``tree``; the ``train/loss`` values its run wrote to ``folder``'s metrics."""
+def train_losses(name: str, tree: str, command: list[str], env: dict[str, str], folder: str) -> dict[str, list[float]]:
+    """Run ``command`` in ``tree``; the ``train/loss`` then ``optim/grad_norm`` values its run wrote to ``folder``'s
+    metrics."""
     done = subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         tail = "\n".join(done.stderr.strip().splitlines()[-12:])
         raise SystemExit(f"{name} failed in {tree} (exit {done.returncode}):\n{tail}")
     with open(os.path.join(folder, "metrics.jsonl"), encoding="utf-8") as handle:
         rows = [json.loads(line) for line in handle]
-    return [row["train/loss"] for row in rows if "train/loss" in row]
+    # the gradient norm beside the loss: a policy-gradient loss is often exactly 0 at the first steps (ratio 1, the
+    # advantages' mean 0) while its gradient is not, so equal losses alone would prove little there
+    return {key: [row[key] for row in rows if key in row] for key in ("train/loss", "optim/grad_norm")}
 
 
 def with_dependencies(names: list[str]) -> list[str]:
@@ -160,18 +164,25 @@ def main() -> int:
         subprocess.run(["git", "worktree", "remove", "--force", before_tree], cwd=REPO, check=False)
         shutil.rmtree(root, ignore_errors=True)
     print(machine_summary())
-    print(f"first {args.steps} train/loss values, {args.before} vs the working tree")
+    print(f"first {args.steps} train/loss and optim/grad_norm values, {args.before} vs the working tree")
     differ = 0
     for name in names:
-        same = before[name] == after[name] and len(before[name]) == args.steps
-        differ += not same
-        worst = max((abs(a - b) for a, b in zip(before[name], after[name])), default=float("nan"))
-        verdict = (
-            "bit-identical"
-            if same
-            else f"DIFFER (max |diff| {worst:.3g}, steps {len(before[name])}/{len(after[name])})"
+        loss, norm = (
+            (before[name]["train/loss"], after[name]["train/loss"]),
+            (
+                before[name]["optim/grad_norm"],
+                after[name]["optim/grad_norm"],
+            ),
         )
-        print(f"  {name:18s} {verdict}  first {before[name][0]:.6f} last {before[name][-1]:.6f}")
+        same = before[name] == after[name] and len(loss[0]) == args.steps
+        differ += not same
+        worst = max((abs(a - b) for pair in (loss, norm) for a, b in zip(*pair)), default=float("nan"))
+        verdict = (
+            f"bit-identical ({len(loss[0])} losses, {len(norm[0])} gradient norms)"
+            if same
+            else f"DIFFER (max |diff| {worst:.3g}, steps {len(loss[0])}/{len(loss[1])})"
+        )
+        print(f"  {name:18s} {verdict}  loss first {loss[0][0]:.6f} last {loss[0][-1]:.6f}")
     if args.out:
         with open(args.out, "w", encoding="utf-8") as handle:
             json.dump({"before": before, "after": after, "revision": args.before}, handle, indent=1)
