@@ -21,8 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from honing.cache import content_hash
-from honing.data.formats import IMAGE_PLACEHOLDER, ContentItem, Conversation, RowError, resolve_image_paths, to_example
+from honing.data.formats import IMAGE_PLACEHOLDER, Conversation, RowError, resolve_image_paths, to_example
 from honing.data.preference.pairs import PreferencePair, _checked, _completion
 from honing.data.preference.preference_rows import PreferenceRows
 from honing.data.preference.vision_batches import (
@@ -35,12 +34,11 @@ from honing.data.preference.vision_batches import (
 )
 from honing.data.report import DataReport
 from honing.data.row_reader import BadRowReport, BadRows, RowItems, SourceKind, named_format, read_items
-from honing.data.vision.images import load_image
+from honing.data.vision.image_rows import ImageRowsMixin
 from honing.data.vision.processing import ImageInputKeys
 from honing.data.vision.vision_rows import image_columns, image_stamps
 
 if TYPE_CHECKING:
-    from PIL.Image import Image
     from transformers import ProcessorMixin
 
     from honing.config.data_schema import DataSection
@@ -124,7 +122,7 @@ def read_vision_pair_sources(
     return read_items(sources, VISION_PAIRS, bad_rows=bad_rows)
 
 
-class VisionPreferenceRows(PreferenceRows):
+class VisionPreferenceRows(ImageRowsMixin, PreferenceRows):
     """Image pairs → the prompt's expanded ids (its images opened now: a bad one rejects its row), each reply's ids,
     the rendered prompt and the image references → fitted pairs (the prompt never cut) → side-by-side batches with
     each prompt's pixel inputs."""
@@ -146,14 +144,6 @@ class VisionPreferenceRows(PreferenceRows):
         super().__init__(processor.tokenizer, chat_template, data, collator=collator, **where)
         self.processor, self.family = processor, family
 
-    def settings(self) -> dict[str, Any]:
-        """The text settings and the processor (image sizes, patches, pixel bounds)."""
-        return {
-            **super().settings(),
-            "processor": content_hash([self.processor.to_json_string()]),
-            "pdf_longest_side": self.data.pdf_longest_side,
-        }
-
     def stamps(self, fields: list[dict[str, Any]]) -> list[str]:
         """The local image files the pairs name, with their sizes and modification times."""
         found = self.read(fields)[0]
@@ -162,10 +152,6 @@ class VisionPreferenceRows(PreferenceRows):
     def read(self, fields: list[dict[str, Any]]) -> tuple[list[list[tuple[VisionPair, str]]], BadRowReport]:
         """Each source's image pairs and origins in file order, and the bad rows skipped while reading."""
         return read_vision_pair_sources(fields, bad_rows=self.data.bad_rows)
-
-    def load_image(self, item: ContentItem) -> Image:
-        """One image item as an RGB image; PDF pages at ``data.pdf_longest_side`` when set."""
-        return load_image(item, pdf_longest_side=self.data.pdf_longest_side)
 
     def build_one(self, pair: VisionPair) -> dict[str, Any]:
         """One pair's row: ids (its images opened and processed now), rendered prompt and image references."""

@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from honing.cache import content_hash
 from honing.data.formats import (
     IMAGE_PLACEHOLDER,
     ContentItem,
@@ -38,7 +37,7 @@ from honing.data.formats import (
 from honing.data.prompts.prompt_rows import PromptRows, check_json_columns
 from honing.data.prompts.prompts import PROMPT_FORMATS, Prompt, PromptCollator, PromptDataset, detect_prompt_format
 from honing.data.row_reader import BadRowReport, RowItems, SourceKind, named_format, read_items
-from honing.data.vision.images import load_image
+from honing.data.vision.image_rows import ImageRowsMixin
 from honing.data.vision.processing import ImageInputKeys, process
 from honing.data.vision.vision_rows import image_columns, image_stamps
 from honing.errors import DataError
@@ -150,7 +149,7 @@ def read_vision_prompt_sources(sources: Sequence[Mapping[str, Any] | object]) ->
     return read_items(sources, VISION_PROMPTS, bad_rows=None)[0]
 
 
-class VisionPromptRows(PromptRows):
+class VisionPromptRows(ImageRowsMixin, PromptRows):
     """Image prompts → the processor's expanded ids (images opened now: a bad one rejects its row), the rendered
     chat and the image references → left-padded batches with each prompt's pixel inputs."""
 
@@ -168,10 +167,6 @@ class VisionPromptRows(PromptRows):
         super().__init__(processor.tokenizer, chat_template, data, **options)
         self.processor, self.family = processor, family
 
-    def settings(self) -> dict[str, Any]:
-        """The text settings and the processor (image sizes, patches, pixel bounds)."""
-        return {**super().settings(), "processor": content_hash([self.processor.to_json_string()])}
-
     def stamps(self, fields: list[dict[str, Any]]) -> list[str]:
         """The local image files the prompts name, with their sizes and modification times."""
         return image_stamps(
@@ -181,10 +176,6 @@ class VisionPromptRows(PromptRows):
     def read(self, fields: list[dict[str, Any]]) -> tuple[list[list[tuple[PromptParts, str]]], BadRowReport]:
         """Each source's image prompts and origins in file order (a bad row fails: GRPO has no data.bad_rows)."""
         return read_vision_prompt_sources(fields), BadRowReport()
-
-    def load_image(self, item: ContentItem) -> Image:
-        """One image item as an RGB image."""
-        return load_image(item, pdf_longest_side=self.data.pdf_longest_side)
 
     def build_one(self, item: PromptParts) -> dict[str, Any]:
         """One prompt's row: its expanded ids (its images opened and processed now), the text messages the rewards
