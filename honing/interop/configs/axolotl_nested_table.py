@@ -4,7 +4,7 @@ section, the liger / cut-cross-entropy plugin keys); ``axolotl_table.TABLE`` gat
 from __future__ import annotations
 
 from honing.interop.configs.axolotl_reasons import KERNEL, NO_METHOD
-from honing.interop.configs.schema_table import Entry, honoured, moot, refused
+from honing.interop.configs.schema_table import Entry, honoured, honoured_in, moot, refused
 
 DATASET: dict[str, Entry] = {
     **honoured("the source's path (a file, folder or hub name)", "path", "data_files"),
@@ -69,14 +69,10 @@ PRETRAINING_DATASET: dict[str, Entry] = {
 
 TRL: dict[str, Entry] = {
     **honoured("the method's beta", "beta"),
-    **honoured("grpo.max_completion_length", "max_completion_length"),
-    **honoured("grpo.num_generations", "num_generations"),
+    **honoured_in("grpo", "max_completion_length", "num_generations"),
     **honoured("grpo.temperature / top_p / top_k", "temperature", "top_p", "top_k"),
     **honoured("grpo.epsilon / epsilon_high", "epsilon", "epsilon_high"),
-    **honoured("grpo.loss_type", "loss_type"),
-    **honoured("grpo.num_iterations", "num_iterations"),
-    **honoured("grpo.scale_rewards", "scale_rewards"),
-    **honoured("grpo.importance_sampling_level", "importance_sampling_level"),
+    **honoured_in("grpo", "loss_type", "num_iterations", "scale_rewards", "importance_sampling_level"),
     **honoured("grpo.rewards (name, weight)", "reward_funcs", "reward_weights"),
     **honoured(
         "grpo.use_vllm / vllm_mode / vllm_server_*",

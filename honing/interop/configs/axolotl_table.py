@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from honing.interop.configs import axolotl_reasons as why
 from honing.interop.configs.axolotl_nested_table import DATASET, PLUGINS, PRETRAINING_DATASET, TRL
-from honing.interop.configs.schema_table import Entry, honoured, moot, refused
+from honing.interop.configs.schema_table import Entry, honoured, honoured_in, moot, refused
 
 TOP: dict[str, Entry] = {
     # the model
@@ -137,8 +137,7 @@ TOP: dict[str, Entry] = {
     **honoured("dpo.use_weighting", "dpo_use_weighting"),
     **honoured("dpo.rpo_alpha", "rpo_alpha"),
     **honoured("orpo.beta (ORPO's lambda)", "orpo_alpha"),
-    **honoured("cpo.simpo_gamma", "simpo_gamma"),
-    **honoured("cpo.cpo_alpha", "cpo_alpha"),
+    **honoured_in("cpo", "simpo_gamma", "cpo_alpha"),
     **honoured("kto.desirable_weight / kto.undesirable_weight", "kto_desirable_weight", "kto_undesirable_weight"),
     **honoured("dpo.reference: precompute", "precompute_ref_log_probs"),
     **honoured("grpo.* (TRL's GRPO keys)", "trl"),

@@ -7,7 +7,7 @@ what to give instead: one line when set). The ``oumi_*`` translators read the ke
 from __future__ import annotations
 
 from honing.interop.configs.key_tables import key_table
-from honing.interop.configs.schema_table import Entry, honoured, moot, refused
+from honing.interop.configs.schema_table import Entry, honoured, honoured_in, moot, refused
 
 SOURCE = key_table("oumi").source
 
@@ -120,8 +120,7 @@ TRAINING: dict[str, Entry] = {
     **honoured("optim.lr", "learning_rate"),
     **honoured("scheduler.name (transformers' schedules, exactly)", "lr_scheduler_type"),
     **honoured("scheduler.kwargs", "lr_scheduler_kwargs"),
-    **honoured("scheduler.warmup_ratio", "warmup_ratio"),
-    **honoured("scheduler.warmup_steps", "warmup_steps"),
+    **honoured_in("scheduler", "warmup_ratio", "warmup_steps"),
     **honoured("optim.name", "optimizer"),
     **honoured("optim.weight_decay", "weight_decay"),
     **honoured("optim.betas", "adam_beta1", "adam_beta2"),
@@ -170,12 +169,9 @@ TRAINING: dict[str, Entry] = {
 
 GRPO: dict[str, Entry] = {
     **honoured("data.seq_len (max_prompt_length + max_completion_length)", "max_prompt_length"),
-    **honoured("grpo.max_completion_length", "max_completion_length"),
-    **honoured("grpo.num_generations", "num_generations"),
-    **honoured("grpo.temperature", "temperature"),
-    **honoured("grpo.use_vllm", "use_vllm"),
-    **honoured("grpo.vllm_mode", "vllm_mode"),
-    **honoured("grpo.epsilon", "epsilon"),
+    **honoured_in(
+        "grpo", "max_completion_length", "num_generations", "temperature", "use_vllm", "vllm_mode", "epsilon"
+    ),
     **refused("not available: honing passes every column to the rewards (false)", "remove_unused_columns"),
     **moot(
         "not needed: a setting of the rollout server (serve.py --gpu-memory-utilization)", "vllm_gpu_memory_utilization"
@@ -189,11 +185,7 @@ GRPO: dict[str, Entry] = {
 }
 
 DISTILL_COMMON: dict[str, Entry] = {
-    **honoured("distill.teacher_model_name_or_path", "teacher_model_name_or_path"),
-    **honoured("distill.teacher_model_init_kwargs", "teacher_model_init_kwargs"),
-    **honoured("distill.temperature", "temperature"),
-    **honoured("distill.lmbda", "lmbda"),
-    **honoured("distill.beta", "beta"),
+    **honoured_in("distill", "teacher_model_name_or_path", "teacher_model_init_kwargs", "temperature", "lmbda", "beta"),
     **honoured("model.disable_dropout", "disable_dropout"),
     **honoured("distill.seq_kd", "seq_kd"),
 }
@@ -213,8 +205,7 @@ GOLD_ENGINE_KEYS = (
 GKD: dict[str, Entry] = {**DISTILL_COMMON, **honoured("distill.max_new_tokens", "max_new_tokens")}
 GOLD: dict[str, Entry] = {
     **DISTILL_COMMON,
-    **honoured("distill.top_p", "top_p"),
-    **honoured("distill.top_k", "top_k"),
+    **honoured_in("distill", "top_p", "top_k"),
     **honoured("distill.max_new_tokens", "max_completion_length"),
     **refused(
         "not available: GOLD's cross-tokenizer alignment (ULD); use a teacher with the student's tokenizer",

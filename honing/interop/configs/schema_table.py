@@ -27,6 +27,11 @@ def honoured(what: str, *keys: str) -> dict[str, Entry]:
     return {key: ("honoured", what) for key in keys}
 
 
+def honoured_in(section: str, *keys: str) -> dict[str, Entry]:
+    """Table rows: ``keys`` read by the translator into honing's ``section`` under the same name (``dpo.beta``)."""
+    return {key: ("honoured", f"{section}.{key}") for key in keys}
+
+
 def moot(why: str, *keys: str) -> dict[str, Entry]:
     """Table rows: ``keys`` honing does not need, and ``why``."""
     return {key: ("moot", why) for key in keys}

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from honing.interop.configs.axolotl_reasons import HUB, KERNEL
-from honing.interop.configs.schema_table import Entry, honoured, moot, refused
+from honing.interop.configs.schema_table import Entry, honoured, honoured_in, moot, refused
 from honing.interop.configs.trl_common_table import DROPOUT, LOADING, NO_ROUTER, NOT_SFT, PAD, REFERENCE_SYNC
 
 SAMPLING = "not available: honing samples with temperature, top_p and top_k"
@@ -120,6 +120,5 @@ GRPO: dict[str, Entry] = {
 
 RLOO: dict[str, Entry] = {
     **shared("rloo"),
-    **honoured("rloo.normalize_advantages", "normalize_advantages"),
-    **honoured("rloo.reward_clip_range", "reward_clip_range"),
+    **honoured_in("rloo", "normalize_advantages", "reward_clip_range"),
 }

@@ -4,7 +4,7 @@ reads the honoured ones; ``test_trl_schema_walk.py`` checks every installed fiel
 
 from __future__ import annotations
 
-from honing.interop.configs.schema_table import Entry, honoured, moot, refused
+from honing.interop.configs.schema_table import Entry, honoured, honoured_in, moot, refused
 from honing.interop.configs.trl_common_table import (
     DROPOUT,
     ENCODER_DECODER,
@@ -43,14 +43,17 @@ DPO: dict[str, Entry] = {
     **refused(TRUNCATION, "truncation_mode"),
     **moot("not needed: honing packs pairs itself when asked (dpo.packed_pairs)", "padding_free"),
     **honoured("dpo.loss_type (a name, or a list of them summed with loss_weights)", "loss_type"),
-    **honoured("dpo.loss_weights", "loss_weights"),
-    **honoured("dpo.ld_alpha", "ld_alpha"),
-    **honoured("dpo.f_divergence_type", "f_divergence_type"),
-    **honoured("dpo.f_alpha_divergence_coef", "f_alpha_divergence_coef"),
-    **honoured("dpo.use_weighting", "use_weighting"),
-    **honoured("dpo.discopop_tau", "discopop_tau"),
-    **honoured("dpo.label_smoothing", "label_smoothing"),
-    **honoured("dpo.beta", "beta"),
+    **honoured_in(
+        "dpo",
+        "loss_weights",
+        "ld_alpha",
+        "f_divergence_type",
+        "f_alpha_divergence_coef",
+        "use_weighting",
+        "discopop_tau",
+        "label_smoothing",
+        "beta",
+    ),
 }
 
 KTO: dict[str, Entry] = {
@@ -60,10 +63,7 @@ KTO: dict[str, Entry] = {
     **DROPOUT,
     **REFERENCE_SYNC,
     **PRECOMPUTE,
-    **honoured("kto.loss_type", "loss_type"),
-    **honoured("kto.beta", "beta"),
-    **honoured("kto.desirable_weight", "desirable_weight"),
-    **honoured("kto.undesirable_weight", "undesirable_weight"),
+    **honoured_in("kto", "loss_type", "beta", "desirable_weight", "undesirable_weight"),
 }
 
 ORPO: dict[str, Entry] = {
@@ -79,12 +79,9 @@ ORPO: dict[str, Entry] = {
 
 CPO: dict[str, Entry] = {
     **{key: entry for key, entry in ORPO.items() if key != "padding_value"},
-    **honoured("cpo.beta", "beta"),
-    **honoured("cpo.label_smoothing", "label_smoothing"),
+    **honoured_in("cpo", "beta", "label_smoothing"),
     **honoured("cpo.loss_type (sigmoid, hinge, ipo, simpo)", "loss_type"),
-    **honoured("cpo.cpo_alpha", "cpo_alpha"),
-    **honoured("cpo.simpo_gamma", "simpo_gamma"),
-    **honoured("cpo.alpha", "alpha"),
+    **honoured_in("cpo", "cpo_alpha", "simpo_gamma", "alpha"),
 }
 
 REWARD: dict[str, Entry] = {

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from honing.interop.configs.schema_table import Entry, honoured, moot, refused
+from honing.interop.configs.schema_table import Entry, honoured, honoured_in, moot, refused
 from honing.interop.configs.trl_common_table import (
     DROPOUT,
     NO_ROUTER,
@@ -46,11 +46,14 @@ GKD: dict[str, Entry] = {
     **NOT_SFT,
     **DROPOUT,
     **NO_ROUTER,
-    **honoured("distill.temperature", "temperature"),
-    **honoured("distill.lmbda", "lmbda"),
-    **honoured("distill.beta", "beta"),
-    **honoured("distill.max_new_tokens", "max_new_tokens"),
-    **honoured("distill.teacher_model_name_or_path", "teacher_model_name_or_path"),
-    **honoured("distill.teacher_model_init_kwargs", "teacher_model_init_kwargs"),
-    **honoured("distill.seq_kd", "seq_kd"),
+    **honoured_in(
+        "distill",
+        "temperature",
+        "lmbda",
+        "beta",
+        "max_new_tokens",
+        "teacher_model_name_or_path",
+        "teacher_model_init_kwargs",
+        "seq_kd",
+    ),
 }
