@@ -365,36 +365,46 @@ ROWS: dict[str, Entry] = {
 
 # a key without a row of its own: its longest prefix's row
 PREFIXES: dict[str, Entry] = {
-    "critic.": ("moot", CRITIC),
-    "reward_model.": ("moot", REWARD_MODEL),
-    "global_profiler.": ("moot", PROFILE),
-    "actor_rollout_ref.actor.profiler.": ("moot", PROFILE),
-    "actor_rollout_ref.rollout.profiler.": ("moot", PROFILE),
-    "actor_rollout_ref.ref.": ("moot", REFERENCE),
-    "ray_kwargs.": ("moot", RAY),
-    "transfer_queue.": ("moot", RAY),
-    "actor_rollout_ref.actor.fsdp_config.": ("moot", LAYOUT),
-    "actor_rollout_ref.actor.checkpoint.": ("moot", "not needed: honing's checkpoints hold the model, optimizer and "
-                                            "loader state, written with torch.distributed.checkpoint"),
-    "actor_rollout_ref.rollout.": ("moot", ENGINE),
-    "actor_rollout_ref.rollout.multi_turn.": ("refused", "not available: verl's multi-turn rollouts; give grpo.tools "
-                                              "and grpo.max_turns"),
-    "actor_rollout_ref.rollout.agent.": ("refused", "not available: verl's agent loops; give grpo.tools"),
-    "actor_rollout_ref.rollout.trace.": ("moot", PROFILE),
-    "actor_rollout_ref.model.mtp.": ("refused", "not available: multi-token prediction heads (loaded, saved or "
-                                     "trained)"),
-    "actor_rollout_ref.model.tiled_mlp.": ("moot", "not needed: a memory setting of verl's MLP; the maths is the same"),
-    "actor_rollout_ref.model.enable_activation_offload": ("moot", "not needed: where verl keeps activations (host "
-                                                          "memory); the maths is the same"),
-    "actor_rollout_ref.actor.router_replay.": ("refused", "not available: MoE router replay (the rollout's expert "
-                                               "choices replayed in training)"),
-    "algorithm.rollout_correction.": ("refused", "not available: importance weights or rejection of rollouts by "
-                                      "rollout vs. training log-probs (not built)"),
-    "algorithm.kl_ctrl.": ("refused", KL_REWARD),
-    "algorithm.pf_ppo.": ("refused", "not available: PF-PPO's reweighting of rollouts"),
-    "algorithm.use_pf_ppo": ("refused", "not available: PF-PPO's reweighting of rollouts"),
-    "actor_rollout_ref.actor.": ("moot", LAYOUT),
-}  # fmt: skip
+    **moot(CRITIC, "critic."),
+    **moot(REWARD_MODEL, "reward_model."),
+    **moot(
+        PROFILE,
+        "global_profiler.",
+        "actor_rollout_ref.actor.profiler.",
+        "actor_rollout_ref.rollout.profiler.",
+        "actor_rollout_ref.rollout.trace.",
+    ),
+    **moot(REFERENCE, "actor_rollout_ref.ref."),
+    **moot(RAY, "ray_kwargs.", "transfer_queue."),
+    **moot(LAYOUT, "actor_rollout_ref.actor.", "actor_rollout_ref.actor.fsdp_config."),
+    **moot(
+        "not needed: honing's checkpoints hold the model, optimizer and loader state, written with "
+        "torch.distributed.checkpoint",
+        "actor_rollout_ref.actor.checkpoint.",
+    ),
+    **moot(ENGINE, "actor_rollout_ref.rollout."),
+    **refused(
+        "not available: verl's multi-turn rollouts; give grpo.tools and grpo.max_turns",
+        "actor_rollout_ref.rollout.multi_turn.",
+    ),
+    **refused("not available: verl's agent loops; give grpo.tools", "actor_rollout_ref.rollout.agent."),
+    **refused("not available: multi-token prediction heads (loaded, saved or trained)", "actor_rollout_ref.model.mtp."),
+    **moot("not needed: a memory setting of verl's MLP; the maths is the same", "actor_rollout_ref.model.tiled_mlp."),
+    **moot(
+        "not needed: where verl keeps activations (host memory); the maths is the same",
+        "actor_rollout_ref.model.enable_activation_offload",
+    ),
+    **refused(
+        "not available: MoE router replay (the rollout's expert choices replayed in training)",
+        "actor_rollout_ref.actor.router_replay.",
+    ),
+    **refused(
+        "not available: importance weights or rejection of rollouts by rollout vs. training log-probs (not built)",
+        "algorithm.rollout_correction.",
+    ),
+    **refused(KL_REWARD, "algorithm.kl_ctrl."),
+    **refused("not available: PF-PPO's reweighting of rollouts", "algorithm.pf_ppo.", "algorithm.use_pf_ppo"),
+}
 
 # keys Oumi's own VERL_GRPO configs set that verl's schema has under actor.fsdp_config (which they set too)
 OFFLOAD = ("not needed: not a key of verl's actor config (its fsdp_config.{} is, set beside it in Oumi's files): "
