@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, field
 from typing import Any
 
 from honing.distributed import is_rank0
@@ -12,6 +13,7 @@ from honing.train.callbacks.order import PRIORITY
 log = logging.getLogger(__name__)
 
 
+@dataclass(eq=False, kw_only=True)
 class CheckpointerCallback(Callback):
     """Saves ``SAVE_FOLDER/stepN`` every ``save_interval`` steps (async by default) and at the end.
 
@@ -23,23 +25,16 @@ class CheckpointerCallback(Callback):
 
     priority = PRIORITY["checkpointer"]
 
-    def __init__(
-        self,
-        *,
-        save_interval: int = 250,
-        ephemeral_save_interval: int | None = None,
-        keep_last: int | None = None,
-        async_save: bool = True,
-        protected_steps: set[int] | None = None,
-        save_at_epoch_end: bool = False,
-    ):
-        self.save_interval = save_interval
-        self.ephemeral_save_interval = ephemeral_save_interval
-        self.keep_last = keep_last
-        self.async_save = async_save
-        self.save_at_epoch_end = save_at_epoch_end
-        # steps other callbacks want kept (e.g. the best model) even past keep_last
-        self.protected_steps: set[int] = set(protected_steps or ())
+    save_interval: int = 250
+    ephemeral_save_interval: int | None = None
+    keep_last: int | None = None
+    async_save: bool = True
+    # steps other callbacks want kept (e.g. the best model) even past keep_last
+    protected_steps: set[int] = field(default_factory=set)
+    save_at_epoch_end: bool = False
+
+    def __post_init__(self) -> None:
+        self.protected_steps = set(self.protected_steps)  # this callback's own copy: it adds and removes steps
         self._ephemeral: list[int] = []
         self._permanent: list[int] = []
         # saved on request (save_extra) or released from protection: removed once unprotected

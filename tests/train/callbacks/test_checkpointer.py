@@ -1,5 +1,7 @@
 import json
 
+import pytest
+
 from honing.train import Callback, Checkpointer
 from honing.train.callbacks.checkpointer import CheckpointerCallback
 from tests.helpers import make_trainer
@@ -106,3 +108,13 @@ def test_epoch_end_checkpoints_resume_exactly(tmp_path):
     resumed = run(tmp_path / "resumed")
     assert resumed.global_step == 24
     assert torch.equal(flat_weights(resumed), flat_weights(whole))
+
+
+def test_settings_are_keywords_and_protected_steps_the_callbacks_own_copy():
+    steps = {2}
+    callback = CheckpointerCallback(save_interval=5, protected_steps=steps)
+    callback.protected_steps.add(4)  # the best model protects its step
+    assert steps == {2} and callback.protected_steps == {2, 4} and callback.save_interval == 5
+    assert CheckpointerCallback().protected_steps == set() and CheckpointerCallback().keep_last is None
+    with pytest.raises(TypeError):
+        CheckpointerCallback(5)  # type: ignore[misc]  # OLMo-core's fields are given by name
