@@ -135,6 +135,12 @@ class GRPOSection(RolloutSection):
     ``ppo_micro_batch_size_per_gpu``): a group may then span micro-batches (its advantages are computed first);
     None: ``data.micro_batch_size`` prompts x ``num_generations``, whole groups. It must divide each optimizer
     step's completions on a rank (checked at launch)."""
+    completions_per_rank: int | None = Field(default=None, ge=1)
+    """Completions each data-parallel rank samples per rollout batch (TRL's ``per_device_train_batch_size`` x
+    ``steps_per_generation``), in place of ``data.global_batch_size`` / ``batch_size_per_rank``: the step's prompts
+    are this x the ranks / ``num_generations``, the same on every rank, and a group may span ranks (each rank samples
+    its slice of the (prompt, completion) pairs; the rewards are gathered to normalise whole groups, as TRL's
+    RepeatSampler). Checked at launch on the real world size; None: groups stay on one rank."""
     rewards: list[GRPORewardSection] = Field(default_factory=list)
     """The rewards each completion is scored with; at least one (checked by the recipe)."""
     reward_weights: list[float] | None = None

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from honing.data.collate import stack_collate
+from honing.errors import ConfigError
 from honing.losses import combine_rewards, grpo_loss_scale, grpo_loss_sum, normalized_reward_sum, token_logps
 from honing.methods.base import BaseTrainModule
 from honing.methods.grpo_entropy import high_entropy_mask, token_entropies
@@ -66,6 +67,11 @@ class GRPOTrainModule(BaseTrainModule):
         train module takes (``honing.methods.base.BaseTrainModule``)."""
         super().__init__(model, optimizer, **options)
         settings = self.settings(section)
+        if parts.completions is not None and self.sampler_class is not GroupSampler:
+            raise ConfigError(
+                f"grpo.completions_per_rank: {type(self).__name__} samples whole groups on each rank; remove it and "
+                "give data.global_batch_size (prompts) instead"
+            )
         # the loss keys (``loss_options``: delta, the SAPO temperatures, VESPO's k and lambda)
         self.policy_loss = PolicyLoss(
             loss_type=settings.loss_type,
@@ -110,6 +116,7 @@ class GRPOTrainModule(BaseTrainModule):
             max_num_gen_batches=settings.max_num_gen_batches,
             refill_prompts=parts.refill_prompts,
             **(sampler_options or {}),
+            **({"completions": parts.completions} if parts.completions is not None else {}),
         )
         scoring_temperature = settings.scoring_temperature
         self.logps = CompletionLogps(
@@ -150,7 +157,9 @@ class GRPOTrainModule(BaseTrainModule):
         keys = self.rollout_keys + (("ref_logps",) if "ref_logps" in rollouts else ())
         rows = {k: rollouts[k] for k in keys}
         completions = int(rollouts["completion_mask"].shape[0])
-        if completions % (self.steps_per_generation * self.sampler.num_generations):  # checked at launch
+        # whole groups per part, or with groups that span ranks (checked at launch) equal parts of this rank's pairs
+        whole = 1 if self.sampler.completions is not None else self.sampler.num_generations
+        if completions % (self.steps_per_generation * whole):  # checked at launch
             raise ValueError(f"{completions} completions do not cut into {self.steps_per_generation} parts of groups")
         steps = (
             [rows]
@@ -291,6 +300,7 @@ class GRPOTrainModule(BaseTrainModule):
             self.multi_objective_aggregation,
             self.ranks,
             self.device,
+            spans_ranks=self.sampler.completions is not None,
         )
         rollouts["advantages"] = advantages.to(self.device)
         if self.policy_loss.beta != 0.0:

@@ -62,12 +62,14 @@ def group_relative_advantages(
     aggregation: str,
     ranks: StepRanks,
     device: torch.device,
+    spans_ranks: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """GRPO's ``(advantages, std)`` of this rank's rewards (groups never span ranks; ``batch`` scaling uses every
-    rank's rewards, and ``normalize_then_sum`` standardises the summed rewards over every rank's completions, as one
-    group; the gather runs on ``device``)."""
+    """GRPO's ``(advantages, std)`` of this rank's rewards (``spans_ranks``: a group may span ranks, whose rewards
+    in rank order are the step's groups in order, as TRL's RepeatSampler lays them out, so every rank's rewards are
+    gathered and each whole group normalised; ``batch`` scaling uses every rank's rewards, and ``normalize_then_sum``
+    standardises the summed rewards over every rank's completions, as one group; the gather runs on ``device``)."""
     whole_batch = aggregation == "normalize_then_sum"
-    if (scale_rewards != "batch" and not whole_batch) or not is_distributed():
+    if (scale_rewards != "batch" and not whole_batch and not spans_ranks) or not is_distributed():
         if whole_batch:
             return group_advantages(rewards, len(rewards), "group")
         return group_advantages(rewards, num_generations, scale_rewards)
@@ -75,5 +77,5 @@ def group_relative_advantages(
     if whole_batch:
         advantages, std = group_advantages(everyone, len(everyone), "group")
     else:
-        advantages, std = group_advantages(everyone, num_generations, "batch")
+        advantages, std = group_advantages(everyone, num_generations, scale_rewards)
     return advantages[mine], std[mine]

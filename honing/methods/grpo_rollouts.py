@@ -61,6 +61,7 @@ class GroupSampler:
         tool_turns: ToolTurns | None = None,
         max_num_gen_batches: int | None = None,
         refill_prompts: RefillPrompts | None = None,
+        completions: slice | None = None,
     ):
         if max_num_gen_batches is not None and refill_prompts is None:
             raise ValueError("dynamic sampling (max_num_gen_batches) needs refill_prompts")
@@ -75,6 +76,8 @@ class GroupSampler:
         self.tool_turns = tool_turns  # None: one assistant turn per completion
         # dynamic sampling (None: off): generation rounds per step at most, and where refill prompts come from
         self.max_num_gen_batches, self.refill_prompts = max_num_gen_batches, refill_prompts
+        #: this rank's slice of the step's (prompt, completion) pairs when groups span ranks; None: whole groups
+        self.completions = completions
         #: fills more reward columns of each round's groups after the rewards (PPO's reward model); None: none
         self.rescore: Callable[[GeneratedGroups], None] | None = None
 
@@ -82,6 +85,8 @@ class GroupSampler:
         """This step's groups of ``batch``'s prompts, and what dynamic sampling did (None: off)."""
         g = self.num_generations
         seeds = [rollout_seed(self.seed, step, int(i), k) for i in batch["index"].tolist() for k in range(g)]
+        if self.completions is not None:  # every rank holds the step's prompts and samples its pairs of them
+            return self.generate(batch, seeds[self.completions], self.completions), None
         groups = self.generate(batch, seeds)
         if self.max_num_gen_batches is None:
             return groups, None
@@ -94,16 +99,17 @@ class GroupSampler:
             pad_token_id=self.pad_token_id,
         )
 
-    def generate(self, batch: Batch, seeds: list[int]) -> GeneratedGroups:
+    def generate(self, batch: Batch, seeds: list[int], pairs: slice | None = None) -> GeneratedGroups:
         """One round: G completions per prompt of ``batch``, sampled with ``seeds`` (one per completion), decoded
-        and scored by the rewards."""
-        group = self.num_generations
-        prompt_ids = batch["input_ids"].to(self.device).repeat_interleave(group, dim=0)
-        prompt_mask = batch["attention_mask"].to(self.device).repeat_interleave(group, dim=0)
-        prompts = [prompt for prompt in batch["prompt"] for _ in range(group)]
+        and scored by the rewards; ``pairs``: only those of the flattened (prompt, completion) pairs (a group that
+        spans ranks), None: all."""
+        group, rows = self.num_generations, slice(None) if pairs is None else pairs
+        prompt_ids = batch["input_ids"].to(self.device).repeat_interleave(group, dim=0)[rows]
+        prompt_mask = batch["attention_mask"].to(self.device).repeat_interleave(group, dim=0)[rows]
+        prompts = [prompt for prompt in batch["prompt"] for _ in range(group)][rows]
         sampled = self.transcripts(batch, prompts, prompt_ids, prompt_mask, seeds, **self.sampling)
         completion_ids, completion_mask = sampled.completion_ids, sampled.completion_mask
-        columns = {name: [v for v in values for _ in range(group)] for name, values in batch["columns"].items()}
+        columns = {name: [v for v in values for _ in range(group)][rows] for name, values in batch["columns"].items()}
         columns["completion_ids"] = [ids[mask.bool()].tolist() for ids, mask in zip(completion_ids, completion_mask)]
         rewards_per_func = self.scorer.score(prompts, sampled.completions, columns)
         groups = GeneratedGroups(

@@ -50,6 +50,9 @@ class RolloutParts:
     rollout_sampler: RolloutServer | None = None  # vLLM's server or colocated engine (None: the policy samples)
     tool_turns: ToolTurns | None = None  # multi-turn tool calling (None: one completion per sample)
     refill_prompts: RefillPrompts | None = None  # dynamic sampling's refills (None: filter_groups off)
+    #: this rank's (prompt, completion) pairs of the step's flattened groups when a group may span ranks
+    #: (``grpo.completions_per_rank``: every rank reads the same prompts); None: this rank samples whole groups
+    completions: slice | None = None
 
 
 @dataclass(frozen=True)

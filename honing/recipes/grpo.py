@@ -23,7 +23,7 @@ from honing.methods.base import BaseTrainModule
 from honing.methods.grpo_settings import RolloutParts
 from honing.models import is_lora
 from honing.recipes.base import Recipe, chat_assets, chat_rows, finetune_data, stop_token_ids, train_module_options
-from honing.recipes.grpo_batches import generation_steps, micro_batch_completions
+from honing.recipes.grpo_batches import generation_steps, micro_batch_completions, shared_groups, shared_prompts_data
 from honing.recipes.grpo_sampling import estimator_parts, refill_prompts, rollout_section
 from honing.recipes.grpo_validation import (
     reward_validation,
@@ -108,6 +108,11 @@ class GRPORecipe(Recipe):
         """A resumable loader of left-padded prompts, and the held-out prompts the evaluator samples and scores."""
         validation = wants_reward_validation(self.config)
         kind = self.row_kind(assets)
+        shared = shared_groups(self.config, self.grpo, self.parallel_dims)  # grpo.completions_per_rank
+        if shared is not None:  # every rank reads the step's prompts; its pairs of them are sampled
+            return shared_prompts_data(
+                kind, self.config, self.parallel_dims, self.cache_dir, shared, validation=validation
+            )
         return finetune_data(kind, self.config, self.parallel_dims, self.cache_dir, validation=validation)
 
     def build_train_module(self, inputs: TrainInputs) -> BaseTrainModule:
@@ -115,8 +120,13 @@ class GRPORecipe(Recipe):
         ``grpo.rewards``."""
         grpo, tokenizer, seed = self.grpo, inputs.assets.tokenizer, self.config.trainer.seed
         dp_size = self.parallel_dims.dp_size
-        generation_steps(self.config, grpo, dp_size)  # the batch checks that need the data-parallel size
-        micro_batch_completions(self.config, grpo, dp_size)
+        shared = shared_groups(self.config, grpo, self.parallel_dims)  # a group may span ranks: checked there
+        if shared is None:
+            generation_steps(self.config, grpo, dp_size)  # the batch checks that need the data-parallel size
+            micro_batch_completions(self.config, grpo, dp_size)
+        else:  # the per-rank forward: the key, or a rank's whole optimizer step
+            width = grpo.micro_batch_completions or shared.completions_per_rank // grpo.steps_per_generation
+            grpo = grpo.model_copy(update={"micro_batch_completions": width})
         stop = stop_token_ids(tokenizer)
         train_module, options = self.estimator_parts(inputs.assets)
         optimizer = self.build_optimizer(inputs.model)
@@ -130,8 +140,11 @@ class GRPORecipe(Recipe):
             rollout_sampler=rollout_sampler(grpo, self.config.method),
             tool_turns=tool_turns(inputs.assets, grpo, self.config.method, stop),
             refill_prompts=refill_prompts(inputs.data.train_loader, grpo, seed),
+            completions=None if shared is None else shared.pairs,
         )
         step_options = train_module_options(self.config, self.placement, inputs.data.collator)
+        if shared is not None:  # the held-out prompts' forward (the training one is micro_batch_completions)
+            step_options["micro_batch_size"] = shared.prompts
         return train_module(inputs.model, optimizer, grpo, parts, **options, **step_options)
 
     def estimator_parts(self, assets: ModelAssets) -> tuple[type[BaseTrainModule], dict[str, Any]]:

@@ -42,6 +42,10 @@ class GRPOBatch:
     micro_completions: int | None = None
     """``grpo.micro_batch_completions``: TRL's per-device forward where it is not whole groups (a group then spans
     forward passes, as in TRL); None where ``micro_prompts`` says it."""
+    completions_per_rank: int | None = None
+    """``grpo.completions_per_rank``: a rank's completions per generation where they are not whole groups (a group
+    then spans ranks, as TRL's RepeatSampler spreads it; the launch checks the world size makes whole groups); None:
+    ``prompts_per_rank`` says the batch."""
 
 
 def trl_grpo_batch(
@@ -77,17 +81,10 @@ def trl_grpo_batch(
         return None
     spg = max(spg, accumulation)  # per-device batches per generation
     completions = per_device * spg
-    if completions % generations:
-        t.refuse(
-            keys["per_device"],
-            f"{per_device} x {spg} per-device batches per generation = {completions} completions per rank must be a "
-            f"multiple of {keys['generations']} ({generations}): honing samples a prompt's whole group on one rank "
-            f"(TRL may split one over ranks); set {keys['per_device']} to a multiple of "
-            f"{generations // math.gcd(generations, spg)}",
-        )
-        return None
-    micro = per_device // generations if per_device % generations == 0 else None
     steps = spg // accumulation
+    if completions % generations:  # a group spans ranks, as TRL's RepeatSampler lays it out
+        return GRPOBatch(0, None, steps, steps * num_iterations, per_device, completions)
+    micro = per_device // generations if per_device % generations == 0 else None
     return GRPOBatch(completions // generations, micro, steps, steps * num_iterations, None if micro else per_device)
 
 
@@ -99,6 +96,21 @@ def translate_trl_grpo_batch(
     grpo_batch = trl_grpo_batch(t, keys, **batch)
     if grpo_batch is None:
         return 1
+    completions, group = grpo_batch.completions_per_rank, f"{keys['generations']} ({batch['generations']})"
+    if completions is not None and section != "grpo":
+        t.refuse(
+            keys["per_device"],
+            f"{completions} completions per rank per generation are part of a group of {group}: honing's {section} "
+            f"samples a prompt's whole group on one rank; give a multiple of {batch['generations']}",
+        )
+        return 1
+    if completions is not None:
+        t.note(
+            keys["per_device"],
+            f"{completions} completions per rank per generation are part of a group of {group}: "
+            f"grpo.completions_per_rank {completions}, the group spread over ranks as TRL's; the launch checks that "
+            "the world size makes whole groups",
+        )
     set_grpo_batch(t, grpo_batch, given, whose, section)
     return grpo_batch.updates
 
@@ -107,6 +119,9 @@ def set_grpo_batch(t: Translation, batch: GRPOBatch, given: bool, whose: str, se
     """Write ``batch`` as honing's keys (the file's own values, or ``whose`` defaults when it gives no batch;
     ``section``: ``grpo`` or ``rloo``)."""
     values = {"data.batch_size_per_rank": batch.prompts_per_rank, "data.micro_batch_size": batch.micro_prompts}
+    if batch.completions_per_rank is not None:  # the batch in completions (GRPO's): no data batch key beside it
+        values = {"data.batch_size_per_rank": None, "data.micro_batch_size": None, "data.global_batch_size": None}
+        values["grpo.completions_per_rank"] = batch.completions_per_rank
     values[f"{section}.steps_per_generation"] = batch.steps_per_generation if batch.steps_per_generation > 1 else None
     if section == "grpo":  # RLOO's forward passes hold whole groups
         values["grpo.micro_batch_completions"] = batch.micro_completions

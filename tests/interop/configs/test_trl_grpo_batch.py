@@ -8,11 +8,13 @@ import pytest
 from trl import GRPOConfig
 
 from honing.config import validate
+from honing.errors import ConfigError
 from honing.interop.configs import translate
 from honing.methods.grpo import GRPOTrainModule
 from honing.methods.grpo_rollouts import GroupSampler
+from honing.parallel_dims import ParallelDims
 from honing.recipes.grpo import GRPORecipe
-from honing.recipes.grpo_batches import generation_steps
+from honing.recipes.grpo_batches import generation_steps, shared_groups
 from tests.recipes.test_grpo import grpo_raw
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")  # transformers on TRL's gradient_checkpointing
@@ -103,12 +105,29 @@ def test_steps_that_end_inside_a_generation_are_refused_naming_the_key_and_the_f
     ]
 
 
-def test_a_group_split_over_processes_is_refused_with_the_fix():
-    """TRL splits a prompt's group over processes (it gathers the rewards); honing samples a group on one rank."""
-    refused = translate(oumi_grpo(4, 1, 8)).refused
-    assert len(refused) == 1 and refused[0].startswith("training.per_device_train_batch_size: 4 x 1 per-device")
-    assert refused[0].endswith("set training.per_device_train_batch_size to a multiple of 8")
-    assert translate(oumi_grpo(4, 2, 8)).refused == []  # 8 completions per process per generation: one group
+@pytest.mark.parametrize("world", [2, 4])
+def test_a_group_split_over_processes_is_written_in_completions_and_checked_at_launch(monkeypatch, world):
+    """TRL splits a prompt's group over processes (it gathers the rewards): so does grpo.completions_per_rank, as
+    many prompts per generation as TRL's at that world size; one process cannot make a whole group."""
+    translation = translate(oumi_grpo(4, 1, 8))
+    assert translation.refused == []
+    assert any("grpo.completions_per_rank 4, the group spread over ranks" in note for note in translation.notes)
+    config = validate(translation.config, source="oumi")
+    assert config.grpo.completions_per_rank == 4 and "batch_size_per_rank" not in translation.config["data"]
+    trl = trl_config(monkeypatch, world, 4, 1, 8)
+    assert shared_groups(config, config.grpo, ParallelDims(world_size=world)).prompts == trl.generation_batch_size // 8
+    with pytest.raises(ConfigError, match=r"^grpo.completions_per_rank \(4\) x 1 data-parallel ranks = 4 "):
+        shared_groups(config, config.grpo, ParallelDims(world_size=1))
+    assert translate(oumi_grpo(4, 2, 8)).config["data"]["batch_size_per_rank"] == 1  # whole groups stay prompts
+
+
+def test_rloo_refuses_a_group_split_over_processes_naming_the_key():
+    raw = {"model_name_or_path": "m", "per_device_train_batch_size": 2, "num_generations": 4}
+    refused = [line for line in translate(raw, dialect="trl-rloo").refused if "per_device" in line]
+    assert refused == [
+        "per_device_train_batch_size: 2 completions per rank per generation are part of a group of num_generations "
+        "(4): honing's rloo samples a prompt's whole group on one rank; give a multiple of 4"
+    ]
 
 
 def test_generation_batch_size_depends_on_the_processes_and_is_refused_naming_steps_per_generation():
