@@ -8,7 +8,7 @@ from pydantic import Field, model_validator
 
 from honing.config.image_schema import ImageTransformsSection
 from honing.config.mixture_schema import MixtureSection
-from honing.config.olmocr_schema import OlmocrSection
+from honing.config.pdf_pages_schema import PdfPagesSection
 from honing.config.section import Section
 
 
@@ -38,7 +38,7 @@ class SourceSection(Section):
         "mllm",
         # a folder written by `honing prepare` (pretraining): memory-mapped token shards
         "tokens",
-        # olmOCR's data (vl_sft, read with data.olmocr): PDF + front-matter markdown folders; OpenAI batch responses
+        # olmOCR's data (vl_sft, shaped by data.pdf_pages): PDF + front-matter markdown folders; OpenAI batch responses
         "olmocr_pages",
         "olmocr_batch",
     ] = "auto"
@@ -175,9 +175,10 @@ class DataSection(Section):
     image_transforms: ImageTransformsSection | None = None
     """Vision-language SFT: each image resized and augmented before its processor sees it (a fixed size, a small
     rotation / zoom / shift, brightness, contrast, JPEG re-encoding; docs/data.md#image-transforms); None: as read."""
-    olmocr: OlmocrSection | None = None
-    """Vision-language SFT: how sources of format ``olmocr_pages`` / ``olmocr_batch`` become rows (olmOCR's
-    pipeline steps); None: the defaults."""
+    pdf_pages: PdfPagesSection | None = None
+    """Vision-language SFT: how PDF pages (sources of format ``olmocr_pages`` / ``olmocr_batch``) become rows: the
+    instruction, its anchor text, the reply's form, filters and augmentations (olmOCR's pipeline steps); None: the
+    defaults."""
 
     def rows_per_step(self, dp_size: int) -> int:
         """Rows per optimizer step over all ranks: ``batch_size_per_rank`` x ``dp_size`` when it is set."""

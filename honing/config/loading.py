@@ -15,6 +15,7 @@ from pydantic import BaseModel, ValidationError
 from honing.config.custom_recipe import declared_sections, with_sections
 from honing.config.errors import ConfigError
 from honing.config.optimizers import OPTIONAL_KEYS, resolve_optimizer
+from honing.config.renamed_keys import renamed_key_message
 from honing.config.schema import RunConfig
 
 log = logging.getLogger(__name__)
@@ -262,6 +263,9 @@ def describe_error(item: Mapping[str, Any], schema: type[BaseModel]) -> str:
     key = format_key_path(location)
     kind = item["type"]
     if kind == "extra_forbidden":
+        renamed = renamed_key_message(key)
+        if renamed is not None:
+            return renamed
         hint = _closest_key(schema, location)
         return f"{key}: unknown key" + (f"; did you mean {hint}?" if hint else "")
     if kind == "missing":

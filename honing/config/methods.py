@@ -79,7 +79,7 @@ VISION_ONLY = (
     "data.min_pixels",
     "data.max_pixels",
     "data.pdf_longest_side",
-    "data.olmocr",
+    "data.pdf_pages",
     "data.image_transforms",
     "model.freeze_vision",
     "model.freeze_projector",
@@ -202,24 +202,24 @@ METHODS["online_dpo"] = replace(METHODS["grpo"], section="online_dpo", disable_d
 GRPO_TOOL_KEYS = tuple(
     f"grpo.{key}" for key in ("tools", "max_turns", "tool_timeout", "max_tool_response_length", "tool_call_format")
 )
-# GRPO's section on image prompts through the model's processor (VL-SFT's model keys; no PDF-page olmOCR rows)
+# GRPO's section on image prompts through the model's processor (VL-SFT's model keys; no PDF pages)
 METHODS["vl_grpo"] = replace(
     METHODS["grpo"],
     unused=(
         *(k for k in METHODS["grpo"].unused if k not in VISION_ONLY),
-        "data.olmocr",
+        "data.pdf_pages",
         "data.image_transforms",  # VL-SFT's images only
         "callbacks.harness_eval",
         *GRPO_TOOL_KEYS,  # tool turns carry no pixel inputs
     ),
     values={**source_formats("auto", "prompt", "conversation", "mllm"), "tokenizer.kind": ("auto", "pretrained")},
 )
-# DPO's section on pairs whose prompts hold images, through the model's processor (VL-SFT's model keys; no olmOCR rows)
+# DPO's section on pairs whose prompts hold images, through the model's processor (VL-SFT's model keys; no PDF pages)
 METHODS["vl_dpo"] = replace(
     METHODS["dpo"],
     unused=(
         *(k for k in METHODS["dpo"].unused if k not in VISION_ONLY),
-        "data.olmocr",
+        "data.pdf_pages",
         "data.image_transforms",
         "callbacks.harness_eval",
     ),

@@ -1,5 +1,5 @@
-"""honing's own instructions for olmOCR-style training: what the user turn asks of a page (``data.olmocr.prompt``),
-with the page's anchor text where the run asks for it. ``data.olmocr.prompt_text`` replaces these words exactly."""
+"""honing's own instructions for olmOCR-style training: what the user turn asks of a page (``data.pdf_pages.prompt``),
+with the page's anchor text where the run asks for it. ``data.pdf_pages.prompt_text`` replaces these words exactly."""
 
 from __future__ import annotations
 

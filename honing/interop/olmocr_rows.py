@@ -1,6 +1,6 @@
 """olmOCR's data read as image + prompt → reply conversations for VL-SFT, its pipeline steps as the options of
-``data.olmocr`` (``honing.config.olmocr_schema``); ``OLMOCR_SOURCES`` is the reader ``honing.interop`` registers for
-both formats (``honing.data.vision.source_formats``). Two layouts, one per olmOCR generation:
+``data.pdf_pages`` (``honing.config.pdf_pages_schema``); ``OLMOCR_SOURCES`` is the reader ``honing.interop``
+registers for both formats (``honing.data.vision.source_formats``). Two layouts, one per olmOCR generation:
 
 - ``format: olmocr_pages`` (olmOCR's current trainer): a folder, searched below, of one-page PDFs each beside a
   markdown file of the same name whose YAML front matter holds the page's fields (``primary_language``,
@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from honing import storage
-from honing.config.olmocr_schema import OlmocrSection
+from honing.config.pdf_pages_schema import PdfPagesSection
 from honing.config.schema import DataSection
 from honing.data.formats import ContentItem, Conversation, Message, RowError
 from honing.data.report import BadRowReport
@@ -52,39 +52,40 @@ PageBuild = Callable[[], "Conversation | None"]
 
 
 class OlmocrSources:
-    """The reader of olmOCR's source formats, shaped by ``data.olmocr`` (a ``SourceFormatReader``)."""
+    """The reader of olmOCR's source formats, shaped by ``data.pdf_pages`` (a ``SourceFormatReader``)."""
 
     formats = OLMOCR_FORMATS
 
     def read(self, source: Mapping[str, Any], index: int, data: DataSection, report: BadRowReport) -> Found:
-        """One olmOCR source's conversations, through ``data.olmocr`` (its defaults when not given)."""
-        options = data.olmocr or OlmocrSection()
+        """One olmOCR source's conversations, through ``data.pdf_pages`` (its defaults when not given)."""
+        options = data.pdf_pages or PdfPagesSection()
         reader = OlmocrReader(options, pdf_longest_side=data.pdf_longest_side, bad_rows=data.bad_rows)
         return reader.read(source, index, report)
 
     def check(self, data: DataSection) -> None:
-        """``data.olmocr`` shapes the rows of olmOCR's sources only: given with none of them, it would change
+        """``data.pdf_pages`` shapes the rows of olmOCR's sources only: given with none of them, it would change
         nothing, so it is refused."""
-        if data.olmocr is None:
+        if data.pdf_pages is None:
             return
         splits = [split for split in (data.train, data.validation) if split is not None]
         if not any(source.format in OLMOCR_FORMATS for split in splits for source in split.sources):
             raise ConfigError(
-                f"data.olmocr: read by sources of format {' / '.join(OLMOCR_FORMATS)}, and no source has one; set "
-                "their format or remove data.olmocr"
+                f"data.pdf_pages: read by sources of format {' / '.join(OLMOCR_FORMATS)}, and no source has one; set "
+                "their format or remove data.pdf_pages"
             )
 
     def settings(self, data: DataSection) -> dict[str, object]:
-        """``data.olmocr`` as the rows' cache key holds it; only when set, so other runs keep their keys."""
-        return {"olmocr": data.olmocr.model_dump()} if data.olmocr is not None else {}
+        """``data.pdf_pages`` as the rows' cache key holds it; only when set, so other runs keep their keys."""
+        # the entry keeps the section's former name, so rows cached before it was renamed are still found
+        return {"olmocr": data.pdf_pages.model_dump()} if data.pdf_pages is not None else {}
 
     def transform_rows(
         self, rows: list[Row | Exception], data: DataSection, tokenizer: PreTrainedTokenizerBase
     ) -> list[Row | Exception]:
-        """The replies' tokens flipped at ``data.olmocr.token_flip_rate`` (``flip_reply_tokens``)."""
-        if data.olmocr is None or not data.olmocr.token_flip_rate:
+        """The replies' tokens flipped at ``data.pdf_pages.token_flip_rate`` (``flip_reply_tokens``)."""
+        if data.pdf_pages is None or not data.pdf_pages.token_flip_rate:
             return rows
-        return flip_reply_tokens(rows, data.olmocr.token_flip_rate, tokenizer)
+        return flip_reply_tokens(rows, data.pdf_pages.token_flip_rate, tokenizer)
 
 
 #: the instance ``honing.interop.registrations`` registers for ``OLMOCR_FORMATS``
@@ -92,9 +93,9 @@ OLMOCR_SOURCES = OlmocrSources()
 
 
 class OlmocrReader:
-    """olmOCR's rows of one source, through the options of ``data.olmocr``."""
+    """olmOCR's rows of one source, through the options of ``data.pdf_pages``."""
 
-    def __init__(self, options: OlmocrSection, *, pdf_longest_side: int | None, bad_rows: str):
+    def __init__(self, options: PdfPagesSection, *, pdf_longest_side: int | None, bad_rows: str):
         self.options, self.pdf_longest_side, self.bad_rows = options, pdf_longest_side, bad_rows
         self.left_out: dict[str, int] = {}  # why a page was left out (a filter, not a bad row) → how many
         self._requests: dict[str, tuple[ContentItem, ContentItem]] | None = None
@@ -123,7 +124,7 @@ class OlmocrReader:
                 break
         if self.left_out:
             why = ", ".join(f"{count} {reason}" for reason, count in self.left_out.items())
-            log.info("data source %d (%r): left out by data.olmocr: %s", index, path, why)
+            log.info("data source %d (%r): left out by data.pdf_pages: %s", index, path, why)
         if not found:
             raise DataError(
                 f"data source {index} ({path!r}) holds no olmOCR pages"
@@ -198,7 +199,7 @@ class OlmocrReader:
         return self.conversation(page_item, page_item, reply)
 
     def requests(self) -> dict[str, tuple[ContentItem, ContentItem]]:
-        """``custom_id`` → the user turn's text and image of each request in ``data.olmocr.queries`` (read once)."""
+        """``custom_id`` → the user turn's text and image of each request in ``data.pdf_pages.queries`` (read once)."""
         if self._requests is None:
             self._requests = {}
             for path in self.options.queries:

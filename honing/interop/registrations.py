@@ -11,7 +11,7 @@ from honing import extensions
 extensions.register_reward_scheme("verl", "honing.interop.verl_rewards:resolve")
 extensions.register_reward_adapter("honing.interop.verl_rewards:adapt")
 
-# olmOCR's data layouts (a folder of PDF + front-matter markdown pages; OpenAI batch responses), shaped by data.olmocr
+# olmOCR's data layouts (PDF + front-matter markdown folders; OpenAI batch responses), read as data.pdf_pages says
 for source_format in ("olmocr_pages", "olmocr_batch"):
     extensions.register_source_format(source_format, "honing.interop.olmocr_rows:OLMOCR_SOURCES")
 

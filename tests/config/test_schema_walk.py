@@ -518,7 +518,7 @@ def vl_sft(tmp_path: Path) -> Iterator[dict[str, Any]]:
 
 def olmocr_runs(raw: dict[str, Any], tmp_path: Path) -> Iterator[dict[str, Any]]:
     """VL-SFT on olmOCR's two data layouts (text-layer PDFs made here): PDF + front-matter markdown folders with every
-    pipeline option of ``data.olmocr`` set, then batch responses whose prompts and images come from their requests."""
+    option of ``data.pdf_pages`` set, then batch responses whose prompts and images come from their requests."""
     from tests.interop.configs.olmocr_data import batch_folder, pages_folder
 
     requests = tmp_path / "requests.jsonl"  # a request no response answers: the responses build their own prompts
@@ -562,7 +562,9 @@ def olmocr_runs(raw: dict[str, Any], tmp_path: Path) -> Iterator[dict[str, Any]]
         run["storage"]["work_folder"] = str(tmp_path / name / "work")
         run["callbacks"]["generation_eval"] = {"enabled": False}
         source = {"path": str(folder), "format": format}
-        run["data"].update(train={"sources": [source]}, packing=False, olmocr=options, seq_len=512, overlong="truncate")
+        run["data"].update(
+            train={"sources": [source]}, packing=False, pdf_pages=options, seq_len=512, overlong="truncate"
+        )
         run["data"].pop("validation")
         yield run
 

@@ -1,4 +1,4 @@
-"""``data.olmocr`` changes only the rows of olmOCR's sources: given without one, it is refused in one line (by the
+"""``data.pdf_pages`` changes only the rows of olmOCR's sources: given without one, it is refused in one line (by the
 reader ``honing.interop`` registers for olmOCR's formats, which VL-SFT's rows ask when they are made)."""
 
 import pytest
@@ -21,9 +21,9 @@ def data_section(fmt: str, **data):
 
 
 def test_olmocr_options_without_an_olmocr_source_are_refused_naming_the_key():
-    with pytest.raises(ConfigError, match=r"^data\.olmocr: read by sources of format olmocr_pages / olmocr_batch"):
-        check_olmocr_sources(data_section("conversation", olmocr={"prompt": "plain"}))
-    check_olmocr_sources(data_section("olmocr_pages", olmocr={"prompt": "plain"}))  # read by its source
+    with pytest.raises(ConfigError, match=r"^data\.pdf_pages: read by sources of format olmocr_pages / olmocr_batch"):
+        check_olmocr_sources(data_section("conversation", pdf_pages={"prompt": "plain"}))
+    check_olmocr_sources(data_section("olmocr_pages", pdf_pages={"prompt": "plain"}))  # read by its source
     check_olmocr_sources(data_section("conversation"))  # not given: nothing to refuse
 
 

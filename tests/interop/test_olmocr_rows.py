@@ -46,10 +46,10 @@ def test_a_pages_folder_gives_the_page_then_the_instruction_and_the_front_matter
 def test_anchor_text_comes_from_the_text_layer_and_an_exact_prompt_replaces_honings_words(tmp_path):
     folder = pages_folder(tmp_path, pages=1)
     options = {"anchor_text_len": 500, "prompt": "plain", "prompt_first": True}
-    user, _ = turns(read(folder, "olmocr_pages", olmocr=options)[0][0][0])
+    user, _ = turns(read(folder, "olmocr_pages", pdf_pages=options)[0][0][0])
     assert user[1][0] == "pdf" and "Page size: 200.0x100.0 points\n[" in user[0][1] and "] alpha 0" in user[0][1]
     exact = {"anchor_text_len": 500, "prompt_text": "Read this.\nRAW_TEXT_START\n{anchor_text}RAW_TEXT_END"}
-    user, _ = turns(read(folder, "olmocr_pages", olmocr=exact)[0][0][0])
+    user, _ = turns(read(folder, "olmocr_pages", pdf_pages=exact)[0][0][0])
     assert user[1][1].startswith("Read this.\nRAW_TEXT_START\nPage size: ") and user[1][1].endswith("RAW_TEXT_END")
 
 
@@ -84,13 +84,13 @@ def test_text_options_rewrite_or_leave_out_pages(tmp_path):
     folder = pages_folder(tmp_path, pages=3)
     (folder / "p00.md").write_text(FRONT_MATTER.replace("rotation_correction: 0", "rotation_correction: 90") + "x")
     (folder / "p02.md").write_text(FRONT_MATTER + "x ∈ A")
-    found, _ = read(folder, "olmocr_pages", olmocr={"skip_rotated": True, "text_rules": True})
+    found, _ = read(folder, "olmocr_pages", pdf_pages={"skip_rotated": True, "text_rules": True})
     assert [origin.rsplit("/", 1)[-1] for _, origin in found] == ["p01.md"]
 
 
 def test_rotation_turns_the_rendered_page_and_the_reply_says_the_correction(tmp_path):
     found, _ = read(
-        pages_folder(tmp_path, pages=1), "olmocr_pages", pdf_longest_side=64, olmocr={"rotation_probability": 1.0}
+        pages_folder(tmp_path, pages=1), "olmocr_pages", pdf_longest_side=64, pdf_pages={"rotation_probability": 1.0}
     )
     user, reply = turns(found[0][0])
     image = Image.open(io.BytesIO(base64.b64decode(user[0][1])))
@@ -115,7 +115,7 @@ def test_a_bad_page_names_its_file_and_what_is_wrong(tmp_path):
 
 def test_batch_responses_name_their_pages_and_unfinished_ones_are_left_out(tmp_path):
     folder = batch_folder(tmp_path, pages=3, unfinished=1)
-    found, _ = read(folder / "done", "olmocr_batch", olmocr={"anchor_text_len": 100, "prompt": "plain"})
+    found, _ = read(folder / "done", "olmocr_batch", pdf_pages={"anchor_text_len": 100, "prompt": "plain"})
     assert len(found) == 3 and found[0][1] == f"{folder / 'done' / 'responses.json'}:1"
     user, reply = turns(found[0][0])
     assert user[0] == ("pdf", str(folder / "pdfs" / "d00.pdf")) and "] alpha 0" in user[1][1]
@@ -144,7 +144,7 @@ def test_requests_give_the_prompt_and_image_as_sent(tmp_path):
     content = [{"type": "text", "text": "As sent."}, {"type": "image_url", "image_url": {"url": url}}]
     request = {"custom_id": custom_id, "body": {"messages": [{"role": "user", "content": content}]}}
     (folder / "requests.jsonl").write_text(json.dumps(request) + "\n")
-    found, _ = read(folder / "done", "olmocr_batch", olmocr={"queries": [str(folder / "requests.jsonl")]})
+    found, _ = read(folder / "done", "olmocr_batch", pdf_pages={"queries": [str(folder / "requests.jsonl")]})
     assert turns(found[0][0])[0] == [("image_url", url), ("text", "As sent.")]
 
 
@@ -201,7 +201,11 @@ def test_rotated_pages_train_on_their_turned_image(tmp_path, monkeypatch):
     folder = pages_folder(tmp_path / "pages", pages=8)
     # with flips: drawn from the rows' texts, a turned page's reply once drew <|image_pad|> and broke its batch
     olmocr = {"rotation_probability": 0.5, "token_flip_rate": 0.1}
-    data = {"train": {"sources": [{"path": str(folder), "format": "olmocr_pages"}]}, "olmocr": olmocr, "seq_len": 512}
+    data = {
+        "train": {"sources": [{"path": str(folder), "format": "olmocr_pages"}]},
+        "pdf_pages": olmocr,
+        "seq_len": 512,
+    }
     config = validate(
         {
             "method": "vl_sft",
@@ -219,7 +223,7 @@ def test_rotated_pages_train_on_their_turned_image(tmp_path, monkeypatch):
         encoding = processor.image_processor(images=[load_image(item)], return_tensors="pt")
         return encoding["pixel_values"], tuple(encoding["image_grid_thw"][0].tolist())
 
-    found, _ = read(folder, "olmocr_pages", olmocr=olmocr)
+    found, _ = read(folder, "olmocr_pages", pdf_pages=olmocr)
     pages = [pixels(conversation.images()[0]) for conversation, _ in found]
     renders = [pixels(ContentItem(type="pdf", content=origin[: -len(".md")] + ".pdf", page=1)) for _, origin in found]
     turned = [index for index, (page, render) in enumerate(zip(pages, renders)) if not page[0].equal(render[0])]

@@ -180,10 +180,10 @@ def translate_data(t: Translation, data: Keys, split: str, *, hparams_seed: Any)
         size = one_value(t, keys, "target_longest_image_dim", "size", "renders every page at one data.pdf_longest_side")
         if size is not None:
             t.set("data.pdf_longest_side", size)
-        length = one_value(t, keys, "target_anchor_text_len", "length", "takes one data.olmocr.anchor_text_len", -1)
+        length = one_value(t, keys, "target_anchor_text_len", "length", "takes one data.pdf_pages.anchor_text_len", -1)
         if length is not None:
-            t.set("data.olmocr.anchor_text_len", length)
-            t.set("data.olmocr.prompt", "plain")  # olmOCR's build_finetuning_prompt: the page's text, anchored
+            t.set("data.pdf_pages.anchor_text_len", length)
+            t.set("data.pdf_pages.prompt", "plain")  # olmOCR's build_finetuning_prompt: the page's text, anchored
         translate_requests(t, keys, source)
         if source["path"] is None:
             t.refuse(keys.key("response_glob_path"), "required key is missing")
@@ -224,9 +224,9 @@ def one_value(t: Translation, keys: Keys, name: str, what: str, why: str, minimu
 def translate_requests(t: Translation, keys: Keys, source: dict[str, Any]) -> None:
     """The older sources' keys: the batch requests (prompt and image as sent), the backend and a size limit."""
     if keys.has("query_glob_path"):
-        queries = t.get("data.olmocr.queries", [])
-        t.set("data.olmocr.queries", [*queries, str(keys.take("query_glob_path"))])
-        t.set("data.olmocr.prompt_first", False)  # olmOCR's requests hold the image, then the text
+        queries = t.get("data.pdf_pages.queries", [])
+        t.set("data.pdf_pages.queries", [*queries, str(keys.take("query_glob_path"))])
+        t.set("data.pdf_pages.prompt_first", False)  # olmOCR's requests hold the image, then the text
     keys.take("query_glob_path")
     backends = keys.names("backend")
     if backends is not None and backends != ["openai"]:

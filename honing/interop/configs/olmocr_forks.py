@@ -105,11 +105,11 @@ def translate_qwen3_settings(t: Translation, settings: Keys) -> None:
     settings.allow("merge_size", (QWEN_MERGE_SIZE,), "is not available: Qwen-VL's processors merge 2x2 patches")
     first = settings.take("prompt_first")
     if first is not None:
-        chosen = t.get("data.olmocr.prompt_first")
+        chosen = t.get("data.pdf_pages.prompt_first")
         if chosen is not None and bool(chosen) != bool(first):
             t.refuse(settings.key("prompt_first"), f"{first!r} differs from the pipeline's InstructUserMessages step")
         else:
-            t.set("data.olmocr.prompt_first", bool(first))
+            t.set("data.pdf_pages.prompt_first", bool(first))
     settings.allow("use_olmocr_pipeline", (True,), "is not available: honing reads olmOCR's data through its pipeline")
     settings.note("model_type", "not needed: honing reads the model's family from its config")
     settings.allow("include_metadata", (False,), "is not available: honing's olmOCR prompts carry no page metadata")

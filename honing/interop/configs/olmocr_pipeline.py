@@ -1,5 +1,5 @@
 """An olmOCR ``pipeline`` (the list of steps a ``dataset.train[i]`` / ``dataset.eval[i]`` entry runs on each page)
-as honing's ``data.olmocr`` options and ``data.pdf_longest_side``. A step honing does not have is refused in one
+as honing's ``data.pdf_pages`` options and ``data.pdf_longest_side``. A step honing does not have is refused in one
 line naming it; a step honing does in its own way (the chat template, the processor) gets one note."""
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ FORK_STEPS = {
 
 
 def pipeline_options(t: Translation, key: str, steps: Any) -> tuple[dict[str, Any], int | None]:
-    """The ``data.olmocr`` options and the rendering size (None: no ``PDFRenderer``) of one source's pipeline."""
+    """The ``data.pdf_pages`` options and the rendering size (None: no ``PDFRenderer``) of one source's pipeline."""
     options: dict[str, Any] = {}
     longest_side = None
     if not isinstance(steps, list) or not steps:

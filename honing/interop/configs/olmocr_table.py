@@ -49,7 +49,7 @@ DATASET: dict[str, Entry] = {
 }
 ENTRY: dict[str, Entry] = {
     **honoured("data.<split>.sources[].path", "root_dir"),
-    **honoured("data.olmocr and data.pdf_longest_side (one pipeline for every source)", "pipeline"),
+    **honoured("data.pdf_pages and data.pdf_longest_side (one pipeline for every source)", "pipeline"),
     **honoured("data.<split>.sources[].max_samples", "max_samples"),
 }
 
@@ -125,25 +125,25 @@ TRAINING: dict[str, Entry] = {
     ),  # fmt: skip
 }
 
-# pipeline steps: "name" is the step itself (the data.olmocr option it sets), "enabled: false" skips it
+# pipeline steps: "name" is the step itself (the data.pdf_pages option it sets), "enabled: false" skips it
 STEP_OPTIONS = {
     "FrontMatterParser": "the page's front matter read as PageResponse",
     "PDFRenderer": "data.pdf_longest_side (the page rendered)",
-    "StaticLengthDocumentAnchoring": "data.olmocr.anchor_text_len",
-    "FinetuningPrompt": "data.olmocr.prompt: plain",
-    "NewYamlFinetuningPromptWithAnchoring": "data.olmocr.prompt: front_matter",
-    "NewYamlFinetuningPromptWithNoAnchoring": "data.olmocr.prompt: front_matter (no anchor text)",
-    "FrontMatterOutputFormat": "data.olmocr.reply: front_matter",
-    "JSONOutputFormat": "data.olmocr.reply: json",
-    "InstructUserMessages": "data.olmocr.prompt_first",
-    "LatexBracketNormalizer": "data.olmocr.latex_brackets",
-    "ReformatLatexBoldItalic": "data.olmocr.latex_bold_italic",
-    "TableTransformation": "data.olmocr.tables",
+    "StaticLengthDocumentAnchoring": "data.pdf_pages.anchor_text_len",
+    "FinetuningPrompt": "data.pdf_pages.prompt: plain",
+    "NewYamlFinetuningPromptWithAnchoring": "data.pdf_pages.prompt: front_matter",
+    "NewYamlFinetuningPromptWithNoAnchoring": "data.pdf_pages.prompt: front_matter (no anchor text)",
+    "FrontMatterOutputFormat": "data.pdf_pages.reply: front_matter",
+    "JSONOutputFormat": "data.pdf_pages.reply: json",
+    "InstructUserMessages": "data.pdf_pages.prompt_first",
+    "LatexBracketNormalizer": "data.pdf_pages.latex_brackets",
+    "ReformatLatexBoldItalic": "data.pdf_pages.latex_bold_italic",
+    "TableTransformation": "data.pdf_pages.tables",
     "Tokenizer": "the model's chat template (assistant tokens trained)",
-    "RandomTokenFlipper": "data.olmocr.token_flip_rate",
-    "FilterOutRotatedDocuments": "data.olmocr.skip_rotated",
-    "DatasetTextRuleFilter": "data.olmocr.text_rules",
-    "RotationAugmentation": "data.olmocr.rotation_probability",
+    "RandomTokenFlipper": "data.pdf_pages.token_flip_rate",
+    "FilterOutRotatedDocuments": "data.pdf_pages.skip_rotated",
+    "DatasetTextRuleFilter": "data.pdf_pages.text_rules",
+    "RotationAugmentation": "data.pdf_pages.rotation_probability",
     "AugraphyBasicAugmentations": "data.image_transforms (olmOCR's warp, brightness and JPEG ranges)",
 }
 STEP_KEYS: dict[str, dict[str, Entry]] = {
@@ -151,9 +151,9 @@ STEP_KEYS: dict[str, dict[str, Entry]] = {
         "not available: honing reads the front matter as PageResponse (true)", "use_page_response_class"
     ),  # fmt: skip
     "PDFRenderer": honoured("data.pdf_longest_side", "target_longest_image_dim"),
-    "StaticLengthDocumentAnchoring": honoured("data.olmocr.anchor_text_len", "target_anchor_text_len"),
-    "InstructUserMessages": honoured("data.olmocr.prompt_first", "prompt_first"),
-    "TableTransformation": honoured("data.olmocr.tables (annotate_dims, firstrowpreview)", "transformation"),
+    "StaticLengthDocumentAnchoring": honoured("data.pdf_pages.anchor_text_len", "target_anchor_text_len"),
+    "InstructUserMessages": honoured("data.pdf_pages.prompt_first", "prompt_first"),
+    "TableTransformation": honoured("data.pdf_pages.tables (annotate_dims, firstrowpreview)", "transformation"),
     "Tokenizer": {
         **refused("not available: honing leaves tokens out of the loss with -100", "masking_index"),
         **moot(
@@ -161,10 +161,10 @@ STEP_KEYS: dict[str, dict[str, Entry]] = {
         ),  # fmt: skip
     },
     "RandomTokenFlipper": {
-        **honoured("data.olmocr.token_flip_rate", "token_flip_rate"),
+        **honoured("data.pdf_pages.token_flip_rate", "token_flip_rate"),
         **refused("not available: honing leaves tokens out of the loss with -100", "masking_index"),
     },
-    "RotationAugmentation": honoured("data.olmocr.rotation_probability", "probability"),
+    "RotationAugmentation": honoured("data.pdf_pages.rotation_probability", "probability"),
     "AugraphyBasicAugmentations": honoured("data.image_transforms.probability", "probability"),
 }
 

@@ -129,7 +129,7 @@ def translate_lora(t: Translation, model: Keys) -> None:
 
 def translate_dataset(t: Translation, dataset: Keys) -> None:
     """``dataset.train`` / ``dataset.eval``: each entry a ``format: olmocr_pages`` source; their pipelines, which
-    honing runs as one set of ``data.olmocr`` options, must agree."""
+    honing runs as one set of ``data.pdf_pages`` options, must agree."""
     chosen: dict[str, Any] | None = None
     for split, name in (("train", "train"), ("validation", "eval")):
         entries = dataset.take(name, [])
@@ -158,7 +158,7 @@ def translate_dataset(t: Translation, dataset: Keys) -> None:
             elif (options[0], options[1]) != (chosen["options"], chosen["side"]):
                 t.refuse(
                     keys.key("pipeline"),
-                    f"differs from {chosen['where']}: honing reads every olmOCR source with one data.olmocr",
+                    f"differs from {chosen['where']}: honing reads every olmOCR source with one data.pdf_pages",
                 )
             keys.done("not a key of an olmOCR data set")
             sources.append(source)
@@ -170,7 +170,7 @@ def translate_dataset(t: Translation, dataset: Keys) -> None:
     if cache is not None:
         t.set("data.cache_dir", str(cache))
     if chosen is not None:
-        t.set("data.olmocr", chosen["options"])
+        t.set("data.pdf_pages", chosen["options"])
         if chosen["side"] is not None:
             t.set("data.pdf_longest_side", int(chosen["side"]))
     dataset.done("not a split of olmOCR's dataset section")

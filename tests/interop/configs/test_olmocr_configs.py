@@ -1,5 +1,5 @@
 """olmOCR's configs of both generations translated as olmOCR configs: every one in ``../shared/foreign-configs/olmocr``
-(skipped where absent) becomes a ``vl_sft`` config reading olmOCR's data; pipeline steps become ``data.olmocr``
+(skipped where absent) becomes a ``vl_sft`` config reading olmOCR's data; pipeline steps become ``data.pdf_pages``
 options, an unknown step is refused in one line naming it; batch keys stay per device."""
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def test_the_current_generation_is_its_own_dialect_and_its_pipeline_becomes_opti
     translation = translate(TRAINER)
     assert translation.refused == []
     config = validate(translation.config)
-    assert config.data.olmocr.model_dump(exclude_defaults=True) == {
+    assert config.data.pdf_pages.model_dump(exclude_defaults=True) == {
         "prompt_first": True,
         "skip_rotated": True,
         "text_rules": True,
@@ -77,7 +77,7 @@ def test_the_current_generation_is_its_own_dialect_and_its_pipeline_becomes_opti
         "tables": "annotate_dims",
         "rotation_probability": 0.05,
     }
-    assert config.data.pdf_longest_side == 1288 and config.data.olmocr.anchor_text_len is None
+    assert config.data.pdf_longest_side == 1288 and config.data.pdf_pages.anchor_text_len is None
     assert [source.name for source in config.data.validation.sources] == ["held-out"]
     assert config.trainer.save_folder == "/out/run" and config.model.lora.rank == 4
 
@@ -91,7 +91,7 @@ def test_anchor_text_and_the_plain_prompt_come_from_their_steps():
     ]
     for split in ("train", "eval"):
         raw["dataset"][split][0]["pipeline"] = steps
-    options = validate(translate(raw).config).data.olmocr
+    options = validate(translate(raw).config).data.pdf_pages
     assert (options.anchor_text_len, options.prompt) == (3000, "plain")
 
 
@@ -114,7 +114,7 @@ def test_per_device_batch_keys_stay_per_device():
     }
     data = validate(translate(old).config).data
     assert (data.micro_batch_size, data.batch_size_per_rank, data.rows_per_step(2)) == (1, 4, 8)
-    assert data.olmocr.anchor_text_len == 6000 and data.olmocr.prompt == "plain"
+    assert data.pdf_pages.anchor_text_len == 6000 and data.pdf_pages.prompt == "plain"
 
 
 def test_older_trainconfigs_read_their_requests_and_limits():
@@ -137,7 +137,7 @@ def test_older_trainconfigs_read_their_requests_and_limits():
     translation = translate(old)
     assert translation.refused == []
     data = validate(translation.config).data
-    assert data.olmocr.queries == ["/q/*.jsonl"] and data.train.sources[0].max_samples == 100
+    assert data.pdf_pages.queries == ["/q/*.jsonl"] and data.train.sources[0].max_samples == 100
     old["train_data"]["sources"][0]["backend"] = ["birr"]
     assert translate(old).refused == [
         "train_data.sources[0].backend: ['birr']: honing reads OpenAI batch responses only ('openai')"

@@ -106,7 +106,7 @@ def test_qwen3_settings():
     translation = translate(raw)
     assert translation.refused == []
     data = translation.config["data"]
-    assert (data["min_pixels"], data["max_pixels"], data["olmocr"]["prompt_first"]) == (784, 50176, True)
+    assert (data["min_pixels"], data["max_pixels"], data["pdf_pages"]["prompt_first"]) == (784, 50176, True)
     raw["qwen3_settings"] = {"merge_size": 4, "prompt_first": False, "include_metadata": True, "max_pixel": 1}
     assert [line.split(":")[0] for line in translate(raw).refused] == [
         "qwen3_settings.merge_size",

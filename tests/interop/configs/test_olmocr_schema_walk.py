@@ -35,20 +35,21 @@ TRAIN = "dataset.train[0]"
 # what each step sets when it is in the pipeline (a step that sets no key of its own: {})
 STEP_SETS = {
     "FrontMatterParser": {}, "Tokenizer": {}, "PDFRenderer": {"data.pdf_longest_side": 1024},
-    "StaticLengthDocumentAnchoring": {"data.olmocr.anchor_text_len": 6000},
-    "FinetuningPrompt": {"data.olmocr.prompt": "plain"},
-    "NewYamlFinetuningPromptWithAnchoring": {"data.olmocr.prompt": "front_matter"},
-    "NewYamlFinetuningPromptWithNoAnchoring": {"data.olmocr.prompt": "front_matter",
-                                               "data.olmocr.anchor_text_len": None},
-    "FrontMatterOutputFormat": {"data.olmocr.reply": "front_matter"}, "JSONOutputFormat": {"data.olmocr.reply": "json"},
-    "InstructUserMessages": {"data.olmocr.prompt_first": False},
-    "LatexBracketNormalizer": {"data.olmocr.latex_brackets": True},
-    "ReformatLatexBoldItalic": {"data.olmocr.latex_bold_italic": True},
-    "TableTransformation": {"data.olmocr.tables": "annotate_dims"},
-    "RandomTokenFlipper": {"data.olmocr.token_flip_rate": 1e-4},
-    "FilterOutRotatedDocuments": {"data.olmocr.skip_rotated": True},
-    "DatasetTextRuleFilter": {"data.olmocr.text_rules": True},
-    "RotationAugmentation": {"data.olmocr.rotation_probability": 0.5},
+    "StaticLengthDocumentAnchoring": {"data.pdf_pages.anchor_text_len": 6000},
+    "FinetuningPrompt": {"data.pdf_pages.prompt": "plain"},
+    "NewYamlFinetuningPromptWithAnchoring": {"data.pdf_pages.prompt": "front_matter"},
+    "NewYamlFinetuningPromptWithNoAnchoring": {"data.pdf_pages.prompt": "front_matter",
+                                               "data.pdf_pages.anchor_text_len": None},
+    "FrontMatterOutputFormat": {"data.pdf_pages.reply": "front_matter"},
+    "JSONOutputFormat": {"data.pdf_pages.reply": "json"},
+    "InstructUserMessages": {"data.pdf_pages.prompt_first": False},
+    "LatexBracketNormalizer": {"data.pdf_pages.latex_brackets": True},
+    "ReformatLatexBoldItalic": {"data.pdf_pages.latex_bold_italic": True},
+    "TableTransformation": {"data.pdf_pages.tables": "annotate_dims"},
+    "RandomTokenFlipper": {"data.pdf_pages.token_flip_rate": 1e-4},
+    "FilterOutRotatedDocuments": {"data.pdf_pages.skip_rotated": True},
+    "DatasetTextRuleFilter": {"data.pdf_pages.text_rules": True},
+    "RotationAugmentation": {"data.pdf_pages.rotation_probability": 0.5},
     "AugraphyBasicAugmentations": {"data.image_transforms.probability": 0.5,
                                    "data.image_transforms.rotation_degrees": 3.0},
 }  # fmt: skip
@@ -81,7 +82,7 @@ SPECIAL = {
         {"data.validation.sources": [{"path": "/e", "format": "olmocr_pages", "name": "held"}]},
     ),
     "dataset.<split>[]:root_dir": ("/d", {"data.train.sources": [{"path": "/d", "format": "olmocr_pages"}]}),
-    "dataset.<split>[]:pipeline": (ROTATE, {"data.olmocr.rotation_probability": 0.2}),
+    "dataset.<split>[]:pipeline": (ROTATE, {"data.pdf_pages.rotation_probability": 0.2}),
     "dataset.<split>[]:max_samples": (
         5,
         {"data.train.sources": [{"path": "/data/a", "format": "olmocr_pages", "max_samples": 5}]},
@@ -116,7 +117,7 @@ SPECIAL = {
         ["wandb", "tensorboard"],
         {"callbacks.tensorboard.enabled": True, "callbacks.wandb.enabled": True},
     ),
-    "pipeline[TableTransformation]:transformation": ("firstrowpreview", {"data.olmocr.tables": "firstrowpreview"}),
+    "pipeline[TableTransformation]:transformation": ("firstrowpreview", {"data.pdf_pages.tables": "firstrowpreview"}),
 }
 # values that ask for something of a refused or moot key where the type's sample would not
 VALUES: dict[str, dict] = {}

@@ -67,7 +67,7 @@ def trained_losses(config_path: Path, tmp_path: Path) -> list[float]:
 def test_the_current_generation_trains_on_a_pdf_and_front_matter_folder(tmp_path, model):
     path = current_config(tmp_path, model, pages=32)  # its batch: 1 per device x 32 accumulation steps
     config = load_any_config(str(path), STAND_INS)
-    assert config.data.olmocr.rotation_probability == 0.02 and config.data.pdf_longest_side == 1288
+    assert config.data.pdf_pages.rotation_probability == 0.02 and config.data.pdf_longest_side == 1288
     losses = trained_losses(path, tmp_path)
     assert len(losses) == 3 and losses[-1] < losses[0]
 
@@ -84,7 +84,7 @@ def test_the_trainconfig_generation_trains_on_batch_responses_and_their_pdfs(tmp
     path = tmp_path / TRAINCONFIG.name
     path.write_text(yaml.safe_dump(raw))
     config = load_any_config(str(path), STAND_INS)
-    assert (config.data.olmocr.anchor_text_len, config.data.olmocr.prompt) == (6000, "plain")
+    assert (config.data.pdf_pages.anchor_text_len, config.data.pdf_pages.prompt) == (6000, "plain")
     losses = trained_losses(path, tmp_path)
     assert len(losses) == 3 and losses[-1] < losses[0]
 

@@ -1,6 +1,7 @@
-"""The ``data.olmocr`` section: how olmOCR's own data becomes vision-language SFT rows (the sources of format
-``olmocr_pages``, folders of one-page PDFs each beside a markdown file with YAML front matter, and
-``olmocr_batch``, OpenAI batch responses naming PDF pages). Each olmOCR pipeline step is one option here."""
+"""The ``data.pdf_pages`` section: how PDF-page transcription data becomes vision-language SFT rows, each a page's
+image and an instruction answered by the page's text. It shapes the sources of format ``olmocr_pages`` (folders of
+one-page PDFs each beside a markdown file with YAML front matter) and ``olmocr_batch`` (OpenAI batch responses
+naming PDF pages), both named after the data's origin, olmOCR; each of olmOCR's pipeline steps is one option here."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from pydantic import Field
 from honing.config.section import Section
 
 
-class OlmocrSection(Section):
-    """olmOCR's data as image + prompt → reply rows: the page (rendered at ``data.pdf_longest_side``), an
+class PdfPagesSection(Section):
+    """PDF pages as image + prompt → reply rows: the page (rendered at ``data.pdf_longest_side``), an
     instruction with the page's text-layer anchor text when asked, and the page's transcription as the reply."""
 
     anchor_text_len: int | None = Field(default=None, ge=-1)
