@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 import torch
@@ -14,6 +15,7 @@ from honing.train.callbacks.base import Callback
 from honing.train.callbacks.order import PRIORITY
 
 
+@dataclass(eq=False)
 class TextSampleCallback(Callback):
     """Generates from ``prompts`` with ``generate_fn(prompt) -> text`` every ``interval`` steps (None:
     only at the end) and when training ends.
@@ -26,20 +28,15 @@ class TextSampleCallback(Callback):
 
     priority = PRIORITY["sample"]
 
-    def __init__(
-        self,
-        generate_fn: Callable[[str], str],
-        *,
-        prompts: list[str],
-        interval: int | None = None,
-        printer: Callable[[str], Any] = print,
-    ):
-        if interval is not None and interval < 1:
-            raise ValueError(f"interval must be at least 1, got {interval}")
-        self.generate_fn = generate_fn
-        self.prompts = prompts
-        self.interval = interval
-        self.printer = printer
+    generate_fn: Callable[[str], str]
+    _: KW_ONLY
+    prompts: list[str]
+    interval: int | None = None
+    printer: Callable[[str], Any] = print
+
+    def __post_init__(self) -> None:
+        if self.interval is not None and self.interval < 1:
+            raise ValueError(f"interval must be at least 1, got {self.interval}")
         self.samples: list[dict[str, Any]] = []
 
     def on_step_end(self) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import torch
 
 from honing.train import Callback
@@ -69,3 +70,12 @@ def test_sampling_does_not_change_training(tmp_path):
     )
     sampled.fit()
     assert torch.equal(flat_weights(plain), flat_weights(sampled))
+
+
+def test_interval_below_one_is_refused_and_the_prompts_are_given_by_name():
+    with pytest.raises(ValueError, match="interval must be at least 1, got 0"):
+        TextSampleCallback(str.upper, prompts=["a"], interval=0)
+    with pytest.raises(TypeError):
+        TextSampleCallback(str.upper, ["a"])  # type: ignore[misc]
+    sample = TextSampleCallback(str.upper, prompts=["a"])
+    assert sample.interval is None and sample.printer is print and sample.samples == []
