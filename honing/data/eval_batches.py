@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 from honing.data.collate import stack_collate
 from honing.data.loader import Collate, MapDataset
 
 
+@dataclass(eq=False)
 class EvalBatches:
     """Re-iterable from the start every time (unlike the training DataLoader, which resumes).
 
@@ -18,20 +20,15 @@ class EvalBatches:
     sharded (FSDP2) model needs all ranks in each forward.
     """
 
-    def __init__(
-        self,
-        dataset: MapDataset,
-        *,
-        batch_size: int,
-        collate_fn: Collate | None = None,
-        rank: int = 0,
-        world_size: int = 1,
-    ):
-        self.dataset = dataset
-        self.batch_size = batch_size
-        self.collate_fn = collate_fn or stack_collate
-        self.rank = rank
-        self.world_size = world_size
+    dataset: MapDataset
+    _: KW_ONLY
+    batch_size: int
+    collate_fn: Collate | None = None  # None: rows stacked as they are (stack_collate)
+    rank: int = 0
+    world_size: int = 1
+
+    def __post_init__(self) -> None:
+        self.collate_fn = self.collate_fn or stack_collate
 
     def __len__(self) -> int:
         batches = -(-len(self.dataset) // self.batch_size)

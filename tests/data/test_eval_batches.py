@@ -1,3 +1,4 @@
+import pytest
 import torch
 
 from honing.data.eval_batches import EvalBatches
@@ -32,3 +33,8 @@ def test_ranks_split_every_row_once_and_yield_equally_many_batches():
     assert not any(bool((batch["labels"] == -100).all()) for batch in real)
     together = sorted(map(tuple, rows(real)))
     assert together == sorted(map(tuple, dataset.data.tolist()))
+
+
+def test_the_settings_after_the_dataset_are_given_by_name():
+    with pytest.raises(TypeError):
+        EvalBatches(TokenDataset(rows=4), 2)  # type: ignore[misc]
