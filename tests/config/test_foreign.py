@@ -89,7 +89,7 @@ def test_every_key_that_cannot_be_honoured_is_refused_by_name_in_one_line(tmp_pa
         "model.chat_template: 'zephyr' is not available",
         "data.train.datasets[0].mixture_proportion: given for some datasets only",
         "training.grpo: used by GRPO trainers only",
-        "training.made_up: not translated",
+        "training.made_up: not a key of Oumi's TrainingConfig",
     ):
         assert key in message
 
