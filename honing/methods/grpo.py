@@ -312,8 +312,9 @@ class GRPOTrainModule(BaseTrainModule):
         """Prompt tokens (once per completion) plus generated tokens, over all ranks (TRL's ``num_tokens``)."""
         if self._step_tokens is not None and self._step_tokens[0] is batch:
             return self._step_tokens[1]
-        # a skipped step
-        return self.collator.num_tokens(batch) * self.sampler.num_generations * self.ranks.dp_size
+        # a skipped step (with groups that span ranks every rank holds the step's prompts: counted once)
+        ranks = 1 if self.sampler.completions is not None else self.ranks.dp_size
+        return self.collator.num_tokens(batch) * self.sampler.num_generations * ranks
 
     def eval_batch(self, batch: Any) -> dict[str, torch.Tensor]:
         """Held-out prompts sampled and scored by the rewards (``honing.methods.grpo_validation``): their sums."""
