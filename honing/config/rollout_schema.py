@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from honing.config.tool_use_schema import ToolUseSection
 
@@ -24,6 +24,13 @@ class RolloutSection(ToolUseSection):
     """Nucleus sampling of completions (1: off)."""
     top_k: int = Field(default=0, ge=0)
     """Top-k sampling of completions (0: no top-k filtering)."""
+    min_p: float | None = Field(default=None, ge=0, le=1)
+    """Min-p sampling of completions: tokens less likely than ``min_p`` times the most likely one are removed, after
+    temperature, top-k and top-p (transformers' ``MinPLogitsWarper``); None: off."""
+    repetition_penalty: float = Field(default=1.0, gt=0)
+    """CTRL's repetition penalty on the tokens of the prompt and of the completion so far: their logits divided by it
+    where positive, multiplied where negative, before temperature (transformers' ``RepetitionPenaltyLogitsProcessor``;
+    the prompt's padding is not counted); 1: off, above 1: repeats less likely."""
     use_vllm: bool = False
     """Sample rollouts from a vLLM rollout server (TRL's / Oumi's ``use_vllm``; docs/rollout-server.md), which gets
     the policy's weights before each step's rollouts; with no server configured or found, honing's own decoder
@@ -40,3 +47,13 @@ class RolloutSection(ToolUseSection):
     """The rollout server's port, when ``vllm_server_base_url`` is not given (TRL's key and default)."""
     vllm_server_timeout: float = Field(default=240.0, gt=0)
     """Seconds to wait for a configured rollout server to answer at the start of the run (TRL's key and default)."""
+
+    @model_validator(mode="after")
+    def _server_samples_without_filters(self) -> RolloutSection:
+        filters = [key for key, off in (("min_p", None), ("repetition_penalty", 1.0)) if getattr(self, key) != off]
+        if self.use_vllm and filters:
+            raise ValueError(
+                f"{' and '.join(filters)}: honing's rollout server samples with temperature, top_p and top_k only; "
+                "set use_vllm false (honing's own decoder applies them) or remove them"
+            )
+        return self

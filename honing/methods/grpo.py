@@ -29,7 +29,7 @@ from honing.methods.grpo_off_policy import off_policy_mask
 from honing.methods.grpo_policy_loss import PolicyLoss
 from honing.methods.grpo_rollouts import GroupSampler, rollout_seed
 from honing.methods.grpo_sampling import mask_truncated
-from honing.methods.grpo_settings import RolloutParts, RolloutSettings, grpo_settings
+from honing.methods.grpo_settings import RolloutParts, RolloutSettings, grpo_settings, sampling_options
 from honing.methods.grpo_validation import RewardValidation
 from honing.methods.optimizer_update import unrecorded_optim_step
 
@@ -106,7 +106,7 @@ class GRPOTrainModule(BaseTrainModule):
             stop_token_ids=parts.stop_token_ids,
             num_generations=settings.num_generations,
             max_completion_length=settings.max_completion_length,
-            sampling=dict(temperature=settings.temperature, top_p=settings.top_p, top_k=settings.top_k),
+            sampling=sampling_options(settings),
             seed=parts.seed,
             device=self.device,
             ranks=self.ranks,

@@ -64,6 +64,8 @@ class RolloutSettings:
     temperature: float = 1.0
     top_p: float = 1.0
     top_k: int = 0
+    min_p: float | None = None
+    repetition_penalty: float = 1.0
     beta: float = 0.0
     kl_estimator: str = "k3"
     use_bias_correction_kl: bool = True
@@ -92,9 +94,21 @@ def max_num_gen_batches(section: GRPOSection | RLOOSection) -> int | None:
 
 
 SHARED_SETTINGS = (
-    "num_generations", "max_completion_length", "temperature", "top_p", "top_k", "beta", "kl_estimator", "epsilon",
-    "epsilon_high", "num_iterations", "steps_per_generation", "sample_interval", "mask_truncated_completions",
+    "num_generations", "max_completion_length", "temperature", "top_p", "top_k", "min_p", "repetition_penalty", "beta",
+    "kl_estimator", "epsilon", "epsilon_high", "num_iterations", "steps_per_generation", "sample_interval",
+    "mask_truncated_completions",
 )  # fmt: skip
+
+
+def sampling_options(settings: RolloutSettings) -> dict[str, Any]:
+    """The sampler's keyword arguments: temperature, top_p and top_k, and min_p / repetition_penalty where set (a
+    sampler that has no form for them, such as the rollout server's client, then refuses them by name)."""
+    options: dict[str, Any] = dict(temperature=settings.temperature, top_p=settings.top_p, top_k=settings.top_k)
+    if settings.min_p is not None:
+        options["min_p"] = settings.min_p
+    if settings.repetition_penalty != 1.0:
+        options["repetition_penalty"] = settings.repetition_penalty
+    return options
 
 
 def shared_settings(section: GRPOSection | RLOOSection) -> dict[str, object]:

@@ -10,6 +10,7 @@ import torch
 
 from honing.distributed import is_distributed
 from honing.models.lean_decoder import lean_decoder
+from honing.models.sampling_filters import min_p_filter, penalize_repeats, seen_tokens
 from honing.models.wrappers import transformers_model, unwrap_model
 
 if TYPE_CHECKING:
@@ -75,6 +76,8 @@ def sample_completions(
     temperature: float = 1.0,
     top_p: float = 1.0,
     top_k: int = 0,
+    min_p: float | None = None,
+    repetition_penalty: float = 1.0,
     sync_ranks: bool = False,
     on_tokens: Callable[[torch.Tensor], Any] | None = None,
     shared_prefix: int = 0,
@@ -88,9 +91,11 @@ def sample_completions(
     samples the same completions. The KV cache is reused between tokens and sampling stops when every row
     has ended; with ``sync_ranks`` (FSDP2: every rank must take part in every forward) it stops when every row
     of every rank has ended. ``temperature`` 0 is greedy. ``on_tokens`` sees each step's tokens (pads where a row
-    has ended) as they are chosen, e.g. to stream them to a terminal. ``shared_prefix``: the first columns hold the
-    same real tokens in every row (padding after them), which the lean decoder then computes once. ``decoder`` builds
-    the decoder from the unwrapped model instead (``honing.models.vl_decoding``: prompts with pixel inputs).
+    has ended) as they are chosen, e.g. to stream them to a terminal. ``min_p`` (None: off) and ``repetition_penalty``
+    (1: off; over the prompt's real tokens and the completion's) act as transformers' processors of those names.
+    ``shared_prefix``: the first columns hold the same real tokens in every row (padding after them), which the lean
+    decoder then computes once. ``decoder`` builds the decoder from the unwrapped model instead
+    (``honing.models.vl_decoding``: prompts with pixel inputs).
     """
     inner = unwrap_model(model)
     was_training = inner.training
@@ -112,8 +117,13 @@ def sample_completions(
     try:
         with no_autograd:
             logits = decode.prefill(input_ids, attention_mask, max_new_tokens, shared_prefix=shared_prefix)
+            penalty = None
+            if repetition_penalty != 1.0:  # the tokens seen so far, grown by each sampled token
+                penalty = (seen_tokens(input_ids, attention_mask, logits.shape[-1]), repetition_penalty)
             for _ in range(max_new_tokens):
-                next_tokens = _sample(logits, generators, temperature, top_p, top_k)
+                next_tokens = _sample(logits, generators, temperature, top_p, top_k, min_p, penalty)
+                if penalty is not None:
+                    penalty[0].scatter_(1, next_tokens[:, None], True)
                 alive.append(~done)
                 tokens.append(next_tokens.masked_fill(done, pad_token_id))
                 if on_tokens is not None:
@@ -181,11 +191,20 @@ def _all_done(done: torch.Tensor, sync_ranks: bool) -> bool:
 
 
 def _sample(
-    logits: torch.Tensor, generators: Sequence[torch.Generator], temperature: float, top_p: float, top_k: int
+    logits: torch.Tensor,
+    generators: Sequence[torch.Generator],
+    temperature: float,
+    top_p: float,
+    top_k: int,
+    min_p: float | None = None,
+    penalty: tuple[torch.Tensor, float] | None = None,
 ) -> torch.Tensor:
     """One token per row: greedy at temperature 0, else the Gumbel-max of the temperature-scaled logits with
-    everything outside the top-k and the top-p nucleus removed (transformers' warpers' order: top-k, then top-p)."""
+    everything outside the top-k, the top-p nucleus and the min-p floor removed (transformers' order: the
+    repetition ``penalty`` (seen tokens, factor) first, then temperature, top-k, top-p, min-p)."""
     logits = logits.float()
+    if penalty is not None:
+        logits = penalize_repeats(logits, *penalty)
     if temperature == 0:
         return logits.argmax(-1)
     logits = logits / temperature
@@ -198,6 +217,8 @@ def _sample(
         remove = cumulative <= 1 - top_p
         remove[:, -1] = False  # keep at least the most likely token
         logits = logits.masked_fill(remove.scatter(-1, order, remove), float("-inf"))
+    if min_p is not None:
+        logits = min_p_filter(logits, min_p)
     noise = torch.stack(
         [torch.rand(logits.shape[-1], generator=g, device=logits.device, dtype=torch.float32) for g in generators]
     )

@@ -1,0 +1,27 @@
+"""grpo / rloo's min_p and repetition_penalty reach the sampler only when set, and the rollout server refuses them."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from honing.config.method_schema import GRPOSection
+from honing.config.rloo_schema import RLOOSection
+from honing.methods.grpo_settings import grpo_settings, sampling_options, shared_settings
+
+
+def test_defaults_leave_the_sampler_its_three_keys():
+    assert sampling_options(grpo_settings(GRPOSection())) == dict(temperature=1.0, top_p=1.0, top_k=0)
+
+
+def test_set_filters_reach_the_sampler_of_grpo_and_rloo():
+    options = sampling_options(grpo_settings(GRPOSection(min_p=0.1, repetition_penalty=1.2)))
+    assert options["min_p"] == 0.1 and options["repetition_penalty"] == 1.2
+    rloo = shared_settings(RLOOSection(min_p=0.2, repetition_penalty=0.9))
+    assert (rloo["min_p"], rloo["repetition_penalty"]) == (0.2, 0.9)
+
+
+@pytest.mark.parametrize("key, value", [("min_p", 0.1), ("repetition_penalty", 1.1)])
+def test_the_rollout_server_refuses_the_filters_by_name(key, value):
+    with pytest.raises(ValidationError, match=f"{key}: honing's rollout server samples"):
+        GRPOSection(use_vllm=True, **{key: value})
