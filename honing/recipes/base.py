@@ -20,7 +20,7 @@ import sys
 import tempfile
 from collections.abc import Callable
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import torch
 
@@ -71,12 +71,25 @@ log = logging.getLogger(__name__)
 Rows = TypeVar("Rows")
 
 
+class StepTransform(Protocol):
+    """What a kind of model changes in any method's steps (vision: its tower frozen, its own learning rate), listed
+    by a recipe in ``step_transforms`` instead of mixed into its bases."""
+
+    def freeze(self, recipe: Recipe, model: torch.nn.Module) -> None:
+        """Freeze what this kind of model keeps frozen, after ``model.freeze_layers``."""
+
+    def param_groups(self, recipe: Recipe) -> list[dict[str, Any]]:
+        """The parameter groups it adds after ``optim.param_groups``."""
+
+
 class Recipe:
     """A method's spec: its build steps, which ``build_run`` calls in order, each given what it needs; ``run()``
     builds and trains."""
 
     #: what generates text and exports the trained model (the callbacks call it)
     outputs_class: type[RunOutputs] = RunOutputs
+    #: transforms of the steps below that the method's kind of model brings, applied in order
+    step_transforms: tuple[StepTransform, ...] = ()
 
     def __init_subclass__(cls, **kwargs: Any):
         super().__init_subclass__(**kwargs)
@@ -173,9 +186,12 @@ class Recipe:
         return self.models.causal_lm(assets.tokenizer, max_length=self.config.data.seq_len, shards=shards)
 
     def freeze_module(self, model: torch.nn.Module) -> None:
-        """Freeze parameters by ``model.freeze_layers`` patterns before the optimizer is built."""
+        """Freeze parameters by ``model.freeze_layers`` patterns, then each step transform's, before the optimizer
+        is built."""
         if self.config.model.freeze_layers:
             freeze_layers(model, self.config.model.freeze_layers)
+        for transform in self.step_transforms:
+            transform.freeze(self, model)
 
     def build_parallel(self, model: torch.nn.Module) -> torch.nn.Module:
         """Apply ``parallel.*`` from outside the model: activation checkpointing, per-block compile, then
@@ -229,8 +245,9 @@ class Recipe:
 
     def build_param_groups(self) -> list[dict[str, Any]]:
         """Parameter groups by name pattern (``{"params": patterns, "lr": ..., "weight_decay": ...}``), first match
-        first, the rest split by decay: ``optim.param_groups``."""
-        return [group.model_dump() for group in self.config.optim.param_groups]
+        first, the rest split by decay: ``optim.param_groups``, then each step transform's."""
+        groups = [group.model_dump() for group in self.config.optim.param_groups]
+        return groups + [group for transform in self.step_transforms for group in transform.param_groups(self)]
 
     def build_optimizer(self, model: torch.nn.Module) -> torch.optim.Optimizer:
         """``optim.name``'s optimizer (AdamW by default) with decay / no-decay groups and the parameter groups of

@@ -27,15 +27,16 @@ from honing.errors import ConfigError
 from honing.models.vl_families import concat_image_inputs
 from honing.recipes.base import finetune_data
 from honing.recipes.dpo import DPORecipe
-from honing.recipes.vl_sft import VisionModelSteps, VLSFTRecipe, vision_rows
+from honing.recipes.vl_sft import VISION, VLSFTRecipe, vision_rows
 from honing.run.parts import HeldOutAnswers, ModelAssets
 from honing.run.vl_outputs import VLOutputs
 
 
-class VLDPORecipe(VisionModelSteps, DPORecipe):
+class VLDPORecipe(DPORecipe):
     """The model's processor and an image-text-to-text model (LoRA or full); image pairs; DPO with pixel inputs."""
 
     outputs_class = VLOutputs
+    step_transforms = (VISION,)
     # VL-SFT's processor and model builders as they are (shared steps, not a second base class: they call no super())
     model_assets = VLSFTRecipe.model_assets
     build_model = VLSFTRecipe.build_model

@@ -18,7 +18,7 @@ from honing.errors import ConfigError, DataError
 from honing.methods.base import BaseTrainModule
 from honing.recipes.base import Recipe
 from honing.recipes.grpo import GRPORecipe
-from honing.recipes.vl_sft import VisionModelSteps, VLSFTRecipe, vision_rows
+from honing.recipes.vl_sft import VISION, VLSFTRecipe, vision_rows
 from honing.run.parts import HeldOutAnswers, ModelAssets
 from honing.run.vl_outputs import VLOutputs
 
@@ -31,10 +31,11 @@ def video_token_ids(processor: Any) -> set[int]:
     return {token_id} if isinstance(token_id, int) and token_id != tokenizer.unk_token_id else set()
 
 
-class VLGRPORecipe(VisionModelSteps, GRPORecipe):
+class VLGRPORecipe(GRPORecipe):
     """The model's processor and an image-text-to-text model (LoRA or full); image prompts; GRPO with pixels."""
 
     outputs_class = VLOutputs
+    step_transforms = (VISION,)
     # VL-SFT's model builder as it is (a shared step, not a second base class: it calls no super())
     build_model = VLSFTRecipe.build_model
 

@@ -53,26 +53,29 @@ log = logging.getLogger(__name__)
 VISION_EXTRA = "pip install 'honing[vision]'"
 
 
-class VisionModelSteps:
-    """The steps every vision-language recipe adds to its method's: the tower and projector frozen, the tower's own
-    learning rate. Listed before the method's recipe among the bases, so ``super()`` is the method's step."""
+class VisionSteps:
+    """Vision as a transform of any method's steps (``Recipe.step_transforms``): the tower, projector or language
+    model frozen as ``model.freeze_*`` say, and the tower's own learning rate (``optim.vision_lr``)."""
 
-    def freeze_module(self, model: torch.nn.Module) -> None:
-        """``model.freeze_layers`` patterns, then the vision tower (``model.freeze_vision``, on by default) and
-        the projector (``model.freeze_projector``)."""
-        super().freeze_module(model)  # type: ignore[misc]
-        freeze_vision_parts(self.config.model, self.family, model)  # type: ignore[attr-defined]
+    def freeze(self, recipe: Recipe, model: torch.nn.Module) -> None:
+        """The vision tower (``model.freeze_vision``, on by default), the projector (``model.freeze_projector``) and
+        the language model (``model.freeze_language``) of the recipe's model family."""
+        freeze_vision_parts(recipe.config.model, recipe.family, model)  # type: ignore[attr-defined]
 
-    def build_param_groups(self) -> list[dict[str, Any]]:
-        """``optim.param_groups``, then ``optim.vision_lr``: the vision tower in a group of its own (refused while
-        the tower is frozen)."""
-        return [*super().build_param_groups(), *vision_lr_groups(self.config, self.family)]  # type: ignore[misc,attr-defined]
+    def param_groups(self, recipe: Recipe) -> list[dict[str, Any]]:
+        """``optim.vision_lr``: the vision tower in a group of its own (refused while the tower is frozen)."""
+        return vision_lr_groups(recipe.config, recipe.family)  # type: ignore[attr-defined]
 
 
-class VLSFTRecipe(VisionModelSteps, Recipe):
+#: the vision-language recipes' step transform
+VISION = VisionSteps()
+
+
+class VLSFTRecipe(Recipe):
     """Image conversations → the processor's ids and pixels, assistant-only labels → padded rows → LoRA or full."""
 
     outputs_class = VLOutputs
+    step_transforms = (VISION,)
     family: VLFamily
 
     def model_assets(self) -> ModelAssets:
