@@ -14,6 +14,8 @@ KEYS = key_table("trl").keys
 
 # generation_kwargs' keys (transformers' GenerationConfig / vLLM's SamplingParams names) -> the section's own key
 GENERATION_KEYS = {"temperature": float, "top_p": float, "top_k": int}
+# sampling keys the held-out prompts (grpo.validation) have no form for, and their values that mean off
+FILTER_KEYS = {"min_p": None, "repetition_penalty": 1.0}
 LENGTH_KEYS = ("max_new_tokens", "max_tokens")  # GenerationConfig's / SamplingParams' name of the same length
 JINJA_SUFFIXES = (".jinja", ".j2")
 
@@ -50,14 +52,25 @@ def read_online_extras(t: Translation, top: Keys, config_class: str, section: st
             value = t.get(f"{section}.{name}")
             default = schema_default(KEYS[config_class][name][1])
             t.set(f"{section}.validation.{name}", kind(default if value is None else value))
+        filters = [name for name, off in FILTER_KEYS.items() if t.get(f"{section}.{name}") not in (None, off)]
+        if filters:
+            t.note(
+                "num_generations_eval",
+                f"the held-out prompts are sampled without {' / '.join(filters)} ({section}.validation has no such "
+                "key); TRL's eval applies them",
+            )
 
 
 def read_generation_kwargs(t: Translation, kwargs: Keys, section: str) -> None:
     """``generation_kwargs``: they override the class's own sampling keys, as in TRL."""
     for name, kind in GENERATION_KEYS.items():
         kwargs.copy(name, f"{section}.{name}", kind)
+    for name in FILTER_KEYS:
+        kwargs.copy(name, f"{section}.{name}", float)
     for name in LENGTH_KEYS:
         kwargs.copy(name, f"{section}.max_completion_length", int)
     if kwargs.take("do_sample") is False:
         t.refuse(kwargs.key("do_sample"), "false is not available: completions are sampled (give a low temperature)")
-    kwargs.done(f"honing samples with {section}.temperature, top_p, top_k and max_completion_length")
+    kwargs.done(
+        f"honing samples with {section}.temperature, top_p, top_k, min_p, repetition_penalty and max_completion_length"
+    )

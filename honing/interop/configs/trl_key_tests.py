@@ -10,6 +10,7 @@ EXTRAS = "tests/interop/configs/test_trl_training_extras.py"
 DPO_KEYS = "tests/interop/configs/test_dpo_loss_keys.py::test_a_dpo_configs_loss_keys_reach_the_dpo_section"
 ENTROPY_BONUS = "tests/methods/test_grpo_entropy_bonus.py"
 GRPO_BATCH = "tests/interop/configs/test_trl_grpo_batch.py"
+SAMPLING_FILTERS = "tests/models/test_sampling_filters.py"
 
 # field -> the tests of the feature behind it (beside WALK), as "path::test"
 FEATURE_TESTS: dict[str, tuple[str, ...]] = {
@@ -28,6 +29,11 @@ FEATURE_TESTS: dict[str, tuple[str, ...]] = {
     "reward_weights": (f"{EXTRAS}::test_online_reward_weights_eval_generations_and_generation_kwargs",),
     "num_generations_eval": (f"{EXTRAS}::test_online_reward_weights_eval_generations_and_generation_kwargs",),
     "generation_kwargs": (f"{EXTRAS}::test_online_reward_weights_eval_generations_and_generation_kwargs",),
+    "min_p": (f"{SAMPLING_FILTERS}::test_min_p_equals_transformers_warper",),
+    "repetition_penalty": (
+        f"{SAMPLING_FILTERS}::test_repetition_penalty_equals_transformers_processor",
+        f"{SAMPLING_FILTERS}::test_greedy_with_repetition_penalty_equals_transformers_generate",
+    ),
     **dict.fromkeys(
         (
             "entropy_coef",

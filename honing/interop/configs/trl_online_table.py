@@ -7,7 +7,6 @@ from honing.interop.configs.axolotl_reasons import HUB, KERNEL
 from honing.interop.configs.schema_table import Entry, honoured, honoured_in, moot, refused
 from honing.interop.configs.trl_common_table import DROPOUT, LOADING, NO_ROUTER, NOT_SFT, PAD, REFERENCE_SYNC
 
-SAMPLING = "not available: honing samples with temperature, top_p and top_k"
 VLLM_SERVER = "not needed: a setting of the vLLM server honing's rollout server starts itself (serve.py's flags)"
 ENGINE = (
     "not needed: how transformers' generate holds its KV cache or batches requests changes speed, not what is "
@@ -21,9 +20,9 @@ GRPO_LOSS_KEYS = ("delta", "sapo_temperature_neg", "sapo_temperature_pos", "vesp
 ENTROPY_KEYS = ("entropy_coef", "use_adaptive_entropy", "entropy_coef_min", "entropy_coef_max", "entropy_coef_delta",
                 "entropy_target")  # fmt: skip
 # the keys GRPOConfig and RLOOConfig share, each becoming <section>.<key> where honoured
-SAME_NAME = ("num_generations", "max_completion_length", "temperature", "top_p", "top_k", "beta", "epsilon",
-             "epsilon_high", "num_iterations", "steps_per_generation", "use_vllm", "vllm_mode", "vllm_server_base_url",
-             "vllm_server_host", "vllm_server_port", "vllm_server_timeout")  # fmt: skip
+SAME_NAME = ("num_generations", "max_completion_length", "temperature", "top_p", "top_k", "min_p", "repetition_penalty",
+             "beta", "epsilon", "epsilon_high", "num_iterations", "steps_per_generation", "use_vllm", "vllm_mode",
+             "vllm_server_base_url", "vllm_server_host", "vllm_server_port", "vllm_server_timeout")  # fmt: skip
 
 
 def shared(section: str) -> dict[str, Entry]:
@@ -55,10 +54,10 @@ def shared(section: str) -> dict[str, Entry]:
             "top_p and top_k (TRL's eval)",
             "num_generations_eval",
         ),  # fmt: skip
-        **refused(SAMPLING, "min_p", "repetition_penalty"),
         **honoured(
-            f"{section}.temperature / top_p / top_k / max_completion_length (max_new_tokens, max_tokens), overriding "
-            "the class's keys as in TRL; do_sample false and other keys refused by name",
+            f"{section}.temperature / top_p / top_k / min_p / repetition_penalty / max_completion_length "
+            "(max_new_tokens, max_tokens), overriding the class's keys as in TRL; do_sample false and other keys "
+            "refused by name",
             "generation_kwargs",
         ),  # fmt: skip
         **moot(ENGINE, "cache_implementation"),

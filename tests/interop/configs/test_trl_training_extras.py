@@ -133,3 +133,11 @@ def test_eval_strategy_epoch_is_every_epoch():
     assert config.callbacks.evaluator.every_epoch is True
     t = translate_trl_args({"eval_strategy": "best"}, "SFTConfig")
     assert t.refused == ["eval_strategy: 'best' is not available: honing evaluates every N steps or every epoch"]
+
+
+def test_min_p_and_repetition_penalty_reach_the_online_sections_sampler():
+    grpo = valid({"min_p": 0.05, "repetition_penalty": 1.1}, "GRPOConfig").grpo
+    assert (grpo.min_p, grpo.repetition_penalty) == (0.05, 1.1)
+    t = translate_trl_args({"generation_kwargs": {"min_p": 0.2}, "num_generations_eval": 2}, "RLOOConfig")
+    assert t.refused == [] and t.get("rloo.min_p") == 0.2  # generation_kwargs override, as TRL's
+    assert any(note.startswith("num_generations_eval: the held-out prompts are sampled without min_p") for note in t.notes)
