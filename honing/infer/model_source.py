@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 import torch
 
 from honing.errors import ConfigError
+from honing.export.hf_folder import merged_model
 from honing.hub import hub_load_error, is_hub_id, missing_export_hint
-from honing.models.export import merged_model
 from honing.models.loading import DTYPES, auto_model_class, load_pretrained_model
 from honing.run.checkpoint_model import load_model_from_checkpoint, load_processor
 from honing.train.checkpoint import Checkpointer

@@ -1,6 +1,5 @@
-"""Model loading, building from configs, LoRA, wrappers, and export to Hugging Face format."""
+"""Model loading, building from configs, LoRA and wrappers (export to Hugging Face format: ``honing.export``)."""
 
-from honing.models.export import export_hf, merged_model, save_adapter
 from honing.models.loading import (
     build_model_config,
     build_model_from_config,
@@ -15,9 +14,6 @@ __all__ = [
     "build_model_from_config",
     "load_pretrained_model",
     "count_parameters",
-    "export_hf",
-    "merged_model",
-    "save_adapter",
     "unwrap_model",
     "transformers_model",
     "apply_lora",

@@ -127,7 +127,7 @@ def apply_lora(
             # peft asks transformers about gradient checkpointing through a name transformers 5 deprecates
             warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
             # on a QLoRA int8 base: peft cannot merge into torchao's int8 weights, and honing never asks it to
-            # (exports merge into the de-quantized weights, honing.models.export.merged_model)
+            # (exports merge into the de-quantized weights, honing.export.hf_folder.merged_model)
             warnings.filterwarnings("ignore", message=".*TorchaoLoraLinear was instantiated without.*")
             # target_parameters: peft keys the parameters' ranks by pattern and then reports them unmatched by module
             warnings.filterwarnings("ignore", message=".*_pattern keys did not match any targeted module.*")

@@ -25,7 +25,7 @@ import torch
 from honing.data.collate import padded_rows
 from honing.distributed import barrier, is_rank0, ranks_where
 from honing.errors import ConfigError
-from honing.models.streamed_export import StreamedExport
+from honing.export.streamed import StreamedExport
 from honing.models.wrappers import unwrap_model
 from honing.rollout.serve import SERVER_NAME
 

@@ -25,8 +25,8 @@ from transformers import AutoConfig, AutoTokenizer
 from honing.config.schema import LoraSection
 from honing.distributed import is_rank0
 from honing.errors import CheckpointError
+from honing.export.hf_folder import export_hf, save_adapter, swap_into_place
 from honing.export.model_card import write_checkpoint_card
-from honing.models.export import export_hf, save_adapter, swap_into_place
 from honing.models.loading import build_model_from_config
 from honing.models.lora import apply_lora
 from honing.models.quantize import quantize_model

@@ -21,8 +21,8 @@ from honing.evaluate.harness import (
     task_results,
     write_results,
 )
-from honing.models import export_hf, is_lora, unwrap_model
-from honing.models.export import merged_model
+from honing.export.hf_folder import export_hf, merged_model
+from honing.models import is_lora, unwrap_model
 from honing.models.loading import auto_model_class
 from honing.models.parallel import is_sharded
 

@@ -10,9 +10,9 @@ from typing import Any
 import torch
 
 from honing.distributed import is_rank0
+from honing.export.hf_folder import export_hf, save_adapter
 from honing.export.model_card import data_summary, write_model_card
-from honing.models import export_hf, is_lora
-from honing.models.export import save_adapter
+from honing.models import is_lora
 from honing.models.generation import end_of_turn_ids, generate, sampling_kwargs
 from honing.models.parallel import is_sharded
 

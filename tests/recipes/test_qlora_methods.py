@@ -79,7 +79,7 @@ def test_int8_base_trains_exports_merged_and_is_refused_under_fsdp2(tmp_path):
     from transformers import AutoModelForCausalLM
 
     from honing.errors import ConfigError
-    from honing.models.export import merged_model
+    from honing.export.hf_folder import merged_model
     from honing.models.quantize import quantize_model
     from honing.recipes.sft import SFTRecipe
     from tests.recipes.test_sft import sft_config

@@ -10,7 +10,7 @@ from peft import PeftModel
 from torch.distributed.checkpoint.state_dict import get_model_state_dict
 from transformers import AutoModelForCausalLM, LlamaForCausalLM
 
-from honing.models.export import export_hf, merged_model, merged_state_dict, save_adapter
+from honing.export.hf_folder import export_hf, merged_model, merged_state_dict, save_adapter
 from honing.models.wrappers import is_lora
 from tests.helpers import tiny_llama
 from tests.models.lora_fixtures import VOCAB, logits, trained_lora_model

@@ -16,9 +16,9 @@ import torch
 from torch import nn
 from torch.distributed.tensor import DTensor
 
+from honing.export.safetensors_writer import ShardedWriter, TensorSpec
 from honing.models.param_names import parameter_name
 from honing.models.quantize import dequantize
-from honing.models.safetensors_writer import ShardedWriter, TensorSpec
 from honing.models.wrappers import is_lora, unwrap_model
 
 # a tensor's layer: the name up to its first index (model.layers.3, model.visual.blocks.7); the rest, its module

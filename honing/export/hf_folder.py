@@ -12,8 +12,8 @@ import torch
 from torch.distributed.tensor import DTensor
 
 from honing.errors import CheckpointError
+from honing.export.streamed import StreamedExport, full_tensor
 from honing.models.quantize import dequantize_state_dict, dequantized_copy, is_quantized
-from honing.models.streamed_export import StreamedExport, full_tensor
 from honing.models.wrappers import is_lora, unwrap_model
 
 if TYPE_CHECKING:

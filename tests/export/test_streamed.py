@@ -12,11 +12,11 @@ import torch
 from safetensors import safe_open
 from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText
 
-from honing.models.export import export_hf, merged_model
+from honing.export.hf_folder import export_hf, merged_model
+from honing.export.safetensors_writer import INDEX_FILE, ShardedWriter, TensorSpec
+from honing.export.streamed import StreamedExport
 from honing.models.lora import apply_lora
 from honing.models.quantize import quantize_model
-from honing.models.safetensors_writer import INDEX_FILE, ShardedWriter, TensorSpec
-from honing.models.streamed_export import StreamedExport
 from honing.models.tiny_vl import tiny_vl_config
 from tests.helpers import tiny_llama
 from tests.models.lora_fixtures import LORA, VOCAB, logits, trained_lora_model
@@ -154,7 +154,7 @@ def test_bf16_and_integer_tensors_keep_their_bytes(tmp_path):
 
 @pytest.mark.parametrize("fan_in_fan_out", [False, True])
 def test_a_weight_merged_in_blocks_of_rows_equals_the_whole_merge(monkeypatch, fan_in_fan_out):
-    from honing.models import streamed_export
+    from honing.export import streamed
 
     generator = torch.Generator().manual_seed(0)
     base = torch.randn(24, 10, generator=generator).to(torch.bfloat16)
@@ -163,6 +163,6 @@ def test_a_weight_merged_in_blocks_of_rows_equals_the_whole_merge(monkeypatch, f
     lora_b = torch.randn(out_features, 4, generator=generator)
     delta = (lora_b @ lora_a) * 0.5
     whole = (base.float() + (delta.T if fan_in_fan_out else delta)).to(torch.bfloat16)
-    monkeypatch.setattr(streamed_export, "MERGE_BLOCK", 25)  # 2 rows of 10 at a time
-    blocks = streamed_export.merged_weight(base, lora_a, lora_b, 0.5, fan_in_fan_out)
+    monkeypatch.setattr(streamed, "MERGE_BLOCK", 25)  # 2 rows of 10 at a time
+    blocks = streamed.merged_weight(base, lora_a, lora_b, 0.5, fan_in_fan_out)
     assert torch.equal(blocks, whole)
