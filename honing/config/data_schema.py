@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -152,6 +152,10 @@ class DataSection(Section):
     # fine-tuning only (refused for pretraining: honing.config.methods.FINETUNE_ONLY)
     chat_template: str | None = None
     """Fine-tuning: a named chat template (e.g. ``chatml``) or inline Jinja; None: the tokenizer's own."""
+    chat_template_kwargs: dict[str, Any] = Field(default_factory=dict)
+    """Prompt methods (grpo, rloo, ppo, online_dpo, vl_grpo): variables given to the chat template at every
+    rendering of the run (prompts, tool turns), as ``apply_chat_template``'s extra keyword arguments, e.g.
+    ``{enable_thinking: false}`` for Qwen3 (TRL's ``chat_template_kwargs``); refused for the other methods."""
     train_on: Literal["assistant", "all"] = "assistant"
     """Fine-tuning: the loss is on the assistant's turns only (``assistant``) or on every token (``all``)."""
     packing: bool = True

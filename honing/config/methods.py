@@ -87,6 +87,10 @@ VISION_ONLY = (
     "optim.vision_lr",
 )
 
+# Keys only the prompt methods (grpo and those built on its rollouts) read: the chat template's extra variables,
+# given at each rendering of a prompt or a tool turn (TRL's GRPOConfig / RLOOConfig chat_template_kwargs).
+PROMPT_ONLY = ("data.chat_template_kwargs",)
+
 # Keys only pretraining reads: rows cut from one stream of documents.
 PRETRAIN_ONLY = ("data.document_masking", "data.text_document_separator")
 
@@ -109,6 +113,7 @@ PREFERENCE_PAIRS = Method(
         "tokenizer.vocab_size",
         "data.train_on",
         "data.packing",
+        *PROMPT_ONLY,
         *VISION_ONLY,
         *PRETRAIN_ONLY,
         *NEXT_TOKEN_ONLY,
@@ -123,13 +128,18 @@ PREFERENCE_PAIRS = Method(
 
 METHODS: dict[str, Method] = {
     "pretrain": Method(
-        unused=FINETUNE_ONLY + VISION_ONLY + TRAIN_SOURCE_NAME + VALIDATION_SOURCE_NAME + NAMED_DATASET_KEYS,
+        unused=FINETUNE_ONLY
+        + PROMPT_ONLY
+        + VISION_ONLY
+        + TRAIN_SOURCE_NAME
+        + VALIDATION_SOURCE_NAME
+        + NAMED_DATASET_KEYS,
         values=source_formats("auto", "text", "jsonl", "tokens"),
     ),
     # the tokenizer comes from the model or is byte-level: nothing is trained on the rows, so no vocab_size
     "sft": Method(
         section="sft",
-        unused=("tokenizer.vocab_size", *VISION_ONLY, *PRETRAIN_ONLY, *TRAIN_SOURCE_NAME),
+        unused=("tokenizer.vocab_size", *PROMPT_ONLY, *VISION_ONLY, *PRETRAIN_ONLY, *TRAIN_SOURCE_NAME),
         values={
             **source_formats("auto", "text", "conversation", "alpaca", "sharegpt", "prompt_completion"),
             "tokenizer.kind": ("auto", "byte", "pretrained"),
@@ -187,7 +197,7 @@ METHODS: dict[str, Method] = {
     # nothing is trained on the rows, and a named text template cannot place images; lm-eval's text backend
     # (HFLM) does not load image-text-to-text models, so no harness evaluation during training
     "vl_sft": Method(
-        unused=("tokenizer.vocab_size", *PRETRAIN_ONLY, *TRAIN_SOURCE_NAME, "callbacks.harness_eval"),
+        unused=("tokenizer.vocab_size", *PROMPT_ONLY, *PRETRAIN_ONLY, *TRAIN_SOURCE_NAME, "callbacks.harness_eval"),
         values={
             **source_formats("auto", "conversation", "mllm", "olmocr_pages", "olmocr_batch"),
             "tokenizer.kind": ("auto", "pretrained"),

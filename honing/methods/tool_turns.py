@@ -13,7 +13,7 @@ the same conversations (given tools that answer the same).
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -71,8 +71,10 @@ class ToolTurns:
         max_completion_length: int,
         stop_token_ids: Sequence[int],
         pad_token_id: int,
+        template_kwargs: Mapping[str, Any] | None = None,
     ):
         self.toolbox, self.tokenizer, self.format = toolbox, tokenizer, tool_call_format
+        self.template_kwargs = dict(template_kwargs or {})  # data.chat_template_kwargs: at every rendering
         self.max_turns, self.max_completion_length = max_turns, max_completion_length
         self.stop_token_ids, self.pad_token_id = sorted({int(i) for i in stop_token_ids}), int(pad_token_id)
         self._warned_no_room = False  # said once per run
@@ -168,9 +170,11 @@ class ToolTurns:
         tokenizer = self.tokenizer
         call = {"type": "function", "function": {"name": replies[0]["name"], "arguments": {}}}
         before = [{"role": "user", "content": "?"}, {"role": "assistant", "content": "", "tool_calls": [call]}]
-        prefix = _ids(tokenizer, tokenizer.apply_chat_template(before, tokenize=False))
+        options = self.template_kwargs
+        prefix = _ids(tokenizer, tokenizer.apply_chat_template(before, tokenize=False, **options))
         full = _ids(
-            tokenizer, tokenizer.apply_chat_template(before + replies, tokenize=False, add_generation_prompt=True)
+            tokenizer,
+            tokenizer.apply_chat_template(before + replies, tokenize=False, add_generation_prompt=True, **options),
         )
         stops = [i for i, token in enumerate(prefix) if token in self.stop_token_ids]
         if stops:

@@ -138,7 +138,7 @@ class GRPORecipe(Recipe):
             reference_model=on_device(inputs.reference_model, self.device),
             validation=reward_validation(inputs.data.eval_batches, grpo, seed),
             rollout_sampler=rollout_sampler(grpo, self.config.method),
-            tool_turns=tool_turns(inputs.assets, grpo, self.config.method, stop),
+            tool_turns=tool_turns(inputs.assets, grpo, self.config.method, stop, self.config.data.chat_template_kwargs),
             refill_prompts=refill_prompts(inputs.data.train_loader, grpo, seed),
             completions=None if shared is None else shared.pairs,
         )

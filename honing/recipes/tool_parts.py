@@ -4,7 +4,7 @@ refused in one line."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from honing.errors import ConfigError
@@ -79,9 +79,14 @@ def check_template_shows_tools(
 
 
 def tool_turns(
-    assets: ModelAssets, section: ToolUseSection, method: str, stop_token_ids: Sequence[int]
+    assets: ModelAssets,
+    section: ToolUseSection,
+    method: str,
+    stop_token_ids: Sequence[int],
+    template_kwargs: Mapping[str, Any] | None = None,
 ) -> ToolTurns | None:
-    """The conversation sampler of a run with tools, or None (one assistant turn per completion)."""
+    """The conversation sampler of a run with tools, or None (one assistant turn per completion);
+    ``template_kwargs``: ``data.chat_template_kwargs``, given at each rendering of a tool turn."""
     box = tool_box(section, method)
     if box is None:
         return None
@@ -100,6 +105,7 @@ def tool_turns(
         max_completion_length=section.max_completion_length,
         stop_token_ids=stop_token_ids,
         pad_token_id=tokenizer.pad_token_id,
+        template_kwargs=template_kwargs,
     )
     # a template that cannot append tool turns to sampled tokens fails here, not at the first rollout
     turns.tool_turn_ids([{"role": "tool", "name": next(iter(box.tools)), "content": "0"}])

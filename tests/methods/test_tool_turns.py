@@ -4,6 +4,7 @@ conversation (what SFT trains on), and the limits: max_turns, the token budget, 
 
 from __future__ import annotations
 
+import copy
 from types import SimpleNamespace
 
 import pytest
@@ -167,3 +168,25 @@ def test_a_failing_call_answers_with_an_error_and_plain_text_prompts_are_refused
     assert out.completions[0][1]["content"].startswith('{"error": "ValueError:')
     with pytest.raises(DataError, match="tool calls need chat prompts"):
         turns(tokenizer).sample(ScriptedPolicy(tokenizer, []), {}, ["text"], prompt_ids, prompt_mask, [0])
+
+
+def test_the_tool_turn_is_rendered_with_data_chat_template_kwargs(tokenizer):
+    """A template variable (Qwen3's enable_thinking, reduced) shapes the tokens appended after a tool answer."""
+    thinking = copy.deepcopy(tokenizer)
+    off_switch = "add_generation_prompt and enable_thinking is defined and not enable_thinking"
+    thinking.chat_template += "{% if " + off_switch + " %}<think></think>{% endif %}"
+    replies = [{"role": "tool", "name": "calculator", "content": "6"}]
+    plain = turns(thinking)
+    box = ToolBox({"calculator": calculator}, timeout=5.0, max_response_length=100)
+    off = ToolTurns(
+        box,
+        tokenizer=thinking,
+        tool_call_format="hermes",
+        max_turns=3,
+        max_completion_length=200,
+        stop_token_ids=plain.stop_token_ids,
+        pad_token_id=thinking.pad_token_id,
+        template_kwargs={"enable_thinking": False},
+    )
+    expected = thinking.decode(plain.tool_turn_ids(replies)) + "<think></think>"
+    assert thinking.decode(off.tool_turn_ids(replies)) == expected

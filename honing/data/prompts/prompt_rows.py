@@ -46,6 +46,8 @@ class PromptRows(TemplatedRows):
     def settings(self) -> dict[str, Any]:
         """The tokenizer, the chat template and the tools shown with the prompts."""
         settings = super().settings()
+        if self.data.chat_template_kwargs:  # absent when unset: earlier runs' prepared rows stay valid
+            settings["chat_template_kwargs"] = json.dumps(self.data.chat_template_kwargs, sort_keys=True)
         return {**settings, "tools": json.dumps(self.tools, sort_keys=True)} if self.tools else settings
 
     def read(self, fields: list[dict[str, Any]]) -> tuple[list[list[tuple[Any, str]]], BadRowReport]:
@@ -57,7 +59,11 @@ class PromptRows(TemplatedRows):
         text = prompt.prompt
         if prompt.is_conversational:
             text = self.tokenizer.apply_chat_template(
-                prompt.prompt, tools=self.tools_of(prompt), tokenize=False, add_generation_prompt=True
+                prompt.prompt,
+                tools=self.tools_of(prompt),
+                tokenize=False,
+                add_generation_prompt=True,
+                **self.data.chat_template_kwargs,
             )
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 

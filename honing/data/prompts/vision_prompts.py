@@ -184,7 +184,11 @@ class VisionPromptRows(ImageRowsMixin, PromptRows):
         messages, image_items = conversation.to_vl_messages()
         images = [self.load_image(image) for image in image_items]
         text = self.processor.apply_chat_template(
-            messages, chat_template=self.chat_template, tokenize=False, add_generation_prompt=True
+            messages,
+            chat_template=self.chat_template,
+            tokenize=False,
+            add_generation_prompt=True,
+            **self.data.chat_template_kwargs,
         )
         ids = process(self.processor, text, images, {})["input_ids"][0].tolist()
         prompt = [{"role": message.role, "content": message.text()} for message in conversation.messages]

@@ -1,9 +1,10 @@
 """TRL keys read beside each class's own reader (``trl_method_keys``): ``chat_template_path`` (SFT, GKD, reward) as
 ``data.chat_template``, and GRPOConfig's / RLOOConfig's ``reward_weights``, ``num_generations_eval`` and
-``generation_kwargs`` as the ``grpo`` / ``rloo`` section's keys."""
+``generation_kwargs`` as the ``grpo`` / ``rloo`` section's keys, ``chat_template_kwargs`` as the data section's."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from honing.interop.configs.key_tables import key_table
@@ -45,6 +46,7 @@ def read_online_extras(t: Translation, top: Keys, config_class: str, section: st
         else:
             t.refuse("reward_weights", f"{weights!r}: expected a list of numbers, one per reward")
     read_generation_kwargs(t, t.section(top.take("generation_kwargs"), "generation_kwargs"), section)
+    read_chat_template_kwargs(t, top.take("chat_template_kwargs"))
     evaluated = top.number("num_generations_eval", int)
     if evaluated is not None:  # TRL samples the eval prompts with the training's temperature, top_p and top_k
         t.set(f"{section}.validation.num_generations", evaluated)
@@ -59,6 +61,25 @@ def read_online_extras(t: Translation, top: Keys, config_class: str, section: st
                 f"the held-out prompts are sampled without {' / '.join(filters)} ({section}.validation has no such "
                 "key); TRL's eval applies them",
             )
+
+
+def read_chat_template_kwargs(t: Translation, value: object) -> None:
+    """``chat_template_kwargs`` (a mapping, or TRL's command-line form: a JSON string of one) as
+    ``data.chat_template_kwargs``."""
+    if value is None:
+        return
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            pass
+    if not isinstance(value, dict):
+        t.refuse(
+            "chat_template_kwargs",
+            f"{value!r}: expected a mapping of template variables, e.g. {{enable_thinking: false}}",
+        )
+        return
+    t.set("data.chat_template_kwargs", value)
 
 
 def read_generation_kwargs(t: Translation, kwargs: Keys, section: str) -> None:

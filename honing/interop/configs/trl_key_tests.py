@@ -29,6 +29,11 @@ FEATURE_TESTS: dict[str, tuple[str, ...]] = {
     "reward_weights": (f"{EXTRAS}::test_online_reward_weights_eval_generations_and_generation_kwargs",),
     "num_generations_eval": (f"{EXTRAS}::test_online_reward_weights_eval_generations_and_generation_kwargs",),
     "generation_kwargs": (f"{EXTRAS}::test_online_reward_weights_eval_generations_and_generation_kwargs",),
+    "chat_template_kwargs": (
+        f"{EXTRAS}::test_chat_template_kwargs_are_the_data_sections",
+        "tests/data/test_chat_template_kwargs.py::test_the_templates_variable_is_given_at_the_prompts_rendering",
+        "tests/methods/test_tool_turns.py::test_the_tool_turn_is_rendered_with_data_chat_template_kwargs",
+    ),
     "min_p": (f"{SAMPLING_FILTERS}::test_min_p_equals_transformers_warper",),
     "repetition_penalty": (
         f"{SAMPLING_FILTERS}::test_repetition_penalty_equals_transformers_processor",

@@ -61,8 +61,9 @@ def shared(section: str) -> dict[str, Entry]:
             "generation_kwargs",
         ),  # fmt: skip
         **moot(ENGINE, "cache_implementation"),
-        **refused(
-            "not available: honing renders prompts without extra chat template arguments", "chat_template_kwargs"
+        **honoured(
+            "data.chat_template_kwargs (a JSON string read as TRL reads it), given at every rendering of the run",
+            "chat_template_kwargs",
         ),
         **moot(
             VLLM_SERVER,

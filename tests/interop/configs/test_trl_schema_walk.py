@@ -100,6 +100,7 @@ SPECIAL = {
     "eval_on_start": (True, {"callbacks.evaluator.before_training": True}),
     "parallelism_config": ({"dp_shard_size": 2, "tp_size": 2}, {"parallel.dp_shard": 2, "parallel.tp": 2}),
     "optim_args": ({"optim": "sgd", "optim_args": "momentum=0.5"}, {"optim.name": "sgd", "optim.momentum": 0.5}),
+    "chat_template_kwargs": ({"enable_thinking": False}, {"data.chat_template_kwargs": {"enable_thinking": False}}),
 }
 # honoured keys of GRPOConfig / RLOOConfig whose honing key is under the class's section: key -> (value, {key: value})
 ONLINE = {

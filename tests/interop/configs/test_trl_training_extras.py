@@ -142,3 +142,12 @@ def test_min_p_and_repetition_penalty_reach_the_online_sections_sampler():
     assert t.refused == [] and t.get("rloo.min_p") == 0.2  # generation_kwargs override, as TRL's
     unfiltered = "num_generations_eval: the held-out prompts are sampled without min_p"
     assert any(note.startswith(unfiltered) for note in t.notes)
+
+
+def test_chat_template_kwargs_are_the_data_sections():
+    config = valid({"chat_template_kwargs": {"enable_thinking": False}}, "GRPOConfig")
+    assert config.data.chat_template_kwargs == {"enable_thinking": False}
+    t = translate_trl_args({"chat_template_kwargs": '{"enable_thinking": false}'}, "RLOOConfig")  # the CLI's form
+    assert t.get("data.chat_template_kwargs") == {"enable_thinking": False}
+    refused = translate_trl_args({"chat_template_kwargs": "thinking"}, "GRPOConfig").refused
+    assert [line.split(":")[0] for line in refused] == ["chat_template_kwargs"]
