@@ -166,7 +166,7 @@ def run_honing(warmup: int, steps: int, estimator: str = "GRPO") -> dict[str, fl
 
     import honing.methods.grpo as grpo_module
     import honing.methods.grpo_rollouts as rollouts_module
-    from honing.config.method_schema import GRPOSection
+    from honing.config.grpo_schema import GRPOSection
     from honing.config.rloo_schema import RLOOSection
     from honing.data.loader import DataLoader
     from honing.data.prompts.prompts import Prompt, PromptCollator, PromptDataset

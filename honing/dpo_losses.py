@@ -9,7 +9,7 @@ from typing import get_args
 import torch
 import torch.nn.functional as F
 
-from honing.config.method_schema import DPO_F_DIVERGENCE_LOSS_TYPES, DPOLossType
+from honing.config.dpo_schema import DPO_F_DIVERGENCE_LOSS_TYPES, DPOLossType
 
 #: TRL's DPOConfig ``loss_type`` names, in its order (the dpo section's); ``sft`` is the chosen replies' token-mean NLL
 #: (not per pair)

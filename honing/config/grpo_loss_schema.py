@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Literal, Protocol
 
 if TYPE_CHECKING:
-    from honing.config.method_schema import GRPORewardSection, GRPOSection
+    from honing.config.grpo_schema import GRPORewardSection, GRPOSection
     from honing.config.rloo_schema import RLOOSection
 
 GRPOLossType = Literal["grpo", "bnpo", "dr_grpo", "dapo", "cispo", "sapo", "luspo", "vespo"]

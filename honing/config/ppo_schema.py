@@ -8,8 +8,8 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from honing.config.grpo_loss_schema import check_reward_weights
+from honing.config.grpo_schema import GRPORewardSection
 from honing.config.grpo_validation_schema import GRPOValidationSection
-from honing.config.method_schema import GRPORewardSection
 from honing.config.section import Section
 
 

@@ -8,8 +8,8 @@ from pydantic import Field, model_validator
 
 from honing.config.filter_groups_schema import FilterGroupsSection
 from honing.config.grpo_loss_schema import check_reward_weights
+from honing.config.grpo_schema import GRPORewardSection
 from honing.config.grpo_validation_schema import GRPOValidationSection
-from honing.config.method_schema import GRPORewardSection
 from honing.config.rollout_schema import RolloutSection
 
 

@@ -3,7 +3,8 @@
 Pydantic rather than dataclasses: it gives type coercion from YAML, error locations as
 key paths, and a JSON schema for editors, which we would otherwise write by hand. Each
 section lives in the file named for it (``trainer_schema``, ``data_schema``, ``model_schema``,
-``optim_schema``, ``parallel_schema``, ``method_schema``, ``callbacks_schema``, ``evaluation``);
+``optim_schema``, ``parallel_schema``, ``callbacks_schema``, ``evaluation``, and one per method's section:
+``sft_schema``, ``grpo_schema``, ``dpo_schema``, ``kto_schema``, ...);
 this module assembles them into ``RunConfig`` and names them all for importers. The string under
 each field is its description (``Section``'s ``use_attribute_docstrings``).
 
@@ -19,29 +20,26 @@ from typing import Literal
 from pydantic import ConfigDict, Field, model_validator
 
 from honing.config.callbacks_schema import CallbacksSection
+from honing.config.cpo_schema import CPOSection
 from honing.config.custom_recipe import resolve_recipe_keys
 from honing.config.data_schema import DataSection, SourceSection, SplitSection, TokenizerSection
 from honing.config.distill_schema import DistillSection
+from honing.config.dpo_schema import DPOSection
 from honing.config.evaluation import HarnessEvalSection, ModelCardSection
+from honing.config.grpo_schema import GRPORewardSection, GRPOSection
 from honing.config.kto_schema import KTOSection
-from honing.config.method_schema import (
-    CPOSection,
-    DPOSection,
-    GRPORewardSection,
-    GRPOSection,
-    ORPOSection,
-    SFTSection,
-)
 from honing.config.methods import METHODS, methods_json, refusals
 from honing.config.model_schema import LoraSection, ModelSection
 from honing.config.online_dpo_schema import OnlineDPOSection
 from honing.config.optim_schema import OptimSection, ParamGroupSection, SchedulerSection
 from honing.config.optimizers import optimizer_key_refusals
+from honing.config.orpo_schema import ORPOSection
 from honing.config.parallel_schema import ParallelSection
 from honing.config.ppo_schema import PPOSection
 from honing.config.reward_schema import RewardSection
 from honing.config.rloo_schema import RLOOSection
 from honing.config.section import Section
+from honing.config.sft_schema import SFTSection
 from honing.config.trainer_schema import DURATION_PATTERN, StepRange, StorageSection, TrainerSection
 
 __all__ = [

@@ -34,7 +34,7 @@ from honing.methods.grpo_validation import RewardValidation
 from honing.methods.optimizer_update import unrecorded_optim_step
 
 if TYPE_CHECKING:
-    from honing.config.method_schema import GRPOSection
+    from honing.config.grpo_schema import GRPOSection
 
 __all__ = ["ROLLOUT_KEYS", "GRPOTrainModule", "rollout_seed"]
 

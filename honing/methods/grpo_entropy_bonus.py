@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import torch
 
 if TYPE_CHECKING:
-    from honing.config.method_schema import GRPOSection
+    from honing.config.grpo_schema import GRPOSection
 
 
 @dataclass

@@ -17,7 +17,7 @@ import torch
 from honing.methods.grpo_entropy_bonus import EntropyBonus, entropy_bonus
 
 if TYPE_CHECKING:
-    from honing.config.method_schema import GRPOSection
+    from honing.config.grpo_schema import GRPOSection
     from honing.config.rloo_schema import RLOOSection
     from honing.methods.grpo_rollouts import RolloutServer
     from honing.methods.grpo_sampling import RefillPrompts

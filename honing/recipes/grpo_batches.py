@@ -13,7 +13,7 @@ from honing.recipes.base import data_placement
 
 if TYPE_CHECKING:
     from honing.config import RunConfig
-    from honing.config.method_schema import GRPOSection
+    from honing.config.grpo_schema import GRPOSection
     from honing.config.rloo_schema import RLOOSection
     from honing.data.finetune_data import RunData
     from honing.parallel_dims import ParallelDims

@@ -3,7 +3,7 @@
 import pytest
 from pydantic import ValidationError
 
-from honing.config.method_schema import DPOSection
+from honing.config.dpo_schema import DPOSection
 
 
 def test_defaults_are_trls_and_a_list_of_loss_types_is_read():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from honing.config.method_schema import GRPOSection
+from honing.config.grpo_schema import GRPOSection
 from honing.config.rloo_schema import RLOOSection
 from honing.methods.grpo_settings import grpo_settings, sampling_options, shared_settings
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from honing.config.method_schema import GRPOSection
+from honing.config.grpo_schema import GRPOSection
 from honing.config.rloo_schema import RLOOSection
 from honing.methods.grpo import GRPOTrainModule
 from honing.methods.grpo_settings import RolloutParts

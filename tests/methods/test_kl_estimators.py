@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from honing.config.method_schema import GRPOSection
+from honing.config.grpo_schema import GRPOSection
 from honing.config.rloo_schema import RLOOSection
 from honing.losses import KL_ESTIMATORS, grpo_per_token_loss, kl_estimate
 from honing.methods.grpo import GRPOTrainModule
