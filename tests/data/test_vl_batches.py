@@ -107,10 +107,22 @@ def test_micro_batches_are_processed_together_as_each_row_alone(tmp_path):
     assert torch.equal(micro[1]["image_grid_thw"], alone[2]["image_grid_thw"])
 
 
+def tiny_vl_model(model_type: str, vocab_size: int) -> torch.nn.Module:
+    """The family's tiny random model (seed 0), sdpa attention."""
+    from transformers import AutoModelForImageTextToText
+
+    from honing.models.tiny_vl import tiny_vl_config
+
+    torch.manual_seed(0)
+    config = tiny_vl_config(model_type, vocab_size=vocab_size)
+    return AutoModelForImageTextToText.from_config(config, attn_implementation="sdpa").eval()
+
+
 @pytest.mark.parametrize("model_type", ["qwen2_vl", "qwen2_5_vl", "qwen3_vl"])
 def test_image_only_batches_equal_the_full_processor_call(tmp_path, model_type):
     """Qwen-VL batches from the image processor alone (token types from the ids) are the processor call's, key for
-    key; a row whose image tokens do not match its image's grid is refused."""
+    key, plus the rope positions the model would compute (``get_rope_index``), with which its logits are the same
+    bit for bit; a row whose image tokens do not match its image's grid is refused."""
     pytest.importorskip("torchvision")
     from PIL import Image
     from transformers import AutoProcessor
@@ -146,12 +158,26 @@ def test_image_only_batches_equal_the_full_processor_call(tmp_path, model_type):
     fast = VLCollator(
         processor, processor.tokenizer.pad_token_id, family.model_input_keys, image_token_id=image_token_id
     )
+    model = tiny_vl_model(model_type, len(processor.tokenizer))
     batch = full([dataset[i] for i in range(4)])
     for size in (1, 2, 4):
         for expected, got in zip(full.split(batch, size), fast.split(batch, size)):
-            assert expected.keys() == got.keys()
             for key, value in expected.items():
                 assert value.dtype == got[key].dtype and torch.equal(value, got[key]), (size, key)
+            if "image_grid_thw" not in expected:  # no image: the model's own 1-D positions
+                assert expected.keys() == got.keys()
+                continue
+            assert expected.keys() | {"position_ids"} == got.keys()
+            rope, _ = model.model.get_rope_index(
+                expected["input_ids"],
+                mm_token_type_ids=expected["mm_token_type_ids"],
+                image_grid_thw=expected["image_grid_thw"],
+                attention_mask=expected["attention_mask"],
+            )
+            assert torch.equal(got["position_ids"], rope), size
+    with torch.no_grad():  # the whole batch: padded rows with one, two and no images
+        logits = [model(**collate.model_inputs(collate.split(batch, 4)[0])).logits for collate in (full, fast)]
+    assert torch.equal(logits[0], logits[1])
     # a stored row with one image token too few for its image's grid
     broken = dict(batch, input_ids=batch["input_ids"].clone())
     first = int((broken["input_ids"][0] == image_token_id).nonzero()[0])

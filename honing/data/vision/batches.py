@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from honing.data.collate import PadCollator
+from honing.data.vision.rope_positions import image_rope_positions
 from honing.errors import DataError
 
 if TYPE_CHECKING:
@@ -113,9 +114,11 @@ class VLCollator(PadCollator):
     ):
         super().__init__(pad_token_id)
         self.processor = processor
-        self.model_input_keys = tuple(dict.fromkeys(("input_ids", "attention_mask", *model_input_keys)))
-        # set: image processor only, token types from the ids (``VLFamily.image_only_batches``)
+        # set: image processor only, token types from the ids and rope positions from them and the grids
+        # (``VLFamily.image_only_batches``)
         self.image_token_id = image_token_id
+        positions = ("position_ids",) if image_token_id is not None else ()
+        self.model_input_keys = tuple(dict.fromkeys(("input_ids", "attention_mask", *model_input_keys, *positions)))
 
     def __call__(self, items: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         batch = super().__call__(items)  # input_ids, labels, attention_mask, num_real_tokens
@@ -158,8 +161,10 @@ class VLCollator(PadCollator):
         return micro
 
     def _with_images_only(self, micro: dict[str, torch.Tensor], rows: Sequence[Sequence[Any]]) -> dict[str, Any]:
-        """``micro`` with the image processor's fields and token types read off the stored ids; each row must hold
-        as many image tokens as its images' grids give (the processor's expansion, done when the data was built)."""
+        """``micro`` with the image processor's fields, token types read off the stored ids and, when it holds
+        images, the model's 3-D rope positions (``image_rope_positions``: what the forward would compute, ~8x
+        cheaper); each row must hold as many image tokens as its images' grids give (the processor's expansion,
+        done when the data was built)."""
         image_tokens = (micro["input_ids"] == self.image_token_id) & micro["attention_mask"].bool()
         micro["mm_token_type_ids"] = image_tokens.long()  # as the processor gives it
         images = [image for row in rows for image in row]
@@ -175,6 +180,10 @@ class VLCollator(PadCollator):
             raise DataError(
                 f"rows hold {image_tokens.sum(1).tolist()} image tokens but their images give {expected.tolist()}: "
                 "the images or the image processor changed since the data set was built"
+            )
+        if images:
+            micro["position_ids"] = image_rope_positions(
+                image_tokens, micro["attention_mask"], micro["image_grid_thw"], merge
             )
         return micro
 
