@@ -7,6 +7,7 @@ class's own keys here. Where the values say nothing, the class's defaults are wr
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 
 from honing.interop.configs.hf_args import set_schedule_defaults, set_warmup
 from honing.interop.configs.hf_training_args_table import TRAINING_ARGUMENTS
@@ -14,6 +15,7 @@ from honing.interop.configs.key_tables import key_table
 from honing.interop.configs.llamafactory import translate_engine, translate_outputs, translate_training
 from honing.interop.configs.schema_table import Entry, Value, finish
 from honing.interop.configs.translation import Keys, Translation
+from honing.interop.configs.trl_grpo_batch import generation_batch_as_steps
 from honing.interop.configs.trl_method_keys import READERS, class_default, class_fields
 from honing.interop.configs.trl_online_table import GRPO, RLOO
 from honing.interop.configs.trl_preference_table import CPO, DPO, KTO, ORPO, REWARD
@@ -44,13 +46,21 @@ def table(config_class: str) -> dict[str, Entry]:
     return {**TRAINING_ARGUMENTS, **CLASSES[config_class][1]}
 
 
-def translate_trl_args(values: Mapping[str, Value], config_class: str) -> Translation:
+def translate_trl_args(values: Mapping[str, Value], config_class: str, processes: int | None = None) -> Translation:
     """honing's config for the keyword arguments of TRL's ``config_class`` (or ``TrainingArguments``), with
-    refusals, notes and the class's defaults filled in; a key the class does not have is refused by name."""
+    refusals, notes and the class's defaults filled in; a key the class does not have is refused by name.
+    ``processes``: the launcher's process count where the file gives it (TRL's ``generation_batch_size`` needs it)."""
     if config_class not in CLASSES:
         raise ValueError(f"{config_class!r}: expected one of {', '.join(CLASSES)}")
     t = Translation(f"TRL {config_class}")
     fields = class_fields(config_class)
+    if "generation_batch_size" in fields:  # GRPOConfig / RLOOConfig: read as the steps_per_generation it sets
+        values = dict(values)
+        steps, why = generation_batch_as_steps(values, partial(class_default, config_class), processes)
+        if why is not None:
+            t.refuse("generation_batch_size", why)
+        elif steps is not None:
+            t.note("generation_batch_size", f"on {processes} processes: steps_per_generation {steps}, as TRL sets it")
     for name in values:
         if name not in fields:
             t.refuse(name, f"not a field of {config_class} ({SOURCE}); check its spelling")

@@ -100,7 +100,8 @@ def translate_trl_cli(raw: dict[str, Any], command: str) -> Translation:
     launcher = {key: value for key, value in raw.items() if key in LAUNCHER_KEYS}
     trainer = {key: value for key, value in raw.items() if key not in fields and key not in LAUNCHER_KEYS}
     weights = trainer.pop("reward_weights", None) if config_class in ONLINE else None
-    t = translate_trl_args(trainer, config_class)
+    processes = launcher.get("num_processes")
+    t = translate_trl_args(trainer, config_class, processes if isinstance(processes, int) and processes > 0 else None)
     t.dialect = f"TRL `trl {command.removeprefix('trl-')}`"
     keys = t.section(script, "")
     eval_strategy = str(raw.get("eval_strategy") or class_default(config_class, "eval_strategy")).lower()

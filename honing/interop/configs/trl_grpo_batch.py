@@ -12,6 +12,7 @@ honing's ``data.batch_size_per_rank`` (prompts) makes the global batch follow th
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -179,6 +180,38 @@ def steps_as_rollout_batches(t: Translation, updates: int, prefix: str, why: str
         f"each honing step is one generation trained on for {updates} optimizer steps: max_steps, warmup and the "
         "intervals count rollout batches, and the LR is set once per rollout batch (TRL's at each optimizer step)",
     )
+
+
+def generation_batch_as_steps(
+    values: dict[str, Any], class_default: Callable[[str], Any], processes: int | None
+) -> tuple[int | None, str | None]:
+    """TRL's ``generation_batch_size`` (completions per generation over all processes) popped from ``values`` (a
+    GRPOConfig / RLOOConfig's arguments) and replaced by the ``steps_per_generation`` ``GRPOConfig.__post_init__``
+    derives from it on ``processes`` processes: ``(that, None)``; ``(None, the refusal line)`` where TRL raises, or
+    where the processes are not known (the per-device batches of one generation depend on them)."""
+    size = values.pop("generation_batch_size", None)
+    if size is None:
+        return None, None
+    per_device = values.get("per_device_train_batch_size") or class_default("per_device_train_batch_size")
+    generations = values.get("num_generations") or class_default("num_generations")
+    if not all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in (size, per_device, generations)):
+        return None, f"{size!r}: expected a positive number of completions"
+    if values.get("steps_per_generation") is not None:  # TRL: mutually exclusive
+        return None, "and steps_per_generation can not both be given (TRL's rule): give one of them"
+    if size % generations:
+        return None, f"{size} must be divisible by num_generations ({generations}), as TRL requires"
+    if processes is None:
+        return None, (
+            f"{size}: its per-device batches per generation depend on the processes, which this file does not give; "
+            f"give steps_per_generation ({size} / ({per_device} per device x processes)), or num_processes beside it"
+        )
+    if size % (per_device * processes):
+        return None, (
+            f"{size} must be divisible by the global batch size ({per_device} per device x {processes} processes = "
+            f"{per_device * processes}), as TRL requires"
+        )
+    values["steps_per_generation"] = size // (per_device * processes)
+    return values["steps_per_generation"], None
 
 
 def trl_generation_keys(values: Any) -> tuple[Any, Any]:

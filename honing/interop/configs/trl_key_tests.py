@@ -54,6 +54,10 @@ FEATURE_TESTS: dict[str, tuple[str, ...]] = {
         "tests/methods/test_grpo_off_policy.py::test_a_micro_batchs_loss_and_gradients_equal_trls_with_the_mask",
     ),
     **dict.fromkeys(("loss_weights", "ld_alpha", "f_divergence_type", "use_weighting"), (DPO_KEYS,)),
+    "generation_batch_size": (
+        f"{GRPO_BATCH}::test_generation_batch_size_is_trls_generation_and_optimizer_steps_on_the_given_processes",
+        f"{GRPO_BATCH}::test_a_generation_batch_size_trl_refuses_is_refused_in_one_line",
+    ),
     "steps_per_generation": (f"{GRPO_BATCH}::test_the_translated_run_takes_trls_optimizer_steps_and_generations",),
     "num_generations": (f"{GRPO_BATCH}::test_prompts_and_optimizer_steps_per_generation_are_trls_at_any_world_size",),
 }

@@ -43,8 +43,10 @@ def shared(section: str) -> dict[str, Entry]:
         **PAD,
         **REFERENCE_SYNC,
         **rows,
-        **refused(
-            "not available: honing samples the prompts of one step's batch (data.global_batch_size)",
+        **honoured(
+            f"{section}.steps_per_generation: generation_batch_size / (per_device_train_batch_size x processes) "
+            "per-device batches, as GRPOConfig sets it, where the file gives num_processes (trl's CLI file); "
+            "without it, or where TRL raises (not divisible; beside steps_per_generation), refused in one line",
             "generation_batch_size",
         ),  # fmt: skip
         **moot("not needed: honing's loader shuffles the prompts each epoch (data.shuffle)", "shuffle_dataset"),

@@ -10,6 +10,7 @@ from trl import GRPOConfig
 from honing.config import validate
 from honing.errors import ConfigError
 from honing.interop.configs import translate
+from honing.interop.configs.trl_args import translate_trl_args
 from honing.methods.grpo import GRPOTrainModule
 from honing.methods.grpo_rollouts import GroupSampler
 from honing.parallel_dims import ParallelDims
@@ -188,3 +189,53 @@ def test_a_per_device_batch_of_part_of_a_group_is_honings_forward_pass_of_comple
     assert config["data"]["batch_size_per_rank"] * generations == per_device * accumulation
     whole = translate(oumi_grpo(2 * generations, 1, generations)).config
     assert whole["data"]["micro_batch_size"] == 2 and "micro_batch_completions" not in whole.get("grpo", {})
+
+
+def trl_args_run(values: dict, processes: int | None):
+    """TRL GRPOConfig arguments translated on ``processes`` processes (no refusal) and validated with rows."""
+    translation = translate_trl_args(values, "GRPOConfig", processes)
+    assert translation.refused == [], translation.refused
+    raw = translation.config
+    raw.setdefault("model", {})["name_or_path"] = "tiny"
+    raw.setdefault("data", {})["train"] = {"sources": [{"path": "generated:addition_preference?samples=8&seed=0"}]}
+    return validate(raw, source="<trl>")
+
+
+@pytest.mark.parametrize("world", [1, 2, 4])
+def test_generation_batch_size_is_trls_generation_and_optimizer_steps_on_the_given_processes(monkeypatch, world):
+    batch = {"per_device_train_batch_size": 4, "gradient_accumulation_steps": 2, "num_generations": 4}
+    config = trl_args_run({**batch, "generation_batch_size": 32}, world)
+    trl = trl_config(monkeypatch, world, 4, 2, 4, generation_batch_size=32)
+    assert config.data.rows_per_step(world) == trl.generation_batch_size // 4  # prompts per generation
+    assert generation_steps(config, config.grpo, world) == trl.steps_per_generation // 2  # optimizer steps in it
+
+
+@pytest.mark.parametrize(
+    ("values", "processes", "why"),
+    [
+        ({"generation_batch_size": 40}, 3, "must be divisible by the global batch size (4 per device x 3 processes"),
+        ({"generation_batch_size": 30}, 1, "must be divisible by num_generations (4)"),
+        ({"generation_batch_size": 32, "steps_per_generation": 4}, 1, "and steps_per_generation can not both"),
+    ],
+)
+def test_a_generation_batch_size_trl_refuses_is_refused_in_one_line(monkeypatch, values, processes, why):
+    batch = {"per_device_train_batch_size": 4, "gradient_accumulation_steps": 1, "num_generations": 4}
+    with pytest.raises(ValueError):  # TRL's own GRPOConfig
+        trl_config(monkeypatch, processes, 4, 1, 4, **values)
+    refused = translate_trl_args({**batch, **values}, "GRPOConfig", processes).refused
+    assert len(refused) == 1 and refused[0].startswith("generation_batch_size: ") and why in refused[0]
+
+
+def test_generation_batch_size_without_the_processes_is_refused_naming_steps_per_generation():
+    refused = translate_trl_args({"generation_batch_size": 64}, "GRPOConfig").refused
+    assert refused == [
+        "generation_batch_size: 64: its per-device batches per generation depend on the processes, which this file "
+        "does not give; give steps_per_generation (64 / (8 per device x processes)), or num_processes beside it"
+    ]
+
+
+def test_a_trl_cli_file_gives_generation_batch_size_its_processes():
+    values = {"model_name_or_path": "m", "dataset_name": "d", "num_processes": 2, "generation_batch_size": 64}
+    translation = translate(values, dialect="trl-grpo")
+    assert translation.refused == []
+    assert translation.get("grpo.steps_per_generation") == 4  # 64 / (8 per device x 2 processes) optimizer steps

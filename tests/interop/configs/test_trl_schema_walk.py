@@ -186,12 +186,15 @@ def test_each_honoured_field_reaches_its_honing_key(config_class, key, tmp_path)
         value, expect = online_batch(config_class, key)
     elif key in SPECIAL:
         value, expect = SPECIAL[key]
+    elif key == "generation_batch_size":  # on one process: 2 per-device batches of TRL's 8 completions
+        value, expect = 16, {f"{section}.steps_per_generation": 2}
     else:
         path = table(config_class)[key][1].split(" ")[0]
         value = sample(kind, default_text)
         expect = {path: value}
     values = value if key in SPECIAL and isinstance(value, dict) and key in value else {key: value}
-    translation = translate_trl_args(copy.deepcopy(values), config_class)  # a DeepSpeed mapping is popped from
+    processes = 1 if key == "generation_batch_size" else None  # the launcher's count, which it needs
+    translation = translate_trl_args(copy.deepcopy(values), config_class, processes)  # a DeepSpeed mapping is popped
     assert translation.refused == []
     for path, expected in expect.items():
         assert translation.get(path) == expected and path not in translation.defaults, (path, translation.config)
