@@ -136,7 +136,7 @@ def test_image_only_batches_equal_the_full_processor_call(tmp_path, model_type):
     family = FAMILIES[model_type]
     assert family.image_only_batches
     processor = AutoProcessor.from_pretrained(build_tiny_processor(model_type, str(tmp_path / "processor")))
-    sizes = [(56, 28), (112, 56), (64, 64), (28, 84)]
+    sizes = [(56, 28), (112, 56), (64, 64), (64, 64)]  # two of one size to resize: stacked in one micro-batch
     images = {i: Image.new("RGB", size, (40 * i, 90, 200)) for i, size in enumerate(sizes)}
     contents = [[0], [1, 2], [], [3]]  # one image, two images, none, one
     rows = [
