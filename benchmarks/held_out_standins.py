@@ -28,13 +28,17 @@ FAMILIES: tuple[tuple[str, str, bool], ...] = (
     (r"molmo", "molmo2", True),
     (r"llava", "llava", True),
     (r"smolvlm|idefics3", "idefics3", True),
+    (r"qwen3.*-a\d+b|qwen3[._-]?moe", "qwen3_moe", False),
     (r"qwen3", "qwen3", False),
     (r"qwen", "qwen2", False),
     (r"smollm|llama|tinyllama|deepseek-r1-distill-llama", "llama", False),
     (r"mistral|mixtral|zephyr", "mistral", False),
+    (r"gemma-?3", "gemma3_text", False),
     (r"gemma", "gemma", False),
     (r"phi-?3|phi-?4", "phi3", False),
 )
+# a mixture of experts kept tiny: transformers' defaults are 128 experts of 768 (19M parameters at hidden 32)
+EXTRA_SHAPE = {"qwen3_moe": {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32}}
 UNKNOWN = ("llama", False)  # counted apart: the named family has no row above
 PAIR_METHODS = ("dpo", "orpo", "simpo", "cpo", "ipo", "kto", "reward")
 PROMPT_METHODS = ("grpo", "rloo", "ppo", "online_dpo", "gkd")
@@ -54,7 +58,11 @@ def cap_sizes(config: dict[str, Any], seq_cap: int = SEQ_CAP) -> list[str]:
     """Cap ``data.seq_len`` at ``seq_cap`` and the batch sizes at 8 rows in place; one note per cap."""
     notes = []
     data = config.setdefault("data", {})
-    for key, cap in (("seq_len", seq_cap), ("batch_size_per_rank", BATCH_CAP), ("micro_batch_size", BATCH_CAP)):
+    micro = data.get("micro_batch_size")
+    micro = min(micro, BATCH_CAP) if isinstance(micro, int) else 1
+    # the batch stays a multiple of the micro batch (honing requires it): 48 rows of micro 6 -> 6, not 8
+    batch_cap = BATCH_CAP // micro * micro
+    for key, cap in (("seq_len", seq_cap), ("batch_size_per_rank", batch_cap), ("micro_batch_size", BATCH_CAP)):
         if isinstance(data.get(key), int) and data[key] > cap:
             notes.append(f"data.{key} {data[key]}->{cap}")
             data[key] = cap
@@ -84,6 +92,7 @@ def tiny_model(model_type: str, is_vl: bool, folder: Path) -> str:
     shape = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=2, head_dim=16,
                  intermediate_size=64, vocab_size=len(tokenizer), max_position_embeddings=SEQ_CAP,
                  eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)  # fmt: skip
+    shape |= EXTRA_SHAPE.get(model_type, {})
     AutoModelForCausalLM.from_config(AutoConfig.for_model(model_type, **shape)).save_pretrained(folder)
     return str(folder)
 

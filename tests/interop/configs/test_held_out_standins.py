@@ -23,7 +23,8 @@ from held_out_standins import cap_sizes, family, stand_in_source  # noqa: E402
         ("/data/share/hub/models/olmOCR-2-7B-1025", ("qwen2_5_vl", True, True)),
         ("Qwen/Qwen2-VL-2B-Instruct", ("qwen2_vl", True, True)),
         ("allenai/Molmo-7B-D-0924", ("molmo2", True, True)),
-        ("google/gemma-3-12b-it", ("gemma", False, True)),
+        ("google/gemma-3-12b-it", ("gemma3_text", False, True)),
+        ("Qwen/Qwen3-30B-A3B", ("qwen3_moe", False, True)),
         ("EleutherAI/pythia-70m", ("llama", False, False)),  # no row: a tiny llama, counted as unknown
     ],
 )
@@ -35,6 +36,9 @@ def test_sizes_above_what_three_cpu_steps_allow_are_capped_and_said():
     config = {"data": {"seq_len": 8192, "batch_size_per_rank": 16, "micro_batch_size": 2}}
     assert cap_sizes(config) == ["data.seq_len 8192->512", "data.batch_size_per_rank 16->8"]
     assert config["data"] == {"seq_len": 512, "batch_size_per_rank": 8, "micro_batch_size": 2}
+    # a batch of 48 rows in micro batches of 6 keeps whole micro batches: 6, not 8 (honing refuses 8 / 6)
+    odd = {"data": {"batch_size_per_rank": 48, "micro_batch_size": 6}}
+    assert cap_sizes(odd) == ["data.batch_size_per_rank 48->6"] and odd["data"]["batch_size_per_rank"] == 6
 
 
 def test_a_hub_data_set_becomes_a_local_file_in_its_own_columns_that_its_builder_reads(tmp_path):
