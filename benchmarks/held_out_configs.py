@@ -18,6 +18,9 @@ that names each file's repository, path and commit (keyed by that relative path)
 once by seed when the set was collected (the second set, of Oumi and olmOCR configs, ../notes/held_out2).
 
     .venv/bin/python benchmarks/held_out_configs.py --set dev --root ../notes/held_out2
+
+``held_out_training.py`` goes one step further on a ``--root`` set: each file that translates trains 3 steps on
+local stand-ins (a tiny model of its family, generated rows), the share that trains beside the share that translates.
 """
 
 from __future__ import annotations
