@@ -27,6 +27,12 @@ class OnlineDPOSection(Section):
     """Nucleus sampling of completions (1: off)."""
     top_k: int = Field(default=0, ge=0)
     """Top-k sampling of completions (0: no top-k filtering)."""
+    min_p: float | None = Field(default=None, ge=0, le=1)
+    """Min-p sampling of completions, after temperature, top-k and top-p (transformers' ``MinPLogitsWarper``, as
+    ``grpo.min_p``); None: off."""
+    repetition_penalty: float = Field(default=1.0, gt=0)
+    """CTRL's repetition penalty on the prompt's and the completion's tokens (transformers'
+    ``RepetitionPenaltyLogitsProcessor``, as ``grpo.repetition_penalty``); 1: off."""
     beta: float = Field(default=0.1, gt=0)
     """DPO's β: how far the policy may move from the reference (IPO's τ with ``loss_type: ipo``)."""
     loss_type: Literal["sigmoid", "ipo"] = "sigmoid"

@@ -75,6 +75,8 @@ class OnlineDPOTrainModule(GRPOTrainModule):
             temperature=section.temperature,
             top_p=section.top_p,
             top_k=section.top_k,
+            min_p=section.min_p,
+            repetition_penalty=section.repetition_penalty,
             sample_interval=section.sample_interval,
             scoring_temperature=1.0,
         )

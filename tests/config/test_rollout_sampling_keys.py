@@ -1,4 +1,5 @@
-"""grpo / rloo's min_p and repetition_penalty reach the sampler only when set, and the rollout server refuses them."""
+"""grpo / rloo / online_dpo's min_p and repetition_penalty reach the sampler only when set, and the rollout server
+refuses them."""
 
 from __future__ import annotations
 
@@ -6,8 +7,10 @@ import pytest
 from pydantic import ValidationError
 
 from honing.config.grpo_schema import GRPOSection
+from honing.config.online_dpo_schema import OnlineDPOSection
 from honing.config.rloo_schema import RLOOSection
 from honing.methods.grpo_settings import grpo_settings, sampling_options, shared_settings
+from honing.methods.online_dpo import OnlineDPOTrainModule
 
 
 def test_defaults_leave_the_sampler_its_three_keys():
@@ -25,3 +28,8 @@ def test_set_filters_reach_the_sampler_of_grpo_and_rloo():
 def test_the_rollout_server_refuses_the_filters_by_name(key, value):
     with pytest.raises(ValidationError, match=f"{key}: honing's rollout server samples"):
         GRPOSection(use_vllm=True, **{key: value})
+
+
+def test_online_dpo_samples_with_them_too():
+    settings = OnlineDPOTrainModule.settings(OnlineDPOSection(min_p=0.1, repetition_penalty=1.3))
+    assert sampling_options(settings) == dict(temperature=0.9, top_p=1.0, top_k=0, min_p=0.1, repetition_penalty=1.3)
