@@ -126,6 +126,7 @@ def test_image_only_batches_equal_the_full_processor_call(tmp_path, model_type):
     pytest.importorskip("torchvision")
     from PIL import Image
     from transformers import AutoProcessor
+    from transformers.vision_utils import get_vision_position_ids
 
     from honing.data.vision.batches import VLCollator
     from honing.data.vision.processing import VLDataset, tokenize_vl_conversations
@@ -167,7 +168,9 @@ def test_image_only_batches_equal_the_full_processor_call(tmp_path, model_type):
             if "image_grid_thw" not in expected:  # no image: the model's own 1-D positions
                 assert expected.keys() == got.keys()
                 continue
-            assert expected.keys() | {"position_ids"} == got.keys()
+            assert expected.keys() | {"position_ids", "image_position_ids"} == got.keys()
+            patches = get_vision_position_ids(expected["image_grid_thw"], model.model.visual.spatial_merge_size)
+            assert torch.equal(got["image_position_ids"], patches), size
             rope, _ = model.model.get_rope_index(
                 expected["input_ids"],
                 mm_token_type_ids=expected["mm_token_type_ids"],
@@ -177,7 +180,10 @@ def test_image_only_batches_equal_the_full_processor_call(tmp_path, model_type):
             assert torch.equal(got["position_ids"], rope), size
     with torch.no_grad():  # the whole batch: padded rows with one, two and no images
         logits = [model(**collate.model_inputs(collate.split(batch, 4)[0])).logits for collate in (full, fast)]
+        inputs = fast.model_inputs(fast.split(batch, 4)[0])
+        wrong = model(**dict(inputs, image_position_ids=torch.zeros_like(inputs["image_position_ids"]))).logits
     assert torch.equal(logits[0], logits[1])
+    assert not torch.equal(wrong, logits[1])  # the tower reads the patch positions given, not its own
     # a stored row with one image token too few for its image's grid
     broken = dict(batch, input_ids=batch["input_ids"].clone())
     first = int((broken["input_ids"][0] == image_token_id).nonzero()[0])

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from honing.data.collate import PadCollator
-from honing.data.vision.rope_positions import image_rope_positions
+from honing.data.vision.rope_positions import image_rope_positions, vision_rope_positions
 from honing.errors import DataError
 
 if TYPE_CHECKING:
@@ -117,7 +117,7 @@ class VLCollator(PadCollator):
         # set: image processor only, token types from the ids and rope positions from them and the grids
         # (``VLFamily.image_only_batches``)
         self.image_token_id = image_token_id
-        positions = ("position_ids",) if image_token_id is not None else ()
+        positions = ("position_ids", "image_position_ids") if image_token_id is not None else ()
         self.model_input_keys = tuple(dict.fromkeys(("input_ids", "attention_mask", *model_input_keys, *positions)))
 
     def __call__(self, items: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -162,9 +162,9 @@ class VLCollator(PadCollator):
 
     def _with_images_only(self, micro: dict[str, torch.Tensor], rows: Sequence[Sequence[Any]]) -> dict[str, Any]:
         """``micro`` with the image processor's fields, token types read off the stored ids and, when it holds
-        images, the model's 3-D rope positions (``image_rope_positions``: what the forward would compute, ~8x
-        cheaper); each row must hold as many image tokens as its images' grids give (the processor's expansion,
-        done when the data was built)."""
+        images, the model's 3-D rope positions and its vision tower's patch positions (``image_rope_positions``,
+        ``vision_rope_positions``: what the forward would compute, several times cheaper); each row must hold as
+        many image tokens as its images' grids give (the processor's expansion, done when the data was built)."""
         image_tokens = (micro["input_ids"] == self.image_token_id) & micro["attention_mask"].bool()
         micro["mm_token_type_ids"] = image_tokens.long()  # as the processor gives it
         images = [image for row in rows for image in row]
@@ -187,6 +187,7 @@ class VLCollator(PadCollator):
             micro["position_ids"] = image_rope_positions(
                 image_tokens, micro["attention_mask"], micro["image_grid_thw"], merge
             )
+            micro["image_position_ids"] = vision_rope_positions(micro["image_grid_thw"], merge)
         return micro
 
 

@@ -1,4 +1,5 @@
-"""Qwen-VL's 3-D rope positions (M-RoPE) of a padded image batch, built beside the image processor's grids.
+"""Qwen-VL's 3-D rope positions (M-RoPE) of a padded image batch, and its vision tower's patch positions, built
+beside the image processor's grids.
 
 The model computes them itself when given none (``get_rope_index``), walking every row token by token in Python
 (``itertools.groupby`` over the token types, tensors per run): ~3 ms of a ~45 ms step for 8 rows of
@@ -12,6 +13,10 @@ checks each):
   grid (temporal, height, width);
 - the text after an image resumes at ``p + max(h, w) // merge``;
 - padding tokens take 0.
+
+The vision tower likewise loops over the images for its patches' (height, width) rotary positions
+(``vision_utils.get_vision_position_ids``, the same in the three families); ``vision_rope_positions`` concatenates
+one cached block per image size, which the model takes as ``image_position_ids``.
 """
 
 from __future__ import annotations
@@ -52,3 +57,20 @@ def _grid_offsets(frames: int, height: int, width: int) -> torch.Tensor:
     """The temporal / height / width offsets of one image's merged grid, flattened as its tokens are."""
     grid = torch.meshgrid(torch.arange(frames), torch.arange(height), torch.arange(width), indexing="ij")
     return torch.stack(grid).reshape(3, -1)
+
+
+def vision_rope_positions(image_grid_thw: torch.Tensor, merge_size: int) -> torch.Tensor:
+    """``[patches, 2]`` (height, width) rotary positions of the vision tower's patches, the images' in order, as
+    transformers' ``vision_utils.get_vision_position_ids`` gives them (passed as ``image_position_ids``, the tower
+    skips its own per-image loop); one cached block per image size."""
+    return torch.cat([_patch_positions(t, h, w, merge_size) for t, h, w in image_grid_thw.tolist()])
+
+
+@lru_cache(maxsize=64)
+def _patch_positions(frames: int, height: int, width: int, merge_size: int) -> torch.Tensor:
+    """One image's patch positions, laid out block-major over its ``merge x merge`` blocks as the tower orders them."""
+    rows, columns = torch.meshgrid(torch.arange(height), torch.arange(width), indexing="ij")
+    blocks = (height // merge_size, merge_size, width // merge_size, merge_size)
+    rows = rows.reshape(blocks).transpose(1, 2).flatten()
+    columns = columns.reshape(blocks).transpose(1, 2).flatten()
+    return torch.stack([rows, columns], dim=-1).repeat(frames, 1)
