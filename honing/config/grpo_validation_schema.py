@@ -20,5 +20,9 @@ class GRPOValidationSection(Section):
     """Nucleus sampling of held-out completions (1: off)."""
     top_k: int = Field(default=0, ge=0)
     """Top-k sampling of held-out completions (0: no top-k filtering)."""
+    min_p: float | None = Field(default=None, ge=0, le=1)
+    """Min-p sampling of held-out completions (as the section's ``min_p``); None: off."""
+    repetition_penalty: float = Field(default=1.0, gt=0)
+    """The repetition penalty of held-out completions (as the section's ``repetition_penalty``); 1: off."""
     before_training: bool = False
     """Also answer and score them once before the first step, logged at step 0 (verl's ``val_before_train``)."""

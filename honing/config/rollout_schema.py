@@ -50,7 +50,13 @@ class RolloutSection(ToolUseSection):
 
     @model_validator(mode="after")
     def _server_samples_without_filters(self) -> RolloutSection:
-        filters = [key for key, off in (("min_p", None), ("repetition_penalty", 1.0)) if getattr(self, key) != off]
+        validation = getattr(self, "validation", None)  # the held-out prompts' sampling (grpo / rloo)
+        filters = [
+            f"{where}{key}"
+            for where, section in (("", self), ("validation.", validation))
+            for key, off in (("min_p", None), ("repetition_penalty", 1.0))
+            if section is not None and getattr(section, key) != off
+        ]
         if self.use_vllm and filters:
             raise ValueError(
                 f"{' and '.join(filters)}: honing's rollout server samples with temperature, top_p and top_k only; "

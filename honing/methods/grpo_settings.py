@@ -100,9 +100,10 @@ SHARED_SETTINGS = (
 )  # fmt: skip
 
 
-def sampling_options(settings: RolloutSettings) -> dict[str, Any]:
-    """The sampler's keyword arguments: temperature, top_p and top_k, and min_p / repetition_penalty where set (a
-    sampler that has no form for them, such as the rollout server's client, then refuses them by name)."""
+def sampling_options(settings: RolloutSettings | RewardValidation) -> dict[str, Any]:
+    """The sampler's keyword arguments (of the rollouts, or of the held-out prompts): temperature, top_p and top_k,
+    and min_p / repetition_penalty where set (a sampler that has no form for them, such as the rollout server's
+    client, then refuses them by name)."""
     options: dict[str, Any] = dict(temperature=settings.temperature, top_p=settings.top_p, top_k=settings.top_k)
     if settings.min_p is not None:
         options["min_p"] = settings.min_p

@@ -18,6 +18,7 @@ import torch
 from honing.config.grpo_validation_schema import GRPOValidationSection
 from honing.losses import combine_rewards
 from honing.methods.grpo_metrics import ended_rows
+from honing.methods.grpo_settings import sampling_options
 from honing.methods.tool_turns import Transcripts
 from honing.rl.rewards import RewardScorer
 
@@ -37,11 +38,21 @@ class RewardValidation:
     top_p: float = 1.0
     top_k: int = 0
     seed: int = 0
+    min_p: float | None = None
+    repetition_penalty: float = 1.0
 
     @classmethod
     def from_section(cls, section: GRPOValidationSection, seed: int) -> RewardValidation:
         """The settings of ``grpo.validation`` with the run's seed."""
-        return cls(section.num_generations, section.temperature, section.top_p, section.top_k, seed)
+        return cls(
+            section.num_generations,
+            section.temperature,
+            section.top_p,
+            section.top_k,
+            seed,
+            min_p=section.min_p,
+            repetition_penalty=section.repetition_penalty,
+        )
 
     @torch.no_grad()
     def eval_batch(self, sampler: GroupSampler, batch: dict[str, Any], scorer: RewardScorer) -> dict[str, torch.Tensor]:
@@ -75,9 +86,7 @@ class RewardValidation:
                 prompt_ids,
                 prompt_mask,
                 seeds,
-                temperature=self.temperature,
-                top_p=self.top_p,
-                top_k=self.top_k,
+                **sampling_options(self),
             )
         return prompts, sampled
 

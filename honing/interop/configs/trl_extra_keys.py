@@ -15,7 +15,7 @@ KEYS = key_table("trl").keys
 
 # generation_kwargs' keys (transformers' GenerationConfig / vLLM's SamplingParams names) -> the section's own key
 GENERATION_KEYS = {"temperature": float, "top_p": float, "top_k": int}
-# sampling keys the held-out prompts (grpo.validation) have no form for, and their values that mean off
+# the sampling filters beside GENERATION_KEYS, and their values that mean off
 FILTER_KEYS = {"min_p": None, "repetition_penalty": 1.0}
 LENGTH_KEYS = ("max_new_tokens", "max_tokens")  # GenerationConfig's / SamplingParams' name of the same length
 JINJA_SUFFIXES = (".jinja", ".j2")
@@ -54,13 +54,10 @@ def read_online_extras(t: Translation, top: Keys, config_class: str, section: st
             value = t.get(f"{section}.{name}")
             default = schema_default(KEYS[config_class][name][1])
             t.set(f"{section}.validation.{name}", kind(default if value is None else value))
-        filters = [name for name, off in FILTER_KEYS.items() if t.get(f"{section}.{name}") not in (None, off)]
-        if filters:
-            t.note(
-                "num_generations_eval",
-                f"the held-out prompts are sampled without {' / '.join(filters)} ({section}.validation has no such "
-                "key); TRL's eval applies them",
-            )
+        for name, off in FILTER_KEYS.items():  # set only where on: the validation section's default is off
+            value = t.get(f"{section}.{name}")
+            if value not in (None, off):
+                t.set(f"{section}.validation.{name}", value)
 
 
 def read_chat_template_kwargs(t: Translation, value: object) -> None:

@@ -53,7 +53,7 @@ def shared(section: str) -> dict[str, Entry]:
         **moot("not needed: honing's sampling runs outside DeepSpeed", "ds3_gather_for_generation"),
         **honoured(
             f"{section}.validation.num_generations, the held-out prompts sampled with the training's temperature, "
-            "top_p and top_k (TRL's eval)",
+            "top_p, top_k, min_p and repetition_penalty (TRL's eval)",
             "num_generations_eval",
         ),  # fmt: skip
         **honoured(
