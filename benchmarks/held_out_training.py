@@ -107,7 +107,7 @@ def main() -> None:
     for system in sorted(totals):
         print(f"{system}: {translated[system]}/{totals[system]} translated, {trained[system]}/{totals[system]} "
               f"trained {STEPS} steps on stand-ins ({trained[system]}/{translated[system] or 1} of those translated; "
-              f"{unknown[system]} of them on a tiny llama for an unknown family)")  # fmt: skip
+              f"{unknown[system]} of them on a stand-in of another family, the named one unknown)")  # fmt: skip
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
 
