@@ -76,7 +76,7 @@ def translate_trl(t: Translation, trl: Keys, method: str) -> None:
                        ("top_p", float), ("top_k", int), ("epsilon", float), ("epsilon_high", float),
                        ("num_iterations", int), ("importance_sampling_level", str), ("loss_type", str),
                        ("use_vllm", bool), ("vllm_mode", str), ("vllm_server_host", str), ("vllm_server_port", int),
-                       ("vllm_server_timeout", float)):  # fmt: skip
+                       ("vllm_server_timeout", float), ("min_p", float), ("repetition_penalty", float)):  # fmt: skip
         trl.copy(name, f"grpo.{name}", kind)
     scale = trl.take("scale_rewards")
     if scale is not None:

@@ -71,6 +71,7 @@ TRL: dict[str, Entry] = {
     **honoured("the method's beta", "beta"),
     **honoured_in("grpo", "max_completion_length", "num_generations"),
     **honoured("grpo.temperature / top_p / top_k", "temperature", "top_p", "top_k"),
+    **honoured_in("grpo", "min_p", "repetition_penalty"),
     **honoured("grpo.epsilon / epsilon_high", "epsilon", "epsilon_high"),
     **honoured_in("grpo", "loss_type", "num_iterations", "scale_rewards", "importance_sampling_level"),
     **honoured("grpo.rewards (name, weight)", "reward_funcs", "reward_weights"),
@@ -85,9 +86,7 @@ TRL: dict[str, Entry] = {
     **honoured("grpo.sample_interval (completions logged to samples.jsonl)", "log_completions"),
     **moot("honing logs every sampled completion to samples.jsonl", "num_completions_to_print"),
     **refused(
-        "not available: honing samples with temperature, top_p and top_k",
-        "min_p",
-        "repetition_penalty",
+        "not available: honing samples with temperature, top_p, top_k, min_p and repetition_penalty",
         "generation_kwargs",
         "vllm_guided_decoding_regex",
     ),  # fmt: skip

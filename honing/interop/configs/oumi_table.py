@@ -170,7 +170,14 @@ TRAINING: dict[str, Entry] = {
 GRPO: dict[str, Entry] = {
     **honoured("data.seq_len (max_prompt_length + max_completion_length)", "max_prompt_length"),
     **honoured_in(
-        "grpo", "max_completion_length", "num_generations", "temperature", "use_vllm", "vllm_mode", "epsilon"
+        "grpo",
+        "max_completion_length",
+        "num_generations",
+        "temperature",
+        "use_vllm",
+        "vllm_mode",
+        "epsilon",
+        "repetition_penalty",
     ),
     **refused("not available: honing passes every column to the rewards (false)", "remove_unused_columns"),
     **moot(
@@ -180,7 +187,6 @@ GRPO: dict[str, Entry] = {
         "not needed: completions and rewards go to samples.jsonl every grpo.sample_interval steps", "log_completions"
     ),  # fmt: skip
     **refused("not available: give honing's model.* keys", "model_init_kwargs"),
-    **refused("not available: honing samples with temperature, top_p and top_k", "repetition_penalty"),
     **refused("not available: honing's rollouts are its own (grpo.tools for multi-turn)", "rollout_function"),
 }
 

@@ -379,6 +379,8 @@ def translate_grpo(t: Translation, grpo: Keys, *, method: str, verl: bool) -> No
             "training.grpo.log_completions",
             "completions and rewards go to samples.jsonl every grpo.sample_interval steps",
         )
-    grpo.refuse("repetition_penalty", "not available: honing samples with temperature, top_p and top_k")
+    penalty = grpo.number("repetition_penalty", float)
+    if penalty is not None and penalty != 1.0:  # 1.0 divides by one: honing's default, which leaves vLLM's rollouts on
+        t.set("grpo.repetition_penalty", penalty)  # transformers' RepetitionPenaltyLogitsProcessor's rule
     grpo.refuse("model_init_kwargs", "not translated: give honing's model.* keys")
     grpo.done()
