@@ -227,6 +227,10 @@ def stand_in(config: dict[str, Any], work: Path, models: Path) -> tuple[dict[str
             note = stand_in_source(source, method, work / f"{split}{index}")
             if note:
                 notes.append(f"{split}[{index}]: {note}")
+    cache = data.get("cache_dir")
+    if cache and not os.path.isabs(str(cache)):  # a config's own relative cache (olmOCR's cache_location) stays in work
+        data["cache_dir"] = str(work / str(cache))
+        notes.append(f"data.cache_dir {cache} -> under the run's temporary folder")
     trainer = config.setdefault("trainer", {})
     trainer["hard_stop"] = "3steps"
     trainer["save_folder"] = str(work / "run")

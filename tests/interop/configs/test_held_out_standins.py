@@ -11,7 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
 
-from held_out_standins import cap_sizes, family, stand_in_source  # noqa: E402
+from held_out_standins import cap_sizes, family, stand_in, stand_in_source  # noqa: E402
 
 
 @pytest.mark.parametrize(
@@ -63,3 +63,14 @@ def test_a_local_file_that_exists_is_kept(tmp_path):
     here.write_text("{}\n")
     source = {"path": str(here)}
     assert stand_in_source(source, "sft", tmp_path / "work") is None and source == {"path": str(here)}
+
+
+def test_a_relative_cache_folder_of_the_config_goes_under_the_runs_temporary_folder(tmp_path):
+    local = tmp_path / "model"
+    local.mkdir()
+    config = {"method": "sft", "model": {"name_or_path": str(local)}, "data": {"cache_dir": "pdfs"}}
+    changed, notes, _ = stand_in(config, tmp_path / "work", tmp_path / "models")
+    assert changed["data"]["cache_dir"] == str(tmp_path / "work" / "pdfs")
+    assert any(note.startswith("data.cache_dir pdfs") for note in notes)
+    absolute = {"method": "sft", "model": {"name_or_path": str(local)}, "data": {"cache_dir": str(tmp_path / "c")}}
+    assert stand_in(absolute, tmp_path / "work", tmp_path / "models")[0]["data"]["cache_dir"] == str(tmp_path / "c")
