@@ -44,6 +44,17 @@ callbacks:
 """
 
 
+#: the tiny Llama the distributed method tests build from ``model.config`` (one layer: they test ranks, not capacity)
+TINY_LLAMA_CONFIG = {
+    "model_type": "llama",
+    "hidden_size": 32,
+    "num_hidden_layers": 1,
+    "num_attention_heads": 2,
+    "num_key_value_heads": 2,
+    "intermediate_size": 64,
+}
+
+
 def write_config(
     tmp_path: Path, name: str, *, steps: int = 10, save_interval: int = 5, custom: list[dict] | None = None
 ) -> tuple[str, Path]:

@@ -10,7 +10,7 @@ import torch
 import yaml
 
 from honing.losses import group_advantages
-from tests.distributed.runs import failure_excerpt, honing_train, metrics
+from tests.distributed.runs import TINY_LLAMA_CONFIG, failure_excerpt, honing_train, metrics
 from tests.recipes.test_grpo_estimators import FLAT_REWARD
 
 pytestmark = pytest.mark.slow
@@ -77,16 +77,7 @@ def test_a_group_spanning_two_ranks_is_normalised_as_one_group(tmp_path, monkeyp
             "seq_len": 64,
             "cache_dir": str(tmp_path / "cache"),
         },
-        "model": {
-            "config": {
-                "model_type": "llama",
-                "hidden_size": 32,
-                "num_hidden_layers": 1,
-                "num_attention_heads": 2,
-                "num_key_value_heads": 2,
-                "intermediate_size": 64,
-            }
-        },
+        "model": {"config": dict(TINY_LLAMA_CONFIG)},
         "optim": {"lr": 1e-2},
         "callbacks": {"sample": {"enabled": False}, "console": {"plain": True}},
     }

@@ -7,7 +7,7 @@ import pytest
 import yaml
 from safetensors.torch import load_file
 
-from tests.distributed.runs import assert_same_weights, failure_excerpt, honing_train, metrics
+from tests.distributed.runs import TINY_LLAMA_CONFIG, assert_same_weights, failure_excerpt, honing_train, metrics
 
 pytestmark = pytest.mark.slow
 
@@ -72,16 +72,7 @@ def run(tmp_path, name, *overrides):
             "micro_batch_size": 1,
             "cache_dir": str(tmp_path / "cache"),
         },
-        "model": {
-            "config": {
-                "model_type": "llama",
-                "hidden_size": 32,
-                "num_hidden_layers": 1,
-                "num_attention_heads": 2,
-                "num_key_value_heads": 2,
-                "intermediate_size": 64,
-            }
-        },
+        "model": {"config": dict(TINY_LLAMA_CONFIG)},
         "optim": {"lr": 1e-2},
         "callbacks": {"sample": {"enabled": False}, "console": {"plain": True}, "checkpointer": {"save_interval": 2}},
     }
