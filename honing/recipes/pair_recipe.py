@@ -6,7 +6,7 @@ batches need them."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import torch
 
@@ -15,18 +15,12 @@ from honing.data.finetune_data import RunData
 from honing.methods.pair_losses import PairLoss
 from honing.methods.pairs import PairTrainModule
 from honing.recipes.base import Recipe, chat_assets, finetune_data, train_module_options
-from honing.recipes.pair_parts import check_pair_attention, packed_pairs
+from honing.recipes.pair_parts import PairSection, check_pair_attention, packed_pairs
 from honing.recipes.reference_parts import build_reference_model, lazy_reference_cache, precomputed_reference
 from honing.run.parts import ModelAssets, TrainInputs
 
 #: a pair method's loss part
 Loss = TypeVar("Loss", bound=PairLoss)
-
-
-class PairSection(Protocol):
-    """A pair method's section, as far as these steps read it."""
-
-    packed_pairs: bool
 
 
 class PairRecipe(Recipe):
