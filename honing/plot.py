@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import difflib
-import json
 import logging
 import math
 import os
 from typing import TYPE_CHECKING
 
 from honing.errors import DataError
+from honing.json_lines import json_lines
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -36,17 +36,13 @@ def read_metrics(run_dir: str) -> dict[int, dict[str, float]]:
         raise DataError(f"{run_dir}: no {METRICS_FILE} in this folder (expected the save folder of a honing run)")
     steps: dict[int, dict[str, float]] = {}
     unreadable: list[int] = []
-    with open(path, encoding="utf-8") as handle:
-        for line_number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-                step = int(record.pop("step"))
-                # non-finite values are written as strings ("nan", "inf")
-                steps[step] = {key: float(value) for key, value in record.items()}
-            except (ValueError, KeyError, TypeError, AttributeError):
-                unreadable.append(line_number)  # e.g. a line cut short when a run was killed
+    for line_number, record in json_lines(path):
+        try:
+            step = int(record.pop("step"))
+            # non-finite values are written as strings ("nan", "inf")
+            steps[step] = {key: float(value) for key, value in record.items()}
+        except (ValueError, KeyError, TypeError, AttributeError):  # not JSON, or not an object with a step
+            unreadable.append(line_number)  # e.g. a line cut short when a run was killed
     if unreadable:
         log.warning(
             "%s: skipped %d unreadable line(s) (first at line %d); expected one JSON object with a 'step' per line",

@@ -10,7 +10,7 @@ import json
 import logging
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -51,6 +51,20 @@ class HarnessSettings:
     apply_chat_template: bool | None = None  # None: when the tokenizer has a template
     seed: int = 0
     key: str = "--tasks"  # the option or config key the tasks came from, for error messages
+
+    @classmethod
+    def read(
+        cls, source: object, tasks: Iterable[str], *, apply_chat_template: bool | None, seed: int, key: str = "--tasks"
+    ) -> HarnessSettings:
+        """The settings of ``tasks`` with lm-eval's options read off ``source`` by their names: a
+        ``callbacks.harness_eval`` section or ``honing eval``'s parsed command line."""
+        options = {name: getattr(source, name) for name in LM_EVAL_OPTIONS}
+        options["include"] = tuple(options["include"])
+        return cls(tuple(tasks), apply_chat_template=apply_chat_template, seed=seed, key=key, **options)
+
+
+#: the options a harness section and ``honing eval`` name alike
+LM_EVAL_OPTIONS = ("include", "limit", "num_fewshot", "batch_size", "max_new_tokens")
 
 
 class _TaskYamlLoader(yaml.SafeLoader):

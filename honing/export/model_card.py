@@ -17,6 +17,7 @@ import yaml
 
 from honing.config.redact import redact
 from honing.evaluate.harness import format_table, read_results
+from honing.json_lines import json_lines
 
 if TYPE_CHECKING:
     from huggingface_hub import ModelCard
@@ -57,16 +58,13 @@ def final_metrics(run_folder: str | None) -> dict[str, tuple[int, float]]:
     if path is None or not os.path.exists(path):
         return {}
     last: dict[str, tuple[int, float]] = {}
-    with open(path, encoding="utf-8") as handle:
-        for line in handle:
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:  # a line cut short by a crash: the others still count
-                continue
-            step = row.get("step")
-            for name, value in row.items():
-                if (name.startswith("eval/") or name in TRAIN_METRICS) and isinstance(value, int | float):
-                    last[name] = (step, float(value))
+    for _, row in json_lines(path):
+        if not isinstance(row, dict):  # a line cut short by a crash: the others still count
+            continue
+        step = row.get("step")
+        for name, value in row.items():
+            if (name.startswith("eval/") or name in TRAIN_METRICS) and isinstance(value, int | float):
+                last[name] = (step, float(value))
     return dict(sorted(last.items()))
 
 

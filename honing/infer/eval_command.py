@@ -21,6 +21,7 @@ from honing.evaluate.harness import (
     write_results,
 )
 from honing.infer.model_source import ModelSource, load_model
+from honing.json_lines import json_lines
 
 
 def settings_from(args: argparse.Namespace) -> HarnessSettings:
@@ -40,16 +41,7 @@ def settings_from(args: argparse.Namespace) -> HarnessSettings:
     for folder in args.include:
         if not os.path.isdir(folder):
             raise ConfigError(f"--include: {folder} is not a folder (expected a folder of lm-eval task YAML files)")
-    return HarnessSettings(
-        tasks=tasks,
-        include=tuple(args.include),
-        limit=args.limit,
-        num_fewshot=args.num_fewshot,
-        batch_size=args.batch_size,
-        max_new_tokens=args.max_new_tokens,
-        apply_chat_template=args.chat_template,
-        seed=args.seed,
-    )
+    return HarnessSettings.read(args, tasks, apply_chat_template=args.chat_template, seed=args.seed)
 
 
 def run_eval(args: argparse.Namespace, out: TextIO | None = None) -> int:
@@ -83,14 +75,9 @@ def append_metrics(run_folder: str, step: int | None, metrics: dict[str, float])
     path = os.path.join(run_folder, "metrics.jsonl")
     previous: dict = {}
     if os.path.exists(path):
-        with open(path, encoding="utf-8") as handle:
-            for line in handle:
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
-                if isinstance(row, dict) and row.get("step") == step:
-                    previous = row
+        for _, row in json_lines(path):
+            if isinstance(row, dict) and row.get("step") == step:
+                previous = row
     with open(path, "a", encoding="utf-8") as handle:
         handle.write(json.dumps({**previous, "step": step, **metrics}) + "\n")
     return path
@@ -125,11 +112,5 @@ def evaluated_step(source: ModelSource) -> int | None:
     path = os.path.join(source.run_folder, "metrics.jsonl")
     if not os.path.exists(path):
         return None
-    step = None
-    with open(path, encoding="utf-8") as handle:
-        for line in handle:
-            try:
-                step = max(step or 0, int(json.loads(line).get("step", 0)))
-            except (ValueError, AttributeError):
-                continue
-    return step
+    steps = [row.get("step") for _, row in json_lines(path) if isinstance(row, dict)]
+    return max((step for step in steps if isinstance(step, int)), default=None)

@@ -21,6 +21,7 @@ from honing.infer.generate import (
     within_context,
 )
 from honing.infer.model_source import LoadedModel, load_model
+from honing.json_lines import json_lines
 
 
 def sampling_from(args: argparse.Namespace) -> Sampling:
@@ -54,19 +55,14 @@ def read_prompt_file(path: str) -> list[dict[str, Any]]:
     if not os.path.isfile(path):
         raise DataError(f"--file: {path} does not exist")
     rows = []
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise DataError(f"{path}:{number}: not JSON ({error.msg})") from None
-            if isinstance(row, str):
-                row = {"prompt": row}
-            if not isinstance(row, dict) or not (isinstance(row.get("prompt"), str) or "messages" in row):
-                raise DataError(f'{path}:{number}: expected {{"prompt": TEXT}} or {{"messages": [...]}}')
-            rows.append(row)
+    for number, row in json_lines(path):
+        if isinstance(row, json.JSONDecodeError):
+            raise DataError(f"{path}:{number}: not JSON ({row.msg})")
+        if isinstance(row, str):
+            row = {"prompt": row}
+        if not isinstance(row, dict) or not (isinstance(row.get("prompt"), str) or "messages" in row):
+            raise DataError(f'{path}:{number}: expected {{"prompt": TEXT}} or {{"messages": [...]}}')
+        rows.append(row)
     if not rows:
         raise DataError(f"{path}: no prompts in it")
     return rows

@@ -34,16 +34,8 @@ if TYPE_CHECKING:
 
 def harness_settings(seed: int, cfg: HarnessEvalSection) -> HarnessSettings:
     """The harness settings of ``callbacks.harness_eval``."""
-    return HarnessSettings(
-        tasks=tuple(cfg.tasks),
-        include=tuple(cfg.include),
-        limit=cfg.limit,
-        num_fewshot=cfg.num_fewshot,
-        batch_size=cfg.batch_size,
-        max_new_tokens=cfg.max_new_tokens,
-        apply_chat_template=cfg.apply_chat_template,
-        seed=seed,
-        key="callbacks.harness_eval.tasks",
+    return HarnessSettings.read(
+        cfg, cfg.tasks, apply_chat_template=cfg.apply_chat_template, seed=seed, key="callbacks.harness_eval.tasks"
     )
 
 

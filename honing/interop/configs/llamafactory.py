@@ -6,17 +6,7 @@ Where the file says nothing, LLaMA-Factory's and transformers' defaults are writ
 
 from __future__ import annotations
 
-from honing.interop.configs.hf_args import (
-    duration,
-    eval_strategy_of,
-    set_optimizer,
-    set_schedule_defaults,
-    set_warmup,
-    step_interval,
-    translate_lr_schedule,
-    translate_neftune,
-    translate_optimizer_numbers,
-)
+from honing.interop.configs import hf_args
 from honing.interop.configs.hf_engines import lora_targets, set_fp16, translate_deepspeed_file, translate_fsdp_config
 from honing.interop.configs.hf_training_extras import NON_REENTRANT, translate_training_extras
 from honing.interop.configs.hub_args import translate_hub
@@ -102,7 +92,7 @@ def fill_defaults(t: Translation, method: str) -> None:
     t.default("optim.lr", 5e-5, f"{hf}learning_rate")
     t.default("optim.weight_decay", 0.0, f"{hf}weight_decay")
     t.default("optim.betas", [0.9, 0.999], f"{hf}adam_beta1 / adam_beta2")
-    set_schedule_defaults(t, "linear", f"{hf}lr_scheduler_type")
+    hf_args.set_schedule_defaults(t, "linear", f"{hf}lr_scheduler_type")
     t.default("trainer.seed", 42, f"{hf}seed")
     t.default("callbacks.checkpointer.save_interval", 500, f"{hf}save_steps")
     t.default("callbacks.console.log_interval", 500, f"{hf}logging_steps")
@@ -227,14 +217,14 @@ def translate_training(t: Translation, top: Keys) -> None:
     if given:
         t.set("data.micro_batch_size", per_device)
         t.set("data.batch_size_per_rank", per_device * accumulation)  # per device, as the Trainer reads them
-    duration(t, "max_steps", top.take("max_steps"), "num_train_epochs", top.take("num_train_epochs"))
+    hf_args.duration(t, "max_steps", top.take("max_steps"), "num_train_epochs", top.take("num_train_epochs"))
     if top.has("optim"):
-        set_optimizer(t, "optim", str(top.peek("optim")))
+        hf_args.set_optimizer(t, "optim", str(top.peek("optim")))
     top.take("optim")
-    translate_optimizer_numbers(t, top)
-    translate_lr_schedule(t, top, "lr_scheduler_type")
-    set_warmup(t, "warmup_steps", top.take("warmup_steps"), "warmup_ratio", top.take("warmup_ratio"))
-    translate_neftune(t, top)
+    hf_args.translate_optimizer_numbers(t, top)
+    hf_args.translate_lr_schedule(t, top, "lr_scheduler_type")
+    hf_args.set_warmup(t, "warmup_steps", top.take("warmup_steps"), "warmup_ratio", top.take("warmup_ratio"))
+    hf_args.translate_neftune(t, top)
 
 
 def translate_engine(t: Translation, top: Keys, config_path: str | None) -> None:
@@ -293,14 +283,14 @@ def translate_outputs(t: Translation, top: Keys) -> None:
     elif strategy == "epoch":
         t.set("callbacks.checkpointer.save_at_epoch_end", True)
         t.set("callbacks.checkpointer.save_interval", 10**9)
-    elif (interval := step_interval(t, "save_steps", save_steps)) is not None:
+    elif (interval := hf_args.step_interval(t, "save_steps", save_steps)) is not None:
         t.set("callbacks.checkpointer.save_interval", interval)
     top.copy("save_total_limit", "callbacks.checkpointer.keep_last", int)
-    eval_strategy = eval_strategy_of(t, top, "no").lower()
+    eval_strategy = hf_args.eval_strategy_of(t, top, "no").lower()
     eval_steps = top.take("eval_steps")
     if eval_strategy == "steps":
         # transformers: eval_steps defaults to logging_steps (a ratio of the run in either)
-        interval = step_interval(t, "eval_steps" if eval_steps is not None else "logging_steps",
+        interval = hf_args.step_interval(t, "eval_steps" if eval_steps is not None else "logging_steps",
                                  eval_steps if eval_steps is not None else top.peek("logging_steps", 500),
                                  "callbacks.evaluator.interval_fraction")  # fmt: skip
         if interval is not None:
@@ -322,7 +312,7 @@ def translate_outputs(t: Translation, top: Keys) -> None:
     logging = str(top.take("logging_strategy", "steps")).lower()
     if logging != "steps":
         t.refuse("logging_strategy", f"{logging!r} is not available: honing logs every N steps ('steps')")
-    interval = step_interval(t, "logging_steps", top.take("logging_steps"))
+    interval = hf_args.step_interval(t, "logging_steps", top.take("logging_steps"))
     if interval is not None:
         t.set("callbacks.console.log_interval", interval)
     translate_trackers(t, top)
