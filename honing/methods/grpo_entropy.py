@@ -3,11 +3,14 @@ tokens whose entropy is in the top ρ quantile over every rank's micro-batch tra
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 
 from honing.distributed import is_distributed
+
+if TYPE_CHECKING:
+    from torch.distributed import ProcessGroup
 
 
 def token_entropies(logits: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
@@ -21,7 +24,11 @@ def token_entropies(logits: torch.Tensor, temperature: float = 1.0) -> torch.Ten
 
 
 def high_entropy_mask(
-    entropies: torch.Tensor, mask: torch.Tensor, quantile: float, group: Any = None, device: Any = None
+    entropies: torch.Tensor,
+    mask: torch.Tensor,
+    quantile: float,
+    group: ProcessGroup | None = None,
+    device: torch.device | str | None = None,
 ) -> torch.Tensor:
     """Where ``mask`` is set and the entropy is at least the ``quantile`` of every rank's masked entropies (TRL's
     ``get_high_entropy_mask`` with threshold 1 − top_entropy_quantile); all False when no token is masked in."""
@@ -32,7 +39,9 @@ def high_entropy_mask(
     return ((entropies * mask.float()) >= threshold.to(entropies.device)) & mask.bool()
 
 
-def gather_uneven(values: torch.Tensor, group: Any = None, device: Any = None) -> torch.Tensor:
+def gather_uneven(
+    values: torch.Tensor, group: ProcessGroup | None = None, device: torch.device | str | None = None
+) -> torch.Tensor:
     """Every rank's 1-D ``values`` (of any length) concatenated in rank order; itself in one process."""
     if not is_distributed():
         return values

@@ -4,15 +4,22 @@ and its state in the policy's checkpoints."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
 from honing.distributed import is_distributed
 
+if TYPE_CHECKING:
+    from torch.distributed import ProcessGroup
 
-def token_values(model: torch.nn.Module, micro: dict[str, torch.Tensor], autocast: Any) -> torch.Tensor:
+
+def token_values(
+    model: torch.nn.Module, micro: dict[str, torch.Tensor], autocast: Callable[[], AbstractContextManager]
+) -> torch.Tensor:
     """The value of each completion position of a rollout micro-batch (rows, completion length): the head on the
     hidden state before each completion token (TRL's ``full_value[:, context_length - 1 : -1]``), in float32."""
     width = micro["completion_ids"].shape[1]
@@ -25,7 +32,9 @@ def token_values(model: torch.nn.Module, micro: dict[str, torch.Tensor], autocas
     return values[..., 0].float()
 
 
-def sequence_scores(model: torch.nn.Module, micro: dict[str, torch.Tensor], autocast: Any) -> torch.Tensor:
+def sequence_scores(
+    model: torch.nn.Module, micro: dict[str, torch.Tensor], autocast: Callable[[], AbstractContextManager]
+) -> torch.Tensor:
     """A reward model's score of each prompt and completion: its head at the completion's last token (TRL's
     ``get_reward``), in float32."""
     completion_mask = micro["completion_mask"]
@@ -56,7 +65,7 @@ class ValueModel:
         """Reset the value model's gradients."""
         self.optimizer.zero_grad(set_to_none=True)
 
-    def step(self, lr_factor: float, group: Any = None) -> torch.Tensor:
+    def step(self, lr_factor: float, group: ProcessGroup | None = None) -> torch.Tensor:
         """Average the gradients over ``group``'s ranks, clip them, step at ``lr_factor`` × the configured LR; the
         gradient norm before clipping."""
         params = [p for g in self.optimizer.param_groups for p in g["params"] if p.grad is not None]
