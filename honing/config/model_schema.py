@@ -88,7 +88,9 @@ class ModelSection(Section):
     lora: LoraSection | None = None
     """LoRA adapters through peft; None: full fine-tuning."""
     freeze_layers: list[str] = Field(default_factory=list)
-    """Module names or globs whose parameters are frozen (``vision_encoder``: the vision tower)."""
+    """Module names or globs whose parameters are frozen (``vision_encoder``: the vision tower); a name this model
+    lacks is frozen where transformers loads a checkpoint of that name (transformers 4's ``visual`` for Qwen2-VL:
+    ``model.visual``), said in an info line, and a name matching nothing is refused, listing the model's modules."""
     chunked_loss: bool = True
     """The LM head and its loss run over chunks of the positions that carry one, so the full logits never exist
     (the same numbers)."""

@@ -1,4 +1,4 @@
-"""LoRA adapters through peft, and freezing parameters by name pattern."""
+"""LoRA adapters through peft (freezing parameters by name: ``honing.models.freeze``)."""
 
 from __future__ import annotations
 
@@ -10,14 +10,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 import torch
 
 from honing.errors import ConfigError
-from honing.models.param_names import example_names, matches, named_parameters
+from honing.models.param_names import example_names
 
 if TYPE_CHECKING:
     from peft import PeftModel
-
-# Names that stand for a vision-language model's vision tower, whatever its family calls it (Oumi writes
-# ``freeze_layers: ["vision_encoder"]``; transformers names it model.visual, model.vision_tower, ...)
-VISION_TOWER_NAMES = ("vision_encoder", "vision_tower")
 
 
 class LoraSettings(Protocol):
@@ -36,47 +32,6 @@ class LoraSettings(Protocol):
 def lora_keywords(lora: LoraSettings) -> dict[str, Any]:
     """``apply_lora``'s keywords from ``lora``: its settings carry apply_lora's names, each read here."""
     return {name: getattr(lora, name) for name in LoraSettings.__annotations__}
-
-
-def freeze_layers(model: torch.nn.Module, patterns: Sequence[str]) -> int:
-    """Set ``requires_grad=False`` on every parameter under a module name (``model.visual``; ``vision_encoder``: the
-    vision tower) or matching a name pattern (``model.layers.0.*``); return how many parameter elements were
-    trainable before and are frozen now. An entry that selects no parameter is a ConfigError naming it."""
-    params = list(named_parameters(model))
-    selected: list[list[str]] = []
-    for index, pattern in enumerate(patterns):
-        expanded = _vision_tower(model) if pattern in VISION_TOWER_NAMES else [pattern]
-        found = [name for name, _ in params if any(_selects(entry, name) for entry in expanded)]
-        if not found:
-            raise ConfigError(
-                f"model.freeze_layers[{index}]: {pattern!r} matches no parameter; parameter names look like "
-                f"{example_names([name for name, _ in params])} (an entry is a module name such as model.layers.0, "
-                f"{' or '.join(VISION_TOWER_NAMES)} for a vision tower, or a name pattern such as model.layers.0.*)"
-            )
-        selected.append(found)
-    names = {name for found in selected for name in found}
-    frozen = 0
-    for name, param in params:
-        if name in names and param.requires_grad:
-            param.requires_grad_(False)
-            frozen += param.numel()
-    return frozen
-
-
-def _selects(entry: str, name: str) -> bool:
-    """A module name selects the parameters under it; anything else is an fnmatch pattern."""
-    return name.startswith(entry + ".") or matches(name, [entry])
-
-
-def _vision_tower(model: torch.nn.Module) -> list[str]:
-    """The module names of a vision-language model's vision tower (its family's entry); none for a text model."""
-    from honing.models.vl_families import family_for
-    from honing.models.wrappers import unwrap_model
-
-    config = getattr(unwrap_model(model), "config", None)
-    if config is None or getattr(config, "vision_config", None) is None:
-        return []
-    return list(family_for(config.model_type, model=unwrap_model(model)).vision_modules)
 
 
 def apply_lora(

@@ -2,7 +2,8 @@ import pytest
 
 from honing.config.schema import ParamGroupSection
 from honing.errors import ConfigError
-from honing.models.lora import apply_lora, freeze_layers
+from honing.models.freeze import freeze_layers
+from honing.models.lora import apply_lora
 from honing.optim.param_groups import build_adamw, build_param_groups
 from tests.helpers import tiny_llama
 
