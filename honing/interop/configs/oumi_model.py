@@ -115,6 +115,15 @@ def translate_chat_template(t: Translation, model: Keys, method: str) -> None:
         )
 
 
+# from_pretrained's quantization switches are no config fields: Oumi's AutoConfig.from_pretrained(**model_kwargs,
+# return_unused_kwargs=True) returns them unused (Oumi logs "Unused kwargs") and loads the model unquantized
+_UNQUANTIZED = "unused, as in Oumi (its AutoConfig call leaves it out and the model loads unquantized); for QLoRA set "
+UNUSED_BY_AUTOCONFIG = {
+    "load_in_4bit": _UNQUANTIZED + "peft.q_lora (honing's model.quantize: nf4)",
+    "load_in_8bit": _UNQUANTIZED + "model.quantize: int8",
+}
+
+
 def translate_kwargs(t: Translation, model: Keys, method: str) -> None:
     """``tokenizer_kwargs`` / ``processor_kwargs`` / ``model_kwargs``: the ones honing has a key or a reason for."""
     tokenizer_kwargs = t.section(model.take("tokenizer_kwargs"), model.key("tokenizer_kwargs"))
@@ -143,6 +152,9 @@ def translate_model_kwargs(t: Translation, kwargs: Keys) -> None:
     honing's key."""
     for name in [name for name in kwargs.values if name not in kwargs.taken]:
         if name == "quantization_config":  # a checkpoint's own quantization is noted above; others are refused
+            continue
+        if name in UNUSED_BY_AUTOCONFIG:
+            kwargs.note(name, UNUSED_BY_AUTOCONFIG[name])
             continue
         if name in LOAD_KWARGS_REFUSED:
             kwargs.refuse(name, f"not passed through; {LOAD_KWARGS_REFUSED[name]}")

@@ -4,6 +4,7 @@
 import copy
 
 import torch
+import transformers
 
 from honing.config import validate
 from honing.interop.configs import translate
@@ -57,3 +58,17 @@ def test_axolotl_model_config_rope_scaling_and_model_kwargs():
         "model_kwargs.device_map: not passed through; honing places the model on trainer.device and shards it by "
         "parallel.*"
     ]
+
+
+def test_oumi_load_in_4bit_is_unused_as_in_oumi_and_said_in_one_line(tmp_path):
+    tiny_llama(vocab=64).save_pretrained(tmp_path)
+    # what Oumi does with model_kwargs (find_model_hf_config): transformers' AutoConfig leaves the switch unused
+    _, unused = transformers.AutoConfig.from_pretrained(tmp_path, return_unused_kwargs=True, load_in_4bit=True)
+    assert unused == {"load_in_4bit": True}
+    translation = translate(oumi(tmp_path, {"load_in_4bit": True}))
+    assert translation.refused == [] and translation.get("model.quantize") is None
+    assert [note for note in translation.notes if "load_in_4bit" in note] == [
+        "model.model_kwargs.load_in_4bit: unused, as in Oumi (its AutoConfig call leaves it out and the model loads "
+        "unquantized); for QLoRA set peft.q_lora (honing's model.quantize: nf4)"
+    ]
+    assert validate(translation.config, source="oumi").model.quantize is None
