@@ -41,6 +41,7 @@ from honing.plan.estimate import (
     format_bytes,
     largest_micro_batch,
 )
+from honing.plan.rollout_batch import RankRollouts, rank_rollouts
 
 if TYPE_CHECKING:
     from honing.config.model_schema import LoraSection
@@ -240,6 +241,7 @@ def plan_inputs(config: RunConfig, *, nproc: int = 1, vocab_size: int | None = N
         else torch.float32
     )
     dims = parallel_dims_from(config.parallel, nproc)
+    rollouts = grpo_rollouts(config, nproc)  # GRPO's step on a rank, checked as at launch (None: other methods)
     local_rows = config.data.rows_per_step(dims.dp_size) // dims.dp_size
     micro = min(config.data.micro_batch_size or local_rows, local_rows)
     text_config = getattr(model_config, "text_config", model_config)
@@ -264,7 +266,7 @@ def plan_inputs(config: RunConfig, *, nproc: int = 1, vocab_size: int | None = N
         vocab=text_config.vocab_size,
         activation_bytes_per_token_layer=block.per_token,
         activation_bytes_per_layer=block.per_layer,
-        tokens=micro * row_tokens * rows_per_example(config),
+        tokens=(rollouts.forward if rollouts is not None else micro * rows_per_example(config)) * row_tokens,
         param_bytes=param_bytes,
         compute_bytes=compute_bytes,
         lora=lora is not None,
@@ -280,7 +282,7 @@ def plan_inputs(config: RunConfig, *, nproc: int = 1, vocab_size: int | None = N
         runtime_bytes=runtime_bytes(device_type),
         quantized_while_loading=config.model.name_or_path is not None,
         reference_copy=has_reference_copy(config, lora is not None),
-        **rollout_inputs(config, text_config, rows=local_rows, tp=dims.tp, compute_bytes=compute_bytes),
+        **rollout_inputs(config, text_config, rollouts, tp=dims.tp, compute_bytes=compute_bytes),
     )
     return plan, model_config
 
@@ -320,19 +322,26 @@ def has_reference_copy(config: RunConfig, lora: bool) -> bool:
     return config.method == "grpo" and config.grpo is not None and config.grpo.beta != 0.0 and not lora
 
 
-def rollout_inputs(
-    config: RunConfig, text_config: PretrainedConfig, *, rows: int, tp: int, compute_bytes: int
-) -> dict[str, int]:
-    """GRPO's rollout sizes on one rank (``rows`` prompts, each sampled ``num_generations`` times); none for other
-    methods."""
+def grpo_rollouts(config: RunConfig, nproc: int) -> RankRollouts | None:
+    """A GRPO step's sizes on one of ``nproc`` ranks, the run's own arithmetic (``honing.plan.rollout_batch``: whole
+    groups per rank, or ``grpo.completions_per_rank``'s pairs) and its launch refusals; None for other methods."""
     if config.method != "grpo" or config.grpo is None:
+        return None
+    return rank_rollouts(config, config.grpo, parallel_dims_from(config.parallel, nproc))
+
+
+def rollout_inputs(
+    config: RunConfig, text_config: PretrainedConfig, rollouts: RankRollouts | None, *, tp: int, compute_bytes: int
+) -> dict[str, int]:
+    """GRPO's rollout sizes on one rank (``rollouts.sampled`` completions sampled at once); none for other methods."""
+    if rollouts is None or config.grpo is None:
         return {}
     grpo = config.grpo
     heads = text_config.num_attention_heads
     kv_heads = getattr(text_config, "num_key_value_heads", None) or heads
     head_dim = getattr(text_config, "head_dim", None) or text_config.hidden_size // heads
     return {
-        "generation_rows": rows * grpo.num_generations,
+        "generation_rows": rollouts.sampled,
         "prompt_tokens": max(config.data.seq_len - grpo.max_completion_length, 0),  # the longest prompt kept
         "generated_tokens": grpo.max_completion_length,
         "kv_bytes_per_token_layer": 2 * max(kv_heads // tp, 1) * head_dim * compute_bytes,
@@ -341,8 +350,11 @@ def rollout_inputs(
 
 def rows_per_example(config: RunConfig) -> int:
     """Sequences per row of the micro-batch: DPO runs the chosen and the rejected completion, GRPO every one of a
-    prompt's ``num_generations`` completions."""
+    prompt's ``num_generations`` completions (one: a completion, where ``grpo.completions_per_rank`` counts the
+    batch in completions)."""
     if config.method == "grpo":
+        if config.grpo is not None and config.grpo.completions_per_rank is not None:
+            return 1
         return config.grpo.num_generations if config.grpo is not None else 8
     return 2 if config.method in ("dpo", "orpo", "cpo", "kto") else 1
 
@@ -357,6 +369,12 @@ def describe(config: RunConfig, plan: PlanInputs, result: MemoryEstimate, budget
         f"precision {config.trainer.precision}, optimizer states {plan.state_dtype or 'in the weights dtype'}, "
         f"{plan.tokens:,} tokens per micro-batch, {plan.shards} shard(s), offload {plan.offload}):"
     ]
+    rollouts = grpo_rollouts(config, nproc)
+    if rollouts is not None:
+        lines.append(
+            f"  rollouts: {rollouts.rank_prompts} of the step's {rollouts.step_prompts} prompt(s) on each rank, "
+            f"{rollouts.sampled} completions sampled at once per rank, {rollouts.forward} per forward and backward"
+        )
     for name, value in result.parts().items():
         lines.append(f"  {name:<20} {format_bytes(value):>11}")
     if result.offloaded:
@@ -379,13 +397,17 @@ def fitting_rows(config: RunConfig, plan: PlanInputs, rows: int, budget: int) ->
     fits."""
     if config.method == "grpo":
         completions = rows_per_example(config)
+        in_completions = config.grpo is not None and config.grpo.completions_per_rank is not None
+        if rows and in_completions:  # the forward's width is grpo.micro_batch_completions
+            return f"{rows} completion(s) of at most {config.data.seq_len} tokens (grpo.micro_batch_completions)"
         if rows:
             return f"{rows} prompt(s) of {completions} completions of at most {config.data.seq_len} tokens"
         rollouts = estimate(replace(plan, tokens=0))
         if rollouts.peak > budget:  # the rollouts alone do not fit, whatever the micro-batch
+            batch = "grpo.completions_per_rank" if in_completions else "data.global_batch_size"
             return (
                 f"none: the rollouts ({plan.generation_rows} completions sampled at once on a rank) need "
-                f"{format_bytes(rollouts.peak)}; lower data.global_batch_size or grpo.max_completion_length"
+                f"{format_bytes(rollouts.peak)}; lower {batch} or grpo.max_completion_length"
             )
     return f"{rows} row(s) of {config.data.seq_len} tokens" if rows else "none: even one row does not fit"
 

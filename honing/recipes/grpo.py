@@ -22,8 +22,9 @@ from honing.errors import DataError
 from honing.methods.base import BaseTrainModule
 from honing.methods.grpo_settings import RolloutParts
 from honing.models import is_lora
+from honing.plan.rollout_batch import generation_steps, micro_batch_completions, shared_groups
 from honing.recipes.base import Recipe, chat_assets, chat_rows, finetune_data, stop_token_ids, train_module_options
-from honing.recipes.grpo_batches import generation_steps, micro_batch_completions, shared_groups, shared_prompts_data
+from honing.recipes.grpo_batches import shared_prompts_data
 from honing.recipes.grpo_sampling import estimator_parts, refill_prompts, rollout_section
 from honing.recipes.grpo_validation import (
     reward_validation,
@@ -125,8 +126,7 @@ class GRPORecipe(Recipe):
             generation_steps(self.config, grpo, dp_size)  # the batch checks that need the data-parallel size
             micro_batch_completions(self.config, grpo, dp_size)
         else:  # the per-rank forward: the key, or a rank's whole optimizer step
-            width = grpo.micro_batch_completions or shared.completions_per_rank // grpo.steps_per_generation
-            grpo = grpo.model_copy(update={"micro_batch_completions": width})
+            grpo = grpo.model_copy(update={"micro_batch_completions": shared.forward_completions(grpo)})
         stop = stop_token_ids(tokenizer)
         train_module, options = self.estimator_parts(inputs.assets)
         optimizer = self.build_optimizer(inputs.model)

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -53,6 +54,17 @@ TINY_LLAMA_CONFIG = {
     "num_key_value_heads": 2,
     "intermediate_size": 64,
 }
+
+
+def dumping_recipe(tmp_path: Path, monkeypatch: Any, module: str, source: str) -> None:
+    """A test's recipe (``source``, importable as ``module``) and the never-flat reward ``varied_reward`` written to
+    ``tmp_path``, which the runs import from (PYTHONPATH) and dump their records to (DUMP_DIR)."""
+    from tests.recipes.test_grpo_estimators import FLAT_REWARD
+
+    (tmp_path / f"{module}.py").write_text(source)
+    (tmp_path / "varied_reward.py").write_text(FLAT_REWARD.format(modulus=1))  # never flat: sum(ord) % 7
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    monkeypatch.setenv("DUMP_DIR", str(tmp_path))
 
 
 def write_config(

@@ -10,8 +10,7 @@ import torch
 import yaml
 
 from honing.losses import group_advantages
-from tests.distributed.runs import TINY_LLAMA_CONFIG, failure_excerpt, honing_train, metrics
-from tests.recipes.test_grpo_estimators import FLAT_REWARD
+from tests.distributed.runs import TINY_LLAMA_CONFIG, dumping_recipe, failure_excerpt, honing_train, metrics
 
 pytestmark = pytest.mark.slow
 
@@ -51,10 +50,7 @@ class DumpsAdvantages(GRPORecipe):
 
 
 def test_a_group_spanning_two_ranks_is_normalised_as_one_group(tmp_path, monkeypatch):
-    (tmp_path / "dumps_advantages.py").write_text(RECIPE)
-    (tmp_path / "varied_reward.py").write_text(FLAT_REWARD.format(modulus=1))  # never flat: sum(ord) % 7
-    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
-    monkeypatch.setenv("DUMP_DIR", str(tmp_path))
+    dumping_recipe(tmp_path, monkeypatch, "dumps_advantages", RECIPE)
     raw = {
         "method": "grpo",
         "recipe": "dumps_advantages:DumpsAdvantages",

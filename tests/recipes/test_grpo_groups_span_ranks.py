@@ -9,8 +9,8 @@ import pytest
 from honing.config import validate
 from honing.errors import ConfigError
 from honing.parallel_dims import ParallelDims
+from honing.plan.rollout_batch import shared_groups
 from honing.recipes.grpo import GRPORecipe
-from honing.recipes.grpo_batches import shared_groups
 from tests.recipes.test_grpo import grpo_raw, read_jsonl
 
 

@@ -10,7 +10,7 @@ from honing.config import validate
 from honing.errors import ConfigError
 from honing.interop.configs import translate
 from honing.parallel_dims import ParallelDims
-from honing.recipes.grpo_batches import shared_groups
+from honing.plan.rollout_batch import shared_groups
 
 # the published file's keys and values (oumi-ai/oumi, configs/examples/letter_counting/grpo/train.yaml)
 LETTER_COUNTING = {

@@ -14,8 +14,8 @@ from honing.interop.configs.trl_args import translate_trl_args
 from honing.methods.grpo import GRPOTrainModule
 from honing.methods.grpo_rollouts import GroupSampler
 from honing.parallel_dims import ParallelDims
+from honing.plan.rollout_batch import generation_steps, shared_groups
 from honing.recipes.grpo import GRPORecipe
-from honing.recipes.grpo_batches import generation_steps, shared_groups
 from tests.recipes.test_grpo import grpo_raw
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")  # transformers on TRL's gradient_checkpointing
