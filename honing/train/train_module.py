@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch.distributed.checkpoint.state_dict import (
@@ -12,6 +12,9 @@ from torch.distributed.checkpoint.state_dict import (
     get_state_dict,
     set_state_dict,
 )
+
+if TYPE_CHECKING:
+    from honing.train.trainer import Trainer
 
 
 class ModelState:
@@ -94,9 +97,9 @@ class TrainModule(ModelState, ABC):
     ``torch.distributed.checkpoint.state_dict``.
     """
 
-    trainer: Any = None  # set by the Trainer so that modules can record metrics
+    trainer: Trainer | None = None  # set by the Trainer so that modules can record metrics
 
-    def on_attach(self, trainer: Any) -> None:
+    def on_attach(self, trainer: Trainer) -> None:
         """Called once by the Trainer before training starts."""
         self.trainer = trainer
 
