@@ -37,7 +37,8 @@ class RolloutSection(ToolUseSection):
     samples them, said once in an info line."""
     vllm_mode: Literal["server", "colocate"] = "server"
     """Where vLLM runs (TRL's key): ``server``, a rollout server in its own environment (``make vllm-serve``;
-    docs/rollout-server.md); ``colocate`` (inside the training process) is not built and is refused."""
+    docs/rollout-server.md); ``colocate`` (inside the training process) is not built and is refused (a translated
+    TRL / axolotl / Oumi config's colocate becomes honing's own decoder instead: ``use_vllm: false``, one note)."""
     vllm_server_base_url: str | None = None
     """The rollout server's URL, e.g. ``http://10.0.0.5:8000`` (TRL's key); None: ``vllm_server_host`` and
     ``vllm_server_port``. Neither set: a server at http://localhost:8000 is used when one answers there."""

@@ -29,8 +29,9 @@ def rollout_sampler(section: Any, method: str) -> RolloutClient | None:
         return None
     if mode == "colocate":
         raise ConfigError(
-            f"{key}.vllm_mode: 'colocate' (vLLM inside the training process) is not built; start a rollout server "
-            f"(make vllm-serve; docs/rollout-server.md) and leave {key}.vllm_mode: server"
+            f"{key}.vllm_mode: 'colocate' (vLLM inside the training process) is not built; set {key}.use_vllm: false "
+            f"(honing's own decoder samples in the training process), or start a rollout server (make vllm-serve; "
+            f"docs/rollout-server.md) and set {key}.vllm_mode: server"
         )
     if method == "vl_grpo":
         if url is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from honing.interop.configs.axolotl_table import TABLE
 from honing.interop.configs.key_tables import key_table
+from honing.interop.configs.machine_options import settle_vllm_mode
 from honing.interop.configs.schema_table import finish
 from honing.interop.configs.translation import Keys, Translation
 
@@ -78,6 +79,7 @@ def translate_trl(t: Translation, trl: Keys, method: str) -> None:
                        ("use_vllm", bool), ("vllm_mode", str), ("vllm_server_host", str), ("vllm_server_port", int),
                        ("vllm_server_timeout", float), ("min_p", float), ("repetition_penalty", float)):  # fmt: skip
         trl.copy(name, f"grpo.{name}", kind)
+    settle_vllm_mode(t, "grpo", trl.key("vllm_mode"))
     scale = trl.take("scale_rewards")
     if scale is not None:
         t.set("grpo.scale_rewards", "group" if scale is True else "none" if scale is False else str(scale))

@@ -29,3 +29,21 @@ def set_attention(t: Translation, key: str, name: str) -> None:
         )
         return
     t.set("model.attn_implementation", name)
+
+
+def settle_vllm_mode(t: Translation, section: str, key: str) -> None:
+    """``<section>.vllm_mode: colocate`` with ``use_vllm`` (vLLM inside the training process; TRL's default mode),
+    which honing does not build, becomes honing's own decoder sampling in the training process, the same role, with
+    one note on ``key`` (the foreign key that asked for it) naming the way to a rollout server instead. Called once the
+    section's keys are all read."""
+    if t.get(f"{section}.vllm_mode") != "colocate" or not t.get(f"{section}.use_vllm"):
+        return
+    t.unset(f"{section}.vllm_mode")
+    t.set(f"{section}.use_vllm", False)
+    t.note(
+        key,
+        "'colocate' (vLLM inside the training process) is not built in honing: its own KV-cached decoder samples the "
+        f"completions in the training process instead ({section}.use_vllm: false); to sample with vLLM, start a "
+        f"rollout server (make vllm-serve; docs/rollout-server.md) and set {section}.use_vllm: true, "
+        f"{section}.vllm_mode: server",
+    )

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from honing.interop.configs.interpolations import resolve_interpolations
+from honing.interop.configs.machine_options import settle_vllm_mode
 from honing.interop.configs.oumi_data import reads_documents, reads_images, translate_data
 from honing.interop.configs.oumi_defaults import fill_defaults, fill_grpo_length
 from honing.interop.configs.oumi_model import translate_model
@@ -59,6 +60,9 @@ def translate_oumi(raw: dict[str, Any]) -> Translation:
     translate_parallel(t, top)
     if method in ("grpo", "vl_grpo"):
         fill_grpo_length(t, verl)
+        kwargs = training.peek("trainer_kwargs")
+        where = "trainer_kwargs" if isinstance(kwargs, dict) and "vllm_mode" in kwargs else "grpo"
+        settle_vllm_mode(t, "grpo", f"training.{where}.vllm_mode")
     top.done("not an Oumi training config section honing translates")
     name_keys_oumi_lacks(t, raw)  # a file written for Oumi with keys Oumi lacks: say so, not "honing lacks it"
     return t

@@ -175,9 +175,13 @@ GRPO: dict[str, Entry] = {
         "num_generations",
         "temperature",
         "use_vllm",
-        "vllm_mode",
         "epsilon",
         "repetition_penalty",
+    ),
+    **honoured(
+        "grpo.vllm_mode 'server'; 'colocate' (vLLM in the training process) is honing's own decoder in the training "
+        "process (grpo.use_vllm: false), one note",
+        "vllm_mode",
     ),
     **refused("not available: honing passes every column to the rewards (false)", "remove_unused_columns"),
     **moot(

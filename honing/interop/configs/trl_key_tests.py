@@ -54,6 +54,10 @@ FEATURE_TESTS: dict[str, tuple[str, ...]] = {
         "tests/methods/test_grpo_off_policy.py::test_a_micro_batchs_loss_and_gradients_equal_trls_with_the_mask",
     ),
     **dict.fromkeys(("loss_weights", "ld_alpha", "f_divergence_type", "use_weighting"), (DPO_KEYS,)),
+    "vllm_mode": (
+        "tests/interop/configs/test_vllm_colocate.py::test_trl_colocate_samples_with_honings_decoder_in_the_training_process",
+        "tests/interop/configs/test_vllm_colocate.py::test_trl_server_mode_still_asks_for_the_server",
+    ),
     "generation_batch_size": (
         f"{GRPO_BATCH}::test_generation_batch_size_is_trls_generation_and_optimizer_steps_on_the_given_processes",
         f"{GRPO_BATCH}::test_a_generation_batch_size_trl_refuses_is_refused_in_one_line",

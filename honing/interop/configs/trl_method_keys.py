@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from honing.interop.configs.key_tables import key_table
+from honing.interop.configs.machine_options import settle_vllm_mode
 from honing.interop.configs.schema_table import Value, schema_default
 from honing.interop.configs.translation import Keys, Translation, schema_has
 from honing.interop.configs.trl_extra_keys import read_chat_template_path, read_online_extras
@@ -183,6 +184,7 @@ def read_online(t: Translation, top: Keys, config_class: str) -> None:
         t.default(f"{section}.max_completion_length", 512, f"{config_class}.max_completion_length")
     if top.peek("use_vllm") and not top.has("vllm_mode"):
         t.set(f"{section}.vllm_mode", "colocate")  # TRL's default; honing's is a server
+    settle_vllm_mode(t, section, top.key("vllm_mode"))
     top.copy("mask_truncated_completions", f"{section}.mask_truncated_completions", bool)
     if section == "rloo":
         top.copy("normalize_advantages", "rloo.normalize_advantages", bool)

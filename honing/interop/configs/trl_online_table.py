@@ -29,7 +29,11 @@ def shared(section: str) -> dict[str, Entry]:
     """The rows GRPOConfig and RLOOConfig share, honoured keys becoming ``section``'s."""
     rows: dict[str, Entry] = {key: ("honoured", f"{section}.{key}") for key in SAME_NAME}
     rows["max_completion_length"] = ("honoured", f"{section}.max_completion_length (TRL's default 512 filled in)")
-    rows["vllm_mode"] = ("honoured", f"{section}.vllm_mode (TRL's default 'colocate' filled in with use_vllm)")
+    rows["vllm_mode"] = (
+        "honoured",
+        f"{section}.vllm_mode 'server'; 'colocate' (TRL's default with use_vllm: vLLM in the training process) is "
+        f"honing's own decoder in the training process ({section}.use_vllm: false), one note",
+    )
     rows["steps_per_generation"] = (
         "honoured",
         f"{section}.steps_per_generation (TRL's counts per-device batches: it / gradient_accumulation_steps; the "

@@ -179,6 +179,8 @@ def test_each_honoured_field_reaches_its_honing_key(config_class, key, tmp_path)
         value, expect = True, {REFERENCE[config_class]: "precompute"}
     elif key == "vllm_mode":
         value, expect = "server", {f"{section}.vllm_mode": "server"}
+    elif key == "use_vllm":  # beside TRL's default vllm_mode, colocate: honing's own decoder (test_vllm_colocate.py)
+        value, expect = True, {f"{section}.use_vllm": False}
     elif key == "eval_strategy":
         logging = int(schema_default(class_fields(config_class)["logging_steps"][1]))
         value, expect = "steps", {"callbacks.evaluator.interval": logging}
