@@ -36,7 +36,9 @@ MODEL: dict[str, Entry] = {
     **honoured("data.chat_template (a named template or its Jinja text)", "chat_template"),
     **honoured("model.attn_implementation", "attn_implementation"),
     **honoured("model.config_overrides (a few load arguments as honing's own keys)", "model_kwargs"),
-    **honoured("model.freeze_layers", "freeze_layers"),
+    **honoured(
+        "model.freeze_layers (a transformers-4 name such as visual: where transformers 5 keeps it)", "freeze_layers"
+    ),
     **moot("not needed: honing masks padding by position, so the pad token changes no loss", "tokenizer_pad_token"),
     **refused("not available: honing places the model itself (parallel.*); only 'auto' is read", "device_map"),
     **moot("not needed: honing's chunked loss (model.chunked_loss) never holds the full logits", "enable_liger_kernel"),
