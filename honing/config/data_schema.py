@@ -51,7 +51,12 @@ class SourceSection(Section):
     text_field: str = "text"
     """Pretraining: the field of a JSONL row that holds the document's text."""
     max_samples: int | None = Field(default=None, ge=1)
-    """Read at most this many rows of the source; None: all of them."""
+    """Read at most this many rows of the source (the first ones, or a random subset by ``sample_seed``); None: all
+    of them."""
+    sample_seed: int | None = Field(default=None, ge=0)
+    """With ``max_samples``: a random subset of the source's valid rows, the ones ``datasets``'
+    ``shuffle(seed=sample_seed).take(max_samples)`` keeps (Oumi's ``shuffle`` with ``sample_count``), in file order;
+    the whole source is read to choose. None: the first ``max_samples`` rows."""
     subset: str | None = Field(default=None, min_length=1)
     """A configuration of a dataset read with ``datasets.load_dataset`` (a hub name or ``folder:split``), as
     ``load_dataset(path, subset)`` names it, e.g. ``sample-10BT`` of ``HuggingFaceFW/fineweb-edu``; None: its
@@ -78,6 +83,12 @@ class SourceSection(Section):
                 f"give a source's columns or its dataset, not both: the named data set {self.dataset!r} reads its own "
                 "columns (remove columns)"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _seed_needs_count(self) -> SourceSection:
+        if self.sample_seed is not None and self.max_samples is None:
+            raise ValueError("sample_seed chooses max_samples rows at random: set max_samples, or remove sample_seed")
         return self
 
     @model_validator(mode="after")

@@ -49,9 +49,9 @@ POLL_SECONDS = 0.2
 LOG_SECONDS = 30.0  # between two progress lines where no progress bar is shown
 PROGRESS_ROWS = 256  # rows built between two progress reports (a multiple of a VL processor call's 64 rows)
 SOURCE_KEYS = ("path", "format", "text_field", "max_samples")  # what a source's rows depend on (not its weight)
-# and its subset, named data set and column mapping, where it has them (left out otherwise, so that folders prepared
-# before keep their key)
-OPTIONAL_SOURCE_KEYS = ("subset", "dataset", "columns", "roles")
+# and its subset, named data set, column mapping and subset seed, where it has them (left out otherwise, so that
+# folders prepared before keep their key)
+OPTIONAL_SOURCE_KEYS = ("subset", "dataset", "columns", "roles", "sample_seed")
 
 #: reads the split's sources: each source's ``(item, origin)`` pairs in file order, and the bad rows skipped
 ReadItems = Callable[[], tuple[list[list[tuple[Any, str]]], BadRowReport]]

@@ -16,7 +16,7 @@ import logging
 import lzma
 import os
 import zlib
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
@@ -45,6 +45,7 @@ from honing.data.named.entry import Gives, NamedDataset
 from honing.data.named.registry import check_gives, named_dataset, named_row
 from honing.data.report import BadRowReport
 from honing.data.sources import expand_paths, source_fields, weighted_indices
+from honing.data.subset import seeded_subset
 from honing.errors import DataError
 
 log = logging.getLogger(__name__)
@@ -209,17 +210,26 @@ def source_items(
         report.add(path, origin, reason)
 
     row_items = kind.row_items(fields, index)
+
+    def valid_rows() -> Iterator[tuple[list[Item], str]]:
+        for record in source_records(fields, index, kind.reads, on_bad_row=bad):
+            try:
+                items = row_items(record)
+            except RowError as error:
+                bad(record.origin, error.reason)
+                continue
+            yield items, record.origin
+
+    limit, seed = fields["max_samples"], fields.get("sample_seed")
+    found: Iterable[tuple[list[Item], str]] = valid_rows()
+    if limit is not None and seed is not None:  # a random subset: every row is read to choose among them
+        found = seeded_subset(found, limit, seed)
     rows = 0
-    for record in source_records(fields, index, kind.reads, on_bad_row=bad):
-        try:
-            items = row_items(record)
-        except RowError as error:
-            bad(record.origin, error.reason)
-            continue
+    for items, origin in found:
         for item in items:
-            yield item, record.origin
+            yield item, origin
         rows += 1
-        if rows == fields["max_samples"]:  # stop reading: max_samples exists to sample a head of a large source
+        if rows == limit:  # stop reading: max_samples exists to sample a head of a large source
             return
     if not rows:
         skipped = report.per_source.get(path, 0)

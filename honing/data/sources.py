@@ -28,6 +28,7 @@ SOURCE_FIELDS = {
     "proportion": None,
     "text_field": "text",
     "max_samples": None,
+    "sample_seed": None,
     "subset": None,
     "dataset": None,
     "columns": None,
@@ -102,6 +103,13 @@ def source_fields(source: Mapping[str, Any] | object, index: int) -> dict[str, A
     ):
         raise DataError(
             f"data source {index} ({path!r}): max_samples must be an integer >= 1 or null, got {max_samples!r}"
+        )
+    seed = fields["sample_seed"]
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+        raise DataError(f"data source {index} ({path!r}): sample_seed must be an integer >= 0 or null, got {seed!r}")
+    if seed is not None and max_samples is None:
+        raise DataError(
+            f"data source {index} ({path!r}): sample_seed chooses max_samples rows at random; set max_samples"
         )
     subset = fields["subset"]
     if subset is not None and (not isinstance(subset, str) or not subset):

@@ -106,6 +106,11 @@ class OlmocrReader:
         path, limit = fields["path"], fields["max_samples"]
         if fields["subset"] is not None:  # olmOCR's layouts are files and folders, never a dataset's configuration
             raise DataError(f"data source {index} ({path!r}): subset is not read by format {fields['format']!r}")
+        if fields["sample_seed"] is not None:  # a random subset would render every page to choose among them
+            raise DataError(
+                f"data source {index} ({path!r}): sample_seed is not read by format {fields['format']!r} (it takes "
+                "the first max_samples pages); remove sample_seed"
+            )
         pages = self.page_rows(path) if fields["format"] == "olmocr_pages" else self.batch_rows(path)
         found: Found = []
         for origin, build in pages:

@@ -16,6 +16,7 @@ from honing.data.datasets_reader import SUBSET_NEEDS_LOAD_DATASET, reads_with_da
 from honing.data.mixture import mixed_picks
 from honing.data.row_reader import iter_records
 from honing.data.sources import JSONL_SUFFIXES, expand_paths, row_text, source_fields, weighted_indices
+from honing.data.subset import seeded_subset
 from honing.data.text.pieces import split_text
 from honing.errors import DataError
 
@@ -115,20 +116,17 @@ def load_documents(
 
 
 def _source_documents(source: Mapping[str, Any] | object, index: int, separator: str | None) -> list[Document]:
-    """A source's documents once, in file order (at most ``max_samples``)."""
+    """A source's documents once, in file order (at most ``max_samples``: the first, or a subset by ``sample_seed``)."""
     fields = source_fields(source, index)
-    found = list(
-        islice(
-            iter_text_documents(
-                fields["path"],
-                format=fields["format"],
-                text_field=pretraining_text_field(fields, index),
-                separator=separator,
-                subset=fields["subset"],
-            ),
-            fields["max_samples"],
-        )
+    documents = iter_text_documents(
+        fields["path"],
+        format=fields["format"],
+        text_field=pretraining_text_field(fields, index),
+        separator=separator,
+        subset=fields["subset"],
     )
+    limit, seed = fields["max_samples"], fields["sample_seed"]
+    found = list(islice(documents, limit)) if seed is None or limit is None else seeded_subset(documents, limit, seed)
     if not found:
         raise DataError(f"data source {index} ({fields['path']!r}) holds no non-empty documents")
     return found

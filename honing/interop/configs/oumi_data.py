@@ -77,6 +77,11 @@ COLLATORS = {
     "vision_language_sft": "all",
     "dpo_with_padding": None,
 }
+# Oumi's _sample_dataset repeats a data set smaller than sample_count until it has that many rows
+SAMPLE_COUNT_NOTE = (
+    "at most that many rows (max_samples); where the data set has fewer, Oumi repeats its rows to reach the count and "
+    "honing reads each once (give the source a weight to repeat it)"
+)
 TEMPLATE_KWARGS_NOTE = "honing finds the assistant's turns from the chat template (data.train_on: assistant)"
 # an Oumi split "train[:1000]": datasets' slice syntax, which a streamed hub dataset does not take
 HEAD_SLICE = re.compile(r"^(?P<split>[\w.-]+)\[:(?P<rows>\d+)\]$")
@@ -280,6 +285,7 @@ def translate_dataset(t: Translation, item: Keys, method: str) -> dict[str, Any]
     sample_count = item.number("sample_count", int)
     if sample_count is not None:
         rows = min(rows, sample_count) if rows else sample_count
+        t.note(item.key("sample_count"), SAMPLE_COUNT_NOTE)
     subset = item.take("subset")
     if subset is not None:  # the hub dataset's configuration: load_dataset(name, subset), as Oumi passes it
         if not isinstance(subset, str) or not subset:
@@ -289,7 +295,9 @@ def translate_dataset(t: Translation, item: Keys, method: str) -> dict[str, Any]
         else:
             source["subset"] = subset
     item.take("mixture_proportion")  # read with the split (mixture_keys.oumi_mixture)
-    translate_order(t, item)
+    sample_seed = translate_order(t, item)
+    if sample_seed is not None:
+        source["sample_seed"] = sample_seed
     item.note(
         "trust_remote_code", "the tokenizer and processor are loaded with model.trust_remote_code, as the model is"
     )
@@ -329,24 +337,29 @@ def data_files_path(t: Translation, key: str, files: object, name: str, split: s
     return files[0]
 
 
-def translate_order(t: Translation, item: Keys) -> None:
+def translate_order(t: Translation, item: Keys) -> int | None:
     """A dataset's ``shuffle`` / ``seed`` / ``shuffle_buffer_size``: Oumi shuffles it once before sampling, and the
-    trainer's sampler shuffles the rows again each epoch (honing's loader: ``data.shuffle``, by ``trainer.seed``)."""
-    if item.peek("shuffle") and item.has("sample_count"):
-        item.refuse(
-            "shuffle",
-            "true with sample_count (a seeded random subset of the rows) is not available: honing's max_samples "
-            "takes the first rows; shuffle the file, or remove sample_count",
-        )
-    elif item.peek("shuffle"):
-        t.note(
-            item.key("shuffle"),
-            "the rows are shuffled each epoch by honing's loader (data.shuffle, seeded by trainer.seed), as by the "
-            "trainer's sampler after Oumi's own shuffle",
-        )
-    item.take("shuffle")
-    item.note("seed", "unused without sample_count: the training order follows trainer.seed (training.seed)")
+    trainer's sampler shuffles the rows again each epoch (honing's loader: ``data.shuffle``, by ``trainer.seed``).
+    With ``sample_count``, Oumi's shuffle picks a random subset: its seed, returned as the source's ``sample_seed``."""
     item.note("shuffle_buffer_size", "not needed: honing reads sources whole, not through a streaming shuffle buffer")
+    shuffle = bool(item.take("shuffle"))
+    if not (shuffle and item.has("sample_count")):
+        if shuffle:
+            t.note(
+                item.key("shuffle"),
+                "the rows are shuffled each epoch by honing's loader (data.shuffle, seeded by trainer.seed), as by "
+                "the trainer's sampler after Oumi's own shuffle",
+            )
+        item.note("seed", "unused without shuffle and sample_count: the training order follows trainer.seed")
+        return None
+    seed = item.take("seed")
+    if seed is None:  # datasets' shuffle(seed=None): another subset each run; honing fixes one
+        t.note(item.key("seed"), "null: Oumi draws another random subset each run; honing draws one, by seed 0")
+        return 0
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        t.refuse(item.key("seed"), f"{seed!r}: expected an integer >= 0")
+        return None
+    return seed
 
 
 def translate_dataset_kwargs(t: Translation, kwargs: Keys, rows: int | None, method: str) -> int | None:

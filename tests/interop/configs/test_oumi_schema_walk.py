@@ -79,6 +79,10 @@ SPECIAL = {
     "data.<split>.datasets[]:split": ("train[:5]", sources("train.jsonl", max_samples=5)),
     "data.<split>.datasets[]:sample_count": (4, sources("train.jsonl", max_samples=4)),
     "data.<split>.datasets[]:shuffle": (True, {}),  # data.shuffle is honing's default: a note says so
+    "data.<split>.datasets[]:seed": (  # with shuffle and sample_count: a random subset by that seed
+        {"seed": 3, "shuffle": True, "sample_count": 4},
+        sources("train.jsonl", max_samples=4, sample_seed=3),
+    ),
     "data.<split>.datasets[]:dataset_kwargs": ({"limit": 3}, sources("train.jsonl", max_samples=3)),
     "training:use_peft": (True, {"model.lora.target_modules": ["q_proj", "v_proj"]}),
     "training:trainer_type": ("TRL_DPO", {"method": "dpo"}),
