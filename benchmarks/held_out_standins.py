@@ -137,11 +137,16 @@ def method_rows(kind: str, text_field: str = "text") -> list[dict]:
         return [{"prompt": [c["messages"][0]], "answer": c["messages"][1]["content"]} for c in chats]
     if kind == "text":
         return [{text_field: c["messages"][1]["content"] * 20} for c in chats]
+    if kind == "prompt_completion":
+        return [{"prompt": c["messages"][0]["content"], "completion": c["messages"][1]["content"]} for c in chats]
+    if kind == "alpaca":
+        return [{"instruction": c["messages"][0]["content"], "input": "", "output": c["messages"][1]["content"]}
+                for c in chats]  # fmt: skip
     return chats
 
 
 def rows_kind(method: str, source: dict[str, Any]) -> str:
-    """What a source of ``method`` holds: images, pairs, prompts, text or chats."""
+    """What a source of ``method`` holds: images, pairs, prompts, text, prompt_completion, alpaca or chats."""
     fmt = source.get("format", "auto")
     if method.startswith("vl") or fmt == "mllm":
         return "images"
@@ -151,6 +156,8 @@ def rows_kind(method: str, source: dict[str, Any]) -> str:
         return "prompts"
     if method in ("pretrain", "cpt") or fmt in ("text", "jsonl"):
         return "text"
+    if fmt in ("prompt_completion", "alpaca"):  # rows in the format the source names (its columns map them)
+        return fmt
     return "chats"
 
 

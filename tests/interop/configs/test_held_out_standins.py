@@ -58,6 +58,15 @@ def test_a_missing_file_with_column_mappings_gets_rows_in_the_users_columns(tmp_
     assert {"good", "bad", "messages"} <= set(row) and "chosen" not in row
 
 
+def test_a_hub_source_in_prompt_completion_format_gets_rows_of_that_format_in_its_columns(tmp_path):
+    # Oumi's PromptResponseDataset (hf_dataset_path, prompt_column, response_column) as converted
+    source = {"path": "O1-OPEN/OpenO1-SFT:train", "format": "prompt_completion",
+              "columns": {"prompt": "instruction", "completion": "output"}}  # fmt: skip
+    assert stand_in_source(source, "sft", tmp_path) == "prompt_completion rows"
+    row = json.loads(Path(source["path"]).read_text().splitlines()[0])
+    assert set(row) == {"instruction", "output"} and all(isinstance(value, str) and value for value in row.values())
+
+
 def test_a_local_file_that_exists_is_kept(tmp_path):
     here = tmp_path / "mine.jsonl"
     here.write_text("{}\n")
