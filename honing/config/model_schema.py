@@ -40,6 +40,10 @@ class LoraSection(Section):
     """Which biases train: none, all of them, or those of the adapted modules (peft's ``bias``)."""
     target_modules: str | list[str] = "all-linear"
     """The modules that get adapters: names or a regex, or ``all-linear`` (every linear layer but the output head)."""
+    missing_targets: Literal["error", "skip"] = "error"
+    """A ``target_modules`` name that matches no module of the model: ``error`` (a typo stops the run) or ``skip``
+    (peft's rule, which the systems built on peft follow: adapters on the names that match, the others named in one
+    line; an error still when none matches). ``honing convert`` writes ``skip`` for their configs."""
     target_parameters: list[str] = Field(default_factory=list)
     """Parameters that get adapters themselves, by full name or its last dotted parts (``7.mlp.experts.down_proj``):
     an MoE's experts held as one tensor, which no module wraps (peft's ``target_parameters``); beside

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 import warnings
 from collections.abc import Sequence
@@ -15,6 +16,8 @@ from honing.models.param_names import example_names
 if TYPE_CHECKING:
     from peft import PeftModel
 
+log = logging.getLogger(__name__)
+
 
 class LoraSettings(Protocol):
     """What LoRA reads of a ``model.lora`` section (or of a copy with another task type, ``reward_lora``)."""
@@ -27,6 +30,7 @@ class LoraSettings(Protocol):
     target_parameters: list[str]
     task_type: str
     modules_to_save: list[str] | None
+    missing_targets: str
 
 
 def lora_keywords(lora: LoraSettings) -> dict[str, Any]:
@@ -45,6 +49,7 @@ def apply_lora(
     target_parameters: Sequence[str] = (),
     task_type: str = "CAUSAL_LM",
     modules_to_save: list[str] | None = None,
+    missing_targets: str = "error",
 ) -> PeftModel:
     """Wrap ``model`` in a peft ``PeftModel`` with LoRA adapters; base weights are frozen, adapters train.
 
@@ -53,7 +58,7 @@ def apply_lora(
     from peft import LoraConfig, TaskType, get_peft_model
 
     module_names = [name for name, _ in model.named_modules() if name]
-    check_target_modules(model, target_modules)
+    check_target_modules(model, target_modules, missing_targets)
     check_target_parameters(model, target_parameters)
     for index, wanted in enumerate(modules_to_save or []):
         if not any(name == wanted or name.endswith(f".{wanted}") for name in module_names):
@@ -93,8 +98,11 @@ def apply_lora(
         raise ConfigError(f"model.lora.target_modules: {target_modules!r}: peft refused it: {reason}") from None
 
 
-def check_target_modules(model: torch.nn.Module, target_modules: str | list[str]) -> None:
-    """Raise ConfigError unless every target matches a module, by peft's rules.
+def check_target_modules(
+    model: torch.nn.Module, target_modules: str | list[str], missing_targets: str = "error"
+) -> None:
+    """Raise ConfigError unless every target matches a module, by peft's rules; with ``missing_targets`` ``skip``
+    (``model.lora.missing_targets``), only when none does, as peft, the ones skipped named in one line.
 
     peft reads a string as a regular expression over the full module name ("all-linear" is special) and
     a list entry as a module name or its last dotted parts; it only fails when nothing at all matches.
@@ -122,13 +130,20 @@ def check_target_modules(model: torch.nn.Module, target_modules: str | list[str]
             f"expression over whole module names such as {example!r}; a list matches name endings); "
             f"linear modules are named {linear}"
         )
-    missing = [
+    unmatched = [
         target for target in target_modules if not any(name == target or name.endswith(f".{target}") for name in names)
     ]
-    if missing:
+    if unmatched and (missing_targets == "error" or len(unmatched) == len(target_modules)):
         raise ConfigError(
-            f"model.lora.target_modules: {target_modules!r}: {', '.join(map(repr, missing))} "
+            f"model.lora.target_modules: {target_modules!r}: {', '.join(map(repr, unmatched))} "
             f"matches no module; linear modules are named {linear}"
+        )
+    if unmatched:  # peft's rule: adapters where a name matches, the others passed over
+        log.info(
+            "model.lora.target_modules: %s match no module of this model, skipped (model.lora.missing_targets: skip); "
+            "adapters on %s",
+            ", ".join(unmatched),
+            ", ".join(target for target in target_modules if target not in unmatched),
         )
 
 

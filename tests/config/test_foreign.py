@@ -69,7 +69,12 @@ def test_an_oumi_config_becomes_honing_keys():
     assert config["callbacks"]["evaluator"]["interval"] == 5 and config["callbacks"]["console"]["log_interval"] == 2
     assert config["parallel"]["activation_checkpointing"] == "full"
     # dropout 0, bias none and task type CAUSAL_LM are Oumi's defaults and honing's alike: not written
-    assert config["model"]["lora"] == {"rank": 16, "alpha": 32.0, "target_modules": ["q_proj", "v_proj"]}
+    assert config["model"]["lora"] == {
+        "rank": 16,
+        "alpha": 32.0,
+        "target_modules": ["q_proj", "v_proj"],
+        "missing_targets": "skip",  # peft's rule, which Oumi follows
+    }
     assert config["model"]["freeze_layers"] == ["model.layers.0"]
 
 

@@ -49,6 +49,24 @@ def test_listed_target_modules_and_modules_to_save():
     assert count_parameters(regex, trainable_only=True) == 512
 
 
+def test_missing_targets_skip_adapts_the_names_that_match_as_peft_does(caplog):
+    # a Llama config's targets on a model that lacks some of them: peft (and so Oumi, TRL, axolotl) adapts the rest
+    targets = ["q_proj", "qkv_proj", "v_proj", "gate_up_proj"]
+    with caplog.at_level("INFO", logger="honing.models.lora"):
+        model = apply_lora(tiny_llama(), rank=2, target_modules=targets, missing_targets="skip")
+    assert count_parameters(model, trainable_only=True) == 512  # q and v only, as with ["q_proj", "v_proj"]
+    from peft import LoraConfig, get_peft_model
+
+    reference = get_peft_model(tiny_llama(), LoraConfig(r=2, target_modules=targets))  # peft's own rule
+    assert count_parameters(reference, trainable_only=True) == 512
+    assert [record.getMessage() for record in caplog.records] == [
+        "model.lora.target_modules: qkv_proj, gate_up_proj match no module of this model, skipped "
+        "(model.lora.missing_targets: skip); adapters on q_proj, v_proj"
+    ]
+    with pytest.raises(ConfigError, match="'qkv_proj', 'gate_up_proj' matches no module"):  # none matches: as peft
+        apply_lora(tiny_llama(), target_modules=["qkv_proj", "gate_up_proj"], missing_targets="skip")
+
+
 def test_plain_model_is_not_lora():
     assert not is_lora(tiny_llama())
     assert not is_lora(torch.nn.Linear(2, 2))

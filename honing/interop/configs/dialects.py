@@ -14,6 +14,7 @@ from typing import Any
 
 from honing.config.errors import ConfigError
 from honing.interop.configs.axolotl import is_axolotl, translate_axolotl
+from honing.interop.configs.hf_engines import follow_peft_target_rule
 from honing.interop.configs.llamafactory import is_llamafactory, translate_llamafactory
 from honing.interop.configs.olmocr import is_olmocr, translate_olmocr
 from honing.interop.configs.olmocr_trainer import is_olmocr_trainer, translate_olmocr_trainer
@@ -60,13 +61,18 @@ def translate(raw: dict[str, Any], source: str | None = None, dialect: str | Non
     if dialect is not None:
         if dialect not in TRANSLATORS:
             raise ConfigError(f"--from {dialect}: expected one of {', '.join(FROM_NAMES)}")
-        return TRANSLATORS[dialect](raw, source)
-    found = detect_dialect(raw)
-    if found == "trl":
-        found = trl_command(raw, source or "<config>")
-    if found is None and looks_like_oumi(raw):  # written for `oumi train` with keys Oumi lacks: name them
-        return refuse_unknown_oumi_keys(raw)
-    return TRANSLATORS[found](raw, source) if found is not None else None
+        found: str | None = dialect
+    else:
+        found = detect_dialect(raw)
+        if found == "trl":
+            found = trl_command(raw, source or "<config>")
+        if found is None and looks_like_oumi(raw):  # written for `oumi train` with keys Oumi lacks: name them
+            return refuse_unknown_oumi_keys(raw)
+    if found is None:
+        return None
+    translation = TRANSLATORS[found](raw, source)
+    follow_peft_target_rule(translation)
+    return translation
 
 
 def translate_or_refuse(raw: dict[str, Any], source: str, dialect: str | None = None) -> Translation | None:

@@ -131,6 +131,14 @@ def lora_numbers(keys: Keys) -> dict[str, Any]:
     return lora
 
 
+def follow_peft_target_rule(t: Translation) -> None:
+    """A translated list of LoRA target names keeps peft's rule, which every system honing translates is built on: a
+    name the model lacks (a Llama config's ``q_proj`` on Phi-3's fused ``qkv_proj``) is passed over, not an error
+    (``model.lora.missing_targets: skip``; the run names what it skipped)."""
+    if isinstance(t.get("model.lora.target_modules"), list):
+        t.set("model.lora.missing_targets", "skip")
+
+
 def lora_targets(value: Any) -> str | list[str] | None:
     """LoRA target names: ``all`` (LLaMA-Factory) / ``all-linear`` as peft's keyword, a comma list as names."""
     if value is None:
