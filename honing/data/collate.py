@@ -88,6 +88,8 @@ class PadCollator(Collator):
         self.pad_token_id = int(pad_token_id)
 
     def __call__(self, items: Sequence[Mapping[str, Any]]) -> dict[str, torch.Tensor]:
+        if all(isinstance(item["input_ids"], list) and isinstance(item["labels"], list) for item in items):
+            return self._from_lists(items)
         rows = [torch.as_tensor(item["input_ids"], dtype=torch.long) for item in items]
         lengths = torch.tensor([len(row) for row in rows])
         width = int(lengths.max())
@@ -100,6 +102,21 @@ class PadCollator(Collator):
         # are right and the mask only has to hide the pad keys.
         attention_mask = (torch.arange(width) < lengths[:, None]).long()
         return {"input_ids": input_ids, "labels": labels, "attention_mask": attention_mask, "num_real_tokens": lengths}
+
+    def _from_lists(self, items: Sequence[Mapping[str, Any]]) -> dict[str, torch.Tensor]:
+        """The same batch from rows stored as lists (VL rows): padded as lists, one tensor per field, where the
+        row-by-row copies take ~100 operators for 8 rows (costly on a machine of high per-operator overhead)."""
+        lengths = [len(item["input_ids"]) for item in items]
+        width = max(lengths)
+        ids = [item["input_ids"] + [self.pad_token_id] * (width - n) for item, n in zip(items, lengths)]
+        labels = [item["labels"] + [IGNORE_INDEX] * (width - n) for item, n in zip(items, lengths)]
+        mask = [[1] * n + [0] * (width - n) for n in lengths]
+        return {
+            "input_ids": torch.tensor(ids, dtype=torch.long),
+            "labels": torch.tensor(labels, dtype=torch.long),
+            "attention_mask": torch.tensor(mask, dtype=torch.long),
+            "num_real_tokens": torch.tensor(lengths),
+        }
 
 
 class VarlenCollator(Collator):

@@ -47,3 +47,17 @@ def test_pad_collator_counts_real_tokens_and_splits_like_any_batch():
     batch = collate([{"input_ids": [1, 2, 3], "labels": [1, 2, 3]}, {"input_ids": [4], "labels": [4]}])
     assert batch["input_ids"].tolist() == [[1, 2, 3], [4, 0, 0]] and collate.num_tokens(batch) == 4
     assert [m["attention_mask"].tolist() for m in collate.split(batch, 1)] == [[[1, 1, 1]], [[1, 0, 0]]]
+
+
+def test_pad_collator_gives_rows_stored_as_lists_the_batch_of_tensor_rows():
+    """Rows kept as lists (VL rows) are padded in one go: the very batch, dtypes included, that tensor rows give."""
+    rows = [([5, 6, 7], [-100, 6, 7]), ([8], [8]), ([1, 2, 3, 4], [-100, -100, 3, 4])]
+    as_lists = [{"input_ids": ids, "labels": labels} for ids, labels in rows]
+    as_tensors = [{"input_ids": torch.tensor(ids), "labels": torch.tensor(labels)} for ids, labels in rows]
+    collate = PadCollator(pad_token_id=0)
+    from_lists, from_tensors = collate(as_lists), collate(as_tensors)
+    assert from_lists.keys() == from_tensors.keys()
+    for key, value in from_tensors.items():
+        assert from_lists[key].dtype == value.dtype and torch.equal(from_lists[key], value), key
+    assert from_lists["input_ids"].tolist() == [[5, 6, 7, 0], [8, 0, 0, 0], [1, 2, 3, 4]]
+    assert from_lists["labels"][1].tolist() == [8, -100, -100, -100]
