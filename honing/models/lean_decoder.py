@@ -13,6 +13,8 @@ and sharded (FSDP2) models, whose forward must go through the root module's all-
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING
 
 import torch
@@ -73,6 +75,13 @@ class LeanDecoder:
         self.valid = torch.empty(0, dtype=torch.bool)
         self.length = 0
         self.position = torch.empty(0, dtype=torch.long)
+        self.step_mask = self.valid  # ``valid`` as sdpa's [rows, 1, 1, capacity] mask: a step slices its columns
+        # cos and signed sin of every position the rollout reaches, [capacity, 1, head_dim] (None: a RoPE whose
+        # frequencies change with the length, computed per step as transformers does)
+        self.rope_table: tuple[torch.Tensor, torch.Tensor] | None = None
+        self.plans: list[_LayerPlan] = []
+        half = self.head_dim // 2  # the last axis's indices with its two halves exchanged (rotate_half's order)
+        self.swap = torch.cat([torch.arange(half, self.head_dim), torch.arange(half)])
 
     def prefill(
         self, input_ids: torch.Tensor, attention_mask: torch.Tensor, max_new_tokens: int, shared_prefix: int = 0
@@ -90,7 +99,8 @@ class LeanDecoder:
         shape = (rows, self.kv_heads, capacity, self.head_dim)
         self.keys = [hidden.new_zeros(shape) for _ in self.layers]
         self.values = [hidden.new_zeros(shape) for _ in self.layers]
-        self.valid = torch.zeros(rows, capacity, dtype=torch.bool, device=device)
+        # the keys a query may see: the prompts' real tokens, and every generated token (a step's mask ends at its own)
+        self.valid = torch.ones(rows, capacity, dtype=torch.bool, device=device)
         self.valid[:, :length] = attention_mask.bool()
         # positions count real tokens only, as transformers' generate sets them for left-padded rows
         positions = (attention_mask.long().cumsum(-1) - 1).masked_fill(attention_mask == 0, 1)
@@ -99,49 +109,64 @@ class LeanDecoder:
         mask = (causal & self.valid[:, None, None, :length]) | torch.eye(length, dtype=torch.bool, device=device)
         self.length = length
         self.position = positions[:, -1:]
+        self.step_mask = self.valid[:, None, None]
+        self.swap = self.swap.to(device)
+        self.plans = [_LayerPlan(layer, self.eps) for layer in self.layers]  # hooks and adapters as they are now
+        self.rope_table = self._rope_table(hidden, capacity) if _static_rope(self.decoder.rotary_emb) else None
         shared = min(shared_prefix, length - 1) if rows > 1 else 0  # the last column's logits are every row's own
         if shared > 0:
             caches = self.keys, self.values
             self.keys, self.values = [k[:1] for k in caches[0]], [v[:1] for v in caches[1]]  # row 0's views
             prefix = self.decoder.embed_tokens(input_ids[:1, :shared])
-            self._forward(prefix, positions[:1, :shared], mask[:1, :, :shared, :shared], 0)
+            self._forward(prefix, *self._rope(prefix, positions[:1, :shared]), mask[:1, :, :shared, :shared], 0)
             self.keys, self.values = caches
             for cache in (*self.keys, *self.values):
                 cache[1:, :, :shared] = cache[:1, :, :shared]
         hidden = self.decoder.embed_tokens(input_ids[:, shared:])
-        return self._forward(hidden, positions[:, shared:], mask[:, :, shared:], shared)
+        return self._forward(hidden, *self._rope(hidden, positions[:, shared:]), mask[:, :, shared:], shared)
 
     def step(self, token_ids: torch.Tensor) -> torch.Tensor:
         """Append one token per row; the next-token logits ``[rows, vocab]``."""
         if self.length >= self.valid.shape[1]:
             raise RuntimeError(f"the decode cache holds {self.length} tokens; prefill sized it for no more")
-        self.valid[:, self.length] = True
         self.position = self.position + 1
         start = self.length
         self.length += 1
-        hidden = self.decoder.embed_tokens(token_ids[:, None])
-        return self._forward(hidden, self.position, self.valid[:, None, None, : self.length], start)
+        hidden = _embed(self.decoder.embed_tokens, token_ids)  # [rows, hidden]: one token needs no token axis
+        if self.rope_table is None:
+            cos, signed_sin = self._rope(hidden, self.position)
+        else:  # [rows, 1, 1, head_dim]: the table's rows at each row's position (one token: any head, any token)
+            cos, signed_sin = self.rope_table[0][self.position], self.rope_table[1][self.position]
+        return self._forward(hidden, cos, signed_sin, self.step_mask[..., : self.length], start)
 
-    def _forward(self, hidden: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor, start: int) -> torch.Tensor:
+    def _rope(self, hidden: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(cos, signed_sin)`` ``[rows, 1, tokens, head_dim]`` at ``positions``, from the model's rotary module."""
         cos, sin = self.decoder.rotary_emb(hidden, positions)
-        cos, sin = cos[:, None], sin[:, None]  # [rows, 1, tokens, head_dim]: one for every head
+        cos, sin = cos[:, None], sin[:, None]  # one for every head
         half = self.head_dim // 2
         # rotate_half(x) * sin == swap_halves(x) * signed_sin, with the sign folded in once for every layer
-        signed_sin = torch.cat([-sin[..., :half], sin[..., half:]], dim=-1)
-        end = start + hidden.shape[1]
-        for index, layer in enumerate(self.layers):
-            hidden = hidden + self._attention(layer, hidden, cos, signed_sin, mask, index, start, end)
-            mlp = layer.mlp
-            normed = _rms_norm(hidden, layer.post_attention_layernorm, self.eps)
-            hidden = hidden + _linear(
-                mlp.down_proj, F.silu(_linear(mlp.gate_proj, normed)) * _linear(mlp.up_proj, normed)
-            )
-        last = _rms_norm(hidden[:, -1], self.decoder.norm, self.eps)
+        return cos, torch.cat([-sin[..., :half], sin[..., half:]], dim=-1)
+
+    def _rope_table(self, hidden: torch.Tensor, capacity: int) -> tuple[torch.Tensor, torch.Tensor]:
+        # the same elementwise cos and sin of the same products as per step, so the same bits, computed once
+        positions = torch.arange(capacity, device=hidden.device)[None]
+        cos, signed_sin = self._rope(hidden, positions)
+        return cos[0, 0, :, None], signed_sin[0, 0, :, None]
+
+    def _forward(
+        self, hidden: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor, mask: torch.Tensor, start: int
+    ) -> torch.Tensor:
+        end = start + (hidden.shape[1] if hidden.dim() == 3 else 1)  # a step's hidden states: [rows, hidden]
+        for index, plan in enumerate(self.plans):
+            hidden = hidden + self._attention(plan, hidden, cos, signed_sin, mask, index, start, end)
+            normed = plan.post_norm(hidden)
+            hidden = hidden + plan.down(F.silu(plan.gate(normed)) * plan.up(normed))
+        last = _rms_norm(hidden[:, -1] if hidden.dim() == 3 else hidden, self.decoder.norm, self.eps)
         return _linear(self.lm.lm_head, last)
 
     def _attention(
         self,
-        layer: nn.Module,
+        plan: _LayerPlan,
         hidden: torch.Tensor,
         cos: torch.Tensor,
         signed_sin: torch.Tensor,
@@ -150,33 +175,80 @@ class LeanDecoder:
         start: int,
         end: int,
     ) -> torch.Tensor:
-        attention = layer.self_attn
-        rows, tokens, _ = hidden.shape
-        normed = _rms_norm(hidden, layer.input_layernorm, self.eps)
-        query = _linear(attention.q_proj, normed).view(rows, tokens, self.heads, self.head_dim)
-        key = _linear(attention.k_proj, normed).view(rows, tokens, self.kv_heads, self.head_dim)
-        value = _linear(attention.v_proj, normed).view(rows, tokens, self.kv_heads, self.head_dim)
-        if hasattr(attention, "q_norm"):  # Qwen3: RMSNorm over each head before the rotation
-            query = _rms_norm(query, attention.q_norm, self.eps)
-            key = _rms_norm(key, attention.k_norm, self.eps)
-        query = _rotate(query.transpose(1, 2), cos, signed_sin)
-        self.keys[index][:, :, start:end] = _rotate(key.transpose(1, 2), cos, signed_sin)
-        self.values[index][:, :, start:end] = value.transpose(1, 2)
+        rows, tokens = hidden.shape[0], hidden.shape[1] if hidden.dim() == 3 else 1
+        normed = plan.input_norm(hidden)
+        query = self._heads(plan.q(normed), plan.q_norm, self.heads)
+        key = self._heads(plan.k(normed), plan.k_norm, self.kv_heads)
+        value = self._heads(plan.v(normed), None, self.kv_heads)
+        query = _rotate(query, cos, signed_sin, self.swap)
+        _rotate(key, cos, signed_sin, self.swap, out=self.keys[index][:, :, start:end])  # straight into the cache
+        self.values[index][:, :, start:end] = value
         out = F.scaled_dot_product_attention(
             query,
             self.keys[index][:, :, :end],
             self.values[index][:, :, :end],
             attn_mask=mask,
-            scale=attention.scaling,
+            scale=plan.scaling,
             enable_gqa=self.kv_heads != self.heads,
         )
-        return _linear(attention.o_proj, out.transpose(1, 2).reshape(rows, tokens, self.heads * self.head_dim))
+        # one token: [rows, heads, 1, head_dim] is already [rows, 1, heads, head_dim] in memory
+        out = out.reshape(rows, -1) if hidden.dim() == 2 else out.transpose(1, 2).reshape(rows, tokens, -1)
+        return plan.o(out)
+
+    def _heads(self, x: torch.Tensor, norm: Callable[[torch.Tensor], torch.Tensor] | None, heads: int) -> torch.Tensor:
+        """A projection ``[rows, tokens, heads * head_dim]`` (a step's: ``[rows, heads * head_dim]``) as ``[rows,
+        heads, tokens, head_dim]``, each head RMS-normed first where the model does (Qwen3); one token needs only a
+        view."""
+        if x.dim() == 2:
+            x = x.view(x.shape[0], heads, 1, self.head_dim)
+            return x if norm is None else norm(x)
+        x = x.view(*x.shape[:2], heads, self.head_dim)
+        return (x if norm is None else norm(x)).transpose(1, 2)
 
 
-def _rotate(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch.Tensor:
-    """Rotary embedding of ``x`` ``[rows, heads, tokens, head_dim]`` as transformers' ``apply_rotary_pos_emb``."""
-    swapped = x.unflatten(-1, (2, -1)).flip(-2).flatten(-2)
-    return x * cos + swapped * signed_sin
+class _LayerPlan:
+    """One decoder layer's projections and norms resolved once per rollout: a plain ``nn.Linear`` without hooks
+    becomes ``F.linear`` over its weights (no module call, no attribute look-ups on each of a step's seven
+    projections), an adapter layer or a hooked module stays a module call."""
+
+    def __init__(self, layer: nn.Module, eps: float):
+        attention, mlp = layer.self_attn, layer.mlp
+        self.q, self.k, self.v, self.o = (_projection(getattr(attention, f"{n}_proj")) for n in "qkvo")
+        self.gate, self.up, self.down = (_projection(getattr(mlp, f"{n}_proj")) for n in ("gate", "up", "down"))
+        self.input_norm = partial(_rms_norm, norm=layer.input_layernorm, eps=eps)
+        self.post_norm = partial(_rms_norm, norm=layer.post_attention_layernorm, eps=eps)
+        qwen3 = hasattr(attention, "q_norm")  # Qwen3: RMSNorm over each head before the rotation
+        self.q_norm = partial(_rms_norm, norm=attention.q_norm, eps=eps) if qwen3 else None
+        self.k_norm = partial(_rms_norm, norm=attention.k_norm, eps=eps) if qwen3 else None
+        self.scaling = attention.scaling
+
+
+def _projection(module: nn.Module) -> Callable[[torch.Tensor], torch.Tensor]:
+    if type(module) is nn.Linear and not (module._forward_hooks or module._forward_pre_hooks):
+        return partial(F.linear, weight=module.weight, bias=module.bias)
+    return module
+
+
+def _static_rope(rotary: nn.Module) -> bool:
+    """Whether ``rotary``'s frequencies are fixed (not dynamic NTK or LongRoPE, which change with the length)."""
+    rope_type = getattr(rotary, "rope_type", None)
+    return isinstance(rope_type, str) and "dynamic" not in rope_type and rope_type != "longrope"
+
+
+def _embed(embedding: nn.Module, ids: torch.Tensor) -> torch.Tensor:
+    """``embedding(ids)``; a plain ``nn.Embedding`` without hooks as ``F.embedding``."""
+    plain = type(embedding) is nn.Embedding and embedding.max_norm is None
+    if plain and not (embedding._forward_hooks or embedding._forward_pre_hooks):
+        return F.embedding(ids, embedding.weight, embedding.padding_idx)
+    return embedding(ids)
+
+
+def _rotate(
+    x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor, swap: torch.Tensor, out: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Rotary embedding of ``x`` ``[rows, heads, tokens, head_dim]`` as transformers' ``apply_rotary_pos_emb``
+    (into ``out`` when given); ``swap`` indexes the last axis with its halves exchanged (one gather)."""
+    return torch.add(x * cos, x.index_select(-1, swap) * signed_sin, out=out)
 
 
 def _global_hooks() -> bool:

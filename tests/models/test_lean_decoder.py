@@ -15,6 +15,10 @@ SHAPE = dict(vocab_size=97, hidden_size=64, intermediate_size=96, num_hidden_lay
 ARCHITECTURES = {
     "llama": dict(num_attention_heads=4, num_key_value_heads=4),
     "llama-gqa": dict(num_attention_heads=4, num_key_value_heads=2),
+    # frequencies that change with the length: no precomputed table, each step's from the rotary module
+    "llama-dynamic": dict(
+        num_attention_heads=4, rope_parameters={"rope_type": "dynamic", "factor": 2.0, "rope_theta": 10000.0}
+    ),
     "mistral": dict(num_attention_heads=4, num_key_value_heads=2, sliding_window=None),
     "qwen2": dict(num_attention_heads=4, num_key_value_heads=2),  # biases on q, k and v
     "qwen3": dict(num_attention_heads=4, num_key_value_heads=2, head_dim=24),  # per-head norms, wider heads
@@ -60,6 +64,16 @@ def test_logits_equal_the_transformers_forward_at_every_step(name):
     lean, reference = decode_both(build(name))
     for step, (ours, theirs) in enumerate(zip(lean, reference)):
         torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-5, msg=f"{name}: step {step}")
+
+
+def test_a_fixed_rope_is_tabled_once_and_a_dynamic_one_is_not():
+    ids, mask = left_padded_prompts(SHAPE["vocab_size"])
+    tabled, dynamic = lean_decoder(build("llama")), lean_decoder(build("llama-dynamic"))
+    with torch.no_grad():
+        tabled.prefill(ids, mask, 4)
+        dynamic.prefill(ids, mask, 4)
+    assert tabled.rope_table is not None and tabled.rope_table[0].shape == (ids.shape[1] + 4, 1, 16)
+    assert dynamic.rope_table is None
 
 
 def test_lora_adapters_are_applied():
