@@ -39,6 +39,12 @@ def rollout_seed(seed: int, step: int, prompt_index: int, generation: int) -> in
     return int(np.random.SeedSequence([seed, step, prompt_index, generation]).generate_state(1, np.uint64)[0] >> 1)
 
 
+def token_lists(ids: torch.Tensor, mask: torch.Tensor) -> list[list[int]]:
+    """Each row's tokens where ``mask`` is set, as Python ints: two host copies for the batch, not three operators
+    a row."""
+    return [[t for t, keep in zip(row, kept) if keep] for row, kept in zip(ids.tolist(), mask.tolist())]
+
+
 class GroupSampler:
     """Samples, decodes and scores a step's groups with ``model``; ``clock()`` is the trainer's step (a rollout
     server sends the weights once per step)."""
@@ -110,7 +116,7 @@ class GroupSampler:
         sampled = self.transcripts(batch, prompts, prompt_ids, prompt_mask, seeds, **self.sampling)
         completion_ids, completion_mask = sampled.completion_ids, sampled.completion_mask
         columns = {name: [v for v in values for _ in range(group)][rows] for name, values in batch["columns"].items()}
-        columns["completion_ids"] = [ids[mask.bool()].tolist() for ids, mask in zip(completion_ids, completion_mask)]
+        columns["completion_ids"] = token_lists(completion_ids, completion_mask)
         rewards_per_func = self.scorer.score(prompts, sampled.completions, columns)
         groups = GeneratedGroups(
             prompt_ids,
@@ -143,10 +149,7 @@ class GroupSampler:
         if self.tool_turns is not None:
             return self.tool_turns.sample(self, batch, prompts, prompt_ids, prompt_mask, seeds, **sampling)
         completion_ids, completion_mask = self.sample(batch, prompt_ids, prompt_mask, seeds, **sampling)
-        texts = self.tokenizer.batch_decode(
-            [ids[mask.bool()].tolist() for ids, mask in zip(completion_ids.cpu(), completion_mask.cpu())],
-            skip_special_tokens=True,
-        )
+        texts = self.tokenizer.batch_decode(token_lists(completion_ids, completion_mask), skip_special_tokens=True)
         completions: list[Any] = [
             [{"role": "assistant", "content": text}] if isinstance(prompt, list) else text
             for prompt, text in zip(prompts, texts)
