@@ -24,6 +24,7 @@ from honing.data.chat.templates import NAMED_TEMPLATES
 from honing.data.finetune_data import RunData
 from honing.data.formats import Conversation
 from honing.data.special_tokens import apply_token_settings
+from honing.data.vision.batches import VLCollator
 from honing.data.vision.vision_rows import VisionRows
 from honing.distributed import is_rank0, print0
 from honing.errors import ConfigError
@@ -122,8 +123,12 @@ class VLSFTRecipe(Recipe):
         return self.models.finish(model, assets.tokenizer, lora=lora, shards=shards)
 
     def build_data(self, assets: ModelAssets, model: torch.nn.Module | None = None) -> RunData:
-        """The image conversations' rows, packed ones with ``model``'s per-document rope positions."""
-        return finetune_data(self.row_kind(assets, model), self.config, self.parallel_dims, self.cache_dir)
+        """The image conversations' rows, packed ones with ``model``'s per-document rope positions; padded Qwen-VL
+        batches for a model that attends with sdpa carry its 4-D causal mask (``VLCollator.sdpa_masks``)."""
+        data = finetune_data(self.row_kind(assets, model), self.config, self.parallel_dims, self.cache_dir)
+        if isinstance(data.collator, VLCollator) and model is not None and not self.parallel_dims.cp_enabled:
+            data.collator.sdpa_masks = attention_of(model) == "sdpa"  # parallel.cp builds its masks per slice
+        return data
 
     def row_kind(self, assets: ModelAssets, model: torch.nn.Module | None = None) -> VisionRows:
         """Image conversations through the processor; packed rows take ``model``'s per-document rope positions
@@ -253,6 +258,13 @@ def processor_settings(config: RunConfig, processor: Any, model_type: str | None
     chat_template = resolve_chat_template(processor, config.data.chat_template)
     processor.chat_template = chat_template  # saved with the processor in checkpoints and exports
     return family, chat_template
+
+
+def attention_of(model: torch.nn.Module) -> str | None:
+    """The attention kernel ``model``'s language model runs (``sdpa``, ``eager``, ``flash_attention_2`` ...)."""
+    config = getattr(model, "config", None)
+    config = getattr(config, "text_config", None) or config
+    return getattr(config, "_attn_implementation", None)
 
 
 def vl_model_type(model: ModelSection) -> str:

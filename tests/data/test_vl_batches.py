@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from honing.data.vision.batches import SHARES, ProcessedVLCollator
+from honing.data.vision.batches import CAUSAL_MASK, SHARES, ProcessedVLCollator
 from honing.losses import IGNORE_INDEX
 
 
@@ -178,11 +178,18 @@ def test_image_only_batches_equal_the_full_processor_call(tmp_path, model_type):
                 attention_mask=expected["attention_mask"],
             )
             assert torch.equal(got["position_ids"], rope), size
+    masked = VLCollator(
+        processor, processor.tokenizer.pad_token_id, family.model_input_keys, image_token_id=image_token_id
+    )
+    masked.sdpa_masks = True  # the model's 4-D causal mask built in the collator
     with torch.no_grad():  # the whole batch: padded rows with one, two and no images
-        logits = [model(**collate.model_inputs(collate.split(batch, 4)[0])).logits for collate in (full, fast)]
+        logits = [model(**c.model_inputs(c.split(batch, 4)[0])).logits for c in (full, fast, masked)]
         inputs = fast.model_inputs(fast.split(batch, 4)[0])
         wrong = model(**dict(inputs, image_position_ids=torch.zeros_like(inputs["image_position_ids"]))).logits
-    assert torch.equal(logits[0], logits[1])
+    assert torch.equal(logits[0], logits[1]) and torch.equal(logits[0], logits[2])
+    four_d = masked.model_inputs(masked.split(batch, 4)[0])["attention_mask"]
+    assert four_d.shape == (4, 1, *batch["input_ids"].shape[1:] * 2) and four_d.dtype == torch.bool
+    assert CAUSAL_MASK not in masked.split(batch, 1)[0]  # an unpadded row keeps transformers' own path
     assert not torch.equal(wrong, logits[1])  # the tower reads the patch positions given, not its own
     # a stored row with one image token too few for its image's grid
     broken = dict(batch, input_ids=batch["input_ids"].clone())

@@ -342,6 +342,7 @@ def test_full_fine_tuning_keeps_the_vision_tower_frozen_by_default(tmp_path, tra
     assert changed(recipe, weights_before_training, projector) == set(projector)  # the merger trains
     assert changed(recipe, weights_before_training, language)
     assert not any(p.requires_grad for n, p in unwrapped(recipe.model).named_parameters() if n in vision)
+    assert recipe.train_module.collator.sdpa_masks  # sdpa attention: padded batches carry their 4-D causal mask
 
 
 def test_vision_lr_group_and_frozen_projector(tmp_path, transcriptions, weights_before_training, caplog):

@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from honing.data.collate import PadCollator
+from honing.data.vision.causal_masks import causal_padding_mask
+from honing.data.vision.image_tensors import CHANNELS_FIRST, channel_first_images
 from honing.data.vision.rope_positions import image_rope_positions, vision_rope_positions
 from honing.errors import DataError
 
@@ -32,6 +34,8 @@ if TYPE_CHECKING:
 
 #: the batch key holding, per image field, each row's number of entries along the field's first dimension
 SHARES = "image_shares"
+#: the micro-batch key of the model's 4-D causal mask, built in the collator (``VLCollator.sdpa_masks``)
+CAUSAL_MASK = "causal_mask"
 
 
 class ProcessedVLCollator(PadCollator):
@@ -119,6 +123,16 @@ class VLCollator(PadCollator):
         self.image_token_id = image_token_id
         positions = ("position_ids", "image_position_ids") if image_token_id is not None else ()
         self.model_input_keys = tuple(dict.fromkeys(("input_ids", "attention_mask", *model_input_keys, *positions)))
+        #: set by the recipe when the model attends with sdpa: a padded micro-batch with rope positions also gets
+        #: the model's 4-D causal mask (``causal_padding_mask``), which the model takes instead of building it
+        self.sdpa_masks = False
+
+    def model_inputs(self, micro_batch: Mapping[str, Any]) -> dict[str, Any]:
+        """The forward's keywords; the 4-D causal mask, where the micro-batch has one, as its attention mask."""
+        inputs = super().model_inputs(micro_batch)
+        if CAUSAL_MASK in micro_batch:
+            inputs["attention_mask"] = micro_batch[CAUSAL_MASK]
+        return inputs
 
     def __call__(self, items: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         batch = super().__call__(items)  # input_ids, labels, attention_mask, num_real_tokens
@@ -171,8 +185,13 @@ class VLCollator(PadCollator):
         expected = torch.zeros(len(rows), dtype=torch.long)
         if images:
             # images of one size resized and normalized as one stack (transformers does each alone on CPU): the
-            # same numbers, a fifth less time for 8 small images
-            encoding = self.processor.image_processor(images=images, return_tensors="pt", disable_grouping=False)
+            # same numbers, a fifth less time for 8 small images; RGB images handed over as tensors converted
+            # together per size (``channel_first_images``), not one by one inside the processor
+            tensors = channel_first_images(images)
+            layout = CHANNELS_FIRST if tensors is not None else {}
+            encoding = self.processor.image_processor(
+                images=images if tensors is None else tensors, return_tensors="pt", disable_grouping=False, **layout
+            )
             merge = int(getattr(self.processor.image_processor, "merge_size", 1))
             per_image = encoding["image_grid_thw"].prod(-1) // merge**2
             owner = torch.repeat_interleave(torch.arange(len(rows)), torch.tensor([len(row) for row in rows]))
@@ -188,6 +207,10 @@ class VLCollator(PadCollator):
                 image_tokens, micro["attention_mask"], micro["image_grid_thw"], merge
             )
             micro["image_position_ids"] = vision_rope_positions(micro["image_grid_thw"], merge)
+            # the model reads the 2-D mask only for rope positions, given above; unpadded rows keep it (see
+            # ``honing.data.vision.causal_masks``)
+            if self.sdpa_masks and int(micro["num_real_tokens"].min()) < micro["input_ids"].shape[1]:
+                micro[CAUSAL_MASK] = causal_padding_mask(micro["attention_mask"])
         return micro
 
 
