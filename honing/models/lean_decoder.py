@@ -79,7 +79,10 @@ class LeanDecoder:
         # cos and signed sin of every position the rollout reaches, [capacity, 1, head_dim] (None: a RoPE whose
         # frequencies change with the length, computed per step as transformers does)
         self.rope_table: tuple[torch.Tensor, torch.Tensor] | None = None
-        self.plans: list[_LayerPlan] = []
+        self.plans: list[_LayerPlan] = []  # the prefill's (tokens on an axis)
+        self.step_plans: list[_LayerPlan] = []  # a step's ([rows, hidden]: plain projections as one mm each)
+        self.step_head: Callable[[torch.Tensor], torch.Tensor] = lm.lm_head
+        self.step_norm: Callable[[torch.Tensor], torch.Tensor] = lm.model.norm
         half = self.head_dim // 2  # the last axis's indices with its two halves exchanged (rotate_half's order)
         self.swap = torch.cat([torch.arange(half, self.head_dim), torch.arange(half)])
 
@@ -111,7 +114,11 @@ class LeanDecoder:
         self.position = positions[:, -1:]
         self.step_mask = self.valid[:, None, None]
         self.swap = self.swap.to(device)
-        self.plans = [_LayerPlan(layer, self.eps) for layer in self.layers]  # hooks and adapters as they are now
+        # hooks and adapters as they are now
+        self.plans = [_LayerPlan(layer, self.eps, hidden.dtype, step=False) for layer in self.layers]
+        self.step_plans = [_LayerPlan(layer, self.eps, hidden.dtype, step=True) for layer in self.layers]
+        self.step_head = _projection(self.lm.lm_head, step=True)
+        self.step_norm = _norm(self.decoder.norm, self.eps, hidden.dtype)
         self.rope_table = self._rope_table(hidden, capacity) if _static_rope(self.decoder.rotary_emb) else None
         shared = min(shared_prefix, length - 1) if rows > 1 else 0  # the last column's logits are every row's own
         if shared > 0:
@@ -157,12 +164,14 @@ class LeanDecoder:
         self, hidden: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor, mask: torch.Tensor, start: int
     ) -> torch.Tensor:
         end = start + (hidden.shape[1] if hidden.dim() == 3 else 1)  # a step's hidden states: [rows, hidden]
-        for index, plan in enumerate(self.plans):
+        step = hidden.dim() == 2
+        for index, plan in enumerate(self.step_plans if step else self.plans):
             hidden = hidden + self._attention(plan, hidden, cos, signed_sin, mask, index, start, end)
             normed = plan.post_norm(hidden)
             hidden = hidden + plan.down(F.silu(plan.gate(normed)) * plan.up(normed))
-        last = _rms_norm(hidden[:, -1] if hidden.dim() == 3 else hidden, self.decoder.norm, self.eps)
-        return _linear(self.lm.lm_head, last)
+        if step:
+            return self.step_head(self.step_norm(hidden))
+        return _linear(self.lm.lm_head, _rms_norm(hidden[:, -1], self.decoder.norm, self.eps))
 
     def _attention(
         self,
@@ -211,22 +220,29 @@ class _LayerPlan:
     becomes ``F.linear`` over its weights (no module call, no attribute look-ups on each of a step's seven
     projections), an adapter layer or a hooked module stays a module call."""
 
-    def __init__(self, layer: nn.Module, eps: float):
+    def __init__(self, layer: nn.Module, eps: float, dtype: torch.dtype, *, step: bool):
         attention, mlp = layer.self_attn, layer.mlp
-        self.q, self.k, self.v, self.o = (_projection(getattr(attention, f"{n}_proj")) for n in "qkvo")
-        self.gate, self.up, self.down = (_projection(getattr(mlp, f"{n}_proj")) for n in ("gate", "up", "down"))
-        self.input_norm = partial(_rms_norm, norm=layer.input_layernorm, eps=eps)
-        self.post_norm = partial(_rms_norm, norm=layer.post_attention_layernorm, eps=eps)
+        self.q, self.k, self.v, self.o = (_projection(getattr(attention, f"{n}_proj"), step) for n in "qkvo")
+        mlps = (getattr(mlp, f"{n}_proj") for n in ("gate", "up", "down"))
+        self.gate, self.up, self.down = (_projection(module, step) for module in mlps)
+        self.input_norm = _norm(layer.input_layernorm, eps, dtype)
+        self.post_norm = _norm(layer.post_attention_layernorm, eps, dtype)
         qwen3 = hasattr(attention, "q_norm")  # Qwen3: RMSNorm over each head before the rotation
-        self.q_norm = partial(_rms_norm, norm=attention.q_norm, eps=eps) if qwen3 else None
-        self.k_norm = partial(_rms_norm, norm=attention.k_norm, eps=eps) if qwen3 else None
+        self.q_norm = _norm(attention.q_norm, eps, dtype) if qwen3 else None
+        self.k_norm = _norm(attention.k_norm, eps, dtype) if qwen3 else None
         self.scaling = attention.scaling
 
 
-def _projection(module: nn.Module) -> Callable[[torch.Tensor], torch.Tensor]:
-    if type(module) is nn.Linear and not (module._forward_hooks or module._forward_pre_hooks):
+def _projection(module: nn.Module, step: bool) -> Callable[[torch.Tensor], torch.Tensor]:
+    """``module`` as a function; a plain ``nn.Linear`` as ``F.linear``, or for a step's 2-D input as the very
+    kernel ``F.linear`` calls there (``mm`` / ``addmm`` with the weight's transpose), less its dispatch."""
+    if type(module) is not nn.Linear or module._forward_hooks or module._forward_pre_hooks:
+        return module
+    if not step:
         return partial(F.linear, weight=module.weight, bias=module.bias)
-    return module
+    if module.bias is None:
+        return partial(torch.mm, mat2=module.weight.t())
+    return partial(torch.addmm, module.bias, mat2=module.weight.t())
 
 
 def _static_rope(rotary: nn.Module) -> bool:
@@ -236,10 +252,11 @@ def _static_rope(rotary: nn.Module) -> bool:
 
 
 def _embed(embedding: nn.Module, ids: torch.Tensor) -> torch.Tensor:
-    """``embedding(ids)``; a plain ``nn.Embedding`` without hooks as ``F.embedding``."""
+    """``embedding(ids)`` of 1-D ``ids``; a plain ``nn.Embedding`` without hooks as the gather ``F.embedding``
+    makes of them."""
     plain = type(embedding) is nn.Embedding and embedding.max_norm is None
     if plain and not (embedding._forward_hooks or embedding._forward_pre_hooks):
-        return F.embedding(ids, embedding.weight, embedding.padding_idx)
+        return embedding.weight.index_select(0, ids)
     return embedding(ids)
 
 
@@ -255,6 +272,14 @@ def _global_hooks() -> bool:
     from torch.nn.modules import module as torch_module
 
     return bool(torch_module._global_forward_hooks or torch_module._global_forward_pre_hooks)
+
+
+def _norm(norm: nn.Module, eps: float, dtype: torch.dtype) -> Callable[[torch.Tensor], torch.Tensor]:
+    """``_rms_norm`` over ``norm`` for inputs of ``dtype``; in fp32 the fused kernel with its arguments bound."""
+    if dtype == torch.float32 and norm.weight.dtype == torch.float32:
+        eps = getattr(norm, "variance_epsilon", eps)
+        return partial(torch.rms_norm, normalized_shape=tuple(norm.weight.shape), weight=norm.weight, eps=eps)
+    return partial(_rms_norm, norm=norm, eps=eps)
 
 
 def _rms_norm(x: torch.Tensor, norm: nn.Module, eps: float) -> torch.Tensor:
