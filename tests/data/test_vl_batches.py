@@ -178,6 +178,7 @@ def test_image_only_batches_equal_the_full_processor_call(tmp_path, model_type):
                 attention_mask=expected["attention_mask"],
             )
             assert torch.equal(got["position_ids"], rope), size
+    assert fast.direct_patches  # after the first check, pixels from the image processor's own steps: equal above
     masked = VLCollator(
         processor, processor.tokenizer.pad_token_id, family.model_input_keys, image_token_id=image_token_id
     )

@@ -25,7 +25,7 @@ import torch
 
 from honing.data.collate import PadCollator
 from honing.data.vision.causal_masks import causal_padding_mask
-from honing.data.vision.image_tensors import CHANNELS_FIRST, channel_first_images
+from honing.data.vision.image_tensors import CHANNELS_FIRST, channel_first_images, qwen_patches
 from honing.data.vision.rope_positions import image_rope_positions, vision_rope_positions
 from honing.errors import DataError
 
@@ -126,6 +126,8 @@ class VLCollator(PadCollator):
         #: set by the recipe when the model attends with sdpa: a padded micro-batch with rope positions also gets
         #: the model's 4-D causal mask (``causal_padding_mask``), which the model takes instead of building it
         self.sdpa_masks = False
+        #: whether ``qwen_patches`` gives what the image processor's call does (None: not checked yet)
+        self.direct_patches: bool | None = None
 
     def model_inputs(self, micro_batch: Mapping[str, Any]) -> dict[str, Any]:
         """The forward's keywords; the 4-D causal mask, where the micro-batch has one, as its attention mask."""
@@ -174,6 +176,24 @@ class VLCollator(PadCollator):
                 micro[key] = value
         return micro
 
+    def _image_inputs(self, images: Sequence[object]) -> Mapping[str, torch.Tensor]:
+        """``pixel_values`` and ``image_grid_thw`` of a micro-batch's images: from the image processor's own steps
+        on a stack per image size (``qwen_patches``) once its first result equalled the processor's call, else from
+        the call, with images of one size resized and normalized as one stack (transformers does each alone on
+        CPU: the same numbers) and RGB ones handed over as tensors converted together (``channel_first_images``)."""
+        image_processor = self.processor.image_processor
+        direct = qwen_patches(image_processor, images) if self.direct_patches is not False else None
+        if direct is not None and self.direct_patches:
+            return direct
+        tensors = channel_first_images(images)
+        layout = CHANNELS_FIRST if tensors is not None else {}
+        encoding = image_processor(
+            images=images if tensors is None else tensors, return_tensors="pt", disable_grouping=False, **layout
+        )
+        if direct is not None:  # the first check decides for the run: the processor and its settings are fixed
+            self.direct_patches = all(torch.equal(direct[key], encoding[key]) for key in direct)
+        return encoding
+
     def _with_images_only(self, micro: dict[str, torch.Tensor], rows: Sequence[Sequence[Any]]) -> dict[str, Any]:
         """``micro`` with the image processor's fields, token types read off the stored ids and, when it holds
         images, the model's 3-D rope positions and its vision tower's patch positions (``image_rope_positions``,
@@ -184,14 +204,7 @@ class VLCollator(PadCollator):
         images = [image for row in rows for image in row]
         expected = torch.zeros(len(rows), dtype=torch.long)
         if images:
-            # images of one size resized and normalized as one stack (transformers does each alone on CPU): the
-            # same numbers, a fifth less time for 8 small images; RGB images handed over as tensors converted
-            # together per size (``channel_first_images``), not one by one inside the processor
-            tensors = channel_first_images(images)
-            layout = CHANNELS_FIRST if tensors is not None else {}
-            encoding = self.processor.image_processor(
-                images=images if tensors is None else tensors, return_tensors="pt", disable_grouping=False, **layout
-            )
+            encoding = self._image_inputs(images)
             merge = int(getattr(self.processor.image_processor, "merge_size", 1))
             per_image = encoding["image_grid_thw"].prod(-1) // merge**2
             owner = torch.repeat_interleave(torch.arange(len(rows)), torch.tensor([len(row) for row in rows]))
