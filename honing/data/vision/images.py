@@ -191,7 +191,7 @@ def _to_rgb(item: ContentItem, image: Image) -> Image:
     from PIL import ImageOps
 
     try:
-        image = ImageOps.exif_transpose(image)
+        ImageOps.exif_transpose(image, in_place=True)  # not a copy of every upright image (the image is ours)
     except (OSError, ValueError, SyntaxError, KeyError, TypeError, ZeroDivisionError):
         pass  # a malformed EXIF block says nothing reliable about orientation; the pixels themselves are fine
     if image.mode == "F":  # Pillow would clamp the floats to 0-255, wrong for the usual 0-1 scale
