@@ -75,7 +75,8 @@ class LeanDecoder:
         self.valid = torch.empty(0, dtype=torch.bool)
         self.length = 0
         self.position = torch.empty(0, dtype=torch.long)
-        self.step_mask = self.valid  # ``valid`` as sdpa's [rows, 1, 1, capacity] mask: a step slices its columns
+        # ``valid`` as sdpa's additive [rows, 1, 1, capacity] mask (0 or -inf): a step slices its columns
+        self.step_mask = torch.empty(0)
         # cos and signed sin of every position the rollout reaches, [capacity, 1, head_dim] (None: a RoPE whose
         # frequencies change with the length, computed per step as transformers does)
         self.rope_table: tuple[torch.Tensor, torch.Tensor] | None = None
@@ -110,9 +111,10 @@ class LeanDecoder:
         causal = torch.ones(length, length, dtype=torch.bool, device=device).tril()
         # a padding query sees itself too: a row with no visible key would give NaN that then reaches real rows
         mask = (causal & self.valid[:, None, None, :length]) | torch.eye(length, dtype=torch.bool, device=device)
+        mask = _additive(mask, hidden.dtype)
         self.length = length
         self.position = positions[:, -1:]
-        self.step_mask = self.valid[:, None, None]
+        self.step_mask = _additive(self.valid[:, None, None], hidden.dtype)
         self.swap = self.swap.to(device)
         # hooks and adapters as they are now
         self.plans = [_LayerPlan(layer, self.eps, hidden.dtype, step=False) for layer in self.layers]
@@ -243,6 +245,12 @@ def _projection(module: nn.Module, step: bool) -> Callable[[torch.Tensor], torch
     if module.bias is None:
         return partial(torch.mm, mat2=module.weight.t())
     return partial(torch.addmm, module.bias, mat2=module.weight.t())
+
+
+def _additive(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """A boolean attention mask as the additive one sdpa turns it into on every call (0 where seen, -inf
+    elsewhere, in the queries' dtype): converted once, not in each layer of each step."""
+    return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(~mask, float("-inf"))
 
 
 def _static_rope(rotary: nn.Module) -> bool:
