@@ -5,7 +5,10 @@ A GRPO step decodes one token at a time for every completion, and at rollout bat
 is small: the transformers forward spends most of its time building masks, growing its cache by concatenation
 and dispatching a hundred small operators a layer. This decoder runs the model's own modules (so LoRA adapters,
 biases and the checkpoint's weights are the ones used) over a cache allocated once for the whole rollout, with a
-padding mask kept as one boolean buffer, fused RMSNorm and sdpa. It covers the architectures whose layer is
+padding mask kept as one additive buffer, fused RMSNorm and sdpa. What a step repeats is cut to the operators it
+needs (about 131 a step for 4 layers): RoPE's cos and sin tabled once, one token's hidden states kept 2-D (each
+projection one ``mm``), weights and norms bound once per rollout; every change there is checked to give the same
+bits as the straightforward computation, so seeded completions do not move. It covers the architectures whose layer is
 exactly Llama's (Llama, Mistral without a sliding window, Qwen2, Qwen3 with its per-head norms); anything else,
 and sharded (FSDP2) models, whose forward must go through the root module's all-gather, return ``None`` from
 :func:`lean_decoder` and decode with transformers.
