@@ -7,19 +7,12 @@ import json
 import pytest
 import yaml
 
-from tests.distributed.runs import failure_excerpt, honing_train
+from tests.distributed.runs import TINY_LLAMA_CONFIG, failure_excerpt, honing_train
 
 pytestmark = pytest.mark.slow
 
 STEPS = 4
-MODEL = {
-    "model_type": "llama",
-    "hidden_size": 32,
-    "num_hidden_layers": 1,
-    "num_attention_heads": 2,
-    "num_key_value_heads": 2,
-    "intermediate_size": 64,
-}
+MODEL = TINY_LLAMA_CONFIG
 COMMON = {
     "optim": {"lr": 1e-3},
     "callbacks": {"sample": {"enabled": False}, "console": {"plain": True}, "checkpointer": {"save_interval": 100}},

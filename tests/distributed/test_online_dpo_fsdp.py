@@ -8,19 +8,12 @@ import pytest
 import yaml
 from safetensors.torch import load_file
 
-from tests.distributed.runs import assert_same_weights, failure_excerpt, honing_train, metrics
+from tests.distributed.runs import TINY_LLAMA_CONFIG, assert_same_weights, failure_excerpt, honing_train, metrics
 
 pytestmark = pytest.mark.slow
 
 STEPS = 3
-MODEL = {
-    "model_type": "llama",
-    "hidden_size": 32,
-    "num_hidden_layers": 1,
-    "num_attention_heads": 2,
-    "num_key_value_heads": 2,
-    "intermediate_size": 64,
-}
+MODEL = TINY_LLAMA_CONFIG
 
 
 def run(tmp_path, name, *overrides):

@@ -5,7 +5,7 @@ filler batch, which counts nothing."""
 import pytest
 import yaml
 
-from tests.distributed.runs import failure_excerpt, honing_train, metrics
+from tests.distributed.runs import TINY_LLAMA_CONFIG, failure_excerpt, honing_train, metrics
 
 pytestmark = pytest.mark.slow
 
@@ -20,16 +20,7 @@ CONFIG = {
         "global_batch_size": 4,
         "micro_batch_size": 2,
     },
-    "model": {
-        "config": {
-            "model_type": "llama",
-            "hidden_size": 32,
-            "num_hidden_layers": 1,
-            "num_attention_heads": 2,
-            "num_key_value_heads": 2,
-            "intermediate_size": 64,
-        }
-    },
+    "model": {"config": TINY_LLAMA_CONFIG},
     "optim": {"lr": 1e-2},
     "callbacks": {
         "sample": {"enabled": False},
