@@ -11,6 +11,17 @@ import torch
 
 from honing.train import Callback
 
+#: the tiny Llama that runs build from ``model.config`` (one layer, no dropout: tests of ranks, methods and keys, not
+#: of capacity)
+TINY_LLAMA_CONFIG = {
+    "model_type": "llama",
+    "hidden_size": 32,
+    "num_hidden_layers": 1,
+    "num_attention_heads": 2,
+    "num_key_value_heads": 2,
+    "intermediate_size": 64,
+}
+
 
 class TokenDataset(torch.utils.data.Dataset):
     """Random token rows (seeded), shaped like PretrainDataset's items."""

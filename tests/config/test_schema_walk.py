@@ -24,17 +24,11 @@ from honing.config.keys import section_type
 from honing.config.methods import METHODS, refused_key
 from honing.config.schema import RunConfig
 from tests.config.online_dpo_scenario import online_dpo_runs
+from tests.helpers import TINY_LLAMA_CONFIG
 
 pytestmark = pytest.mark.slow
 
-MODEL = {
-    "model_type": "llama",
-    "hidden_size": 32,
-    "num_hidden_layers": 1,
-    "num_attention_heads": 2,
-    "num_key_value_heads": 2,
-    "intermediate_size": 64,
-}
+MODEL = TINY_LLAMA_CONFIG
 
 
 # the generation eval's metrics: its own two and a reward of the registry

@@ -45,17 +45,6 @@ callbacks:
 """
 
 
-#: the tiny Llama the distributed method tests build from ``model.config`` (one layer: they test ranks, not capacity)
-TINY_LLAMA_CONFIG = {
-    "model_type": "llama",
-    "hidden_size": 32,
-    "num_hidden_layers": 1,
-    "num_attention_heads": 2,
-    "num_key_value_heads": 2,
-    "intermediate_size": 64,
-}
-
-
 def dumping_recipe(tmp_path: Path, monkeypatch: Any, module: str, source: str) -> None:
     """A test's recipe (``source``, importable as ``module``) and the never-flat reward ``varied_reward`` written to
     ``tmp_path``, which the runs import from (PYTHONPATH) and dump their records to (DUMP_DIR)."""

@@ -10,7 +10,8 @@ import torch
 import yaml
 
 from honing.losses import group_advantages
-from tests.distributed.runs import TINY_LLAMA_CONFIG, dumping_recipe, failure_excerpt, honing_train, metrics
+from tests.distributed.runs import dumping_recipe, failure_excerpt, honing_train, metrics
+from tests.helpers import TINY_LLAMA_CONFIG
 
 pytestmark = pytest.mark.slow
 

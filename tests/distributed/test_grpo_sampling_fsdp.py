@@ -6,7 +6,8 @@ import pytest
 import yaml
 from safetensors.torch import load_file
 
-from tests.distributed.runs import TINY_LLAMA_CONFIG, assert_same_weights, failure_excerpt, honing_train, metrics
+from tests.distributed.runs import assert_same_weights, failure_excerpt, honing_train, metrics
+from tests.helpers import TINY_LLAMA_CONFIG
 from tests.recipes.test_grpo_estimators import FLAT_REWARD
 
 pytestmark = pytest.mark.slow

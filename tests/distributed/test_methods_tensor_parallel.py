@@ -7,7 +7,8 @@ import json
 import pytest
 import yaml
 
-from tests.distributed.runs import TINY_LLAMA_CONFIG, failure_excerpt, honing_train
+from tests.distributed.runs import failure_excerpt, honing_train
+from tests.helpers import TINY_LLAMA_CONFIG
 
 pytestmark = pytest.mark.slow
 

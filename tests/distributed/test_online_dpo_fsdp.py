@@ -8,7 +8,8 @@ import pytest
 import yaml
 from safetensors.torch import load_file
 
-from tests.distributed.runs import TINY_LLAMA_CONFIG, assert_same_weights, failure_excerpt, honing_train, metrics
+from tests.distributed.runs import assert_same_weights, failure_excerpt, honing_train, metrics
+from tests.helpers import TINY_LLAMA_CONFIG
 
 pytestmark = pytest.mark.slow
 

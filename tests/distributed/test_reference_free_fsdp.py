@@ -5,7 +5,8 @@ filler batch, which counts nothing."""
 import pytest
 import yaml
 
-from tests.distributed.runs import TINY_LLAMA_CONFIG, failure_excerpt, honing_train, metrics
+from tests.distributed.runs import failure_excerpt, honing_train, metrics
+from tests.helpers import TINY_LLAMA_CONFIG
 
 pytestmark = pytest.mark.slow
 

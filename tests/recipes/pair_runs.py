@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tests.helpers import TINY_LLAMA_CONFIG
+
 
 def pair_run(tmp_path, method: str, name: str, *, steps: int, validation_samples: int, **sections: Any) -> dict:
     """The raw config of a ``method`` run in ``tmp_path/name``; a dict in ``sections`` updates that section's keys,
@@ -22,14 +24,7 @@ def pair_run(tmp_path, method: str, name: str, *, steps: int, validation_samples
             "cache_dir": str(tmp_path / "cache"),
         },
         "model": {
-            "config": {
-                "model_type": "llama",
-                "hidden_size": 32,
-                "num_hidden_layers": 1,
-                "num_attention_heads": 2,
-                "num_key_value_heads": 2,
-                "intermediate_size": 64,
-            },
+            "config": dict(TINY_LLAMA_CONFIG),
             "lora": {"rank": 4, "alpha": 8},
         },
         "optim": {"lr": 1e-2},

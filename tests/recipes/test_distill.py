@@ -14,15 +14,9 @@ from honing.config import ConfigError, validate
 from honing.data.chat.chat_tokenizer import chat_tokenizer
 from honing.methods.distill import DistillTrainModule
 from honing.recipes.distill import DistillRecipe
+from tests.helpers import TINY_LLAMA_CONFIG
 
-TINY = {
-    "model_type": "llama",
-    "hidden_size": 32,
-    "num_hidden_layers": 1,
-    "num_attention_heads": 2,
-    "num_key_value_heads": 2,
-    "intermediate_size": 64,
-}
+TINY = TINY_LLAMA_CONFIG
 
 
 def raw_config(tmp_path, name="run", *, steps=3, teacher=None, **sections):

@@ -18,6 +18,7 @@ from honing.config import validate
 from honing.errors import DataError
 from honing.recipes.grpo import GRPORecipe
 from tests.e2e.test_cli import final_weights, honing
+from tests.helpers import TINY_LLAMA_CONFIG
 
 
 def grpo_raw(tmp_path, **grpo):
@@ -37,17 +38,7 @@ def grpo_raw(tmp_path, **grpo):
             "micro_batch_size": 1,
             "cache_dir": str(tmp_path / "cache"),
         },
-        "model": {
-            "config": {
-                "model_type": "llama",
-                "hidden_size": 32,
-                "num_hidden_layers": 1,
-                "num_attention_heads": 2,
-                "num_key_value_heads": 2,
-                "intermediate_size": 64,
-                "attention_dropout": 0.1,
-            }
-        },
+        "model": {"config": {**TINY_LLAMA_CONFIG, "attention_dropout": 0.1}},
         "optim": {"lr": 1e-2},
         "grpo": {
             "num_generations": 4,
