@@ -352,7 +352,8 @@ def total_grad_norm(
     parallelism, experts over ``ep``): each mesh's gradients are normed together, made whole, then combined."""
     norms = []
     for group in _params_by_mesh(params) if groups is None else groups:
-        norm = torch.nn.utils.get_total_norm([param.grad for param in group])
+        grads = [param.grad for param in group]
+        norm = _one_device_norm(grads) if _on_one_device(grads) else torch.nn.utils.get_total_norm(grads)
         norms.append(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
     if not norms:
         return torch.zeros(())
@@ -372,6 +373,34 @@ def clip_grads(
     from torch.distributed.tensor.experimental import implicit_replication
 
     for group in _params_by_mesh(params) if groups is None else groups:
+        grads = [param.grad for param in group]
+        if _on_one_device(grads) and grads[0].device == total_norm.device:
+            _scale_one_device(grads, float(max_norm), total_norm)
+            continue
         # the plain-tensor coefficient multiplies DTensor gradients as a replicated scalar
         with implicit_replication():
             torch.nn.utils.clip_grads_with_norm_(group, max_norm, total_norm)
+
+
+def _on_one_device(grads: list[torch.Tensor]) -> bool:
+    """Whether ``grads`` are plain tensors of one device and dtype that torch's foreach kernels take (the case
+    where torch's ``get_total_norm`` and ``clip_grads_with_norm_`` make one group and one foreach call)."""
+    first = grads[0]
+    return first.device.type in ("cpu", "cuda") and all(
+        type(grad) is torch.Tensor and grad.device == first.device and grad.dtype == first.dtype for grad in grads
+    )
+
+
+@torch.no_grad()
+def _one_device_norm(grads: list[torch.Tensor]) -> torch.Tensor:
+    """The L2 norm of ``grads`` together as torch's ``get_total_norm`` computes it for one device and dtype (one
+    ``_foreach_norm``, the norms stacked in order, their norm: the same bits), without its per-gradient ``.to`` to
+    the first gradient's device, a no-op call per parameter that costs more than the norm on a small model."""
+    return torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads, 2.0)), 2.0)
+
+
+@torch.no_grad()
+def _scale_one_device(grads: list[torch.Tensor], max_norm: float, total_norm: torch.Tensor) -> None:
+    """torch's ``clip_grads_with_norm_`` for gradients on one device and dtype, without its grouping and its no-op
+    ``.to`` of the coefficient: the same coefficient, clamped at 1 (no host sync), in one ``_foreach_mul_``."""
+    torch._foreach_mul_(grads, torch.clamp(max_norm / (total_norm + 1e-6), max=1.0))
