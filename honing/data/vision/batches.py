@@ -202,24 +202,24 @@ class VLCollator(PadCollator):
         image_tokens = (micro["input_ids"] == self.image_token_id) & micro["attention_mask"].bool()
         micro["mm_token_type_ids"] = image_tokens.long()  # as the processor gives it
         images = [image for row in rows for image in row]
-        expected = torch.zeros(len(rows), dtype=torch.long)
+        expected, grids = [0] * len(rows), []
         if images:
             encoding = self._image_inputs(images)
             merge = int(getattr(self.processor.image_processor, "merge_size", 1))
-            per_image = encoding["image_grid_thw"].prod(-1) // merge**2
-            owner = torch.repeat_interleave(torch.arange(len(rows)), torch.tensor([len(row) for row in rows]))
-            expected.index_add_(0, owner, per_image)
+            # listed once for the count below and both rope positions: a few small ints, cheaper than torch ops
+            grids = encoding["image_grid_thw"].tolist()
+            tokens = iter(t * h * w // merge**2 for t, h, w in grids)
+            expected = [sum(next(tokens) for _ in row) for row in rows]
             micro.update(pixel_values=encoding["pixel_values"], image_grid_thw=encoding["image_grid_thw"])
-        if not torch.equal(image_tokens.sum(1), expected):
+        found = image_tokens.sum(1).tolist()
+        if found != expected:
             raise DataError(
-                f"rows hold {image_tokens.sum(1).tolist()} image tokens but their images give {expected.tolist()}: "
+                f"rows hold {found} image tokens but their images give {expected}: "
                 "the images or the image processor changed since the data set was built"
             )
         if images:
-            micro["position_ids"] = image_rope_positions(
-                image_tokens, micro["attention_mask"], micro["image_grid_thw"], merge
-            )
-            micro["image_position_ids"] = vision_rope_positions(micro["image_grid_thw"], merge)
+            micro["position_ids"] = image_rope_positions(image_tokens, micro["attention_mask"], grids, merge)
+            micro["image_position_ids"] = vision_rope_positions(grids, merge)
             # the model reads the 2-D mask only for rope positions, given above; unpadded rows keep it (see
             # ``honing.data.vision.causal_masks``)
             if self.sdpa_masks and int(micro["num_real_tokens"].min()) < micro["input_ids"].shape[1]:

@@ -28,12 +28,13 @@ import torch
 
 
 def image_rope_positions(
-    image_tokens: torch.Tensor, attention_mask: torch.Tensor, image_grid_thw: torch.Tensor, merge_size: int
+    image_tokens: torch.Tensor, attention_mask: torch.Tensor, grids: list[list[int]], merge_size: int
 ) -> torch.Tensor:
     """``[3, rows, width]`` positions of a batch whose real image tokens are ``image_tokens`` (bool, rows x width),
-    its images' grids ``image_grid_thw`` in row order, as the model's ``get_rope_index`` gives them. Computed in
-    NumPy on the collator's CPU tensors: the same integers as torch ops would give, each op a fraction of a torch
-    op's fixed cost (~40 torch ops here cost ~0.4 ms for 8 rows on this project's 2-core machine)."""
+    its images' grids ``grids`` (``image_grid_thw`` as a list) in row order, as the model's ``get_rope_index`` gives
+    them. Computed in NumPy on the collator's CPU tensors: the same integers as torch ops would give, each op a
+    fraction of a torch op's fixed cost (~40 torch ops here cost ~0.4 ms for 8 rows on this project's 2-core
+    machine)."""
     real = attention_mask.numpy().astype(bool)
     tokens = image_tokens.numpy()
     index = real.cumsum(1, dtype=np.int64) - 1  # each token's place among its row's real tokens
@@ -41,7 +42,6 @@ def image_rope_positions(
     edges = np.diff(np.pad(tokens.astype(np.int8), ((0, 0), (1, 1))), axis=1)
     rows, starts = np.nonzero(edges == 1)
     stops = np.nonzero(edges == -1)[1]
-    grids = image_grid_thw.tolist()
     # after each image its row's later tokens move by (the positions it spans) - (its tokens)
     moves = np.array([max(h, w) // merge_size for _, h, w in grids], dtype=np.int64) - (stops - starts)
     shift = np.zeros((index.shape[0], index.shape[1] + 1), dtype=np.int64)
@@ -62,11 +62,11 @@ def _grid_offsets(frames: int, height: int, width: int) -> np.ndarray:
     return np.stack(grid).reshape(3, -1).astype(np.int64)
 
 
-def vision_rope_positions(image_grid_thw: torch.Tensor, merge_size: int) -> torch.Tensor:
-    """``[patches, 2]`` (height, width) rotary positions of the vision tower's patches, the images' in order, as
-    transformers' ``vision_utils.get_vision_position_ids`` gives them (passed as ``image_position_ids``, the tower
-    skips its own per-image loop); one cached block per image size."""
-    return torch.cat([_patch_positions(t, h, w, merge_size) for t, h, w in image_grid_thw.tolist()])
+def vision_rope_positions(grids: list[list[int]], merge_size: int) -> torch.Tensor:
+    """``[patches, 2]`` (height, width) rotary positions of the vision tower's patches, the images' (``grids``:
+    ``image_grid_thw`` as a list) in order, as transformers' ``vision_utils.get_vision_position_ids`` gives them
+    (passed as ``image_position_ids``, the tower skips its own per-image loop); one cached block per image size."""
+    return torch.cat([_patch_positions(t, h, w, merge_size) for t, h, w in grids])
 
 
 @lru_cache(maxsize=64)
