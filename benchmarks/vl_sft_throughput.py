@@ -204,6 +204,43 @@ def hf_timer(times: dict[int, float], warmup: int, steps: int) -> Any:
 
 
 # --- honing -------------------------------------------------------------------------------------------------
+def honing_config(folder: str, model_dir: str, rows: str, total_steps: int, threads: int) -> dict[str, Any]:
+    """honing's ``vl_sft`` config at this benchmark's setting (also read by ``vl_sft_step_ops.py``)."""
+    return {
+        "method": "vl_sft",
+        "trainer": {
+            "save_folder": folder,
+            "max_duration": f"{total_steps}steps",
+            "seed": SEED,
+            "precision": "fp32",
+            "device": "cpu",
+            "num_threads": threads,
+        },
+        "model": {"name_or_path": model_dir, "lora": None, "freeze_vision": True, "attn_implementation": "sdpa"},
+        "data": {
+            "train": {"sources": [{"path": rows}]},
+            "seq_len": MAX_LENGTH,
+            "global_batch_size": BATCH,
+            "shuffle": False,
+            "group_by_length": False,
+        },
+        "optim": {
+            "lr": LR,
+            "weight_decay": 0.0,
+            "betas": list(BETAS),
+            "eps": 1e-8,
+            "grad_clip": 1.0,
+            "fused": True,
+        },
+        "scheduler": {"name": "constant"},
+        "callbacks": {
+            "evaluator": {"enabled": False},
+            "sample": {"enabled": False},
+            "checkpointer": {"save_interval": 10**6},
+        },
+    }
+
+
 def run_honing(model_dir: str, rows: str, warmup: int, steps: int, threads: int) -> dict[str, float]:
     """honing's ``vl_sft`` recipe from a config, as ``honing train`` runs it (its default callbacks, minus
     validation and samples), with a recipe subclass that adds the timer and the token counter."""
@@ -234,39 +271,7 @@ def run_honing(model_dir: str, rows: str, warmup: int, steps: int, threads: int)
             return {**super().build_callbacks(parts), "benchmark_timer": Timer()}
 
     with tempfile.TemporaryDirectory() as folder:
-        config = {
-            "method": "vl_sft",
-            "trainer": {
-                "save_folder": folder,
-                "max_duration": f"{warmup + steps}steps",
-                "seed": SEED,
-                "precision": "fp32",
-                "device": "cpu",
-                "num_threads": threads,
-            },
-            "model": {"name_or_path": model_dir, "lora": None, "freeze_vision": True, "attn_implementation": "sdpa"},
-            "data": {
-                "train": {"sources": [{"path": rows}]},
-                "seq_len": MAX_LENGTH,
-                "global_batch_size": BATCH,
-                "shuffle": False,
-                "group_by_length": False,
-            },
-            "optim": {
-                "lr": LR,
-                "weight_decay": 0.0,
-                "betas": list(BETAS),
-                "eps": 1e-8,
-                "grad_clip": 1.0,
-                "fused": True,
-            },
-            "scheduler": {"name": "constant"},
-            "callbacks": {
-                "evaluator": {"enabled": False},
-                "sample": {"enabled": False},
-                "checkpointer": {"save_interval": 10**6},
-            },
-        }
+        config = honing_config(folder, model_dir, rows, warmup + steps, threads)
         recipe = BenchmarkRecipe(validate(config))
         recipe.run()
         trainable = trainable_params(recipe.model)
