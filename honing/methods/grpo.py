@@ -190,13 +190,13 @@ class GRPOTrainModule(BaseTrainModule):
             with torch.no_grad():
                 for micro in (micro for micro_batches in steps_micro for micro in micro_batches):
                     micro["old_logps"] = self.logps(self.model, micro)
-        stats = LossStats()
+        stats = LossStats()  # the last update's (each update starts its own)
         updates = [(i, k) for i in range(self.num_iterations) for k in range(len(steps))]  # TRL's and verl's order
         for update, (_, k) in enumerate(updates):
             if update:  # the previous update's optimizer step; the loop takes the last one
                 unrecorded_optim_step(self)
                 self.zero_grads()
-            stats = LossStats()
+                stats = LossStats()
             micro_loss = partial(self.micro_loss, stats=stats)
             if self.entropy_bonus is not None:  # RLOO's micro_loss takes no bonus
                 micro_loss = partial(micro_loss, micro_batches=len(steps_micro[k]), scale=scales[k])
@@ -272,11 +272,8 @@ class GRPOTrainModule(BaseTrainModule):
         if self.multi_objective_aggregation == "normalize_then_sum":
             aggregated = normalized_reward_sum(groups.rewards_per_func, scorer.weights, self.sampler.num_generations)
         advantages, std = self.score_rollouts(aggregated, rollouts, dry_run=dry_run)
-        prompt_tokens = int(prompt_mask.sum())
-        self._step_tokens = (
-            batch,
-            int(self.ranks.sum(torch.tensor(prompt_tokens + int(groups.attention().sum())))),
-        )
+        # prompt + generated tokens over every rank: one host read
+        self._step_tokens = (batch, int(self.ranks.sum(prompt_mask.sum() + groups.attention().sum())))
         if self.trainer is not None and not dry_run:
             trainer = self.trainer
             attention = groups.attention()

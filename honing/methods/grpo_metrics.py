@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -21,6 +20,11 @@ from honing.rl.rewards import RewardScorer
 
 if TYPE_CHECKING:
     from honing.train.trainer import Trainer
+
+
+#: ``LossStats`` sums (tokens, kl, low, high, region, clip units, metric, metric units) divided for the metrics
+_NUMERATORS = torch.tensor([1, 6, 2, 3, 4])
+_DENOMINATORS = torch.tensor([0, 7, 5, 5, 5])
 
 
 class RolloutMetrics:
@@ -47,27 +51,34 @@ class RolloutMetrics:
         rewards_per_func: torch.Tensor,
         std: torch.Tensor,
     ) -> None:
-        """The completions' lengths and clipping, and each reward's mean and spread, over every rank."""
-        record = partial(record_same, trainer)
+        """The completions' lengths and clipping, and each reward's mean and spread, over every rank (every value
+        computed as one by one, stacked, and read in one host copy)."""
         lengths = completion_mask.sum(1)  # the policy's tokens (tool answers are not counted, as TRL)
         ended = ended_rows(completion_ids, attention, self.stop_token_ids)
         lengths, ended = gather(lengths.float(), self.device), gather(ended.float(), self.device).bool()
         rewards_per_func, std = gather(rewards_per_func, self.device), gather(std.float(), self.device)
-        record("completions/mean_length", lengths.mean())
-        record("completions/min_length", lengths.min())
-        record("completions/max_length", lengths.max())
-        record("completions/clipped_ratio", (~ended).float().mean())
         terminated = lengths[ended] if ended.any() else torch.zeros(1)
-        record("completions/mean_terminated_length", terminated.mean())
-        record("completions/min_terminated_length", terminated.min())
-        record("completions/max_terminated_length", terminated.max())
+        values = {
+            "completions/mean_length": lengths.mean(),
+            **dict(zip(("completions/min_length", "completions/max_length"), torch.aminmax(lengths))),
+            "completions/clipped_ratio": (~ended).float().mean(),
+            "completions/mean_terminated_length": terminated.mean(),
+            **dict(
+                zip(
+                    ("completions/min_terminated_length", "completions/max_terminated_length"),
+                    torch.aminmax(terminated),
+                )
+            ),
+        }
         for index, name in enumerate(self.scorer.names):
-            record(f"rewards/{name}/mean", torch.nanmean(rewards_per_func[:, index]))
-            record(f"rewards/{name}/std", nanstd(rewards_per_func[:, index]))
+            values[f"rewards/{name}/mean"] = torch.nanmean(rewards_per_func[:, index])
+            values[f"rewards/{name}/std"] = nanstd(rewards_per_func[:, index])
         rewards = combine_rewards(rewards_per_func, self.scorer.weights)
-        record("reward", torch.nanmean(rewards))
-        record("reward_std", nanstd(rewards))
-        record("frac_reward_zero_std", torch.isclose(std, torch.zeros_like(std)).float().mean())
+        values["reward"] = torch.nanmean(rewards)
+        values["reward_std"] = nanstd(rewards)
+        values["frac_reward_zero_std"] = torch.isclose(std, torch.zeros_like(std)).float().mean()
+        for name, number in zip(values, torch.stack(list(values.values())).tolist()):
+            record_same(trainer, name, number)
 
     def tool_counts(self, trainer: Trainer, counts: torch.Tensor) -> None:
         """TRL's tools/call_frequency (calls per completion) and tools/failure_frequency (failed calls per call)."""
@@ -78,21 +89,22 @@ class RolloutMetrics:
 
     def loss_stats(self, trainer: Trainer, stats: LossStats, loss: PolicyLoss, kl_in_loss: bool) -> None:
         """The KL (where it is in the loss), the loss type's own metric, and the clip ratios of a clipped loss."""
-        record = partial(record_same, trainer)
-        totals = self.ranks.sum(torch.stack([*stats.sums(), *stats.metric]).to(self.device)).cpu()
-        tokens = totals[0].clamp(min=1)
+        totals = self.ranks.sum(torch.cat([stats.sums(), stats.metric]).to(self.device)).cpu()
+        # kl / tokens, metric / its units, low / high / region / clip units: one float32 division, as one by one
+        ratios = (totals[_NUMERATORS] / totals[_DENOMINATORS].clamp(min=1)).tolist()
+        recorded: list[tuple[str, float]] = []
         if loss.beta != 0.0 and kl_in_loss:
-            record("kl", totals[1] / tokens)
+            recorded.append(("kl", ratios[0]))
         if loss.loss_type in LOSS_METRICS:  # TRL's cispo_clip_ratio, vespo/phi_seq_mean
-            record(LOSS_METRICS[loss.loss_type], totals[6] / totals[7].clamp(min=1))
-        if not loss.clips:  # TRL records clip ratios for the clipped losses only
-            return
-        units = totals[5].clamp(min=1)  # tokens, or sequences where the ratio is one per sequence
-        record("clip_ratio/low_mean", totals[2] / units)
-        record("clip_ratio/high_mean", totals[3] / units)
-        record("clip_ratio/region_mean", totals[4] / units)
-        record("clip_ratio/low_min", gather(torch.cat(stats.low_per_sequence), self.device).min())
-        record("clip_ratio/high_max", gather(torch.cat(stats.high_per_sequence), self.device).max())
+            recorded.append((LOSS_METRICS[loss.loss_type], ratios[1]))
+        if loss.clips:  # TRL records clip ratios for the clipped losses only
+            recorded += zip(("clip_ratio/low_mean", "clip_ratio/high_mean", "clip_ratio/region_mean"), ratios[2:])
+            # the sequences' (low, high) fractions, every rank's (gathered: rows alternate low, high by rank)
+            clipped = gather(torch.cat(stats.clipped_per_sequence, dim=1), self.device)
+            extremes = torch.stack([clipped[0::2].min(), clipped[1::2].max()]).tolist()
+            recorded += zip(("clip_ratio/low_min", "clip_ratio/high_max"), extremes)
+        for name, value in recorded:
+            record_same(trainer, name, value)
 
     def sampling_counts(self, trainer: Trainer, counts: SamplingCounts) -> None:
         """verl's num_gen_batches (the same on every rank), and the groups summed over ranks."""

@@ -86,6 +86,7 @@ class GroupSampler:
         self.completions = completions
         #: fills more reward columns of each round's groups after the rewards (PPO's reward model); None: none
         self.rescore: Callable[[GeneratedGroups], None] | None = None
+        self._decoded: tuple[torch.Tensor, list[list[int]]] | None = None  # the last completions' token lists
 
     def groups(self, batch: Batch, step: int) -> tuple[GeneratedGroups, SamplingCounts | None]:
         """This step's groups of ``batch``'s prompts, and what dynamic sampling did (None: off)."""
@@ -116,7 +117,10 @@ class GroupSampler:
         sampled = self.transcripts(batch, prompts, prompt_ids, prompt_mask, seeds, **self.sampling)
         completion_ids, completion_mask = sampled.completion_ids, sampled.completion_mask
         columns = {name: [v for v in values for _ in range(group)][rows] for name, values in batch["columns"].items()}
-        columns["completion_ids"] = token_lists(completion_ids, completion_mask)
+        decoded = self._decoded  # the lists ``transcripts`` decoded the texts from, when these are its completions
+        same = decoded is not None and decoded[0] is completion_ids
+        columns["completion_ids"] = decoded[1] if same else token_lists(completion_ids, completion_mask)
+        self._decoded = None
         rewards_per_func = self.scorer.score(prompts, sampled.completions, columns)
         groups = GeneratedGroups(
             prompt_ids,
@@ -149,7 +153,9 @@ class GroupSampler:
         if self.tool_turns is not None:
             return self.tool_turns.sample(self, batch, prompts, prompt_ids, prompt_mask, seeds, **sampling)
         completion_ids, completion_mask = self.sample(batch, prompt_ids, prompt_mask, seeds, **sampling)
-        texts = self.tokenizer.batch_decode(token_lists(completion_ids, completion_mask), skip_special_tokens=True)
+        tokens = token_lists(completion_ids, completion_mask)
+        self._decoded = (completion_ids, tokens)  # the rewards' completion_ids column: read once
+        texts = self.tokenizer.batch_decode(tokens, skip_special_tokens=True)
         completions: list[Any] = [
             [{"role": "assistant", "content": text}] if isinstance(prompt, list) else text
             for prompt, text in zip(prompts, texts)
