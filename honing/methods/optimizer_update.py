@@ -10,7 +10,7 @@ import torch
 from honing.distributed import is_distributed
 from honing.errors import ConfigError
 from honing.methods.loss_scaling import LossScaler
-from honing.models.parallel import clip_grads, grads_by_mesh, total_grad_norm
+from honing.models.parallel import clip_grads, grads_by_mesh, on_one_device, total_grad_norm
 from honing.optim.schedulers import lr_factor
 from honing.train.metrics import ReduceType
 from honing.train.train_module import TrainModule
@@ -40,6 +40,7 @@ class OptimizerUpdate:
         self.loss_scaler = loss_scaler
         self.skip_nonfinite = skip_nonfinite
         self._params: list[torch.nn.Parameter] | None = None
+        self._one_device = False  # whether they are plain tensors of one device and dtype (``on_one_device``)
 
     def backward_scale(self, scale: torch.Tensor | float) -> torch.Tensor | float:
         """What backward is called with for a loss weighted by ``scale``: ``scale``, times the loss scale under
@@ -82,10 +83,11 @@ class OptimizerUpdate:
         ranks; the gradients are then clipped to ``max_norm`` (None: left as they are)."""
         if self._params is None:  # listing parameters every step costs more than clipping a small model
             self._params = [p for group in self.optimizer.param_groups for p in group["params"]]
+            self._one_device = on_one_device(self._params)
         groups = grads_by_mesh(self._params)
-        grad_norm = total_grad_norm(self._params, groups)
+        grad_norm = total_grad_norm(self._params, groups, one_device=self._one_device)
         if max_norm is not None:
-            clip_grads(self._params, max_norm, grad_norm, groups)
+            clip_grads(self._params, max_norm, grad_norm, groups, one_device=self._one_device)
         return grad_norm
 
     def step(self, module: TrainModule, loss: torch.Tensor | None) -> None:

@@ -343,17 +343,18 @@ def grads_by_mesh(params: list[torch.nn.Parameter]) -> list[list[torch.nn.Parame
 
 
 def total_grad_norm(
-    params: list[torch.nn.Parameter], groups: list[list[torch.nn.Parameter]] | None = None
+    params: list[torch.nn.Parameter], groups: list[list[torch.nn.Parameter]] | None = None, *, one_device: bool = False
 ) -> torch.Tensor:
     """The L2 norm of every gradient of ``params`` together, the same on every rank, as a plain tensor
-    (``groups``: ``grads_by_mesh(params)`` when the caller has it already).
+    (``groups``: ``grads_by_mesh(params)`` when the caller has it already; ``one_device``: ``on_one_device(params)``,
+    which a caller with fixed parameters asks once).
 
     Weights split over ranks are DTensors, possibly on different meshes (FSDP2 over data-parallel ranks, tensor
     parallelism, experts over ``ep``): each mesh's gradients are normed together, made whole, then combined."""
     norms = []
     for group in _params_by_mesh(params) if groups is None else groups:
         grads = [param.grad for param in group]
-        norm = _one_device_norm(grads) if _on_one_device(grads) else torch.nn.utils.get_total_norm(grads)
+        norm = _one_device_norm(grads) if one_device else torch.nn.utils.get_total_norm(grads)
         norms.append(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
     if not norms:
         return torch.zeros(())
@@ -367,27 +368,34 @@ def clip_grads(
     max_norm: float,
     total_norm: torch.Tensor,
     groups: list[list[torch.nn.Parameter]] | None = None,
+    *,
+    one_device: bool = False,
 ) -> None:
     """Scale the gradients of ``params`` so that their total norm is at most ``max_norm`` (no host sync;
-    ``groups``: ``grads_by_mesh(params)`` when the caller has it already)."""
+    ``groups``: ``grads_by_mesh(params)`` when the caller has it already; ``one_device``: ``on_one_device(params)``,
+    with ``total_norm`` on that device)."""
     from torch.distributed.tensor.experimental import implicit_replication
 
     for group in _params_by_mesh(params) if groups is None else groups:
-        grads = [param.grad for param in group]
-        if _on_one_device(grads) and grads[0].device == total_norm.device:
-            _scale_one_device(grads, float(max_norm), total_norm)
+        if one_device:
+            _scale_one_device([param.grad for param in group], float(max_norm), total_norm)
             continue
         # the plain-tensor coefficient multiplies DTensor gradients as a replicated scalar
         with implicit_replication():
             torch.nn.utils.clip_grads_with_norm_(group, max_norm, total_norm)
 
 
-def _on_one_device(grads: list[torch.Tensor]) -> bool:
-    """Whether ``grads`` are plain tensors of one device and dtype that torch's foreach kernels take (the case
-    where torch's ``get_total_norm`` and ``clip_grads_with_norm_`` make one group and one foreach call)."""
-    first = grads[0]
+def on_one_device(params: list[torch.nn.Parameter]) -> bool:
+    """Whether ``params`` are plain tensors (no DTensor) of one CPU or CUDA device and one dtype: their gradients,
+    which torch keeps at their parameter's device and dtype, then make the one group and the one foreach call of
+    torch's ``get_total_norm`` and ``clip_grads_with_norm_``. Asked once for fixed parameters: a check per gradient
+    every step costs about what it saves."""
+    if not params:
+        return False
+    first = params[0]
     return first.device.type in ("cpu", "cuda") and all(
-        type(grad) is torch.Tensor and grad.device == first.device and grad.dtype == first.dtype for grad in grads
+        type(param.data) is torch.Tensor and param.device == first.device and param.dtype == first.dtype
+        for param in params
     )
 
 
