@@ -84,13 +84,46 @@ def print_counts(events: list[FunctionEvent], steps: int) -> None:
     print(f"  {'total':24s} {sum(top.values()) / steps:7.1f} {sum(nested.values()) / steps:8.1f}")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+Profiler = cProfile.Profile | profile
+
+
+def step_arguments(description: str | None) -> argparse.Namespace:
+    """``--warmup``, ``--steps``, ``--threads`` and ``--python`` of a step-counting script."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--python", action="store_true", help="cProfile the steps instead (Python calls)")
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def step_profiler(args: argparse.Namespace) -> Profiler:
+    """cProfile with ``--python``, else torch's profiler of CPU operators."""
+    return cProfile.Profile() if args.python else profile(activities=[ProfilerActivity.CPU])
+
+
+def profile_window(profiler: Profiler, step: int, first: int, last: int) -> None:
+    """Start ``profiler`` at the end of step ``first``, stop it at the end of step ``last``."""
+    if step == first:
+        profiler.enable() if isinstance(profiler, cProfile.Profile) else profiler.__enter__()
+    elif step == last:
+        profiler.disable() if isinstance(profiler, cProfile.Profile) else profiler.__exit__(None, None, None)
+
+
+def report(profiler: Profiler, logged: list[tuple[int, dict[str, float]]], steps: int) -> None:
+    """Each step's logged metrics with every digit, then the counts (``print_counts``) or cProfile's top calls."""
+    for step, metrics in logged:
+        print(f"step {step}: " + ", ".join(f"{key} {value!r}" for key, value in metrics.items()))
+    if isinstance(profiler, cProfile.Profile):
+        stats = pstats.Stats(profiler)
+        print(f"Python calls per step: {stats.total_calls / steps:.0f}")  # type: ignore[attr-defined]
+        stats.sort_stats("tottime").print_stats(25)
+        return
+    print_counts(list(profiler.events()), steps)
+
+
+def main() -> None:
+    args = step_arguments(__doc__)
 
     from honing.config.loading import validate
     from honing.distributed import prepare_training_environment, teardown_training_environment
@@ -98,15 +131,12 @@ def main() -> None:
     from honing.train import Callback
 
     first, last = args.warmup, args.warmup + args.steps
-    profiler = cProfile.Profile() if args.python else profile(activities=[ProfilerActivity.CPU])
+    profiler = step_profiler(args)
     logged: list[tuple[int, dict[str, float]]] = []
 
     class Probe(Callback):
         def on_step_end(self) -> None:
-            if self.step == first:
-                profiler.enable() if isinstance(profiler, cProfile.Profile) else profiler.__enter__()
-            elif self.step == last:
-                profiler.disable() if isinstance(profiler, cProfile.Profile) else profiler.__exit__(None, None, None)
+            profile_window(profiler, self.step, first, last)
 
         def on_log(self, step: int, metrics: dict[str, float]) -> None:
             logged.append((step, {key: metrics[key] for key in LOGGED if key in metrics}))
@@ -138,14 +168,7 @@ def main() -> None:
         trainer.fit()
         teardown_training_environment()
 
-    for step, metrics in logged:
-        print(f"step {step}: " + ", ".join(f"{key} {value!r}" for key, value in metrics.items()))
-    if isinstance(profiler, cProfile.Profile):
-        stats = pstats.Stats(profiler)
-        print(f"Python calls per step: {stats.total_calls / args.steps:.0f}")  # type: ignore[attr-defined]
-        stats.sort_stats("tottime").print_stats(25)
-        return
-    print_counts(list(profiler.events()), args.steps)
+    report(profiler, logged, args.steps)
 
 
 if __name__ == "__main__":
