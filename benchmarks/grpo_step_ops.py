@@ -6,7 +6,7 @@ under ``torch.profiler`` (or ``cProfile`` with ``--python``), each phase wrapped
 (the decoder), decoding the texts, the rewards, the advantages, the rollout metrics, the log-prob forward, the loss,
 its clip / KL sums (``LossStats``), the loss metrics, backward, gradient clipping, the optimizer, the rest of
 train_batch / optim_step, and everything else (trainer bookkeeping and callbacks). It prints per step the top-level
-aten calls of each phase (``vl_sft_step_ops.print_counts``), and each step's logged ``train/`` and ``optim/`` metrics
+aten calls of each phase (``vl_sft_step_ops.report``), and each step's logged ``train/`` and ``optim/`` metrics
 with every digit, so that two trees' outputs show whether a change kept them bit for bit.
 
     .venv/bin/python benchmarks/grpo_step_ops.py [--warmup 3] [--steps 4] [--threads 1] [--python]
@@ -14,14 +14,9 @@ with every digit, so that two trees' outputs show whether a change kept them bit
 
 from __future__ import annotations
 
-import argparse
-import cProfile
-import pstats
-
 import grpo_throughput as benchmark  # benchmarks/ is on sys.path when a script runs
 import torch
-from torch.profiler import ProfilerActivity, profile
-from vl_sft_step_ops import labelled, print_counts
+from vl_sft_step_ops import labelled, profile_window, report, step_arguments, step_profiler
 
 #: (module, owner's attribute path, name, phase)
 PHASES = (
@@ -55,17 +50,11 @@ def label_phases() -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--steps", type=int, default=4)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--python", action="store_true", help="cProfile the steps instead (Python calls)")
-    args = parser.parse_args()
-
+    args = step_arguments(__doc__)
     import honing.train.callbacks.gc as gc_callbacks
 
     first, last = args.warmup, args.warmup + args.steps
-    profiler = cProfile.Profile() if args.python else profile(activities=[ProfilerActivity.CPU])
+    profiler = step_profiler(args)
     logged: list[tuple[int, dict[str, float]]] = []
 
     class ProbedGC(gc_callbacks.GarbageCollectorCallback):
@@ -73,10 +62,7 @@ def main() -> None:
 
         def on_step_end(self) -> None:
             super().on_step_end()
-            if self.step == first:
-                profiler.enable() if isinstance(profiler, cProfile.Profile) else profiler.__enter__()
-            elif self.step == last:
-                profiler.disable() if isinstance(profiler, cProfile.Profile) else profiler.__exit__(None, None, None)
+            profile_window(profiler, self.step, first, last)
 
         def on_log(self, step: int, metrics: dict[str, float]) -> None:
             logged.append((step, {k: v for k, v in sorted(metrics.items()) if k.startswith(("train/", "optim/"))}))
@@ -85,15 +71,7 @@ def main() -> None:
     label_phases()
     torch.set_num_threads(args.threads)
     benchmark.run_honing(first, args.steps)
-
-    for step, metrics in logged:
-        print(f"step {step}: " + ", ".join(f"{key} {value!r}" for key, value in metrics.items()))
-    if isinstance(profiler, cProfile.Profile):
-        stats = pstats.Stats(profiler)
-        print(f"Python calls per step: {stats.total_calls / args.steps:.0f}")  # type: ignore[attr-defined]
-        stats.sort_stats("tottime").print_stats(25)
-        return
-    print_counts(list(profiler.events()), args.steps)
+    report(profiler, logged, args.steps)
 
 
 if __name__ == "__main__":
