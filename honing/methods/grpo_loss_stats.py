@@ -50,8 +50,10 @@ class LossStats:
 
     @property
     def metric(self) -> torch.Tensor:
-        """A soft loss's metric: its sum and its units (zeros when none was added)."""
-        return torch.zeros(2) if self._metric is None else self._metric
+        """A soft loss's metric: its sum and its units (zeros, beside the sums, when none was added)."""
+        if self._metric is None:
+            return torch.zeros(2, device=None if self.totals is None else self.totals.device)
+        return self._metric
 
     def add_metric(self, mask: torch.Tensor, values: torch.Tensor) -> None:
         """Add a soft loss's metric: per token over the completion tokens, per sequence over the sequences."""

@@ -126,3 +126,14 @@ def test_rollout_metrics_equal_one_by_one():
     }
     assert logged == {f"train/{name}": value.double().item() for name, value in expected.items()}
     assert logged["train/completions/clipped_ratio"] == 5 / 8 and logged["train/frac_reward_zero_std"] == 0.5
+
+
+def test_loss_stats_stay_on_the_loss_device():
+    """The sums stay where the loss is (no host copy a micro-batch), and an absent soft metric sits beside them, so
+    the step's one ``torch.cat`` of both works on an accelerator too (``meta`` stands in for one here)."""
+    part = micro_batches(sequence_level=False)[0]
+    meta = {key: value.to("meta") for key, value in part.items()}
+    stats = LossStats()
+    stats.add(meta["mask"], meta["ratio"], meta["advantages"], None, 0.2, 0.28)
+    assert stats.sums().device.type == "meta" and stats.metric.device.type == "meta"
+    assert torch.cat([stats.sums(), stats.metric]).shape == (8,)
