@@ -107,9 +107,10 @@ class ModelSection(Section):
     freeze_language: bool = False
     """Vision-language SFT: freeze the language model and its LM head (Qwen-VL's ``tune_mm_llm: false``), so only
     the vision tower and / or the projector train; refused with LoRA (its adapters sit on the language model)."""
-    quantize: Literal["nf4", "int8"] | None = None
-    """QLoRA: the base's linear weights held quantized (torchao NF4 with double quantization, or int8 weight-only),
-    LoRA adapters trained on them in the compute dtype; exports are de-quantized and merged. None: not quantized."""
+    quantize: Literal["nf4", "fp4", "int8"] | None = None
+    """QLoRA: the base's linear weights held quantized (torchao NF4 with double quantization; ``fp4``: the same
+    blocks and scales with bitsandbytes' FP4 code instead of NormalFloat; or int8 weight-only), LoRA adapters trained
+    on them in the compute dtype; exports are de-quantized and merged. None: not quantized."""
     quantize_skip_modules: list[str] = Field(default_factory=list)
     """Linear layers ``quantize`` leaves in full precision, by module name, its last dotted parts (``out_proj``) or a
     module above them (``model.layers.0``): transformers' ``llm_int8_skip_modules``. Empty: every decoder linear."""
@@ -118,7 +119,7 @@ class ModelSection(Section):
     def _skip_needs_quantize(self) -> ModelSection:
         if self.quantize_skip_modules and self.quantize is None:
             raise ValueError(
-                "model.quantize_skip_modules: only with model.quantize (nf4 or int8); remove it or set one"
+                "model.quantize_skip_modules: only with model.quantize (nf4, fp4 or int8); remove it or set one"
             )
         return self
 

@@ -1,5 +1,6 @@
 """QLoRA's quantized base: the language model's linear weights held as torchao NF4 (4-bit NormalFloat with double
-quantization, as in the QLoRA paper) or int8 weight-only tensors, frozen, under LoRA adapters in the compute dtype.
+quantization, as in the QLoRA paper), bitsandbytes' FP4 code on the same tensor, or int8 weight-only tensors, frozen,
+under LoRA adapters in the compute dtype.
 
 torchao rather than bitsandbytes: its tensors are plain torch subclasses that run on CPU and CUDA alike, dequantize
 inside ``F.linear`` (so peft's LoRA layers wrap them unchanged), and NF4 implements FSDP2's all-gather hooks, so a
@@ -14,7 +15,7 @@ import functools
 import logging
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -27,9 +28,14 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-KINDS = ("nf4", "int8")
+KINDS = ("nf4", "fp4", "int8")
 NF4_BLOCK = 64  # QLoRA's block: one absmax per 64 weights
 NF4_SCALER_BLOCK = 256  # QLoRA's double quantization: the absmaxes themselves quantized to int8 in blocks of 256
+# bitsandbytes' FP4 (a sign, 2 exponent bits, 1 mantissa bit, its own bias): the 8 magnitudes its kernels decode,
+# over the largest, each with both signs (+0 and -0 are two codes there too). Held as the lookup table of torchao's
+# NF4Tensor, whose blocks, double quantization, FSDP2 hooks and matmul do not depend on the table's values.
+FP4_MAGNITUDES = (0.0, 0.0625, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0)
+FP4_TABLE = tuple(sorted(-m / 12.0 for m in FP4_MAGNITUDES)) + tuple(m / 12.0 for m in FP4_MAGNITUDES)
 SHARD_ALIGNMENT = 8  # second-level factors kept a multiple of this where possible (see nf4_scaler_block)
 INSTALL_HINT = "pip install 'honing[quant]' (torchao)"
 
@@ -147,7 +153,7 @@ def quantize_model(
     are kept. Returns how many weights are quantized."""
     check_quantize_kind(kind, shards)
     check_skip_modules(model, skip_modules)
-    quantize = functools.partial(nf4_weight, shards=shards) if kind == "nf4" else int8_weight
+    quantize = weight_quantizer(kind, shards)
     count, kept = 0, []
     for name, module in quantized_linears(model, skip_modules):
         if is_quantized(module.weight):
@@ -164,7 +170,7 @@ def quantize_model(
     forget_loading_quantizer(model)
     if kept:
         log.warning(
-            "model.quantize: %d linear layer(s) kept in full precision (NF4 needs whole blocks of %d weights in "
+            "model.quantize: %d linear layer(s) kept in full precision (4-bit needs whole blocks of %d weights in "
             "each of %d shard(s)), e.g. %s",
             len(kept),
             NF4_BLOCK,
@@ -184,7 +190,7 @@ def check_quantize_kind(kind: str, shards: int) -> None:
     if kind == "int8" and shards > 1:
         raise ConfigError(
             f"model.quantize: 'int8' weights cannot be sharded by FSDP2 over {shards} ranks (torchao's int8 tensors "
-            "have no all-gather); use nf4, or parallel.strategy: ddp"
+            "have no all-gather); use nf4 or fp4, or parallel.strategy: ddp"
         )
 
 
@@ -217,6 +223,31 @@ def nf4_weight(weight: torch.Tensor, shards: int = 1) -> torch.Tensor | None:
     if scaler_block is None:
         return None
     return to_nf4(weight, NF4_BLOCK, scaler_block)
+
+
+def fp4_weight(weight: torch.Tensor, shards: int = 1) -> torch.Tensor | None:
+    """``weight`` in bitsandbytes' FP4 code: NF4's blocks and double-quantized scales, each value the nearest of
+    ``FP4_TABLE`` times its block's absmax; None when its size is not whole blocks."""
+    from torchao.quantization.quantize_.workflows.nf4.nf4_tensor import NF4Tensor, SubclassTensorArgs
+
+    scaler_block = nf4_scaler_block(weight.numel(), weight.shape[0], shards)
+    if scaler_block is None:
+        return None
+    table = torch.tensor(FP4_TABLE, device=weight.device, dtype=weight.dtype)
+    blocks = weight.numel() // NF4_BLOCK
+    scalers, factor, mean = NF4Tensor.double_quantize_scalers(weight.flatten(), NF4_BLOCK, scaler_block)
+    codes = NF4Tensor.convert_to_norm_float_weight(weight, blocks, NF4_BLOCK, table)
+    meta = SubclassTensorArgs(
+        weight.size(), weight.stride(), weight.storage_offset(), weight.dtype, weight.device, weight.requires_grad
+    )
+    return NF4Tensor(meta, NF4_BLOCK, blocks, scaler_block, scalers, factor, mean, codes, table)
+
+
+def weight_quantizer(kind: str, shards: int = 1) -> Callable[[torch.Tensor], torch.Tensor | None]:
+    """The function that quantizes one linear weight to ``kind`` (None back: its size does not fit the blocks)."""
+    if kind == "int8":
+        return int8_weight
+    return functools.partial(fp4_weight if kind == "fp4" else nf4_weight, shards=shards)
 
 
 def int8_weight(weight: torch.Tensor) -> torch.Tensor:

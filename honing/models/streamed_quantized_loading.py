@@ -11,7 +11,6 @@ weights (``tie_weights``) and the buffers it computes rather than reads (``initi
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -20,7 +19,7 @@ import torch
 from torch import nn
 
 from honing.errors import ConfigError
-from honing.models.quantize import int8_weight, nf4_weight, quantized_linears
+from honing.models.quantize import quantized_linears, weight_quantizer
 
 log = logging.getLogger(__name__)
 
@@ -91,9 +90,7 @@ def load_shards(
 
     expected = model.state_dict()  # meta tensors: the names, shapes and dtypes to fill
     to_quantize = {f"{name}.weight" for name, _ in quantized_linears(model, skip_modules)}
-    quantize: Callable[[torch.Tensor], torch.Tensor | None] = (
-        functools.partial(nf4_weight, shards=fsdp_shards) if kind == "nf4" else int8_weight
-    )
+    quantize = weight_quantizer(kind, fsdp_shards)
     loaded: set[str] = set()
     unexpected: list[str] = []
     for path in shards:
@@ -138,7 +135,7 @@ def read_tensor(
         result = quantize(weight)
         if result is not None:
             return result
-        # NF4's blocks do not fit this weight: kept in full precision (quantize_model says which)
+        # 4-bit blocks do not fit this weight: kept in full precision (quantize_model says which)
     return tensor.to(device=device, dtype=dtype, copy=True)
 
 

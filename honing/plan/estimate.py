@@ -101,7 +101,8 @@ def estimate(plan: PlanInputs) -> MemoryEstimate:
     adapters = (t.lora + t.lora_copies) if frozen_base else []
     trainable = adapters if frozen_base else (t.quantizable + t.other)
     # int8 weight-only: a byte a weight (its per-row scales are negligible)
-    quantized_weight_bytes = {"nf4": NF4_BYTES_PER_WEIGHT, "int8": 1.0}.get(plan.quantize or "", plan.param_bytes)
+    bytes_per_kind = {"nf4": NF4_BYTES_PER_WEIGHT, "fp4": NF4_BYTES_PER_WEIGHT, "int8": 1.0}  # fp4: NF4's layout
+    quantized_weight_bytes = bytes_per_kind.get(plan.quantize or "", plan.param_bytes)
     base_weight_bytes = sum(t.quantizable) * quantized_weight_bytes + sum(t.other) * plan.param_bytes
     weights = base_weight_bytes + sum(adapters) * plan.param_bytes
     gradients = sum(trainable) * plan.param_bytes

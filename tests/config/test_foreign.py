@@ -203,7 +203,15 @@ def test_oumi_qlora_and_epoch_saves_map_to_honing_keys():
     raw["peft"].update(q_lora_bits=8, bnb_4bit_quant_type=None)
     assert translate(raw).config["model"]["quantize"] == "int8"
     raw["peft"].update(q_lora_bits=4, bnb_4bit_quant_type="fp4")
-    assert [line for line in translate(raw).refused if "bnb_4bit_quant_type" in line]
+    assert translate(raw).config["model"]["quantize"] == "fp4"
+    raw["peft"].update(bnb_4bit_quant_type=None)  # Oumi's default: FP4, filled in and listed in the header
+    translation = translate(raw)
+    assert translation.config["model"]["quantize"] == "fp4"
+    assert translation.defaults["model.quantize"] == "Oumi's peft.bnb_4bit_quant_type"
+    raw["peft"].update(bnb_4bit_quant_type="int4")
+    assert translate(raw).refused == [
+        "peft.bnb_4bit_quant_type: 'int4' is not available: honing's 4-bit codes are nf4, fp4"
+    ]
 
 
 def test_oumi_auto_workers_is_a_note_and_a_value_of_the_wrong_type_one_refusal_line():

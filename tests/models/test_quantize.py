@@ -30,7 +30,7 @@ def test_nf4_scaler_block_keeps_qlora_blocks_and_fits_shards():
     assert nf4_scaler_block(64 * 64, 63, shards=2) is None  # rows do not split in two
 
 
-@pytest.mark.parametrize("kind", ["nf4", "int8"])
+@pytest.mark.parametrize("kind", ["nf4", "fp4", "int8"])
 def test_quantized_decoder_linears_forward_close_to_full_precision(kind):
     torch.manual_seed(0)
     model = tiny_llama(vocab=64, hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2)
@@ -46,22 +46,23 @@ def test_quantized_decoder_linears_forward_close_to_full_precision(kind):
         logits = model(input_ids=ids).logits
         copy_logits = dequantized_copy(model)(input_ids=ids).logits
     relative = (logits - reference).norm() / reference.norm()
-    assert relative < (0.1 if kind == "nf4" else 0.01), relative
+    # FP4 spends codes on tiny and large values, NF4 on a Gaussian's quantiles: on Gaussian weights FP4 errs more
+    assert relative < {"nf4": 0.1, "fp4": 0.15, "int8": 0.01}[kind], relative
     torch.testing.assert_close(copy_logits, logits, atol=1e-5, rtol=1e-5)  # the copy holds the same values
     assert all(is_quantized(p) for name, p in model.named_parameters() if name in quantized)  # model untouched
     weight = dict(model.named_parameters())[quantized[0]]
     full = dequantize(weight.detach())
     assert type(full) is torch.Tensor and full.shape == weight.shape
     linear_bytes = sum(dict(model.named_parameters())[name].numel() for name in quantized) * 4
-    assert quantized_bytes(model) < linear_bytes * (0.15 if kind == "nf4" else 0.3)
+    assert quantized_bytes(model) < linear_bytes * (0.3 if kind == "int8" else 0.15)
 
 
 def test_quantize_needs_lora_and_a_known_kind():
     with pytest.raises(ConfigError, match="model.quantize: 'nf4' needs model.lora"):
         check_has_lora("nf4", None)
     check_has_lora(None, None)
-    with pytest.raises(ConfigError, match="model.quantize: expected one of nf4, int8"):
-        quantize_model(tiny_llama(), "fp4", device=torch.device("cpu"))
+    with pytest.raises(ConfigError, match="model.quantize: expected one of nf4, fp4, int8"):
+        quantize_model(tiny_llama(), "fp8", device=torch.device("cpu"))
 
 
 def test_skip_modules_stay_plain_linears_in_full_precision():

@@ -96,7 +96,12 @@ def first_losses(model: torch.nn.Module, steps: int = 3) -> list[float]:
 
 @pytest.mark.parametrize(
     "kind, dtype, tied",
-    [("nf4", torch.float32, False), ("int8", torch.float32, False), ("nf4", torch.bfloat16, True)],
+    [
+        ("nf4", torch.float32, False),
+        ("fp4", torch.float32, False),
+        ("int8", torch.float32, False),
+        ("nf4", torch.bfloat16, True),
+    ],  # fmt: skip
 )
 def test_shard_by_shard_reading_gives_todays_quantized_model(tmp_path, kind, dtype, tied):
     tiny_llama(

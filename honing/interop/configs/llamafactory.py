@@ -129,12 +129,12 @@ def translate_model(t: Translation, top: Keys, method: str) -> None:
             t.refuse("quantization_method", f"{quant_method!r}: honing quantizes on the fly (NF4 / int8, torchao)")
         elif bits == 8:
             t.set("model.quantize", "int8")
-        elif bits == 4 and kind == "nf4":
-            t.set("model.quantize", "nf4")
+        elif bits == 4 and kind in ("nf4", "fp4"):
+            t.set("model.quantize", kind)
             if double is False:
-                t.note("double_quantization", "false: honing's NF4 always quantizes its scales too (torchao)")
+                t.note("double_quantization", "false: honing's 4-bit weights always quantize their scales (torchao)")
         else:
-            t.refuse("quantization_bit", f"{bits} ({kind}) is not available: honing quantizes to nf4 or int8")
+            t.refuse("quantization_bit", f"{bits} ({kind}) is not available: honing quantizes to nf4, fp4 or int8")
     if method == "vl_sft":
         for name_, path, default in (("image_max_pixels", "data.max_pixels", 768 * 768),
                                      ("image_min_pixels", "data.min_pixels", 32 * 32)):  # fmt: skip

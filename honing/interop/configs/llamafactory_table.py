@@ -59,7 +59,7 @@ TRAIN: dict[str, Entry] = {
     **honoured("model.pretrained_weights: false", "train_from_scratch"),
     **honoured("model.attn_implementation", "flash_attn"),
     **honoured(
-        "model.quantize: nf4 / int8 (QLoRA)",
+        "model.quantize: nf4 / fp4 / int8 (QLoRA)",
         "quantization_bit",
         "quantization_method",
         "quantization_type",

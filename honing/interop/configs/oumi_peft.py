@@ -79,7 +79,7 @@ def lora_targets(t: Translation, peft: Keys, method: str) -> str | list[str] | N
 
 
 def translate_quantization(t: Translation, peft: Keys) -> None:
-    """``q_lora`` with its bits and bitsandbytes settings as ``model.quantize`` (torchao's NF4 or int8 here)."""
+    """``q_lora`` with its bits and bitsandbytes settings as ``model.quantize`` (4-bit NF4 / FP4 or int8 here)."""
     if not peft.take("q_lora", False):
         rest = [
             name
@@ -94,8 +94,11 @@ def translate_quantization(t: Translation, peft: Keys) -> None:
     if bits == 8:
         t.set("model.quantize", "int8")
     else:
-        peft.allow("bnb_4bit_quant_type", ("nf4",), "is not available: honing's 4-bit weights are NF4 (torchao)")
-        t.set("model.quantize", "nf4")
+        kind = peft.allow("bnb_4bit_quant_type", ("nf4", "fp4"), "is not available: honing's 4-bit codes are nf4, fp4")
+        if kind is None:  # Oumi's PeftParams default, bitsandbytes' own: FP4, not the NF4 of QLoRA's paper
+            t.default("model.quantize", "fp4", "Oumi's peft.bnb_4bit_quant_type")
+        else:
+            t.set("model.quantize", kind)
     compute = peft.take("bnb_4bit_compute_dtype")
     if compute is not None:
         ours = COMPUTE_DTYPES.get(str(t.get("trainer.precision", "fp32")))
@@ -110,11 +113,11 @@ def translate_quantization(t: Translation, peft: Keys) -> None:
             )
     peft.note(
         "bnb_4bit_quant_storage",
-        "not needed: the dtype bitsandbytes packs 4-bit weights in for FSDP1; honing's NF4 weights shard as they are",
+        "not needed: the dtype bitsandbytes packs 4-bit weights in for FSDP1; honing's 4-bit weights shard as they are",
     )
     peft.note(
         "use_bnb_nested_quant",
-        "honing's NF4 always quantizes its scales too (torchao's double quantization; a little less memory)",
+        "honing's 4-bit weights always quantize their scales too (torchao's double quantization; a little less memory)",
     )
     skip_modules = peft.names("llm_int8_skip_modules")
     if skip_modules:  # bitsandbytes' modules left unquantized (Falcon-H1's mamba out_proj)

@@ -10,7 +10,7 @@ from typing import Any
 
 from honing.config.schema import RunConfig
 from honing.interop.configs.key_tables import key_table
-from honing.interop.configs.translation import Translation
+from honing.interop.configs.translation import Translation, one_line
 
 SOURCE, KEYS = key_table("oumi")
 
@@ -107,7 +107,7 @@ def name_keys_oumi_lacks(t: Translation, raw: dict[str, Any]) -> None:
     honoured from an older Oumi (noted) is left as it is, and a translation with no refusal is not touched."""
     if not t.refused:
         return
-    lacking = dict(keys_oumi_lacks(raw))
+    lacking = {one_line(key): group for key, group in keys_oumi_lacks(raw)}  # as the lines name them
     named = {line.split(": ", 1)[0] for line in t.refused + t.notes}
     lines = []
     for line in t.refused:

@@ -16,7 +16,7 @@ OWN_ENGINE = "not needed: DeepSpeed's own tuning, which honing's FSDP2 has no se
 WRAPS = "not needed: honing's FSDP2 shards each transformer block by itself"
 ULD = "not needed unless use_uld_loss: it tunes GOLD's cross-tokenizer loss, which honing does not build"
 OWN_DECODER = "not needed: honing's own decoder samples the completions, in the training process"
-UNUSED_Q = "not needed without peft.q_lora (as in Oumi); with it, honing quantizes the base to NF4 (model.quantize)"
+UNUSED_Q = "not needed without peft.q_lora (as in Oumi); with it, honing quantizes the base itself (model.quantize)"
 
 TOP: dict[str, Entry] = {
     **honoured("the sections below (model.*, data.*, trainer.*, optim.*, ...)", "data", "model", "training"),
@@ -278,9 +278,10 @@ PEFT: dict[str, Entry] = {
     **honoured("model.lora.bias", "lora_bias"),
     **honoured("model.lora (peft's default initialisation; others refused)", "lora_init_weights"),
     **honoured("model.lora.task_type", "lora_task_type"),
-    **honoured("model.quantize: nf4", "q_lora"),
-    **honoured("model.quantize (4: nf4, 8: int8)", "q_lora_bits"),
-    **moot(UNUSED_Q, "bnb_4bit_quant_type", "use_bnb_nested_quant", "bnb_4bit_quant_storage", "bnb_4bit_compute_dtype"),
+    **honoured("model.quantize: fp4 (Oumi's default 4-bit code)", "q_lora"),
+    **honoured("model.quantize (4: nf4 / fp4, 8: int8)", "q_lora_bits"),
+    **honoured("model.quantize: nf4 / fp4 (with q_lora)", "bnb_4bit_quant_type"),
+    **moot(UNUSED_Q, "use_bnb_nested_quant", "bnb_4bit_quant_storage", "bnb_4bit_compute_dtype"),
     **honoured("model.lora.target_parameters (MoE experts held as one tensor)", "lora_target_parameters"),
     **honoured("model.quantize_skip_modules (with q_lora)", "llm_int8_skip_modules"),
     **honoured("the adapter/ and merged hf/ exports (ADAPTER_ONLY, MERGED; others refused)", "peft_save_mode"),

@@ -68,11 +68,11 @@ class Translation:
 
     def refuse(self, key: str, why: str) -> None:
         """Record that ``key`` of the foreign config cannot be honoured, and why (one line)."""
-        self.refused.append(f"{key}: {why}")
+        self.refused.append(one_line(f"{key}: {why}"))
 
     def note(self, key: str, what: str) -> None:
         """Record how ``key`` of the foreign config is honoured when it has no key of its own in honing's."""
-        self.notes.append(f"{key}: {what}")
+        self.notes.append(one_line(f"{key}: {what}"))
 
     def section(self, value: Any, prefix: str) -> Keys:
         """The keys of a foreign section, each to be taken or refused (``prefix`` names it in messages)."""
@@ -194,3 +194,9 @@ def schema_has(path: str) -> bool:
             return False
         model, _ = section_type(model.model_fields[part].annotation)
     return True
+
+
+def one_line(text: str) -> str:
+    """``text`` with its line breaks written as ``\\n``: a key or value from the file may hold one (a YAML key
+    ``"\\n"``), and every refusal or note is one line."""
+    return text.replace("\r", "\\r").replace("\n", "\\n")

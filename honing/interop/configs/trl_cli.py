@@ -139,8 +139,8 @@ def translate_model(t: Translation, keys: Keys, config_class: str) -> None:
     elif eight:
         t.set("model.quantize", "int8")
     elif four:
-        keys.allow("bnb_4bit_quant_type", ("nf4",), "is not available: honing's 4-bit weights are NF4 (torchao)")
-        t.set("model.quantize", "nf4")
+        kind = keys.allow("bnb_4bit_quant_type", ("nf4", "fp4"), "is not available: honing's 4-bit codes are nf4, fp4")
+        t.set("model.quantize", kind or "nf4")  # TRL's ModelConfig default: nf4
     if not four and keys.peek("bnb_4bit_quant_type", "nf4") != "nf4":
         t.note("bnb_4bit_quant_type", "unused without load_in_4bit (as in TRL)")
     keys.take("bnb_4bit_quant_type")

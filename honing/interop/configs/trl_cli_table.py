@@ -52,10 +52,13 @@ MODEL: dict[str, Entry] = {
     **refused("not available: honing's LoRA scales by alpha / rank (no rank-stabilised LoRA)", "use_rslora"),
     **refused("not available: honing's LoRA has no DoRA magnitude vector", "use_dora"),
     **honoured("model.quantize: int8", "load_in_8bit"),
-    **honoured("model.quantize: nf4 ('nf4' only)", "load_in_4bit", "bnb_4bit_quant_type"),
-    **moot("honing's NF4 always quantizes its scales too (torchao's double quantization)", "use_bnb_nested_quant"),
+    **honoured("model.quantize: nf4 / fp4", "load_in_4bit", "bnb_4bit_quant_type"),
     **moot(
-        "not needed: the dtype bitsandbytes packs 4-bit weights in for FSDP1; honing's NF4 weights shard as they are",
+        "honing's 4-bit weights always quantize their scales too (torchao's double quantization)",
+        "use_bnb_nested_quant",
+    ),
+    **moot(
+        "not needed: the dtype bitsandbytes packs 4-bit weights in for FSDP1; honing's 4-bit weights shard as they are",
         "bnb_4bit_quant_storage",
     ),  # fmt: skip
 }

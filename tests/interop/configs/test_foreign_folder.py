@@ -145,4 +145,11 @@ def test_the_small_oumi_config_itself_translates_where_its_sections_apply():
     translation = translate(raw)
     assert translation.refused == []
     config = validate(translation.config, source="oumi")
-    assert config.parallel.offload == "optimizer" and config.model.quantize == "nf4"
+    assert config.parallel.offload == "optimizer" and config.model.quantize == "fp4"  # Oumi's bnb_4bit_quant_type
+
+
+def test_a_key_holding_a_line_break_is_refused_on_one_line():
+    raw = {**copy.deepcopy(SMALL_OUMI), "\n": 0}  # hypothesis found it: a YAML key "\n"
+    refused = translate(raw).refused
+    assert refused[-1] == "\\n: not a key of Oumi's TrainingConfig (check its spelling)"
+    assert all("\n" not in line for line in refused)

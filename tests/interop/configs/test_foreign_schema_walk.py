@@ -96,3 +96,10 @@ def test_each_honoured_llamafactory_key_is_read(key):
     raw = copy.deepcopy(LLAMAFACTORY_BASE)
     raw[key] = sample(*TRAIN_KEYS[key])
     translate(raw)
+
+
+@pytest.mark.parametrize("code", ["nf4", "fp4"])
+def test_llamafactorys_4bit_quantization_type_is_honings_code_of_that_name(code):
+    raw = {**LLAMAFACTORY_BASE, "finetuning_type": "lora", "quantization_bit": 4, "quantization_type": code}
+    translation = translate(raw)
+    assert translation.refused == [] and translation.config["model"]["quantize"] == code

@@ -182,11 +182,12 @@ SPECIAL = {
     "peft:lora_bias": ("all", {"model.lora.bias": "all"}),
     "peft:lora_init_weights": ("DEFAULT", {}),
     "peft:lora_task_type": ("CAUSAL_LM", {"model.lora.task_type": "CAUSAL_LM"}),
-    "peft:q_lora": (True, {"model.quantize": "nf4"}),
+    "peft:q_lora": (True, {"model.quantize": "fp4"}),  # Oumi's default bnb_4bit_quant_type
+    "peft:bnb_4bit_quant_type": ({"q_lora": True, "bnb_4bit_quant_type": "nf4"}, {"model.quantize": "nf4"}),
     "peft:q_lora_bits": ({"q_lora": True, "q_lora_bits": 8}, {"model.quantize": "int8"}),
     "peft:llm_int8_skip_modules": (
         {"q_lora": True, "llm_int8_skip_modules": ["out_proj"]},
-        {"model.quantize": "nf4", "model.quantize_skip_modules": ["out_proj"]},
+        {"model.quantize": "fp4", "model.quantize_skip_modules": ["out_proj"]},
     ),
     "peft:peft_save_mode": ("MERGED", {}),
     "fsdp:enable_fsdp": (True, {"parallel.strategy": "fsdp"}),

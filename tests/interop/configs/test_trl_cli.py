@@ -94,6 +94,8 @@ def test_the_dpo_scripts_lora_example_keeps_its_numbers():
 def test_the_kto_qlora_example_and_the_reward_lora_example():
     kto = validate(translate(example("examples/scripts/kto.py", load_in_4bit=True), "kto", "trl-kto").config)
     assert kto.model.quantize == "nf4" and kto.model.lora.target_modules == "all-linear"
+    fp4 = {**example("examples/scripts/kto.py", load_in_4bit=True), "bnb_4bit_quant_type": "fp4"}
+    assert translate(fp4, "kto", "trl-kto").config["model"]["quantize"] == "fp4"  # bitsandbytes' other 4-bit code
     assert kto.scheduler.warmup_ratio == 0.1  # warmup_steps 0.1: a ratio in transformers 5
     reward = validate(
         translate(example("examples/scripts/reward_modeling.py", use_peft=True), "r", "trl-reward").config
