@@ -5,6 +5,7 @@ import pytest
 from honing.config import ConfigError, validate
 from honing.recipes import PretrainRecipe
 from honing.train import Checkpointer
+from tests.helpers import TINY_LLAMA_CONFIG
 
 
 def tiny_config(tmp_path, **sections):
@@ -23,16 +24,7 @@ def tiny_config(tmp_path, **sections):
             "cache_dir": str(tmp_path / "cache"),
         },
         "tokenizer": {"kind": "char"},
-        "model": {
-            "config": {
-                "model_type": "llama",
-                "hidden_size": 32,
-                "num_hidden_layers": 1,
-                "num_attention_heads": 2,
-                "num_key_value_heads": 2,
-                "intermediate_size": 64,
-            }
-        },
+        "model": {"config": dict(TINY_LLAMA_CONFIG)},
         "callbacks": {
             "checkpointer": {"save_interval": 3},
             "evaluator": {"interval": 3},
@@ -85,17 +77,7 @@ def test_samples_every_interval_leave_training_unchanged(tmp_path):
     from honing.models.wrappers import unwrap_model
 
     def run(folder, sample):
-        model = {
-            "config": {
-                "model_type": "llama",
-                "hidden_size": 32,
-                "num_hidden_layers": 1,
-                "num_attention_heads": 2,
-                "num_key_value_heads": 2,
-                "intermediate_size": 64,
-                "attention_dropout": 0.1,
-            }
-        }
+        model = {"config": {**TINY_LLAMA_CONFIG, "attention_dropout": 0.1}}
         folder.mkdir()
         config = tiny_config(
             folder,

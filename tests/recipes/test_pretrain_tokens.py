@@ -18,6 +18,7 @@ from honing.data.text.token_windows import TokenSource
 from honing.errors import DataError
 from honing.recipes import PretrainRecipe
 from honing.recipes.build_run import data_alone
+from tests.helpers import TINY_LLAMA_CONFIG
 
 WORDS = "the quick brown fox jumps over a lazy dog while seven wizards quietly hex".split()
 
@@ -41,17 +42,7 @@ def raw_config(tmp_path, sources, **data):
             **data,
         },
         "tokenizer": {"kind": "byte"},
-        "model": {
-            "config": {
-                "model_type": "llama",
-                "hidden_size": 32,
-                "num_hidden_layers": 1,
-                "num_attention_heads": 2,
-                "num_key_value_heads": 2,
-                "intermediate_size": 64,
-                "attention_dropout": 0.1,
-            }
-        },
+        "model": {"config": {**TINY_LLAMA_CONFIG, "attention_dropout": 0.1}},
         "callbacks": {
             "checkpointer": {"save_interval": 4},
             "evaluator": {"interval": 4, "max_batches": 2},

@@ -6,6 +6,7 @@ import torch
 from honing.config import validate
 from honing.errors import DataError
 from honing.recipes.sft import SFTRecipe
+from tests.helpers import TINY_LLAMA_CONFIG
 
 
 def sft_config(tmp_path, **sections):
@@ -20,16 +21,7 @@ def sft_config(tmp_path, **sections):
             "global_batch_size": 4,
             "cache_dir": str(tmp_path / "cache"),
         },
-        "model": {
-            "config": {
-                "model_type": "llama",
-                "hidden_size": 32,
-                "num_hidden_layers": 1,
-                "num_attention_heads": 2,
-                "num_key_value_heads": 2,
-                "intermediate_size": 64,
-            }
-        },
+        "model": {"config": dict(TINY_LLAMA_CONFIG)},
         "callbacks": {
             "checkpointer": {"save_interval": 2, "keep_last": 1},
             "evaluator": {"interval": 2, "metric_for_best_model": "eval/loss"},

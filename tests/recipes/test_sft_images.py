@@ -7,6 +7,7 @@ import pytest
 from honing.config import validate
 from honing.errors import DataError
 from honing.recipes import SFTRecipe
+from tests.helpers import TINY_LLAMA_CONFIG
 
 GOOD = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}
 IMAGE = {
@@ -35,16 +36,7 @@ def config(tmp_path, path, generation_eval=False, **data):
             "cache_dir": str(tmp_path / "cache"),
             **data,
         },
-        "model": {
-            "config": {
-                "model_type": "llama",
-                "hidden_size": 32,
-                "num_hidden_layers": 1,
-                "num_attention_heads": 2,
-                "num_key_value_heads": 2,
-                "intermediate_size": 64,
-            }
-        },
+        "model": {"config": dict(TINY_LLAMA_CONFIG)},
         "callbacks": {"evaluator": {"enabled": False}, "sample": {"enabled": False}, "console": {"enabled": False}},
     }
     if generation_eval:
