@@ -73,15 +73,18 @@ class LeanDecoder:
         self.kv_heads = getattr(config, "num_key_value_heads", None) or self.heads
         self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // self.heads
         self.eps = config.rms_norm_eps
-        self.keys: list[torch.Tensor] = []
+        # every layer's keys, then every layer's values, in one tensor: a step slices all of them with one operator
+        self.cache = torch.empty(0)
+        self.keys: list[torch.Tensor] = []  # the cache's layers, as views
         self.values: list[torch.Tensor] = []
         self.valid = torch.empty(0, dtype=torch.bool)
         self.length = 0
-        self.position = torch.empty(0, dtype=torch.long)
+        self.position = torch.empty(0, dtype=torch.long)  # each row's last position, [rows]
         # ``valid`` as sdpa's additive [rows, 1, 1, capacity] mask (0 or -inf): a step slices its columns
         self.step_mask = torch.empty(0)
-        # cos and signed sin of every position the rollout reaches, [capacity, 1, head_dim] (None: a RoPE whose
-        # frequencies change with the length, computed per step as transformers does)
+        # cos and signed sin of every position the rollout reaches, repeated for every query head: [capacity, heads *
+        # head_dim], so a step rotates its 2-D projections without broadcasting (None: a RoPE whose frequencies change
+        # with the length, computed per step as transformers does)
         self.rope_table: tuple[torch.Tensor, torch.Tensor] | None = None
         self.plans: list[_LayerPlan] = []  # the prefill's (tokens on an axis)
         self.step_plans: list[_LayerPlan] = []  # a step's ([rows, hidden]: plain projections as one mm each)
@@ -89,6 +92,12 @@ class LeanDecoder:
         self.step_norm: Callable[[torch.Tensor], torch.Tensor] = lm.model.norm
         half = self.head_dim // 2  # the last axis's indices with its two halves exchanged (rotate_half's order)
         self.swap = torch.cat([torch.arange(half, self.head_dim), torch.arange(half)])
+        # a step's: the same exchange in every head of a 2-D [rows, heads * head_dim] projection (a cheaper gather)
+        self.wide_swap = torch.cat([self.swap + head * self.head_dim for head in range(self.heads)])
+        self.key_swap = self.wide_swap[: self.kv_heads * self.head_dim].clone()
+        self.gqa = self.kv_heads != self.heads
+        self.residual = torch.empty(0)
+        self.query_shape = self.key_shape = (0, self.heads, 1, self.head_dim)  # a step's heads as sdpa takes them
 
     def prefill(
         self, input_ids: torch.Tensor, attention_mask: torch.Tensor, max_new_tokens: int, shared_prefix: int = 0
@@ -103,9 +112,8 @@ class LeanDecoder:
         device = input_ids.device
         hidden = self.decoder.embed_tokens(input_ids[:1, :1])  # the dtype and device of the cache
         capacity = length + max_new_tokens
-        shape = (rows, self.kv_heads, capacity, self.head_dim)
-        self.keys = [hidden.new_zeros(shape) for _ in self.layers]
-        self.values = [hidden.new_zeros(shape) for _ in self.layers]
+        self.cache = hidden.new_zeros((2 * len(self.layers), rows, self.kv_heads, capacity, self.head_dim))
+        self.keys, self.values = list(self.cache[: len(self.layers)]), list(self.cache[len(self.layers) :])
         # the keys a query may see: the prompts' real tokens, and every generated token (a step's mask ends at its own)
         self.valid = torch.ones(rows, capacity, dtype=torch.bool, device=device)
         self.valid[:, :length] = attention_mask.bool()
@@ -116,14 +124,17 @@ class LeanDecoder:
         mask = (causal & self.valid[:, None, None, :length]) | torch.eye(length, dtype=torch.bool, device=device)
         mask = _additive(mask, hidden.dtype)
         self.length = length
-        self.position = positions[:, -1:]
+        self.position = positions[:, -1].clone()
+        self.residual = hidden.new_empty(rows, hidden.shape[-1])  # a step's hidden states, added to in place
         self.step_mask = _additive(self.valid[:, None, None], hidden.dtype)
-        self.swap = self.swap.to(device)
+        self.swap, self.wide_swap, self.key_swap = (x.to(device) for x in (self.swap, self.wide_swap, self.key_swap))
+        self.query_shape = (rows, self.heads, 1, self.head_dim)
+        self.key_shape = (rows, self.kv_heads, 1, self.head_dim)
         # hooks and adapters as they are now
-        self.plans = [_LayerPlan(layer, self.eps, hidden.dtype, step=False) for layer in self.layers]
-        self.step_plans = [_LayerPlan(layer, self.eps, hidden.dtype, step=True) for layer in self.layers]
+        self.plans = [_LayerPlan(layer, self.eps, hidden, step=False) for layer in self.layers]
+        self.step_plans = [_LayerPlan(layer, self.eps, hidden, step=True) for layer in self.layers]
         self.step_head = _projection(self.lm.lm_head, step=True)
-        self.step_norm = _norm(self.decoder.norm, self.eps, hidden.dtype)
+        self.step_norm = _norm(self.decoder.norm, self.eps, hidden)
         self.rope_table = self._rope_table(hidden, capacity) if _static_rope(self.decoder.rotary_emb) else None
         shared = min(shared_prefix, length - 1) if rows > 1 else 0  # the last column's logits are every row's own
         if shared > 0:
@@ -141,15 +152,52 @@ class LeanDecoder:
         """Append one token per row; the next-token logits ``[rows, vocab]``."""
         if self.length >= self.valid.shape[1]:
             raise RuntimeError(f"the decode cache holds {self.length} tokens; prefill sized it for no more")
-        self.position = self.position + 1
+        self.position.add_(1)
         start = self.length
-        self.length += 1
+        self.length = end = start + 1
         hidden = _embed(self.decoder.embed_tokens, token_ids)  # [rows, hidden]: one token needs no token axis
         if self.rope_table is None:
-            cos, signed_sin = self._rope(hidden, self.position)
-        else:  # [rows, 1, 1, head_dim]: the table's rows at each row's position (one token: any head, any token)
-            cos, signed_sin = self.rope_table[0][self.position], self.rope_table[1][self.position]
-        return self._forward(hidden, cos, signed_sin, self.step_mask[..., : self.length], start)
+            cos, signed_sin = (_wide(x, self.heads) for x in self._rope(hidden, self.position[:, None]))
+        else:  # [rows, heads * head_dim]: the table's rows at each row's position
+            cos, signed_sin = (table.index_select(0, self.position) for table in self.rope_table)
+        rotation = cos, signed_sin, self.wide_swap
+        width = self.kv_heads * self.head_dim  # keys rotate by the same tables' first heads
+        key_rotation = rotation if not self.gqa else (cos[:, :width], signed_sin[:, :width], self.key_swap)
+        mask = self.step_mask[..., :end]
+        layers = len(self.step_plans)
+        written, seen = self.cache[..., start:end, :].unbind(0), self.cache[..., :end, :].unbind(0)  # every layer's
+        for index, plan in enumerate(self.step_plans):
+            new = written[index], written[layers + index]
+            cached = seen[index], seen[layers + index]
+            attention = self._step_attention(plan, hidden, rotation, key_rotation, mask, new, cached)
+            hidden = torch.add(hidden, attention, out=self.residual)
+            normed = plan.post_norm(hidden)
+            hidden.add_(plan.down(plan.mlp_product(plan.gate(normed), plan.up(normed))))
+        return self.step_head(self.step_norm(hidden))
+
+    def _step_attention(
+        self,
+        plan: _LayerPlan,
+        hidden: torch.Tensor,
+        rotation: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+        key_rotation: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+        mask: torch.Tensor,
+        new: tuple[torch.Tensor, torch.Tensor],
+        cached: tuple[torch.Tensor, torch.Tensor],
+    ) -> torch.Tensor:
+        """One layer's attention for a step's ``[rows, hidden]``: the token's rotated key and its value written into
+        ``new`` (the cache at its column), its query attending over ``cached``."""
+        normed = plan.input_norm(hidden)
+        query, key = plan.q(normed), plan.k(normed)
+        if plan.q_norm is not None:  # Qwen3: each head normed before the rotation
+            query = plan.q_norm(query.view(self.query_shape)).view(query.shape)
+            key = plan.k_norm(key.view(self.key_shape)).view(key.shape)
+        new[1].copy_(plan.v(normed).view(self.key_shape))
+        rotated, swapped = _rotate_2d(key, *key_rotation)
+        torch.add(rotated.view(self.key_shape), swapped.view(self.key_shape), out=new[0])
+        query = torch.add(*_rotate_2d(query, *rotation)).view(self.query_shape)
+        out = F.scaled_dot_product_attention(query, *cached, attn_mask=mask, scale=plan.scaling, enable_gqa=self.gqa)
+        return plan.o(out.view(hidden.shape[0], -1))  # [rows, heads, 1, head_dim] is [rows, heads * head_dim] in memory
 
     def _rope(self, hidden: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``(cos, signed_sin)`` ``[rows, 1, tokens, head_dim]`` at ``positions``, from the model's rotary module."""
@@ -163,20 +211,19 @@ class LeanDecoder:
         # the same elementwise cos and sin of the same products as per step, so the same bits, computed once
         positions = torch.arange(capacity, device=hidden.device)[None]
         cos, signed_sin = self._rope(hidden, positions)
-        return cos[0, 0, :, None], signed_sin[0, 0, :, None]
+        return _wide(cos[0, 0], self.heads), _wide(signed_sin[0, 0], self.heads)
 
     def _forward(
         self, hidden: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor, mask: torch.Tensor, start: int
     ) -> torch.Tensor:
-        end = start + (hidden.shape[1] if hidden.dim() == 3 else 1)  # a step's hidden states: [rows, hidden]
-        step = hidden.dim() == 2
-        for index, plan in enumerate(self.step_plans if step else self.plans):
+        """The prefill's layers over ``hidden`` ``[rows, tokens, hidden]`` (keys and values cached from column
+        ``start``); the last token's logits ``[rows, vocab]``."""
+        end = start + hidden.shape[1]
+        for index, plan in enumerate(self.plans):
             hidden = hidden + self._attention(plan, hidden, cos, signed_sin, mask, index, start, end)
             normed = plan.post_norm(hidden)
             hidden = hidden + plan.down(F.silu(plan.gate(normed)) * plan.up(normed))
-        if step:
-            return self.step_head(self.step_norm(hidden))
-        return _linear(self.lm.lm_head, _rms_norm(hidden[:, -1], self.decoder.norm, self.eps))
+        return _linear(self.lm.lm_head, self.step_norm(hidden[:, -1]))
 
     def _attention(
         self,
@@ -189,7 +236,7 @@ class LeanDecoder:
         start: int,
         end: int,
     ) -> torch.Tensor:
-        rows, tokens = hidden.shape[0], hidden.shape[1] if hidden.dim() == 3 else 1
+        rows, tokens = hidden.shape[:2]
         normed = plan.input_norm(hidden)
         query = self._heads(plan.q(normed), plan.q_norm, self.heads)
         key = self._heads(plan.k(normed), plan.k_norm, self.kv_heads)
@@ -205,17 +252,11 @@ class LeanDecoder:
             scale=plan.scaling,
             enable_gqa=self.kv_heads != self.heads,
         )
-        # one token: [rows, heads, 1, head_dim] is already [rows, 1, heads, head_dim] in memory
-        out = out.reshape(rows, -1) if hidden.dim() == 2 else out.transpose(1, 2).reshape(rows, tokens, -1)
-        return plan.o(out)
+        return plan.o(out.transpose(1, 2).reshape(rows, tokens, -1))
 
     def _heads(self, x: torch.Tensor, norm: Callable[[torch.Tensor], torch.Tensor] | None, heads: int) -> torch.Tensor:
-        """A projection ``[rows, tokens, heads * head_dim]`` (a step's: ``[rows, heads * head_dim]``) as ``[rows,
-        heads, tokens, head_dim]``, each head RMS-normed first where the model does (Qwen3); one token needs only a
-        view."""
-        if x.dim() == 2:
-            x = x.view(x.shape[0], heads, 1, self.head_dim)
-            return x if norm is None else norm(x)
+        """A projection ``[rows, tokens, heads * head_dim]`` as ``[rows, heads, tokens, head_dim]``, each head
+        RMS-normed first where the model does (Qwen3)."""
         x = x.view(*x.shape[:2], heads, self.head_dim)
         return (x if norm is None else norm(x)).transpose(1, 2)
 
@@ -225,17 +266,27 @@ class _LayerPlan:
     becomes ``F.linear`` over its weights (no module call, no attribute look-ups on each of a step's seven
     projections), an adapter layer or a hooked module stays a module call."""
 
-    def __init__(self, layer: nn.Module, eps: float, dtype: torch.dtype, *, step: bool):
+    def __init__(self, layer: nn.Module, eps: float, like: torch.Tensor, *, step: bool):
         attention, mlp = layer.self_attn, layer.mlp
         self.q, self.k, self.v, self.o = (_projection(getattr(attention, f"{n}_proj"), step) for n in "qkvo")
         mlps = (getattr(mlp, f"{n}_proj") for n in ("gate", "up", "down"))
         self.gate, self.up, self.down = (_projection(module, step) for module in mlps)
-        self.input_norm = _norm(layer.input_layernorm, eps, dtype)
-        self.post_norm = _norm(layer.post_attention_layernorm, eps, dtype)
+        self.input_norm = _norm(layer.input_layernorm, eps, like)
+        self.post_norm = _norm(layer.post_attention_layernorm, eps, like)
         qwen3 = hasattr(attention, "q_norm")  # Qwen3: RMSNorm over each head before the rotation
-        self.q_norm = _norm(attention.q_norm, eps, dtype) if qwen3 else None
-        self.k_norm = _norm(attention.k_norm, eps, dtype) if qwen3 else None
+        self.q_norm = _norm(attention.q_norm, eps, like) if qwen3 else None
+        self.k_norm = _norm(attention.k_norm, eps, like) if qwen3 else None
         self.scaling = attention.scaling
+        # SiLU(gate) * up; over a plain projection's new product, in place (a module's output may be kept elsewhere)
+        self.mlp_product = _silu_product_in_place if isinstance(self.gate, partial) else _silu_product
+
+
+def _silu_product(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    return F.silu(gate) * up
+
+
+def _silu_product_in_place(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    return F.silu(gate, inplace=True).mul_(up)
 
 
 def _projection(module: nn.Module, step: bool) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -279,18 +330,63 @@ def _rotate(
     return torch.add(x * cos, x.index_select(-1, swap) * signed_sin, out=out)
 
 
+def _rotate_2d(
+    x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor, wide_swap: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The two terms of a step's rotary embedding of ``x`` ``[rows, heads * head_dim]``, whose sum is ``_rotate``'s
+    (the same products of the same elements; the 2-D operands need no broadcasting and gather in one pass)."""
+    return x * cos, x.index_select(1, wide_swap) * signed_sin
+
+
+def _wide(x: torch.Tensor, heads: int) -> torch.Tensor:
+    """``x`` ``[..., head_dim]`` (one row per row or position) as ``[rows, heads * head_dim]``, repeated per head."""
+    return x.reshape(x.shape[0], -1).repeat(1, heads)
+
+
 def _global_hooks() -> bool:
     from torch.nn.modules import module as torch_module
 
     return bool(torch_module._global_forward_hooks or torch_module._global_forward_pre_hooks)
 
 
-def _norm(norm: nn.Module, eps: float, dtype: torch.dtype) -> Callable[[torch.Tensor], torch.Tensor]:
-    """``_rms_norm`` over ``norm`` for inputs of ``dtype``; in fp32 the fused kernel with its arguments bound."""
-    if dtype == torch.float32 and norm.weight.dtype == torch.float32:
-        eps = getattr(norm, "variance_epsilon", eps)
+def _norm(norm: nn.Module, eps: float, like: torch.Tensor) -> Callable[[torch.Tensor], torch.Tensor]:
+    """Llama's RMSNorm over ``norm``'s weight for inputs like ``like`` (dtype and device): on the CPU as
+    :func:`cpu_rms_norm`, elsewhere ``_rms_norm``, in fp32 the fused kernel with its arguments bound."""
+    eps = getattr(norm, "variance_epsilon", eps)
+    if like.device.type == "cpu":
+        return cpu_rms_norm(norm.weight, eps, like.dtype)
+    if like.dtype == torch.float32 and norm.weight.dtype == torch.float32:
         return partial(torch.rms_norm, normalized_shape=tuple(norm.weight.shape), weight=norm.weight, eps=eps)
     return partial(_rms_norm, norm=norm, eps=eps)
+
+
+def cpu_rms_norm(weight: torch.Tensor, eps: float, dtype: torch.dtype) -> Callable[[torch.Tensor], torch.Tensor]:
+    """Llama's RMSNorm (``weight * (x * rsqrt(mean(x ** 2) + eps))``, in fp32 and cast back before the weight) for
+    CPU inputs of ``dtype``, bit for bit, in a third less time than ``torch.rms_norm``.
+
+    The CPU's ``torch.rms_norm`` and transformers' ``LlamaRMSNorm`` run the same operators: ``x * x`` (``pow(2)``),
+    ``sum`` then ``div_`` by the size (``mean``), ``add_`` of ``eps`` as a float, ``rsqrt``, then two products. Here
+    those kernels run without ``rms_norm``'s dispatch, the scalars ``mean`` and ``add_`` wrap (and copy) on every
+    call, or new tensors where one can be overwritten: ``addcdiv`` computes ``eps + sum / size`` in one pass, the
+    same two roundings, and the products are commutative.
+    """
+    epsilon = torch.tensor(eps, dtype=torch.float32, device=weight.device)  # as add_ rounds it: to the fp32 sum's dtype
+    size = torch.tensor(weight.shape[-1], dtype=torch.float32, device=weight.device)
+    weight_in_place = weight.dtype == dtype  # else ``weight * x`` promotes, to a dtype the input's buffer lacks
+
+    def fp32(x: torch.Tensor) -> torch.Tensor:
+        squares = torch.sum(x * x, -1, keepdim=True)
+        scale = torch.addcdiv(epsilon, squares, size, out=squares).rsqrt_()
+        return torch.mul(x, scale).mul_(weight) if weight_in_place else weight * torch.mul(x, scale)
+
+    def upcast(x: torch.Tensor) -> torch.Tensor:
+        wide = x.float()
+        squares = torch.sum(wide * wide, -1, keepdim=True)
+        scale = torch.addcdiv(epsilon, squares, size, out=squares).rsqrt_()
+        normed = torch.mul(wide, scale).to(x.dtype)
+        return normed.mul_(weight) if weight_in_place else weight * normed
+
+    return fp32 if dtype == torch.float32 else upcast
 
 
 def _rms_norm(x: torch.Tensor, norm: nn.Module, eps: float) -> torch.Tensor:

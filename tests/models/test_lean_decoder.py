@@ -72,7 +72,8 @@ def test_a_fixed_rope_is_tabled_once_and_a_dynamic_one_is_not():
     with torch.no_grad():
         tabled.prefill(ids, mask, 4)
         dynamic.prefill(ids, mask, 4)
-    assert tabled.rope_table is not None and tabled.rope_table[0].shape == (ids.shape[1] + 4, 1, 16)
+    # every position the rollout reaches, repeated for each of the 4 heads of 16 dimensions (a step's 2-D width)
+    assert tabled.rope_table is not None and tabled.rope_table[0].shape == (ids.shape[1] + 4, 4 * 16)
     assert dynamic.rope_table is None
 
 
