@@ -31,6 +31,13 @@ class RolloutSection(ToolUseSection):
     """CTRL's repetition penalty on the tokens of the prompt and of the completion so far: their logits divided by it
     where positive, multiplied where negative, before temperature (transformers' ``RepetitionPenaltyLogitsProcessor``;
     the prompt's padding is not counted); 1: off, above 1: repeats less likely."""
+    shared_prompt_forward: bool = True
+    """Score a group's completions with its prompt computed once: the log-prob forward (policy, old policy and
+    reference) runs each distinct prompt through the layers once and every completion of the group attends to its
+    keys and values (Llama, Mistral, Qwen2 and Qwen3 models on text prompts, not sharded or DDP-wrapped; the plain
+    forward otherwise). The log-probs and gradients are the plain forward's up to float32 rounding, for less work per
+    step (the prompt's tokens are computed once, not G times); false: the plain transformers forward over prompt +
+    completion for every completion, as TRL's."""
     use_vllm: bool = False
     """Sample rollouts from a vLLM rollout server (TRL's / Oumi's ``use_vllm``; docs/rollout-server.md), which gets
     the policy's weights before each step's rollouts; with no server configured or found, honing's own decoder

@@ -129,6 +129,7 @@ class GRPOTrainModule(BaseTrainModule):
             rollout_keys=self.rollout_keys,
             reference_model=parts.reference_model,
             model_inputs=self.sampler.model_inputs,
+            shared_prompts=settings.shared_prompt_forward,
         )
         self.metrics = RolloutMetrics(
             ranks=self.ranks,

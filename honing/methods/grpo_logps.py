@@ -14,6 +14,7 @@ from honing import chunked_ce
 from honing.data.collate import stack_collate
 from honing.losses import token_logps
 from honing.models.output_head import forward_with_head
+from honing.models.shared_prompt_forward import shared_prompt_forward
 from honing.models.wrappers import is_lora, unwrap_model
 
 Micro = dict[str, torch.Tensor]
@@ -38,12 +39,15 @@ class CompletionLogps:
         rollout_keys: Sequence[str],
         reference_model: torch.nn.Module | None = None,
         model_inputs: Callable[[Micro], dict[str, torch.Tensor]] = no_inputs,
+        shared_prompts: bool = False,
     ):
         self.temperature, self.chunked, self.autocast = temperature, chunked, autocast
         self.micro_width, self.rollout_keys = micro_width, tuple(rollout_keys)
         self.reference_model = reference_model
         # the forward's inputs besides ids and mask for a micro-batch (a vision rollout's pixels)
         self.model_inputs = model_inputs
+        # each run of rows with the same prompt (a group) computes it once (honing.models.shared_prompt_forward)
+        self.shared_prompts = shared_prompts
 
     def __call__(self, model: torch.nn.Module, micro: Micro) -> torch.Tensor:
         """Per-token log-probabilities of the completion tokens at the sampling temperature. The chunked head
@@ -68,12 +72,18 @@ class CompletionLogps:
 
         def run_forward() -> ModelOutput:
             with self.autocast():
+                inputs = self.model_inputs(micro)
+                if self.shared_prompts and not inputs:  # a vision rollout's pixels go through the plain forward
+                    ids, mask, width = micro["input_ids"], micro["attention_mask"], micro["completion_ids"].shape[1]
+                    shared = shared_prompt_forward(model, ids, mask, width)
+                    if shared is not None:
+                        return shared
                 return model(
                     input_ids=micro["input_ids"],
                     attention_mask=micro["attention_mask"],
                     use_cache=False,
                     logits_to_keep=micro["completion_ids"].shape[1] + 1,
-                    **self.model_inputs(micro),
+                    **inputs,
                 )
 
         return run_forward

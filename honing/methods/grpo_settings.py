@@ -85,6 +85,7 @@ class RolloutSettings:
     off_policy_mask_threshold: float | None = None
     multi_objective_aggregation: str = "sum_then_normalize"
     scoring_temperature: float | None = None  # None: the sampling temperature
+    shared_prompt_forward: bool = True  # each group's prompt computed once in the log-prob forward
     loss_options: dict[str, float | None] = field(default_factory=dict)
 
 
@@ -96,7 +97,7 @@ def max_num_gen_batches(section: GRPOSection | RLOOSection) -> int | None:
 SHARED_SETTINGS = (
     "num_generations", "max_completion_length", "temperature", "top_p", "top_k", "min_p", "repetition_penalty", "beta",
     "kl_estimator", "epsilon", "epsilon_high", "num_iterations", "steps_per_generation", "sample_interval",
-    "mask_truncated_completions",
+    "mask_truncated_completions", "shared_prompt_forward",
 )  # fmt: skip
 
 

@@ -42,24 +42,26 @@ def lean_decoder(model: nn.Module) -> LeanDecoder | None:
     config = getattr(lm, "config", None)
     if config is None or getattr(config, "model_type", None) not in LLAMA_SHAPED:
         return None
-    if getattr(config, "hidden_act", None) != "silu" or _uses_sliding_window(config):
+    if getattr(config, "hidden_act", None) != "silu" or uses_sliding_window(config):
         return None
     decoder = getattr(lm, "model", None)
     needed = ("embed_tokens", "layers", "norm", "rotary_emb")
     if decoder is None or not all(hasattr(decoder, name) for name in needed) or not hasattr(lm, "lm_head"):
         return None
-    if _global_hooks() or any(_is_sharded(p) for p in lm.parameters()):
+    if global_hooks() or any(is_sharded(p) for p in lm.parameters()):
         return None  # hooks on every module expect module calls; sharded weights need the root's all-gather
     return LeanDecoder(lm)
 
 
-def _uses_sliding_window(config: PretrainedConfig) -> bool:
+def uses_sliding_window(config: PretrainedConfig) -> bool:
+    """Whether the model's attention is windowed (Mistral's ``sliding_window``, Qwen's ``use_sliding_window``)."""
     if getattr(config, "model_type", None) in ("qwen2", "qwen3"):
         return bool(getattr(config, "use_sliding_window", False))
     return getattr(config, "sliding_window", None) is not None
 
 
-def _is_sharded(parameter: torch.Tensor) -> bool:
+def is_sharded(parameter: torch.Tensor) -> bool:
+    """Whether ``parameter`` is a DTensor (FSDP2 / tensor parallel): its forward needs the root module's hooks."""
     return type(parameter).__name__ == "DTensor"
 
 
@@ -346,7 +348,8 @@ def _wide(x: torch.Tensor, heads: int) -> torch.Tensor:
     return x.reshape(x.shape[0], -1).repeat(1, heads)
 
 
-def _global_hooks() -> bool:
+def global_hooks() -> bool:
+    """Whether forward hooks are registered for every module (they expect module calls, not direct kernels)."""
     from torch.nn.modules import module as torch_module
 
     return bool(torch_module._global_forward_hooks or torch_module._global_forward_pre_hooks)
