@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from transformers.modeling_outputs import CausalLMOutputWithPast
+from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
 from honing.models.lean_decoder import LLAMA_SHAPED, global_hooks, is_sharded, uses_sliding_window
 from honing.models.wrappers import transformers_model
@@ -134,9 +135,8 @@ class _SharedPromptForward:
         completion_hidden = self.decoder.embed_tokens(input_ids[:, prompt_width:])
         # one table for every column: a RoPE whose frequencies follow the length (dynamic NTK) sees the full width
         cos, sin = self.decoder.rotary_emb(completion_hidden, positions)
-        cos, sin = cos[:, None], sin[:, None]  # one for every head
-        prompt_rope = cos[..., :prompt_width, :], sin[..., :prompt_width, :]
-        completion_rope = cos[..., prompt_width:, :], sin[..., prompt_width:, :]
+        prompt_rope = cos[:, :prompt_width], sin[:, :prompt_width]
+        completion_rope = cos[:, prompt_width:], sin[:, prompt_width:]
         for layer in self.layers:
             attention = layer.self_attn
             prompt_out, (keys, values) = self._attend(attention, layer, prompt_hidden, prompt_rope, prompt_mask)
@@ -173,8 +173,7 @@ class _SharedPromptForward:
             query, key = attention.q_norm(query), attention.k_norm(key)
         query, key = query.transpose(1, 2), key.transpose(1, 2)
         value = attention.v_proj(normed).view(shape).transpose(1, 2)
-        cos, sin = rope
-        query, key = query * cos + _rotate_half(query) * sin, key * cos + _rotate_half(key) * sin
+        query, key = apply_rotary_pos_emb(query, key, *rope)  # every Llama-shaped family's own formula
         keys, values = key, value
         if past is not None:
             keys, values = torch.cat([past[0], key], dim=2), torch.cat([past[1], value], dim=2)
@@ -183,8 +182,3 @@ class _SharedPromptForward:
         )
         out = out.transpose(1, 2).reshape(*hidden.shape[:2], -1).contiguous()
         return attention.o_proj(out), (key, value)
-
-
-def _rotate_half(x: torch.Tensor) -> torch.Tensor:
-    half = x.shape[-1] // 2
-    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
