@@ -143,6 +143,8 @@ def lora_layers(model: nn.Module) -> dict[str, Any]:
 def merge_lora_deltas(layers: dict[str, Any], tensors: dict[str, torch.Tensor], *, adapter: str) -> dict[str, Any]:
     """``tensors`` with each LoRA layer's ``base_layer`` weight replaced by the merged weight (as peft's
     ``get_delta_weight``, in fp32) and its adapter tensors removed; layers not in ``tensors`` are left alone."""
+    if not layers:  # a full model: importing peft would import bitsandbytes, which warns on some CPUs
+        return tensors
     from peft.tuners.lora import Linear as LoraLinear
 
     for name, module in layers.items():

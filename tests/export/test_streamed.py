@@ -166,3 +166,23 @@ def test_a_weight_merged_in_blocks_of_rows_equals_the_whole_merge(monkeypatch, f
     monkeypatch.setattr(streamed, "MERGE_BLOCK", 25)  # 2 rows of 10 at a time
     blocks = streamed.merged_weight(base, lora_a, lora_b, 0.5, fan_in_fan_out)
     assert torch.equal(blocks, whole)
+
+
+def test_full_model_export_leaves_peft_unimported(tmp_path):
+    """Exporting a model without LoRA does not import peft (which imports bitsandbytes, whose CPU backend logs a
+    warning at import on AVX-512 BF16 machines without the ``kernels`` package): the quickstart's output stays clean."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\n"
+        "from transformers import AutoConfig, AutoModelForCausalLM\n"
+        "from honing.export.streamed import StreamedExport\n"
+        "config = AutoConfig.for_model('llama', hidden_size=32, num_hidden_layers=1, num_attention_heads=2,\n"
+        "    num_key_value_heads=2, intermediate_size=64, vocab_size=64)\n"
+        f"StreamedExport(AutoModelForCausalLM.from_config(config)).write({str(tmp_path)!r})\n"
+        "print(sorted(name for name in ('peft', 'bitsandbytes') if name in sys.modules))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert result.stdout.strip().splitlines()[-1] == "[]"
+    assert os.path.isfile(tmp_path / "model.safetensors")
