@@ -50,7 +50,7 @@ class TrainerSection(Section):
     """Where to train: ``auto`` (this rank's GPU if there is one, else the CPU), ``cpu`` or ``cuda``."""
     num_threads: int | None = Field(default=None, ge=1)
     """The CPU threads torch uses for its operations; None: ``OMP_NUM_THREADS`` when set, else the cores that
-    other processes leave free (the load average), said in one info line at start."""
+    other processes leave free (their busy time while the run starts up), said in one info line at start."""
     metrics_collect_interval: int = Field(default=10, ge=1)
     """Metrics are reduced over ranks and logged every N steps (the host waits for the device only then)."""
     cancel_check_interval: int = Field(default=1, ge=1)
