@@ -14,8 +14,10 @@ import sys
 import warnings
 
 #: loggers whose warnings are hidden (their errors still show); torch's pytree logs a deprecation notice for each enum
-#: that torchao (imported by peft and transformers whenever it is installed) registers
-QUIET_LOGGERS = ("transformers", "torch.distributed.device_mesh", "lm_eval", "torch.utils._pytree")
+#: that torchao (imported by peft and transformers whenever it is installed) registers; bitsandbytes, which peft
+#: imports whenever it is installed, says on AVX-512 BF16 CPUs that a 4-bit kernel of its own could not be fetched,
+#: and honing runs none of its kernels (4-bit weights are torchao's)
+QUIET_LOGGERS = ("transformers", "torch.distributed.device_mesh", "lm_eval", "torch.utils._pytree", "bitsandbytes")
 
 #: modules whose Python warnings (``warnings.warn``) are hidden: regular expressions over the module's name
 QUIET_WARNING_MODULES = (r"transformers(\.|$)", r"torch\.distributed\.device_mesh$", r"lm_eval(\.|$)")

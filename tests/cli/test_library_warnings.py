@@ -1,4 +1,4 @@
-"""The CLI hides the warnings of transformers, torch's device mesh and lm-eval, and keeps honing's own."""
+"""The CLI hides the warnings of transformers, torch's device mesh, lm-eval and bitsandbytes, and keeps honing's own."""
 
 from __future__ import annotations
 
@@ -39,7 +39,12 @@ def test_library_warnings_are_hidden_and_honing_own_shown(quieted):
 
 
 def test_library_loggers_show_errors_only(quieted):
-    for name in ("transformers.modeling_utils", "torch.distributed.device_mesh", "lm_eval.evaluator"):
+    for name in (
+        "transformers.modeling_utils",
+        "torch.distributed.device_mesh",
+        "lm_eval.evaluator",
+        "bitsandbytes.backends.cpu.ops",
+    ):
         logger = logging.getLogger(name)
         assert not logger.isEnabledFor(logging.WARNING) and logger.isEnabledFor(logging.ERROR)
     assert logging.getLogger("honing.train").isEnabledFor(logging.WARNING)
