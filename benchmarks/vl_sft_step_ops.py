@@ -10,6 +10,9 @@ inside another aten call are counted apart, as nested), and the step's logged ``
 with every digit, so that two trees' outputs show whether a change kept them bit for bit.
 
     .venv/bin/python benchmarks/vl_sft_step_ops.py [--warmup 3] [--steps 4] [--threads 1] [--python]
+
+With ``--python``, ``SORT=cumtime`` (or any pstats key; default ``tottime``) and ``ROWS=70`` (default 25) order and
+cut cProfile's table.
 """
 
 from __future__ import annotations
@@ -117,7 +120,7 @@ def report(profiler: Profiler, logged: list[tuple[int, dict[str, float]]], steps
     if isinstance(profiler, cProfile.Profile):
         stats = pstats.Stats(profiler)
         print(f"Python calls per step: {stats.total_calls / steps:.0f}")  # type: ignore[attr-defined]
-        stats.sort_stats("tottime").print_stats(25)
+        stats.sort_stats(os.environ.get("SORT", "tottime")).print_stats(int(os.environ.get("ROWS", 25)))
         return
     print_counts(list(profiler.events()), steps)
 

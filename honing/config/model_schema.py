@@ -98,6 +98,11 @@ class ModelSection(Section):
     chunked_loss: bool = True
     """The LM head and its loss run over chunks of the positions that carry one, so the full logits never exist
     (the same numbers)."""
+    lean_forward: bool = True
+    """The decoder's forward of Llama-shaped models (Llama, Mistral, Qwen2, Qwen3 and the Qwen-VL language models) and
+    the Qwen-VL vision towers' attention run as honing's leaner code over the model's own modules: transformers'
+    numbers bit for bit, gradients included, in fewer operators; calls it does not cover (a cache, eager or flash
+    attention, hooks, sharded weights) run transformers' own. False: transformers' forwards everywhere."""
     router_aux_loss_coef: float | None = Field(default=None, ge=0)
     """Mixture-of-experts models: the weight of the router's load-balancing loss; None: the model config's own."""
     freeze_vision: bool = True

@@ -11,6 +11,7 @@ import torch
 from honing.errors import ConfigError
 from honing.models.attention_choice import AUTO, AttentionChoice, check_attention_available, choose_attention
 from honing.models.config_overrides import apply_config_overrides
+from honing.models.lean_training_forward import use_lean_forwards
 from honing.models.loading import (
     ModelClass,
     auto_model_class,
@@ -170,6 +171,8 @@ class ModelBuilder:
         model = self.set_attention(model.to(self.device))
         if lora is not None:  # peft creates the adapters on the device of the layers they adapt
             model = apply_lora(model, **lora_keywords(lora))
+        if self.cfg.lean_forward:
+            use_lean_forwards(model)
         return model
 
     def attention_to_build(self) -> str | None:

@@ -120,6 +120,7 @@ class Trainer:
     # cancellation
     cancel_run = Delegated("cancellation", Cancellation.request)
     check_if_canceled = Delegated("cancellation", Cancellation.check)
+    stop_evaluating = Delegated("cancellation", Cancellation.stop_evaluating)
     canceled = delegated_value("cancellation.canceled", settable=True)
     is_canceled = delegated_value("cancellation.canceled")
     cancel_reason = delegated_value("cancellation.reason")
@@ -322,7 +323,7 @@ class Trainer:
             self.checkpoints.load_at_start()
         self._flops_per_token = model_flops_per_token(self.train_module, self.progress.data_loader)
         try:
-            with GracefulStop(self.cancellation.request):
+            with GracefulStop(self.cancellation.request_on_signal):
                 self._emit("on_train_begin")
                 while not self.training_complete:
                     self._fit_epoch()

@@ -24,6 +24,7 @@ class Cancellation:
         self.canceled = False
         self.reason: str | None = None
         self.requested: str | None = None  # this rank's request, not yet agreed on
+        self.signaled = False  # the request came from SIGTERM / SIGINT: the process is asked to end soon
         # Cancel flags are exchanged every step by an asynchronous all-reduce on a gloo group of their own (not
         # the bookkeeping group: its thread's collectives there would interleave with it differently on each
         # rank); a step's exchange is waited on at the next step's boundary, long done by then.
@@ -36,6 +37,17 @@ class Cancellation:
         self.requested = reason
         if no_sync:
             self._mark_canceled(reason)
+
+    def request_on_signal(self, reason: str) -> None:
+        """:meth:`request`, from a signal handler: evaluations in progress may also stop (:meth:`stop_evaluating`)."""
+        self.signaled = True
+        self.request(reason)
+
+    def stop_evaluating(self) -> bool:
+        """Whether an evaluation should stop where it is, its metrics not recorded: a signal asked this process to
+        end (a scheduler's SIGTERM, one Ctrl-C), and no other rank waits on its evaluation's collectives (one
+        process; ranks evaluate in step with each other, so there evaluations run to their end)."""
+        return self.signaled and self.group is None
 
     def check(self) -> None:
         """Agree across ranks, without blocking, whether any rank asked to cancel: this rank's flag is sent in

@@ -19,6 +19,20 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+def evaluation_cut(trainer: Any, what: str, done: int, unit: str = "batches") -> bool:
+    """Whether ``what`` (an evaluation, ``done`` of its batches or prompts in) stops now because a signal asked the
+    run to end (``Trainer.stop_evaluating``); says so when it does."""
+    stop = getattr(trainer, "stop_evaluating", None)
+    if stop is None or not stop():
+        return False
+    reason = trainer.cancellation.requested or "the run was canceled"
+    if done:
+        log.warning("stopping %s after %d of its %s (%s): its metrics are not recorded", what, done, unit, reason)
+    else:
+        log.warning("skipping %s (%s)", what, reason)
+    return True
+
+
 class EvaluatorCallback(Callback):
     """Runs ``train_module.eval_batch`` over the validation batches and records ``eval/*``.
 
@@ -84,8 +98,14 @@ class EvaluatorCallback(Callback):
         module = self.trainer.train_module
         was_training = module.model.training
         parts = getattr(self.batches, "parts", None) or {None: self.batches}
+        totals: dict[Any, dict[str, torch.Tensor]] = {}
         try:
-            totals = {name: self._totals(module, batches) for name, batches in parts.items()}
+            for name, batches in parts.items():
+                part = self._totals(module, batches)
+                if part is None:  # a signal asked the run to end: stop here, record nothing
+                    self.last_eval_step = self.step
+                    return {}
+                totals[name] = part
         finally:
             module.model.train(was_training)
         keys = sorted({key for part in totals.values() for key in part})
@@ -108,11 +128,14 @@ class EvaluatorCallback(Callback):
         self.last_eval_step = self.step
         return results
 
-    def _totals(self, module: TrainModule, batches: Iterable[dict[str, Any]]) -> dict[str, torch.Tensor]:
+    def _totals(self, module: TrainModule, batches: Iterable[dict[str, Any]]) -> dict[str, torch.Tensor] | None:
+        """The summed ``eval_batch`` results, or None when the run was told to end before they were all in."""
         totals: dict[str, torch.Tensor] = {}
         for index, batch in enumerate(batches):
             if self.max_batches is not None and index >= self.max_batches:
                 break
+            if evaluation_cut(self.trainer, f"the evaluation at step {self.step}", index):
+                return None
             for key, value in module.eval_batch(batch).items():
                 totals[key] = totals.get(key, 0) + value.detach().double()
         return totals

@@ -13,6 +13,7 @@ import torch
 
 from honing.distributed import is_rank0
 from honing.train.callbacks.base import Callback
+from honing.train.callbacks.evaluator import evaluation_cut
 from honing.train.callbacks.order import PRIORITY
 from honing.train.metrics import ReduceType
 
@@ -68,13 +69,16 @@ class GenerationEvalCallback(Callback):
 
     @torch.no_grad()
     def evaluate(self, *, label: str) -> float:
-        """Answer every prompt now; record and print the exact-match accuracy."""
+        """Answer every prompt now; record and print the exact-match accuracy (NaN, nothing recorded, when a signal
+        asked the run to end before every prompt was answered)."""
         model = self.trainer.train_module.model
         was_training = model.training
         rows = []
         try:
             with torch.random.fork_rng(devices=[]):  # generation must not move the training RNG
                 for prompt, expected in self.examples:
+                    if evaluation_cut(self.trainer, f"the generation evaluation {label}", len(rows), "prompts"):
+                        return math.nan
                     answer = self.answer_fn(prompt).strip()
                     row = {"step": self.step, "expected": expected, "answer": answer}
                     row["correct"] = answer == expected.strip()
