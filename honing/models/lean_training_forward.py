@@ -25,6 +25,7 @@ called as the module it is, with the mask and rotary tables transformers gives i
 
 from __future__ import annotations
 
+import functools
 import types
 from typing import Any
 
@@ -201,8 +202,7 @@ class _Rotation:
         signed_sin = torch.cat([-sin[..., :half], sin[..., half:]], dim=-1)
         self.heads, self.head_dim = heads, head_dim
         self.cos, self.signed_sin = cos.repeat(1, 1, heads), signed_sin.repeat(1, 1, heads)
-        swap = torch.cat([torch.arange(half, head_dim), torch.arange(half)]).to(cos.device)
-        self.swap = torch.cat([swap + head * head_dim for head in range(heads)])
+        swap, self.swap = _swap_indices(heads, head_dim, cos.device)
         self.per_head = cos[:, None], signed_sin[:, None], swap  # for inputs already [rows, heads, length, head_dim]
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
@@ -216,6 +216,15 @@ class _Rotation:
         Qwen3's per-head norms sum their weight's gradient in that layout)."""
         cos, signed_sin, swap = self.per_head
         return x * cos + x.index_select(-1, swap) * signed_sin
+
+
+@functools.lru_cache(maxsize=32)
+def _swap_indices(heads: int, head_dim: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """The indices that exchange the halves of one head's ``head_dim``, and of each of ``heads`` heads side by side
+    (made once per shape, not in every forward)."""
+    half = head_dim // 2
+    swap = torch.cat([torch.arange(half, head_dim), torch.arange(half)]).to(device)
+    return swap, torch.cat([swap + head * head_dim for head in range(heads)])
 
 
 def _layer(
