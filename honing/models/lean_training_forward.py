@@ -124,7 +124,7 @@ def _bare(layer: nn.Module) -> bool:
     for module in (layer, layer.self_attn, layer.mlp, layer.input_layernorm, layer.post_attention_layernorm):
         if module._forward_hooks or module._forward_pre_hooks:
             return False
-    return not any(is_sharded(p) for p in layer.input_layernorm.parameters())
+    return not any(is_sharded(p) for p in layer.parameters())  # FSDP2's, tensor parallelism's DTensors
 
 
 def _lean_forward(

@@ -2,6 +2,8 @@
 the (FSDP2-sharded) adapters and ``modules_to_save`` into the merged ``hf/``, the peft ``adapter/`` and
 ``best/``."""
 
+import json
+
 import pytest
 import torch
 from safetensors.torch import load_file
@@ -71,6 +73,20 @@ def test_lora_two_processes_match_one(runs):
         assert two[step]["optim/grad_norm"] == pytest.approx(one[step]["optim/grad_norm"], abs=1e-5), step
     assert two[STEPS]["eval/loss"] == pytest.approx(one[STEPS]["eval/loss"], abs=1e-5)
     assert one[STEPS]["train/loss"] < one[1]["train/loss"]  # the adapters did train
+
+
+def test_generation_eval_shares_prompts_out_under_ddp_only(runs):
+    (single, _), (parallel, result) = runs
+    shared = "generation evaluation: 2 prompts shared out over 2 ranks" in result.stderr
+    assert shared == ("ddp" in parallel.name)  # FSDP2's sharded model needs every rank in every forward
+
+    def rows(folder):
+        lines = (folder / "generation_eval.jsonl").read_text().splitlines()
+        return [{key: row[key] for key in ("step", "expected", "answer")} for row in map(json.loads, lines)]
+
+    assert rows(parallel) == rows(single)  # every prompt once, in order, answered alike
+    one, two = metrics(single), metrics(parallel)
+    assert two[STEPS]["eval/exact_match"] == one[STEPS]["eval/exact_match"]
 
 
 def test_lora_two_processes_export_gathered_merged_model_adapter_and_best(runs):

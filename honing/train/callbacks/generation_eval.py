@@ -11,7 +11,8 @@ from typing import Any
 
 import torch
 
-from honing.distributed import is_rank0
+from honing.distributed import get_rank, get_world_size, is_rank0
+from honing.models.parallel import is_sharded
 from honing.train.callbacks.base import Callback
 from honing.train.callbacks.evaluator import evaluation_cut
 from honing.train.callbacks.order import PRIORITY
@@ -27,7 +28,9 @@ class GenerationEvalCallback(Callback):
     ``SAVE_FOLDER/generation_eval.jsonl``.
 
     ``prompt`` is whatever ``answer_fn`` takes (e.g. the conversation without its last assistant turn).
-    Every rank answers every prompt, so models sharded across ranks take part in generation. ``score_fn(prompts,
+    Under data parallelism (DDP, each rank the whole model) the ranks share the prompts out and gather the answers;
+    a model sharded across ranks (FSDP2, tensor / expert / context parallel) has every rank answer every prompt,
+    as each forward needs them all. ``score_fn(prompts,
     answers, {"answer": expected})`` gives more metrics (name → one float or NaN per answer, e.g. the reward
     registry's scorers): each is recorded as ``<name>/<metric>``, the mean of its numbers, and kept per answer.
     """
@@ -73,20 +76,30 @@ class GenerationEvalCallback(Callback):
         asked the run to end before every prompt was answered)."""
         model = self.trainer.train_module.model
         was_training = model.training
-        rows = []
+        split = self._split_over_ranks()
+        rank, ranks = (get_rank(), get_world_size()) if split else (0, 1)
+        if split and not self.history:
+            log.info("generation evaluation: %d prompts shared out over %d ranks", len(self.examples), ranks)
+        answered: list[tuple[int, dict[str, Any]]] = []  # (the example's index, its row)
         try:
             with torch.random.fork_rng(devices=[]):  # generation must not move the training RNG
-                for prompt, expected in self.examples:
-                    if evaluation_cut(self.trainer, f"the generation evaluation {label}", len(rows), "prompts"):
+                for index in range(rank, len(self.examples), ranks):
+                    prompt, expected = self.examples[index]
+                    if evaluation_cut(self.trainer, f"the generation evaluation {label}", len(answered), "prompts"):
                         return math.nan
                     answer = self.answer_fn(prompt).strip()
                     row = {"step": self.step, "expected": expected, "answer": answer}
                     row["correct"] = answer == expected.strip()
                     if self.character_error_rate:
                         row["cer"] = character_error_rate(answer, expected.strip())
-                    rows.append(row)
+                    answered.append((index, row))
         finally:
             model.train(was_training)
+        if split:  # every rank gets every row, in the examples' order
+            parts: list[list[tuple[int, dict[str, Any]]] | None] = [None] * ranks
+            torch.distributed.all_gather_object(parts, answered)
+            answered = sorted((pair for part in parts for pair in part or ()), key=lambda pair: pair[0])
+        rows = [row for _, row in answered]
         scores = self._scores(rows)
         correct = sum(row["correct"] for row in rows)
         accuracy = correct / max(len(rows), 1)
@@ -110,6 +123,18 @@ class GenerationEvalCallback(Callback):
             example = f" (e.g. expected {shown['expected']!r}, got {shown['answer']!r})" if shown else ""
             self.printer(f"held-out exact match {label}: {accuracy:.1%} ({correct}/{len(rows)}){cer}{example}")
         return accuracy
+
+    def _split_over_ranks(self) -> bool:
+        """Whether the ranks share the prompts out: several ranks, each holding the whole model (data parallel
+        only). A model sharded over ranks (FSDP2, tensor, expert or context parallel) needs every rank in each
+        forward, so there every rank answers every prompt."""
+        if get_world_size() == 1:
+            return False
+        module = self.trainer.train_module
+        dims = getattr(module, "parallel_dims", None)
+        if dims is None or any(getattr(dims, axis, 1) > 1 for axis in ("cp", "tp", "ep")):
+            return False
+        return not is_sharded(module.model)
 
     def _scores(self, rows: list[dict[str, Any]]) -> dict[str, float]:
         """Each extra metric's mean over the answers it applies to (NaN: not applicable); per answer into ``rows``."""
