@@ -11,7 +11,7 @@ model's own weights and modules:
   sdpa runs causally, when no token is padding);
 - the rotation multiplies the halves-exchanged input (one gather) by the sine with its sign folded in, on the
   projections' contiguous layout before the heads are transposed: ``rotate_half(x) * sin`` and
-  ``x[swap] * signed_sin`` are the same products of the same numbers, at a third of the cost forward and backward;
+  ``x[swap] * signed_sin`` are the same products of the same numbers, in two thirds of the time forward and backward;
 - a plain ``nn.Linear`` without hooks is ``F.linear`` over its weights (an adapter layer, LoRA's, is called as
   the module it is), RMSNorm skips the casts to the dtype it has.
 
@@ -194,7 +194,7 @@ class _Rotation:
     """A forward's rotary tables on the projections' own layout ``[rows, length, heads * head_dim]``: cos and the
     sine with its sign folded in, repeated for every query head, and the gather that exchanges each head's halves,
     so ``rotate_half(x) * sin`` is ``x[..., swap] * signed_sin``: the same products of the same numbers, on
-    contiguous inputs, before the heads are transposed for sdpa (a third of transformers' rotation's time)."""
+    contiguous inputs, before the heads are transposed for sdpa (two thirds of transformers' rotation's time)."""
 
     def __init__(self, cos: torch.Tensor, sin: torch.Tensor, heads: int):
         head_dim = cos.shape[-1]

@@ -30,16 +30,20 @@ def padded_batch(vocab: int, padding: str) -> dict[str, torch.Tensor]:
     return {"input_ids": ids, "attention_mask": mask}
 
 
-def outputs_and_gradients(model: torch.nn.Module, inputs: dict) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """The logits of a training forward and every parameter's gradient of a loss over them."""
+def outputs_and_gradients(
+    model: torch.nn.Module, inputs: dict, autocast: bool = False
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """The logits of a training forward (under bf16 autocast when asked) and every parameter's gradient of a loss
+    over them."""
     model.train()
     model.zero_grad(set_to_none=True)
-    logits = model(**inputs, use_cache=False).logits
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+        logits = model(**inputs, use_cache=False).logits
     (logits.float().pow(2).mean() + logits[..., :5].sum()).backward()
     return logits.detach(), {name: p.grad for name, p in model.named_parameters() if p.grad is not None}
 
 
-def assert_bit_identical(model: torch.nn.Module, inputs: dict, monkeypatch, prepare=None) -> int:
+def assert_bit_identical(model: torch.nn.Module, inputs: dict, monkeypatch, prepare=None, autocast=False) -> int:
     """The lean copy's logits and gradients equal ``model``'s exactly (``prepare``: applied to each after the
     copy); how many forwards took the lean path."""
     taken: list[bool] = []
@@ -49,8 +53,8 @@ def assert_bit_identical(model: torch.nn.Module, inputs: dict, monkeypatch, prep
     for each in (model, lean_model) if prepare else ():
         prepare(each)
     assert use_lean_forwards(lean_model)
-    theirs, their_grads = outputs_and_gradients(model, inputs)
-    ours, our_grads = outputs_and_gradients(lean_model, inputs)
+    theirs, their_grads = outputs_and_gradients(model, inputs, autocast)
+    ours, our_grads = outputs_and_gradients(lean_model, inputs, autocast)
     assert torch.equal(ours, theirs)
     assert our_grads.keys() == their_grads.keys() and len(our_grads) > 0
     for name, grad in their_grads.items():
@@ -63,6 +67,13 @@ def assert_bit_identical(model: torch.nn.Module, inputs: dict, monkeypatch, prep
 def test_llama_shaped_models_train_on_the_same_bits(name, padding, monkeypatch):
     model = build(name)
     assert assert_bit_identical(model, padded_batch(model.config.vocab_size, padding), monkeypatch) == 1
+
+
+@pytest.mark.parametrize("name", ["llama-gqa", "qwen2", "qwen3"])
+def test_bf16_autocast_gives_the_same_bits(name, monkeypatch):  # trainer.precision: bf16-mixed
+    model = build(name)
+    batch = padded_batch(model.config.vocab_size, "right")
+    assert assert_bit_identical(model, batch, monkeypatch, autocast=True) == 1
 
 
 def test_packed_rows_keep_transformers_document_mask(monkeypatch):
@@ -148,6 +159,12 @@ def vl_model(model_type: str) -> torch.nn.Module:
 
     config = tiny_vl_config(model_type, vocab_size=tiny_vocab_size(model_type))
     return AutoModelForImageTextToText.from_config(config, attn_implementation="sdpa")
+
+
+def test_a_vision_language_model_under_bf16_autocast_gives_the_same_bits(tmp_path, monkeypatch):
+    model = vl_model("qwen2_vl")
+    batch = vl_batch(model, tmp_path, [(140, 28), (56, 56), (140, 28)], True)
+    assert assert_bit_identical(model, batch, monkeypatch, autocast=True) == 1
 
 
 @pytest.mark.parametrize(
