@@ -44,10 +44,15 @@ class Cancellation:
         self.request(reason)
 
     def stop_evaluating(self) -> bool:
-        """Whether an evaluation should stop where it is, its metrics not recorded: a signal asked this process to
-        end (a scheduler's SIGTERM, one Ctrl-C), and no other rank waits on its evaluation's collectives (one
-        process; ranks evaluate in step with each other, so there evaluations run to their end)."""
-        return self.signaled and self.group is None
+        """Whether an evaluation should stop where it is, its metrics not recorded: a signal asked this process, or
+        any rank, to end (a scheduler's SIGTERM, one Ctrl-C). With several ranks every rank calls this at the same
+        point of the evaluation (each batch; ranks evaluate in step) and all get the same answer, from a blocking
+        all-reduce on this group: a forward is far longer than it, and the ranks then stop at the same batch."""
+        if self.group is None:
+            return self.signaled
+        flag = torch.tensor([int(self.signaled)], dtype=torch.int32)
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=self.group)
+        return bool(flag.item())
 
     def check(self) -> None:
         """Agree across ranks, without blocking, whether any rank asked to cancel: this rank's flag is sent in

@@ -1,6 +1,7 @@
 """A signal during an evaluation (a scheduler's SIGTERM, one Ctrl-C) stops it between batches: the run saves and
 ends without waiting for the evaluation, records none of its partial metrics, and skips the end-of-training one.
-A cancel that is no signal (the loss watchdog) keeps the canceled run's final evaluation."""
+A cancel that is no signal (the loss watchdog) keeps the canceled run's final evaluation. One process here; two
+ranks in tests/faults/test_sigterm_during_evaluation.py."""
 
 from __future__ import annotations
 

@@ -25,7 +25,7 @@ def evaluation_cut(trainer: Any, what: str, done: int, unit: str = "batches") ->
     stop = getattr(trainer, "stop_evaluating", None)
     if stop is None or not stop():
         return False
-    reason = trainer.cancellation.requested or "the run was canceled"
+    reason = trainer.cancellation.requested or "another rank received a signal"
     if done:
         log.warning("stopping %s after %d of its %s (%s): its metrics are not recorded", what, done, unit, reason)
     else:

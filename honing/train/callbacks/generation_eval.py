@@ -83,10 +83,15 @@ class GenerationEvalCallback(Callback):
         answered: list[tuple[int, dict[str, Any]]] = []  # (the example's index, its row)
         try:
             with torch.random.fork_rng(devices=[]):  # generation must not move the training RNG
-                for index in range(rank, len(self.examples), ranks):
-                    prompt, expected = self.examples[index]
+                # every rank takes the same number of turns (one prompt each, or none for the last), so the cut's
+                # check, an all-reduce with several ranks, comes at the same turn on all of them
+                for turn in range(-(-len(self.examples) // ranks)):
                     if evaluation_cut(self.trainer, f"the generation evaluation {label}", len(answered), "prompts"):
                         return math.nan
+                    index = rank + turn * ranks
+                    if index >= len(self.examples):
+                        continue
+                    prompt, expected = self.examples[index]
                     answer = self.answer_fn(prompt).strip()
                     row = {"step": self.step, "expected": expected, "answer": answer}
                     row["correct"] = answer == expected.strip()
