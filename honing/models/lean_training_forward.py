@@ -155,11 +155,10 @@ def _lean_forward(
     if (input_ids is None) == (inputs_embeds is None):
         raise ValueError("You must specify exactly one of input_ids or inputs_embeds")
     hidden = self.embed_tokens(input_ids) if inputs_embeds is None else inputs_embeds
-    rows, length = hidden.shape[:2]
     positions = _positions(self, hidden, position_ids)
     cos, sin = self.rotary_emb(hidden, positions)
     rotation = _Rotation(cos, sin, self.config.num_attention_heads)
-    mask = causal_padding_mask(attention_mask, length)
+    mask = causal_padding_mask(attention_mask, hidden.shape[1])
     for layer in self.layers:
         if _bare(layer):
             hidden = _layer(layer, hidden, rotation, mask)
