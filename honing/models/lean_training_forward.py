@@ -89,6 +89,8 @@ def takes_lean_path(
     decoder: nn.Module, cache: Any, use_cache: Any, attention_mask: Any, position_ids: Any, kwargs: dict
 ) -> bool:
     """Whether this call is one the lean forward computes exactly (else transformers' own forward runs)."""
+    if torch.compiler.is_compiling():
+        return False  # a whole model under torch.compile: transformers' forward is the one written for tracing
     if cache is not None or use_cache or any(kwargs.get(key) for key in QUIET_KEYWORDS - {"return_dict"}):
         return False
     if kwargs.get("return_dict") is False or set(kwargs) - QUIET_KEYWORDS - UNREAD_KEYWORDS:

@@ -43,7 +43,7 @@ def _batched_forward(
     max_seqlen: int | None = None,
     **kwargs: Any,
 ) -> torch.Tensor:
-    if self.config._attn_implementation != "sdpa" or kwargs.get("output_attentions"):
+    if self.config._attn_implementation != "sdpa" or kwargs.get("output_attentions") or torch.compiler.is_compiling():
         return type(self).forward(self, hidden_states, cu_seqlens, position_embeddings, max_seqlen, **kwargs)
     seq_length = hidden_states.shape[0]
     query, key, value = self.qkv(hidden_states).reshape(seq_length, 3, self.num_heads, -1).permute(1, 0, 2, 3).unbind(0)

@@ -122,6 +122,17 @@ def test_uncovered_calls_run_transformers_forward(monkeypatch):
     assert ran == []
 
 
+def test_a_compiled_whole_model_traces_transformers_forward(monkeypatch):
+    model = build("llama")
+    use_lean_forwards(model)
+    monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
+    ran: list[str] = []
+    monkeypatch.setattr(lean, "_layer", lambda *args: ran.append("lean") or args[1])
+    with torch.no_grad():
+        model(**padded_batch(model.config.vocab_size, "right"), use_cache=False)
+    assert ran == []
+
+
 def test_models_of_other_shapes_are_left_alone():
     torch.manual_seed(0)
     gpt2 = AutoModelForCausalLM.from_config(AutoConfig.for_model("gpt2", n_layer=1, n_embd=32, n_head=2))
