@@ -228,7 +228,7 @@ class LeanDecoder:
             hidden = hidden + self._attention(plan, hidden, cos, signed_sin, mask, index, start, end)
             normed = plan.post_norm(hidden)
             hidden = hidden + plan.down(F.silu(plan.gate(normed)) * plan.up(normed))
-        return _linear(self.lm.lm_head, self.step_norm(hidden[:, -1]))
+        return plain_linear(self.lm.lm_head, self.step_norm(hidden[:, -1]))
 
     def _attention(
         self,
@@ -403,7 +403,7 @@ def _rms_norm(x: torch.Tensor, norm: nn.Module, eps: float) -> torch.Tensor:
     return norm.weight * F.rms_norm(x.float(), x.shape[-1:], eps=eps).to(x.dtype)
 
 
-def _linear(module: nn.Module, x: torch.Tensor) -> torch.Tensor:
+def plain_linear(module: nn.Module, x: torch.Tensor) -> torch.Tensor:
     """``module(x)``; a plain ``nn.Linear`` without hooks is called as ``F.linear``, saving the module call's
     Python work on every one of a layer's seven projections (adapter layers and hooked modules run as modules)."""
     if type(module) is nn.Linear and not (module._forward_hooks or module._forward_pre_hooks):

@@ -33,7 +33,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from honing.models.lean_decoder import global_hooks, is_sharded, uses_sliding_window
+from honing.data.vision.causal_masks import causal_padding_mask
+from honing.models.lean_decoder import global_hooks, is_sharded, plain_linear, uses_sliding_window
 from honing.models.lean_vision_attention import lean_vision_attention
 
 # the decoders whose layer is Llama's (pre-norm attention with optional per-head q/k norms, a SiLU-gated MLP):
@@ -160,7 +161,7 @@ def _lean_forward(
     positions = _positions(self, hidden, position_ids)
     cos, sin = self.rotary_emb(hidden, positions)
     rotation = _Rotation(cos, sin, self.config.num_attention_heads)
-    mask = causal_padding_mask(attention_mask, hidden.shape[1])
+    mask = sdpa_mask(attention_mask)
     for layer in self.layers:
         if _bare(layer):
             hidden = _layer(layer, hidden, rotation, mask)
@@ -180,15 +181,14 @@ def _positions(decoder: nn.Module, hidden: torch.Tensor, position_ids: torch.Ten
     return position_ids
 
 
-def causal_padding_mask(attention_mask: torch.Tensor | None, length: int) -> torch.Tensor | None:
+def sdpa_mask(attention_mask: torch.Tensor | None) -> torch.Tensor | None:
     """sdpa's boolean mask ``[rows, 1, length, length]`` for a 2-D padding mask, as ``create_causal_mask`` builds
     it; None when no token is padding (sdpa then runs causally); a 4-D boolean mask as it is."""
     if attention_mask is not None and attention_mask.dim() == 4:
         return attention_mask  # already sdpa's (honing's VL collator builds it so)
     if attention_mask is None or bool(attention_mask.all()):
         return None
-    causal = torch.ones(length, length, dtype=torch.bool, device=attention_mask.device).tril()
-    return causal & attention_mask.bool()[:, None, None, :]
+    return causal_padding_mask(attention_mask)
 
 
 class _Rotation:
@@ -201,16 +201,21 @@ class _Rotation:
         head_dim = cos.shape[-1]
         half = head_dim // 2
         signed_sin = torch.cat([-sin[..., :half], sin[..., half:]], dim=-1)
-        self.heads, self.head_dim = heads, head_dim
-        self.cos, self.signed_sin = cos.repeat(1, 1, heads), signed_sin.repeat(1, 1, heads)
+        self.heads = heads
         swap, self.swap = _swap_indices(heads, head_dim, cos.device)
         self.per_head = cos[:, None], signed_sin[:, None], swap  # for inputs already [rows, heads, length, head_dim]
+
+    @functools.cached_property
+    def wide(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos and the signed sine repeated for every query head (made on first use: Qwen3's path needs none)."""
+        cos, signed_sin, _ = self.per_head
+        return cos[:, 0].repeat(1, 1, self.heads), signed_sin[:, 0].repeat(1, 1, self.heads)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         """``x`` ``[rows, length, n * head_dim]`` rotated (keys' ``n`` may be fewer than the query heads)."""
         width = x.shape[-1]
-        cos, signed_sin, swap = self.cos[..., :width], self.signed_sin[..., :width], self.swap[:width]
-        return x * cos + x.index_select(-1, swap) * signed_sin
+        cos, signed_sin = (table[..., :width] for table in self.wide)
+        return x * cos + x.index_select(-1, self.swap[:width]) * signed_sin
 
     def transposed(self, x: torch.Tensor) -> torch.Tensor:
         """``x`` ``[rows, heads, length, head_dim]`` rotated (as transformers does it, the heads transposed first:
@@ -237,7 +242,8 @@ def _layer(
     hidden = hidden + _attention(layer.self_attn, _rms_norm(layer.input_layernorm, hidden), rotation, mask)
     mlp = layer.mlp
     normed = _rms_norm(layer.post_attention_layernorm, hidden)
-    return hidden + _linear(mlp.down_proj, mlp.act_fn(_linear(mlp.gate_proj, normed)) * _linear(mlp.up_proj, normed))
+    gated = mlp.act_fn(plain_linear(mlp.gate_proj, normed)) * plain_linear(mlp.up_proj, normed)
+    return hidden + plain_linear(mlp.down_proj, gated)
 
 
 def _attention(
@@ -248,8 +254,8 @@ def _attention(
 ) -> torch.Tensor:
     rows, length = hidden.shape[:2]
     head_dim = attention.head_dim
-    query, key = _linear(attention.q_proj, hidden), _linear(attention.k_proj, hidden)
-    value = _linear(attention.v_proj, hidden).view(rows, length, -1, head_dim).transpose(1, 2)
+    query, key = plain_linear(attention.q_proj, hidden), plain_linear(attention.k_proj, hidden)
+    value = plain_linear(attention.v_proj, hidden).view(rows, length, -1, head_dim).transpose(1, 2)
     if hasattr(attention, "q_norm"):  # Qwen3: each head normed before the rotation
         query = rotation.transposed(attention.q_norm(query.view(rows, length, -1, head_dim)).transpose(1, 2))
         key = rotation.transposed(attention.k_norm(key.view(rows, length, -1, head_dim)).transpose(1, 2))
@@ -272,7 +278,7 @@ def _attention(
         is_causal=mask is None and length > 1,
         **gqa,
     )
-    return _linear(attention.o_proj, out.transpose(1, 2).reshape(rows, length, -1))
+    return plain_linear(attention.o_proj, out.transpose(1, 2).reshape(rows, length, -1))
 
 
 def _repeat_heads(x: torch.Tensor, groups: int) -> torch.Tensor:
@@ -287,9 +293,3 @@ def _rms_norm(norm: nn.Module, x: torch.Tensor) -> torch.Tensor:
         return norm(x)
     variance = x.pow(2).mean(-1, keepdim=True)
     return norm.weight * (x * torch.rsqrt(variance + norm.variance_epsilon))
-
-
-def _linear(module: nn.Module, x: torch.Tensor) -> torch.Tensor:
-    if type(module) is nn.Linear and not (module._forward_hooks or module._forward_pre_hooks):
-        return F.linear(x, module.weight, module.bias)
-    return module(x)

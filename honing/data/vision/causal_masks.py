@@ -16,7 +16,7 @@ import torch
 
 
 def causal_padding_mask(attention_mask: torch.Tensor) -> torch.Tensor:
-    """``[rows, 1, width, width]`` booleans of a right-padded ``[rows, width]`` mask (1: a real token): query ``q``
+    """``[rows, 1, width, width]`` booleans of a padded ``[rows, width]`` mask (1: a real token): query ``q``
     sees key ``k`` when ``k <= q`` and ``k`` is real; the same tensor as transformers' sdpa mask."""
     width = attention_mask.shape[1]
     lower = _lower_triangle(width).to(attention_mask.device)
