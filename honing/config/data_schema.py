@@ -162,7 +162,8 @@ class DataSection(Section):
     batches, their order and a resume's position are the same for any number."""
     # fine-tuning only (refused for pretraining: honing.config.methods.FINETUNE_ONLY)
     chat_template: str | None = None
-    """Fine-tuning: a named chat template (e.g. ``chatml``) or inline Jinja; None: the tokenizer's own."""
+    """Fine-tuning: a named chat template (``chatml``, ``llama3``, ``zephyr``, ``plain_roles``, ``eos_separated``) or
+    inline Jinja; None: the tokenizer's own."""
     chat_template_kwargs: dict[str, Any] = Field(default_factory=dict)
     """Prompt methods (grpo, rloo, ppo, online_dpo, vl_grpo): variables given to the chat template at every
     rendering of the run (prompts, tool turns), as ``apply_chat_template``'s extra keyword arguments, e.g.

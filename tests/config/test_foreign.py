@@ -83,7 +83,7 @@ def test_every_key_that_cannot_be_honoured_is_refused_by_name_in_one_line(tmp_pa
     raw["training"]["grpo"] = {"use_vllm": True}
     raw["training"]["made_up"] = 1
     raw["data"]["train"]["datasets"][0]["mixture_proportion"] = 0.5
-    raw["model"]["chat_template"] = "zephyr"
+    raw["model"]["chat_template"] = "molmo"  # another family's template, for a Qwen model
     path = tmp_path / "oumi.yaml"
     path.write_text(yaml.safe_dump(raw))
     with pytest.raises(ConfigError) as error:
@@ -91,7 +91,7 @@ def test_every_key_that_cannot_be_honoured_is_refused_by_name_in_one_line(tmp_pa
     message = str(error.value)
     assert "\n" not in message and message.startswith(f"{path}: read as an Oumi config; cannot honour: ")
     for key in (
-        "model.chat_template: 'zephyr' is not available",
+        "model.chat_template: 'molmo' is not available",
         "data.train.datasets[0].mixture_proportion: given for some datasets only",
         "training.grpo: used by GRPO trainers only",
         "training.made_up: not a key of Oumi's TrainingConfig",

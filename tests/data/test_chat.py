@@ -87,6 +87,34 @@ EXPECTED = {
         ("Très bien<|eot_id|>", True),
     ],
 }
+EOS = "<|endoftext|>"  # the byte-level tokenizer's eos, which zephyr and eos_separated end each turn with
+EXPECTED |= {
+    ("zephyr", "multi"): [
+        ("<|user|>\nHi" + EOS + "\n<|assistant|>\n", False),
+        ("Hi there" + EOS, True),
+        ("\n<|user|>\nGo?" + EOS + "\n<|assistant|>\n", False),
+        ("Bye" + EOS, True),
+        ("\n", False),
+    ],
+    ("zephyr", "system"): [
+        ("<|system|>\nBe brief." + EOS + "\n<|user|>\nÇa va?" + EOS + "\n<|assistant|>\n", False),
+        ("Très bien" + EOS, True),
+        ("\n", False),
+    ],
+    ("plain_roles", "multi"): [
+        ("USER: Hi\nASSISTANT: ", False),
+        ("Hi there", True),
+        ("\nUSER: Go?\nASSISTANT: ", False),
+        ("Bye", True),
+    ],
+    ("plain_roles", "system"): [("SYSTEM: Be brief.\nUSER: Ça va?\nASSISTANT: ", False), ("Très bien", True)],
+    ("eos_separated", "multi"): [
+        ("Hi" + EOS, False),
+        ("Hi there" + EOS, True),
+        ("Go?" + EOS, False),
+        ("Bye" + EOS, True),
+    ],
+}
 CONVERSATIONS = {"single": SINGLE, "multi": MULTI, "system": WITH_SYSTEM}
 
 
@@ -218,6 +246,14 @@ def test_prefix_unstable_template_is_rejected(tok):
     )
     with pytest.raises(DataError, match=r"not prefix-stable: .* message 1 .*generation %\} markers"):
         tokenize_conversation(tok, SINGLE, chat_template=template)
+
+
+@pytest.mark.parametrize(
+    "name,header", [("zephyr", "<|user|>\nGo?" + EOS + "\n<|assistant|>\n"), ("plain_roles", "USER: Go?\nASSISTANT: ")]
+)
+def test_oumis_plain_templates_prompt_for_the_assistant(tok, name, header):
+    # Oumi's zephyr and default templates end a prompt with the assistant's header, as their training rows have it
+    assert render_chat(tok, MULTI[:3], chat_template=name, add_generation_prompt=True).endswith(header)
 
 
 def test_generation_prompt_ends_with_assistant_header(tok):

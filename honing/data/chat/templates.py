@@ -1,4 +1,5 @@
-"""Named chat templates (ChatML, Llama-3) with and without `{% generation %}` markers, and their special tokens."""
+"""Named chat templates (ChatML, Llama-3, Zephyr, plain role lines, eos-separated), with and without
+`{% generation %}` markers, and their special tokens."""
 
 from __future__ import annotations
 
@@ -57,7 +58,53 @@ _LLAMA3 = (
     "{%- if add_generation_prompt %}{{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{%- endif %}"
 )
 
-NAMED_TEMPLATES: dict[str, str] = {"chatml": _CHATML, "llama3": _LLAMA3}
+# Zephyr's turns, "<|role|>\n" + content + eos + "\n", as Oumi's zephyr template writes them (for a base model
+# without a template of its own); the loss block is the assistant's content and the eos that ends it.
+_ZEPHYR = (
+    "{%- for message in messages %}"
+    "{{- '<|' + message['role'] + '|>\\n' }}"
+    "{%- if message['role'] == 'assistant' %}"
+    "{%- generation %}{{- message['content'] | trim + eos_token }}{%- endgeneration %}"
+    "{%- else %}"
+    "{{- message['content'] | trim + eos_token }}"
+    "{%- endif %}"
+    "{{- '\\n' }}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|assistant|>\\n' }}{%- endif %}"
+)
+
+# "ROLE: content" lines with no special tokens, Oumi's fallback ("default") for a tokenizer without a template
+_PLAIN_ROLES = (
+    "{%- for message in messages %}"
+    "{{- message['role'] | upper + ': ' }}"
+    "{%- if message['role'] == 'assistant' %}"
+    "{%- generation %}{{- message['content'] | trim }}{%- endgeneration %}"
+    "{%- else %}"
+    "{{- message['content'] | trim }}"
+    "{%- endif %}"
+    "{%- if not loop.last %}{{- '\\n' }}{%- endif %}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '\\nASSISTANT: ' }}{%- endif %}"
+)
+
+# Each message's content followed by eos and nothing else, Oumi's gpt2 template (a model that never saw roles)
+_EOS_SEPARATED = (
+    "{%- for message in messages %}"
+    "{%- if message['role'] == 'assistant' %}"
+    "{%- generation %}{{- message['content'] + eos_token }}{%- endgeneration %}"
+    "{%- else %}"
+    "{{- message['content'] + eos_token }}"
+    "{%- endif %}"
+    "{%- endfor %}"
+)
+
+NAMED_TEMPLATES: dict[str, str] = {
+    "chatml": _CHATML,
+    "llama3": _LLAMA3,
+    "zephyr": _ZEPHYR,
+    "plain_roles": _PLAIN_ROLES,
+    "eos_separated": _EOS_SEPARATED,
+}
 
 
 def strip_generation_markers(template: str) -> str:
@@ -75,6 +122,10 @@ NAMED_TEMPLATES_PLAIN: dict[str, str] = {name: strip_generation_markers(text) fo
 TEMPLATE_SPECIAL_TOKENS: dict[str, tuple[str, ...]] = {
     "chatml": ("<|im_start|>", "<|im_end|>"),
     "llama3": ("<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"),
+    # plain text and the tokenizer's own eos: nothing to add
+    "zephyr": (),
+    "plain_roles": (),
+    "eos_separated": (),
 }
 
 # The token that closes an assistant turn: generation must stop on it (set it as the eos for sampling).

@@ -21,6 +21,17 @@ OPTIM_DEFAULTS: dict[str, tuple[str, Any]] = {
 # Hugging Face's names of AdamW with 8-bit states (bitsandbytes): honing's AdamW with torchao's 8-bit states
 EIGHT_BIT_ADAMW = ("adamw_8bit", "adamw_bnb_8bit", "paged_adamw_8bit", "adamw_torch_8bit")
 
+# transformers' AdamW for one device's own kernels -> that device
+DEVICE_ADAMW = {"adamw_torch_xla": "XLA", "adamw_torch_npu_fused": "Ascend NPU"}
+# transformers' OptimizerNames (5.x) that honing has not built: refused, named as transformers' own
+TRANSFORMERS_OPTIMIZERS = frozenset(
+    {"adamw_anyprecision", "adamw_torch_4bit", "ademamix", "adagrad", "ademamix_8bit", "paged_ademamix_32bit",
+     "paged_ademamix_8bit", "rmsprop", "rmsprop_bnb", "rmsprop_bnb_8bit", "rmsprop_bnb_32bit", "galore_adamw",
+     "galore_adamw_8bit", "galore_adafactor", "galore_adamw_layerwise", "galore_adamw_8bit_layerwise",
+     "galore_adafactor_layerwise", "lomo", "adalomo", "grokadamw", "schedule_free_radam", "schedule_free_adamw",
+     "schedule_free_sgd", "apollo_adamw", "apollo_adamw_layerwise", "stable_adamw"}
+)  # fmt: skip
+
 # bitsandbytes' paged 32-bit AdamW: AdamW whose states page to host memory under pressure
 PAGED_ADAMW = ("paged_adamw_32bit", "paged_adamw")
 
@@ -60,10 +71,18 @@ def set_optimizer(t: Translation, key: str, name: str) -> None:
         t.note(key, f"{name!r}: AdamW; bitsandbytes' paging of states to host memory under pressure is not done "
                     "(parallel.offload: optimizer holds them on the host)")  # fmt: skip
         return
+    if lowered in DEVICE_ADAMW:
+        t.set("optim.name", "adamw")
+        t.note(key, f"{name!r}: torch's AdamW (the same update; that name picks {DEVICE_ADAMW[lowered]}'s kernel)")
+        return
     try:
         resolve_optimizer(name)
     except ValueError as error:
-        t.refuse(key, str(error))
+        if lowered in TRANSFORMERS_OPTIMIZERS:  # a name transformers knows: say it is known, and not built here
+            choices = str(error).partition("; ")[2]  # "expected one of: ..."
+            t.refuse(key, f"{name!r} is one of transformers' optimizers honing has not built; {choices}")
+        else:
+            t.refuse(key, str(error))
         return
     t.set("optim.name", name)
 
@@ -241,3 +260,20 @@ def eval_strategy_of(t: Translation, top: Keys, default: str) -> str:
             top.take("eval_strategy")
             return str(old)
     return str(top.take("eval_strategy", default))
+
+
+# transformers' logging_strategy values: when the Trainer reports the loss; none changes what is trained
+LOGGING_STRATEGY_NOTES = {
+    "no": "honing still records the metrics (metrics.jsonl, the trackers) every logging interval; training is the same",
+    "epoch": "honing reports every logging interval (logging_steps), not once an epoch; training is the same",
+}
+
+
+def read_logging_strategy(t: Translation, key: str, value: Any) -> None:
+    """transformers' ``logging_strategy``: ``steps`` is honing's interval; ``no`` / ``epoch`` a note each (how often
+    the loss is reported changes no step); another value is refused."""
+    strategy = "steps" if value is None else str(value).lower()
+    if strategy in LOGGING_STRATEGY_NOTES:
+        t.note(key, f"{strategy!r}: {LOGGING_STRATEGY_NOTES[strategy]}")
+    elif strategy != "steps":
+        t.refuse(key, f"{value!r} is not one of transformers' 'no', 'steps', 'epoch'")

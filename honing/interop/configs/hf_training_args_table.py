@@ -91,7 +91,9 @@ TRAINING_ARGUMENTS: dict[str, Entry] = {
     ),  # fmt: skip
     **refused("not available: honing's batch sizes are given, not searched", "auto_find_batch_size"),
     **honoured(
-        "callbacks.console.log_interval ('steps' only; TRL's default 10 filled in)", "logging_strategy", "logging_steps"
+        "callbacks.console.log_interval ('no' / 'epoch': a note; TRL's default 10 filled in)",
+        "logging_strategy",
+        "logging_steps",
     ),  # fmt: skip
     **moot("honing logs the first step too", "logging_first_step"),
     **moot(LOGS, "log_on_each_node", "log_level", "log_level_replica", "disable_tqdm", "debug", "skip_memory_metrics"),

@@ -309,9 +309,7 @@ def translate_outputs(t: Translation, top: Keys) -> None:
     top.copy("greater_is_better", "callbacks.evaluator.greater_is_better", bool)
     if top.take("load_best_model_at_end"):
         t.set("callbacks.evaluator.load_best_model_at_end", True)
-    logging = str(top.take("logging_strategy", "steps")).lower()
-    if logging != "steps":
-        t.refuse("logging_strategy", f"{logging!r} is not available: honing logs every N steps ('steps')")
+    hf_args.read_logging_strategy(t, "logging_strategy", top.take("logging_strategy"))
     interval = hf_args.step_interval(t, "logging_steps", top.take("logging_steps"))
     if interval is not None:
         t.set("callbacks.console.log_interval", interval)

@@ -126,7 +126,7 @@ def translate_data(t: Translation, data: Keys, method: str) -> None:
         if data.has(split):
             translate_split(t, t.section(data.take(split), data.key(split)), split, method)
         data.take(split)
-    data.refuse("test", "not available: honing trains on train and evaluates on validation")
+    data.note("test", "unused by oumi train, as here (it reads the train and validation splits)")
     data.done()
 
 
@@ -204,6 +204,8 @@ def translate_collator(t: Translation, split_keys: Keys, split: str, method: str
     for name in ("response_template", "instruction_template", "end_of_turn_template"):
         kwargs.note(name, TEMPLATE_KWARGS_NOTE)
     kwargs.take("train_on_completions_only")
+    kwargs.allow("ignore_index", (-100,), "is not available: honing marks positions without loss as -100")
+    kwargs.note("max_variable_sized_dims", "not needed: honing pads each image input to its batch's largest")
     kwargs.note("process_individually", "not needed: honing processes each image conversation on its own")
     kwargs.note("allow_multi_image_inputs", "not needed: honing's rows take any number of images")
     kwargs.note("main_image_feature", "not needed: honing passes every image input the processor makes")

@@ -9,8 +9,17 @@ from honing.interop.configs.translation import Keys, Translation
 
 # AutoConfig.from_pretrained's own arguments among model_kwargs (where the config is read), not config fields
 HUB_ARGUMENTS = ("revision", "subfolder", "cache_dir", "local_files_only", "force_download")
-# Oumi's chat template names -> honing's named templates
-CHAT_TEMPLATES = {"llama3-instruct": "llama3", "chat_ml": "chatml", "chatml": "chatml"}
+# Oumi's chat template names (read lowercased, as Oumi finds its template files) -> honing's named templates
+CHAT_TEMPLATES = {
+    "llama3-instruct": "llama3",
+    "chat_ml": "chatml",
+    "chatml": "chatml",
+    "zephyr": "zephyr",
+    "default": "plain_roles",
+    "default_gen": "plain_roles",
+    "gpt2": "eos_separated",
+}
+OUMI_DTYPE_ALIASES = {"f32": "float32", "f16": "float16"}
 # Oumi's templates for one model family -> words of that family's model names: for a model of the family the
 # tokenizer carries the family's template as its own (Oumi ships no file for qwen2-instruct at all)
 FAMILY_TEMPLATES: dict[str, tuple[str, ...]] = {
@@ -27,6 +36,10 @@ FAMILY_TEMPLATES: dict[str, tuple[str, ...]] = {
 PAD_TOKEN_NOTE = (
     "honing masks padding by position, not by token id, so the pad token changes no loss and the end-of-sequence "
     "token stays trained (the reason to set one); padding uses the tokenizer's pad token, or its eos"
+)
+PADDING_SIDE_NOTE = (
+    "honing pads as each use needs (training rows on the right, generation prompts on the left); the side changes no "
+    "loss, as padding is masked"
 )
 LIGER_NOTE = (
     "liger's fused linear cross-entropy: honing's chunked loss (model.chunked_loss, on by default) never holds the "
@@ -55,8 +68,8 @@ def translate_model(t: Translation, model: Keys, method: str) -> None:
             f"{dtype or 'unset'}: Oumi holds the checkpoint's own dtype; honing holds trainer.precision's "
             "(float32 here; set trainer.precision: bf16 for a bfloat16 checkpoint)",
         )
-    else:
-        set_precision(t, model.key("torch_dtype_str"), dtype)
+    else:  # Oumi's get_torch_dtype also reads the short names f32 / f16
+        set_precision(t, model.key("torch_dtype_str"), OUMI_DTYPE_ALIASES.get(str(dtype).lower(), dtype))
     attention = model.take("attn_implementation")
     if attention is not None:
         set_attention(t, model.key("attn_implementation"), str(attention))
@@ -72,15 +85,13 @@ def translate_model(t: Translation, model: Keys, method: str) -> None:
     translate_kwargs(t, model, method)
     model.refuse("adapter_model", "not available: load a merged model (honing merge) or give model.lora")
     revision = model.take("model_revision")
-    if revision is not None:
-        why = REVISION_METHODS.get(str(revision))
-        t.refuse(
-            model.key("model_revision"),
-            f"{revision!r}: {why}" if why else "not available: give a local folder of that revision",
-        )
-    if model.peek("chat_template_kwargs"):
-        model.refuse("chat_template_kwargs", "not translated: honing renders the template without extra arguments")
-    model.take("chat_template_kwargs")
+    if str(revision) in REVISION_METHODS:
+        t.refuse(model.key("model_revision"), f"{revision!r}: {REVISION_METHODS[str(revision)]}")
+    elif revision is not None:  # Oumi loads the model (and its tokenizer) at this revision of the hub repository
+        t.set("model.load_kwargs.revision", str(revision))
+        t.note(model.key("model_revision"), "the model's weights and config at that revision; the tokenizer at the "
+               "repository's default one")  # fmt: skip
+    model.note("chat_template_kwargs", "unused by Oumi's training, as here (Oumi's vLLM inference reads it)")
     model.note("shard_for_eval", "not needed: honing evaluates the model as it trains it (sharded alike)")
     model.note("tool_call_parser", "not needed for training: it parses tool calls at inference")
     model.done()
@@ -102,8 +113,8 @@ def translate_chat_template(t: Translation, model: Keys, method: str) -> None:
     elif method in ("vl_sft", "vl_grpo", "vl_dpo"):
         # a named text template cannot place images: the processor renders image conversations
         t.note(key, f"{template!r}: image conversations use the processor's own template")
-    elif template in CHAT_TEMPLATES:
-        t.set("data.chat_template", CHAT_TEMPLATES[template])
+    elif template.lower() in CHAT_TEMPLATES:
+        t.set("data.chat_template", CHAT_TEMPLATES[template.lower()])
     elif any(word in name for word in FAMILY_TEMPLATES.get(template, ())):
         t.note(key, f"{template!r}: the tokenizer's own template (the {template} family's, which the model carries)")
     else:
@@ -127,8 +138,7 @@ UNUSED_BY_AUTOCONFIG = {
 def translate_kwargs(t: Translation, model: Keys, method: str) -> None:
     """``tokenizer_kwargs`` / ``processor_kwargs`` / ``model_kwargs``: the ones honing has a key or a reason for."""
     tokenizer_kwargs = t.section(model.take("tokenizer_kwargs"), model.key("tokenizer_kwargs"))
-    tokenizer_kwargs.note("pad_token", PAD_TOKEN_NOTE)
-    tokenizer_kwargs.done("honing passes no extra keyword arguments to the tokenizer")
+    translate_tokenizer_kwargs(tokenizer_kwargs)
     processor_kwargs = t.section(model.take("processor_kwargs"), model.key("processor_kwargs"))
     translate_pixels(t, processor_kwargs, method)
     processor_kwargs.done("honing passes no extra keyword arguments to the processor")
@@ -143,6 +153,27 @@ def translate_kwargs(t: Translation, model: Keys, method: str) -> None:
     model_kwargs.copy("disable_dropout", "model.disable_dropout", bool)
     translate_model_kwargs(t, model_kwargs)
     model_kwargs.done("honing sets it from a key of its own")
+
+
+def translate_tokenizer_kwargs(kwargs: Keys) -> None:
+    """``tokenizer_kwargs``, which Oumi hands to ``AutoTokenizer.from_pretrained``: the ones that change nothing
+    honing trains are notes; a slow tokenizer or a cut from the left, which honing has not, are refused."""
+    kwargs.note("pad_token", PAD_TOKEN_NOTE)
+    kwargs.note("padding_side", PADDING_SIDE_NOTE)
+    for name, allowed, note in (
+        ("use_fast", True, "honing loads the fast tokenizer (its assistant-only labels need one)"),
+        ("truncation_side", "right", "honing cuts an overlong row at its end (data.overlong: truncate)"),
+    ):
+        value = kwargs.peek(name)
+        if value is None or value == allowed:
+            kwargs.note(name, note)
+        else:
+            kwargs.refuse(name, f"{value!r} is not available: {note}")
+    kwargs.note("model_max_length", "the tokenizer's own limit: honing cuts rows at data.seq_len (model_max_length)")
+    revision = kwargs.peek("revision")
+    if revision is not None:
+        kwargs.refuse("revision", f"{revision!r}: honing reads the tokenizer at its default revision")
+    kwargs.done("honing passes no extra keyword arguments to the tokenizer")
 
 
 def translate_model_kwargs(t: Translation, kwargs: Keys) -> None:

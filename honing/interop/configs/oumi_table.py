@@ -31,9 +31,16 @@ MODEL: dict[str, Entry] = {
     **honoured("data.seq_len", "model_max_length"),
     **honoured("model.pretrained_weights", "load_pretrained_weights"),
     **honoured("model.trust_remote_code", "trust_remote_code"),
-    **honoured("trainer.precision (bfloat16 → bf16, float16 → float16, float32 → float32)", "torch_dtype_str"),
+    **honoured(
+        "trainer.precision (bfloat16 / bf16 → bf16, float16 / f16 → float16, float32 / f32 → float32)",
+        "torch_dtype_str",
+    ),
     **honoured("parallel.compile", "compile"),
-    **honoured("data.chat_template (a named template or its Jinja text)", "chat_template"),
+    **honoured(
+        "data.chat_template (llama3-instruct, chat_ml, zephyr, default, gpt2: honing's named templates; a family's: "
+        "the tokenizer's own)",
+        "chat_template",
+    ),
     **honoured("model.attn_implementation", "attn_implementation"),
     **honoured("model.config_overrides (a few load arguments as honing's own keys)", "model_kwargs"),
     **honoured(
@@ -45,16 +52,20 @@ MODEL: dict[str, Entry] = {
     **moot("not needed: honing evaluates the model as it trains it (sharded alike)", "shard_for_eval"),
     **moot("not needed for training: it parses tool calls at inference", "tool_call_parser"),
     **refused("not available: load a merged model (honing merge) or give model.lora", "adapter_model"),
-    **refused("not available: honing passes no extra keyword arguments to the tokenizer", "tokenizer_kwargs"),
+    **moot(
+        "not needed: pad_token, padding_side, use_fast, truncation_side 'right' and model_max_length change no step "
+        "(a note each); a slow tokenizer, a cut from the left, a revision or another argument is refused",
+        "tokenizer_kwargs",
+    ),
     **refused("not available: honing passes no extra keyword arguments to the processor", "processor_kwargs"),
-    **refused("not available: honing renders the template without extra arguments", "chat_template_kwargs"),
-    **refused("not available: give a local folder of that revision", "model_revision"),
+    **moot("not needed: Oumi's training does not read it (its vLLM inference does)", "chat_template_kwargs"),
+    **honoured("model.load_kwargs.revision ('prequantized', Falcon-E's BitNet: refused)", "model_revision"),
 }
 
 DATA: dict[str, Entry] = {
     **honoured("data.train", "train"),
     **honoured("data.validation (and callbacks.evaluator)", "validation"),
-    **refused("not available: honing trains on train and evaluates on validation", "test"),
+    **moot("not needed: oumi train reads the train and validation splits only", "test"),
 }
 
 SPLIT: dict[str, Entry] = {
@@ -112,7 +123,7 @@ TRAINING: dict[str, Entry] = {
     **honoured("distill.* (trainer_type TRL_GOLD)", "gold"),
     **honoured("callbacks.wandb.enabled", "enable_wandb"),
     **honoured("callbacks.tensorboard.enabled", "enable_tensorboard"),
-    **honoured("callbacks.console.log_interval (strategy 'steps')", "logging_strategy"),
+    **honoured("callbacks.console.log_interval (strategy 'steps'; 'no' / 'epoch': a note)", "logging_strategy"),
     **honoured("callbacks.console.log_interval", "logging_steps"),
     **honoured(
         "callbacks.evaluator.interval (strategy 'steps'; 'epoch': callbacks.evaluator.every_epoch; 'no': none)",

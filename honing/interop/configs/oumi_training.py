@@ -4,7 +4,14 @@ run's default stays (``oumi_defaults``); keys that only tune another engine get 
 
 from __future__ import annotations
 
-from honing.interop.configs.hf_args import duration, optimizer_family, set_optimizer, set_schedule, set_warmup
+from honing.interop.configs.hf_args import (
+    duration,
+    optimizer_family,
+    read_logging_strategy,
+    set_optimizer,
+    set_schedule,
+    set_warmup,
+)
 from honing.interop.configs.oumi_distill import translate_distill
 from honing.interop.configs.oumi_trl_kwargs import translate_rest_as_trl
 from honing.interop.configs.translation import Keys, Translation, read_number
@@ -339,9 +346,7 @@ def translate_eval_and_logging(t: Translation, training: Keys, method: str, verl
     if verl:
         training.note("per_device_eval_batch_size", "not read by verl (its data.val_batch_size counts prompts)")
     training.copy("per_device_eval_batch_size", "callbacks.evaluator.batch_size", int)
-    logging = str(training.take("logging_strategy", "steps")).lower()
-    if logging != "steps":
-        t.refuse("training.logging_strategy", f"{logging!r} is not available: honing logs every N steps ('steps')")
+    read_logging_strategy(t, "training.logging_strategy", training.take("logging_strategy"))
     training.copy("logging_steps", "callbacks.console.log_interval", int)
     if training.take("logging_first_step") is not None:
         t.note("training.logging_first_step", "honing always logs the first step")

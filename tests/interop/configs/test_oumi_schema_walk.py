@@ -45,6 +45,7 @@ SPECIAL = {
     "model:torch_dtype_str": ("bfloat16", {"trainer.precision": "bf16"}),
     "model:chat_template": ("chatml", {"data.chat_template": "chatml"}),
     "model:model_kwargs": ({"rope_theta": 1000.0}, {"model.config_overrides.rope_theta": 1000.0}),
+    "model:model_revision": ("abc123", {"model.load_kwargs.revision": "abc123"}),
     "data:train": ({"datasets": TWO[1:]}, sources("b.jsonl")),
     "data:validation": ({"datasets": TWO[1:]}, sources("b.jsonl", split="validation")),
     "data.<split>:datasets": (TWO, sources("a.jsonl", "b.jsonl")),
@@ -205,6 +206,7 @@ SPECIAL = {
 # values that ask for something of a moot or refused key where the type's sample would be refused for its value
 VALUES = {
     "model:device_map": "cpu",
+    "model:tokenizer_kwargs": {"padding_side": "left", "use_fast": True},
     "training.grpo:remove_unused_columns": True,
     "training:enable_mlflow": True,
     "training:telemetry": {"track_gpu_temperature": True},
