@@ -91,7 +91,8 @@ def test_seed_checkpoints_evaluation_and_logging_intervals():
     raw["training"].update(logging_strategy="epoch")  # how often the loss is reported: a note, the same steps
     translation = translate(raw)
     assert translation.refused == []
-    assert any(note.startswith("training.logging_strategy: 'epoch': honing reports every") for note in translation.notes)
+    epoch_note = "training.logging_strategy: 'epoch': honing reports every"
+    assert any(note.startswith(epoch_note) for note in translation.notes)
 
 
 def test_epoch_saves_trackers_checkpointing_and_mixed_precision():
