@@ -176,6 +176,12 @@ class DataSection(Section):
     """Fine-tuning without packing: batch rows of similar length together, so less of a batch is padding."""
     overlong: Literal["truncate", "drop"] = "truncate"
     """Fine-tuning: an example longer than ``seq_len`` is cut to it (``truncate``) or left out (``drop``)."""
+    max_prompt_length: int | None = Field(default=None, ge=1)
+    """Preference pairs and KTO rows (dpo, orpo, cpo, kto): a prompt longer than this keeps its last tokens, before
+    the pair is fitted to ``seq_len`` (earlier TRL's ``max_prompt_length``); None: only ``seq_len`` cuts."""
+    max_completion_length: int | None = Field(default=None, ge=1)
+    """Preference pairs and KTO rows: a reply longer than this keeps its first tokens, before the pair is fitted to
+    ``seq_len`` (earlier TRL's ``max_completion_length``); None: only ``seq_len`` cuts."""
     cache_rows: bool = True
     """Fine-tuning: tokenized rows are prepared once into ``cache_dir`` (worker processes, one rank per node) and
     read from there by every rank and every later run with the same inputs; false: each rank tokenizes in memory."""

@@ -94,6 +94,9 @@ PROMPT_ONLY = ("data.chat_template_kwargs",)
 # Keys only pretraining reads: rows cut from one stream of documents.
 PRETRAIN_ONLY = ("data.document_masking", "data.text_document_separator")
 
+# Keys only the text preference methods read (dpo, orpo, cpo, kto): a pair's prompt and replies capped apart
+PAIR_LENGTHS = ("data.max_prompt_length", "data.max_completion_length")
+
 # Named data sets build prompts and conversations from a data set's own columns; pretraining reads documents.
 NAMED_DATASET_KEYS = ("data.train.sources[].dataset", "data.validation.sources[].dataset")
 
@@ -129,6 +132,7 @@ PREFERENCE_PAIRS = Method(
 METHODS: dict[str, Method] = {
     "pretrain": Method(
         unused=FINETUNE_ONLY
+        + PAIR_LENGTHS
         + PROMPT_ONLY
         + VISION_ONLY
         + TRAIN_SOURCE_NAME
@@ -139,7 +143,7 @@ METHODS: dict[str, Method] = {
     # the tokenizer comes from the model or is byte-level: nothing is trained on the rows, so no vocab_size
     "sft": Method(
         section="sft",
-        unused=("tokenizer.vocab_size", *PROMPT_ONLY, *VISION_ONLY, *PRETRAIN_ONLY, *TRAIN_SOURCE_NAME),
+        unused=("tokenizer.vocab_size", *PROMPT_ONLY, *VISION_ONLY, *PRETRAIN_ONLY, *TRAIN_SOURCE_NAME, *PAIR_LENGTHS),
         values={
             **source_formats("auto", "text", "conversation", "alpaca", "sharegpt", "prompt_completion"),
             "tokenizer.kind": ("auto", "byte", "pretrained"),
@@ -154,6 +158,7 @@ METHODS: dict[str, Method] = {
             *PRETRAIN_ONLY,
             *NEXT_TOKEN_ONLY,
             *TRAIN_SOURCE_NAME,
+            *PAIR_LENGTHS,
             "tokenizer.vocab_size",
             "data.train_on",
             "data.packing",
@@ -186,6 +191,7 @@ METHODS: dict[str, Method] = {
         section="reward",
         unused=(
             *PREFERENCE_PAIRS.unused,
+            *PAIR_LENGTHS,  # TRL's RewardConfig has max_length only
             "callbacks.generation_eval",
             "callbacks.sample",
             "callbacks.harness_eval",
@@ -197,7 +203,14 @@ METHODS: dict[str, Method] = {
     # nothing is trained on the rows, and a named text template cannot place images; lm-eval's text backend
     # (HFLM) does not load image-text-to-text models, so no harness evaluation during training
     "vl_sft": Method(
-        unused=("tokenizer.vocab_size", *PROMPT_ONLY, *PRETRAIN_ONLY, *TRAIN_SOURCE_NAME, "callbacks.harness_eval"),
+        unused=(
+            "tokenizer.vocab_size",
+            *PROMPT_ONLY,
+            *PRETRAIN_ONLY,
+            *TRAIN_SOURCE_NAME,
+            *PAIR_LENGTHS,
+            "callbacks.harness_eval",
+        ),
         values={
             **source_formats("auto", "conversation", "mllm", "olmocr_pages", "olmocr_batch"),
             "tokenizer.kind": ("auto", "pretrained"),
@@ -229,6 +242,7 @@ METHODS["vl_dpo"] = replace(
     METHODS["dpo"],
     unused=(
         *(k for k in METHODS["dpo"].unused if k not in VISION_ONLY),
+        *PAIR_LENGTHS,  # an image prompt is never cut (its image tokens)
         "data.pdf_pages",
         "data.image_transforms",
         "callbacks.harness_eval",

@@ -155,3 +155,10 @@ def test_a_method_with_its_own_section_is_one_table_line(monkeypatch):
     assert refusals(config, "sft") == []
     assert refusals(config, "dpo") == ["data.packing: not used by method 'dpo' (used by: sft, vl_sft)"]
     assert refusals(config, "pretrain") == ["data.packing: not used by method 'pretrain' (used by: sft, vl_sft)"]
+
+
+@pytest.mark.parametrize("method", ["sft", "grpo", "reward", "vl_dpo", "pretrain"])
+def test_the_pair_caps_are_refused_where_no_text_pair_is_cut(method):
+    line = refusal(raw_config(method, data={"max_prompt_length": 64}))
+    assert line == f"config: data.max_prompt_length: not used by method {method!r} (used by: dpo, orpo, cpo, kto)"
+    assert validate(raw_config("dpo", data={"max_prompt_length": 64})).data.max_prompt_length == 64

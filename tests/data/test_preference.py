@@ -132,6 +132,18 @@ def test_overlong_pairs_lose_the_prompt_start_first_and_never_a_whole_completion
     assert fitted.prompt_ids == [7, 8, 9] and fitted.chosen_ids == [100, 101, 102] and fitted.rejected_ids == [200]
 
 
+def test_prompt_and_reply_caps_cut_every_pair_as_earlier_trl_did_then_seq_len_fits_it():
+    pair = TokenizedPair(list(range(10)), [100, 101, 102, 103], [200, 201])
+    # a prompt keeps its last tokens, each reply its first, though the pair fits seq_len (TRL 0.x's DPO tokenize_row)
+    capped = fit_pair(pair, 100, "truncate", max_prompt=4, max_completion=3)
+    assert (capped.prompt_ids, capped.chosen_ids, capped.rejected_ids) == ([6, 7, 8, 9], [100, 101, 102], [200, 201])
+    assert fit_pair(pair, 100, "drop", max_prompt=4) is not None  # a cap cuts, it never drops
+    # then seq_len as before: 4 + 3 > 6 cuts the capped prompt from its start
+    fitted = fit_pair(pair, 6, "truncate", max_prompt=4, max_completion=3)
+    assert fitted.prompt_ids == [7, 8, 9] and fitted.chosen_ids == [100, 101, 102]
+    assert fit_pair(pair, 100, "truncate", max_prompt=10, max_completion=4) is pair  # nothing over a cap
+
+
 def test_generated_preferences_are_written_once(tmp_path):
     from honing.data.generated.preferences import materialize
 

@@ -59,10 +59,24 @@ def tokenize_pair(tokenizer: PreTrainedTokenizerBase, pair: PreferencePair, *, c
     return TokenizedPair(prompt[:cut], chosen[cut:], rejected[cut:])
 
 
-def fit_pair(pair: TokenizedPair, max_length: int, policy: Literal["truncate", "drop"]) -> TokenizedPair | None:
-    """``pair`` if both sequences fit ``max_length``; else None (``drop``) or, to ``truncate``, the prompt cut from
-    the left first; only when a completion alone leaves less than half the length to the prompt are the
-    completions cut from the right too, and never to nothing."""
+def fit_pair(
+    pair: TokenizedPair,
+    max_length: int,
+    policy: Literal["truncate", "drop"],
+    *,
+    max_prompt: int | None = None,
+    max_completion: int | None = None,
+) -> TokenizedPair | None:
+    """``pair`` with its prompt cut to its last ``max_prompt`` tokens and each reply to its first ``max_completion``
+    (earlier TRL's DPO / KTO caps, applied whatever ``policy``); then, if both sequences fit ``max_length``, as it is;
+    else None (``drop``) or, to ``truncate``, the prompt cut from the left first; only when a completion alone leaves
+    less than half the length to the prompt are the completions cut from the right too, and never to nothing."""
+    if max_prompt is not None and len(pair.prompt_ids) > max_prompt:
+        pair = replace(pair, prompt_ids=pair.prompt_ids[len(pair.prompt_ids) - max_prompt :])
+    if max_completion is not None and max(len(pair.chosen_ids), len(pair.rejected_ids)) > max_completion:
+        pair = replace(
+            pair, chosen_ids=pair.chosen_ids[:max_completion], rejected_ids=pair.rejected_ids[:max_completion]
+        )
     if pair.length <= max_length:
         return pair
     if policy == "drop":

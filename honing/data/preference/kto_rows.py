@@ -93,7 +93,13 @@ class KTORows(PreferenceRows):
         report, fitted, labels, origins = DataReport(), [], [], []
         for row in self.built_rows(table, indices, split, report):
             completion = row["completion_ids"]
-            item = fit_pair(TokenizedPair(row["prompt_ids"], completion, completion), data.seq_len, data.overlong)
+            item = fit_pair(
+                TokenizedPair(row["prompt_ids"], completion, completion),
+                data.seq_len,
+                data.overlong,
+                max_prompt=data.max_prompt_length,
+                max_completion=data.max_completion_length,
+            )
             if item is None:
                 report.dropped += 1
                 continue

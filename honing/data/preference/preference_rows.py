@@ -106,7 +106,14 @@ class PreferenceRows(TemplatedRows):
 
     def fit_pair(self, pair: TokenizedPair) -> TokenizedPair | None:
         """``pair`` fitted to ``data.seq_len`` under ``data.overlong`` (None: dropped)."""
-        return fit_pair(pair, self.data.seq_len, self.data.overlong)
+        data = self.data
+        return fit_pair(
+            pair,
+            data.seq_len,
+            data.overlong,
+            max_prompt=data.max_prompt_length,
+            max_completion=data.max_completion_length,
+        )
 
     def dataset(self, fitted: list[TokenizedPair], report: DataReport) -> tuple[PairDataset, PairCollator]:
         """The pairs as a dataset (one pair an item), batched by the pair collator."""

@@ -205,11 +205,6 @@ def translate_trainer_kwargs(t: Translation, kwargs: Keys, method: str, *, trl_g
             "not needed: honing never cuts an image prompt (its image tokens), as TRL's keep_start truncation; the "
             "replies are cut to fit data.seq_len, and a pair whose prompt alone fills it is dropped",
         )
-    if method == "dpo":
-        kwargs.refuse(
-            "max_prompt_length",
-            "not available: honing cuts a pair's prompt from its start so the pair fits data.seq_len",
-        )
     if trl_grpo:  # TRL's GRPOConfig: steps_per_generation read with the batch (translate_batch)
         kwargs.take("steps_per_generation")
         kwargs.copy("num_iterations", "grpo.num_iterations", int)

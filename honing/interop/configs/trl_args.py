@@ -15,6 +15,7 @@ from honing.interop.configs.key_tables import key_table
 from honing.interop.configs.llamafactory import translate_engine, translate_outputs, translate_training
 from honing.interop.configs.schema_table import Entry, Value, finish
 from honing.interop.configs.translation import Keys, Translation
+from honing.interop.configs.trl_former_fields import FORMER_FIELDS, read_former_field
 from honing.interop.configs.trl_grpo_batch import generation_batch_as_steps
 from honing.interop.configs.trl_method_keys import READERS, class_default, class_fields
 from honing.interop.configs.trl_online_table import GRPO, RLOO
@@ -61,8 +62,13 @@ def translate_trl_args(values: Mapping[str, Value], config_class: str, processes
             t.refuse("generation_batch_size", why)
         elif steps is not None:
             t.note("generation_batch_size", f"on {processes} processes: steps_per_generation {steps}, as TRL sets it")
+    former = {
+        name: value
+        for name, value in values.items()
+        if name not in fields and name in FORMER_FIELDS.get(config_class, {})
+    }
     for name in values:
-        if name not in fields:
+        if name not in fields and name not in former:
             t.refuse(name, f"not a field of {config_class} ({SOURCE}); check its spelling")
     top = t.section({name: value for name, value in values.items() if name in fields}, "")
     method = CLASSES[config_class][0]
@@ -71,6 +77,8 @@ def translate_trl_args(values: Mapping[str, Value], config_class: str, processes
     translate_training_args(t, top, config_class, method)
     READERS[config_class](t, top, config_class)
     finish(top, table(config_class), fields, f"TRL's {config_class} ({SOURCE})")
+    for name, value in former.items():  # after the class's own keys: a former length may build on them
+        read_former_field(t, config_class, name, value)
     return t
 
 
