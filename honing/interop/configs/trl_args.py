@@ -15,7 +15,7 @@ from honing.interop.configs.key_tables import key_table
 from honing.interop.configs.llamafactory import translate_engine, translate_outputs, translate_training
 from honing.interop.configs.schema_table import Entry, Value, finish
 from honing.interop.configs.translation import Keys, Translation
-from honing.interop.configs.trl_former_fields import FORMER_FIELDS, read_former_field
+from honing.interop.configs.trl_former_fields import former_fields, read_former_field
 from honing.interop.configs.trl_grpo_batch import generation_batch_as_steps
 from honing.interop.configs.trl_method_keys import READERS, class_default, class_fields
 from honing.interop.configs.trl_online_table import GRPO, RLOO
@@ -62,11 +62,8 @@ def translate_trl_args(values: Mapping[str, Value], config_class: str, processes
             t.refuse("generation_batch_size", why)
         elif steps is not None:
             t.note("generation_batch_size", f"on {processes} processes: steps_per_generation {steps}, as TRL sets it")
-    former = {
-        name: value
-        for name, value in values.items()
-        if name not in fields and name in FORMER_FIELDS.get(config_class, {})
-    }
+    dropped = former_fields(config_class)  # fields an earlier TRL or transformers 4 had
+    former = {name: value for name, value in values.items() if name not in fields and name in dropped}
     for name in values:
         if name not in fields and name not in former:
             t.refuse(name, f"not a field of {config_class} ({SOURCE}); check its spelling")
@@ -78,7 +75,7 @@ def translate_trl_args(values: Mapping[str, Value], config_class: str, processes
     READERS[config_class](t, top, config_class)
     finish(top, table(config_class), fields, f"TRL's {config_class} ({SOURCE})")
     for name, value in former.items():  # after the class's own keys: a former length may build on them
-        read_former_field(t, config_class, name, value)
+        read_former_field(t, config_class, name, value, values)
     return t
 
 

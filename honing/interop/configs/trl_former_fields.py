@@ -6,12 +6,14 @@ The rows come from the classes of TRL 0.24.0 and 0.12.2 compared with the instal
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from honing.interop.configs.hf_args import set_warmup
 from honing.interop.configs.translation import Translation, read_number
 
 FORMER = "an earlier TRL's field (0.x)"
+TRANSFORMERS_4 = "transformers 4's field (dropped in 5)"
 PADDING = "not needed: padding is masked by position, whatever its value"
 LIGER = "not needed: honing's chunked loss (model.chunked_loss) never holds the full logits either (the same numbers)"
 ENCODER_DECODER = "not needed: used by encoder-decoder models only; honing trains decoder-only models"
@@ -21,13 +23,14 @@ CONDITIONAL_PROMPT = (
     "it to this length whenever the row was too long (set data.max_prompt_length for a cap on every prompt)"
 )
 
-Reader = Callable[[Translation, str, Any], None]
+# a reader: (translation, key, value, the file's other values)
+Reader = Callable[[Translation, str, Any, Mapping[str, Any]], None]
 
 
 def cap(path: str, what: str) -> Reader:
     """A length read as honing's ``path`` (a positive integer; null: no cap)."""
 
-    def read(t: Translation, key: str, value: Any) -> None:
+    def read(t: Translation, key: str, value: Any, values: Mapping[str, Any]) -> None:
         if value is None:
             t.note(key, f"{FORMER}: null, no cap")
             return
@@ -41,19 +44,19 @@ def cap(path: str, what: str) -> Reader:
     return read
 
 
-def note(why: str) -> Reader:
+def note(why: str, whose: str = FORMER) -> Reader:
     """A field that changes no step: one note whatever its value."""
-    return lambda t, key, value: t.note(key, f"{FORMER}: {why}")
+    return lambda t, key, value, values: t.note(key, f"{whose}: {why}")
 
 
-def only(allowed: tuple[Any, ...], why_not: str, why: str = "not needed here") -> Reader:
+def only(allowed: tuple[Any, ...], why_not: str, why: str = "not needed here", whose: str = FORMER) -> Reader:
     """A field honing reads at ``allowed`` (null too: a note) and refuses otherwise, saying ``why_not``."""
 
-    def read(t: Translation, key: str, value: Any) -> None:
+    def read(t: Translation, key: str, value: Any, values: Mapping[str, Any]) -> None:
         if value is None or value in allowed:
-            t.note(key, f"{FORMER}: {value!r}, {why}")
+            t.note(key, f"{whose}: {value!r}, {why}")
         else:
-            t.refuse(key, f"{FORMER}: {value!r} is not available: {why_not}")
+            t.refuse(key, f"{whose}: {value!r} is not available: {why_not}")
 
     return read
 
@@ -61,7 +64,7 @@ def only(allowed: tuple[Any, ...], why_not: str, why: str = "not needed here") -
 def copy(path: str, kind: type) -> Reader:
     """A field honing has under another name."""
 
-    def read(t: Translation, key: str, value: Any) -> None:
+    def read(t: Translation, key: str, value: Any, values: Mapping[str, Any]) -> None:
         if value is None:
             return
         number = read_number(t, key, value, kind)
@@ -72,7 +75,7 @@ def copy(path: str, kind: type) -> Reader:
     return read
 
 
-def grpo_prompt_length(t: Translation, key: str, value: Any) -> None:
+def grpo_prompt_length(t: Translation, key: str, value: Any, values: Mapping[str, Any]) -> None:
     """GRPO's ``max_prompt_length``: rows of prompt + completion, as Oumi's ``training.grpo.max_prompt_length``."""
     if value is None:
         t.note(key, f"{FORMER}: null, no cap")
@@ -150,10 +153,90 @@ FORMER_FIELDS: dict[str, dict[str, Reader]] = {
 FORMER_FIELDS["CPOConfig"] = {**FORMER_FIELDS["ORPOConfig"], "padding_value": note(PADDING)}
 
 
-def read_former_field(t: Translation, config_class: str, key: str, value: Any) -> bool:
-    """Read ``key`` as the earlier TRL's ``config_class`` did; False when no earlier release had it."""
-    reader = FORMER_FIELDS.get(config_class, {}).get(key)
+def note4(why: str) -> Reader:
+    """``note`` for a field of transformers 4's ``TrainingArguments``."""
+    return note(why, TRANSFORMERS_4)
+
+
+def only4(allowed: tuple[Any, ...], why_not: str, why: str = "not needed here") -> Reader:
+    """``only`` for a field of transformers 4's ``TrainingArguments``."""
+    return only(allowed, why_not, why, TRANSFORMERS_4)
+
+
+def warmup_ratio(t: Translation, key: str, value: Any, values: Mapping[str, Any]) -> None:
+    """transformers 4's ``warmup_ratio`` (5 reads a ``warmup_steps`` under 1 as the ratio): the steps win when set."""
+    set_warmup(t, "warmup_steps", values.get("warmup_steps"), key, value)
+    if value and not values.get("warmup_steps"):
+        t.note(key, f"{TRANSFORMERS_4}, read as scheduler.warmup_ratio (transformers 5: a warmup_steps under 1)")
+
+
+def group_by_length(t: Translation, key: str, value: Any, values: Mapping[str, Any]) -> None:
+    """transformers 4's ``group_by_length`` (5: ``train_sampling_strategy: group_by_length``)."""
+    if value is True:
+        t.set("data.group_by_length", True)
+    t.note(key, f"{TRANSFORMERS_4}, read as data.group_by_length: {bool(value)}")
+
+
+def renamed(new: str) -> Reader:
+    """A field transformers 5 has under ``new``: refused, naming the new name."""
+
+    def read(t: Translation, key: str, value: Any, values: Mapping[str, Any]) -> None:
+        t.refuse(key, f"{TRANSFORMERS_4}: give it as {new}, the name transformers 5 reads")
+
+    return read
+
+
+TRAINING_ARGUMENTS: dict[str, Reader] = {
+    "warmup_ratio": warmup_ratio,
+    "group_by_length": group_by_length,
+    "adafactor": only4((False,), "give optim: adafactor (transformers 5's name)"),
+    "overwrite_output_dir": note4(
+        "honing starts a run afresh unless trainer.load_strategy says otherwise, and writes over an earlier run's "
+        "checkpoints only with trainer.save_overwrite"
+    ),
+    "logging_dir": note4("honing's TensorBoard events go to the save folder (callbacks.tensorboard)"),
+    "save_safetensors": only4(
+        (True,), "honing's hf/ export is always safetensors", "honing's hf/ export is safetensors"
+    ),
+    "no_cuda": only4((False,), "hide the GPUs (CUDA_VISIBLE_DEVICES=) to train on the CPU"),
+    "use_mps_device": note4("honing picks the device itself"),
+    "half_precision_backend": note4("honing's mixed precision is torch's autocast (trainer.precision)"),
+    "fp16_backend": note4("honing's mixed precision is torch's autocast (trainer.precision)"),
+    "fp16_opt_level": note4("apex's levels; honing's mixed precision is torch's autocast (trainer.precision)"),
+    "include_tokens_per_second": note4("honing logs throughput every step (callbacks.speed_monitor)"),
+    "fsdp_min_num_params": note4("honing's FSDP2 shards each transformer block by itself"),
+    "fsdp_transformer_layer_cls_to_wrap": note4("honing's FSDP2 shards each transformer block by itself"),
+    "per_gpu_train_batch_size": renamed("per_device_train_batch_size"),
+    "per_gpu_eval_batch_size": renamed("per_device_eval_batch_size"),
+    "push_to_hub_model_id": renamed("hub_model_id"),
+    "push_to_hub_organization": renamed("hub_model_id (ORGANIZATION/NAME)"),
+    "push_to_hub_token": renamed("hub_token"),
+    "torchdynamo": renamed("torch_compile_backend"),
+    **{
+        name: note4("not used by honing's loop (evaluation by loss, no TPU, no SageMaker, no Ray tuning)")
+        for name in (
+            "past_index",
+            "ray_scope",
+            "jit_mode_eval",
+            "include_inputs_for_metrics",
+            "use_legacy_prediction_loop",
+            "tpu_num_cores",
+            "tpu_metrics_debug",
+            "mp_parameters",
+        )
+    },  # fmt: skip
+}
+
+
+def former_fields(config_class: str) -> dict[str, Reader]:
+    """The dropped fields of ``config_class`` and of transformers' ``TrainingArguments`` under it."""
+    return {**TRAINING_ARGUMENTS, **FORMER_FIELDS.get(config_class, {})}
+
+
+def read_former_field(t: Translation, config_class: str, key: str, value: Any, values: Mapping[str, Any]) -> bool:
+    """Read ``key`` as the earlier release of ``config_class`` did; False when no earlier release had it."""
+    reader = former_fields(config_class).get(key)
     if reader is None:
         return False
-    reader(t, key, value)
+    reader(t, key, value, values)
     return True

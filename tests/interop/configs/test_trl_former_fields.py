@@ -7,7 +7,7 @@ import pytest
 
 from honing.config import validate
 from honing.interop.configs.trl_args import translate_trl_args
-from honing.interop.configs.trl_former_fields import FORMER_FIELDS
+from honing.interop.configs.trl_former_fields import FORMER_FIELDS, TRAINING_ARGUMENTS
 from honing.interop.configs.trl_method_keys import class_fields
 from tests.interop.configs.test_oumi_options import translated
 
@@ -23,7 +23,9 @@ HANDBOOK_DPO = {
 }
 
 
-@pytest.mark.parametrize("config_class,fields", sorted(FORMER_FIELDS.items()))
+@pytest.mark.parametrize(
+    "config_class,fields", sorted({**FORMER_FIELDS, "TrainingArguments": TRAINING_ARGUMENTS}.items())
+)
 def test_each_former_field_is_gone_from_the_installed_class(config_class, fields):
     # a field the installed class has is read by its own row, never by this table
     assert not set(fields) & set(class_fields(config_class))
@@ -81,3 +83,24 @@ def test_oumis_trainer_kwargs_for_its_pinned_trl_dpo():
     )
     assert translation.config["data"]["max_prompt_length"] == 256
     assert translation.config["dpo"]["rpo_alpha"] == 1.0
+
+
+def test_transformers_4_training_arguments_a_trl_file_still_carries():
+    # warmup_ratio, overwrite_output_dir, logging_dir, group_by_length: most TRL configs before transformers 5 have them
+    t = translate_trl_args(
+        {"warmup_ratio": 0.1, "overwrite_output_dir": True, "logging_dir": "logs", "group_by_length": True},
+        "SFTConfig",
+    )
+    assert t.refused == []
+    assert t.get("scheduler.warmup_ratio") == 0.1 and t.get("data.group_by_length") is True
+    assert any(
+        note.startswith("overwrite_output_dir: transformers 4's field (dropped in 5): honing starts")
+        for note in t.notes
+    )
+    # transformers' rule: warmup steps win over a ratio
+    t = translate_trl_args({"warmup_ratio": 0.1, "warmup_steps": 5}, "DPOConfig")
+    assert t.get("scheduler.warmup_steps") == 5 and t.get("scheduler.warmup_ratio") is None
+    assert translate_trl_args({"per_gpu_train_batch_size": 4}, "SFTConfig").refused == [
+        "per_gpu_train_batch_size: transformers 4's field (dropped in 5): give it as per_device_train_batch_size, the "
+        "name transformers 5 reads"
+    ]
