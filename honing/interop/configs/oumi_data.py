@@ -161,11 +161,12 @@ def translate_split(t: Translation, split_keys: Keys, split: str, method: str) -
     split_keys.note(
         "experimental_use_torch_datapipes", "not needed: honing reads and prepares rows with its own loader"
     )
-    split_keys.note(
-        "use_async_dataset",
-        "not needed: an older Oumi's choice of the class that packs pretraining text (a background thread or not, "
-        "the same rows); honing packs documents in its own loader",
-    )
+    for name in ("use_async_dataset", "experimental_use_async_dataset"):  # Oumi 0.1's names
+        split_keys.note(
+            name,
+            "not needed: an older Oumi's choice of the class that packs pretraining text (a background thread or "
+            "not, the same rows); honing packs documents in its own loader",
+        )
     split_keys.done()
 
 
@@ -304,6 +305,11 @@ def translate_dataset(t: Translation, item: Keys, method: str) -> dict[str, Any]
         "trust_remote_code", "the tokenizer and processor are loaded with model.trust_remote_code, as the model is"
     )
     item.note("transform_num_workers", "not needed: honing prepares rows in its own worker processes")
+    # Oumi 0.1's hook for a registered preprocessing function: unset, it asks for nothing
+    for name in ("preprocessing_function_name", "preprocessing_function_kwargs"):
+        if item.peek(name):
+            item.refuse(name, "not available: Oumi 0.1's registered preprocessing function; give rows honing reads")
+        item.take(name)
     kwargs = t.section(item.take("dataset_kwargs"), item.key("dataset_kwargs"))
     rows = translate_dataset_kwargs(t, kwargs, rows, method)
     if rows is not None:

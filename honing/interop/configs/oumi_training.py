@@ -355,6 +355,9 @@ def translate_grpo(t: Translation, grpo: Keys, *, method: str, verl: bool) -> No
         if grpo.values:
             t.refuse("training.grpo", f"used by GRPO trainers only, not {method!r}")
         return
+    for name in ("vllm_device", "vllm_dtype", "vllm_max_model_len"):  # Oumi 0.1's vLLM engine settings
+        grpo.note(name, "not needed: an older Oumi's vLLM engine setting; honing's own decoder samples in the training "
+                        "process (grpo.vllm_mode: server for a rollout server)")  # fmt: skip
     grpo.copy("max_completion_length", "grpo.max_completion_length", int)
     grpo.copy("num_generations", "grpo.num_generations", int)
     grpo.copy("temperature", "grpo.temperature", float)

@@ -114,3 +114,26 @@ def test_the_collators_default_ignore_index_is_honings_and_another_is_refused():
     assert line == (
         "data.train.collator_kwargs.ignore_index: -1 is not available: honing marks positions without loss as -100"
     )
+
+
+def test_keys_of_older_oumi_releases_are_read_as_those_releases_did():
+    # walked from Oumi's tags: the params fields a later release dropped (v0.1-alpha ... v0.1.10)
+    translation = translated(
+        **{
+            "data.train.experimental_use_async_dataset": True,
+            "data.train.datasets.0.preprocessing_function_name": None,
+            "data.train.datasets.0.preprocessing_function_kwargs": {},
+        }
+    )
+    assert "packs documents in its own loader" in noted(translation, "data.train.experimental_use_async_dataset")
+    (line,) = refusals(**{"data.train.datasets.0.preprocessing_function_name": "my_fn"})
+    assert line.startswith("data.train.datasets[0].preprocessing_function_name: not available: Oumi 0.1's")
+    grpo = translated(
+        **{
+            "training.trainer_type": "TRL_GRPO",
+            "training.reward_functions": ["countdown"],
+            "data.train.datasets.0.dataset_name": "d1shs0ap/countdown",
+            "training.grpo": {"vllm_device": "auto", "vllm_dtype": "bfloat16", "vllm_max_model_len": 2048},
+        }
+    )
+    assert "vLLM engine setting" in noted(grpo, "training.grpo.vllm_device")
