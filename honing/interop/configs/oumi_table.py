@@ -78,7 +78,11 @@ SPLIT: dict[str, Entry] = {
     **moot("not needed: honing reads sources whole (the same rows); `honing prepare` streams large ones", "stream"),
     **honoured("data.<split>.mixture.seed (when every dataset has a mixture_proportion)", "seed"),
     **moot("not needed: honing reads and prepares rows with its own loader", "use_torchdata"),
-    **refused("not available: honing's collates take no extra arguments", "collator_kwargs"),
+    **honoured(
+        "data.train_on (train_on_completions_only), tokenizer.path (a VL processor_name); response / instruction "
+        "templates, process_individually, ignore_index -100: notes; another argument refused",
+        "collator_kwargs",
+    ),
 }
 
 DATASET: dict[str, Entry] = {
@@ -233,8 +237,12 @@ GOLD: dict[str, Entry] = {
     **refused(
         "not available: GOLD's cross-tokenizer alignment (ULD); use a teacher with the student's tokenizer",
         "teacher_tokenizer_name_or_path",
+    ),
+    **honoured(
+        "distill.loss: GOLD's generalized JSD with the student's tokenizer (false); true, ULD's cross-tokenizer loss, "
+        "refused",
         "use_uld_loss",
-    ),  # fmt: skip
+    ),
     **moot(
         ULD,
         "use_extended_uld",

@@ -69,6 +69,11 @@ SPECIAL = {
     "data.<split>.datasets[]:mixture_proportion": (1.0, sources("train.jsonl")),  # one dataset: its own rows
     "data.<split>:collator_name": ("text_completions_only_with_padding", {"data.train_on": "assistant"}),
     "data.<split>:train_target": ("all_assistant_turns", {"data.train_on": "assistant"}),
+    "data.<split>:collator_kwargs": (
+        {"collator_name": "text_with_padding", "collator_kwargs": {"train_on_completions_only": True}},
+        {"data.train_on": "assistant"},
+    ),
+    "training.gold:use_uld_loss": (False, {}),
     "data.<split>:pack": (True, {"method": "pretrain"}),
     "data.<split>:target_col": ("text", sources("train.jsonl", text_field="text")),
     "data.<split>.datasets[]:dataset_name": ("alpaca", {}),
