@@ -95,6 +95,9 @@ class ModelSection(Section):
     """Module names or globs whose parameters are frozen (``vision_encoder``: the vision tower); a name this model
     lacks is frozen where transformers loads a checkpoint of that name (transformers 4's ``visual`` for Qwen2-VL:
     ``model.visual``), said in an info line, and a name matching nothing is refused, listing the model's modules."""
+    freeze_missing: Literal["error", "skip"] = "error"
+    """A ``freeze_layers`` entry matching no module: ``error`` (a typo stops the run) or ``skip`` (Oumi's rule: one
+    warning naming it, the others frozen). ``honing convert`` writes ``skip`` for Oumi's configs."""
     chunked_loss: bool = True
     """The LM head and its loss run over chunks of the positions that carry one, so the full logits never exist
     (the same numbers)."""

@@ -22,15 +22,21 @@ VISION_TOWER_NAMES = ("vision_encoder", "vision_tower")
 LISTED_DEPTH = 2
 
 
-def freeze_layers(model: torch.nn.Module, patterns: Sequence[str]) -> int:
+def freeze_layers(model: torch.nn.Module, patterns: Sequence[str], *, missing: str = "error") -> int:
     """Set ``requires_grad=False`` on every parameter under a module name (``model.visual``; ``vision_encoder``: the
     vision tower; a transformers-4 name such as ``visual``: where transformers 5 keeps that module) or matching a
     name pattern (``model.layers.0.*``); return how many parameter elements were trainable before and are frozen
-    now. An entry that selects no parameter is a ConfigError naming it and the model's module names."""
+    now. An entry that selects no parameter is a ConfigError naming it and the model's module names; with
+    ``missing="skip"`` (``model.freeze_missing``), one warning saying the same."""
     params = list(named_parameters(model))
     names: set[str] = set()
     for index, pattern in enumerate(patterns):
-        names.update(_entry_parameters(model, params, index, pattern))
+        try:
+            names.update(_entry_parameters(model, params, index, pattern))
+        except ConfigError as error:
+            if missing != "skip":
+                raise
+            log.warning("%s; skipped (model.freeze_missing: skip)", error)
     frozen = 0
     for name, param in params:
         if name in names and param.requires_grad:

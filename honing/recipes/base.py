@@ -189,7 +189,7 @@ class Recipe:
         """Freeze parameters by ``model.freeze_layers`` patterns, then each step transform's, before the optimizer
         is built."""
         if self.config.model.freeze_layers:
-            freeze_layers(model, self.config.model.freeze_layers)
+            freeze_layers(model, self.config.model.freeze_layers, missing=self.config.model.freeze_missing)
         for transform in self.step_transforms:
             transform.freeze(self, model)
 

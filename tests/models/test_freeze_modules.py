@@ -77,3 +77,13 @@ def test_a_name_matching_no_module_is_one_line_naming_the_models_modules():
         freeze_layers(model, ["model.norm", "decoder.0"])
     assert "\n" not in str(raised.value)
     assert not frozen_names(model)  # nothing frozen on error
+
+
+def test_with_freeze_missing_skip_a_name_matching_nothing_is_one_warning_and_the_others_freeze(caplog):
+    model = tiny_llama()
+    with caplog.at_level("WARNING", logger="honing.models.freeze"):
+        freeze_layers(model, ["model.norm", "model.vision_embed_tokens"], missing="skip")
+    assert frozen_names(model) == {"model.norm.weight"}
+    (warning,) = [record.getMessage() for record in caplog.records if record.levelname == "WARNING"]
+    assert warning.startswith("model.freeze_layers[1]: 'model.vision_embed_tokens' matches no module")
+    assert warning.endswith("; skipped (model.freeze_missing: skip)")

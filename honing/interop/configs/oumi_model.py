@@ -74,6 +74,8 @@ def translate_model(t: Translation, model: Keys, method: str) -> None:
     if attention is not None:
         set_attention(t, model.key("attn_implementation"), str(attention))
     model.copy("compile", "parallel.compile", bool)
+    if model.peek("freeze_layers"):  # Oumi warns about a name the model lacks and freezes the others
+        t.default("model.freeze_missing", "skip", "Oumi's freeze_model_layers (a missing name is a warning)")
     model.copy("freeze_layers", "model.freeze_layers", list)
     translate_chat_template(t, model, method)
     if model.take("load_pretrained_weights") is False:  # the named model's architecture with random weights

@@ -137,3 +137,11 @@ def test_keys_of_older_oumi_releases_are_read_as_those_releases_did():
         }
     )
     assert "vLLM engine setting" in noted(grpo, "training.grpo.vllm_device")
+
+
+def test_freeze_layers_follow_oumis_rule_for_a_name_the_model_lacks():
+    # Oumi's freeze_model_layers warns about a missing name and freezes the rest: honing's freeze_missing: skip
+    translation = translated(**{"model.freeze_layers": ["model.vision_embed_tokens"]})
+    assert translation.config["model"]["freeze_missing"] == "skip"
+    assert "model.freeze_missing" in translation.defaults
+    assert "freeze_missing" not in translated().config["model"]
