@@ -209,6 +209,21 @@ def test_family_rows_equal_its_processor_and_only_answers_get_loss(tmp_path, con
             assert torch.equal(row[key], expected[key]), key
 
 
+@pytest.mark.parametrize("model_type", FAMILIES)
+def test_train_on_all_labels_every_text_token_and_no_image_token(tmp_path, transcriptions, model_type):
+    # Molmo2's processor replaces the template's <|image|> by other tokens: its plain label must not be looked for
+    from honing.data.vision.processing import image_token_ids
+
+    recipe = VLSFTRecipe(vl_config(tmp_path, transcriptions, model_type, data={"train_on": "all"}))
+    assert recipe.run().global_step == 2
+    example = recipe.train_loader.dataset.examples[0]
+    blocked = image_token_ids(recipe.processor)
+    labelled = [i for i, label in enumerate(example.labels) if label != -100]
+    assert labelled and not any(example.input_ids[i] in blocked for i in labelled)
+    # every position but the image content trains, the prompt's text included
+    assert len(labelled) == len(example.input_ids) - example.image_tokens
+
+
 # --- LoRA export --------------------------------------------------------------------------------------------------
 def test_lora_merged_export_equals_the_adapted_model_and_generates(tmp_path, transcriptions):
     from PIL import Image

@@ -171,8 +171,11 @@ def _example(
     type_ids: list[int] | None,
     images: Sequence[Any],
 ) -> VLExample:
-    labels = align_labels(plain.input_ids, plain.labels, expanded)
     blocked = image_token_ids(processor)
+    # a placeholder the processor replaces by other tokens (Molmo2's <|image|>) is not in the expansion to carry a
+    # label onto: image content never trains, so under train_on: all its plain label goes before the alignment
+    plain_labels = [IGNORE_INDEX if token in blocked else label for token, label in zip(plain.input_ids, plain.labels)]
+    labels = align_labels(plain.input_ids, plain_labels, expanded)
     image_positions = {i for i, token in enumerate(expanded) if token in blocked}
     if type_ids is not None and len(type_ids) == len(expanded):
         image_positions |= {i for i, kind in enumerate(type_ids) if kind != 0}
