@@ -75,6 +75,10 @@ class SourceSection(Section):
     rows at ``path`` (its hub id, or a local file) are in the data set's own columns, and its builder turns each into
     a prompt or a conversation; None: the rows' keys name their format, or a ``path`` that is a registered hub id
     names the data set."""
+    pdf_pages: PdfPagesSection | None = None
+    """An olmOCR source's own pipeline options (its prompt, filters, augmentations), where its olmOCR ``pipeline``
+    differs from the other sources' (an eval set without augmentation); None: ``data.pdf_pages``. The run-wide
+    ``token_flip_rate`` stays ``data.pdf_pages``'s (refused here, as is this key on a source of another format)."""
 
     @model_validator(mode="after")
     def _dataset_or_columns(self) -> SourceSection:

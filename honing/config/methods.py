@@ -74,12 +74,15 @@ FINETUNE_ONLY = (
     "callbacks.generation_eval",
 )
 
+# olmOCR's pipeline options: the run's, and a source's own
+PDF_PAGES = ("data.pdf_pages", "data.train.sources[].pdf_pages", "data.validation.sources[].pdf_pages")
+
 # Keys only vision-language SFT reads: images, the vision tower and its learning rate.
 VISION_ONLY = (
     "data.min_pixels",
     "data.max_pixels",
     "data.pdf_longest_side",
-    "data.pdf_pages",
+    *PDF_PAGES,
     "data.image_transforms",
     "model.freeze_vision",
     "model.freeze_projector",
@@ -230,7 +233,7 @@ METHODS["vl_grpo"] = replace(
     METHODS["grpo"],
     unused=(
         *(k for k in METHODS["grpo"].unused if k not in VISION_ONLY),
-        "data.pdf_pages",
+        *PDF_PAGES,
         "data.image_transforms",  # VL-SFT's images only
         "callbacks.harness_eval",
         *GRPO_TOOL_KEYS,  # tool turns carry no pixel inputs
@@ -243,7 +246,7 @@ METHODS["vl_dpo"] = replace(
     unused=(
         *(k for k in METHODS["dpo"].unused if k not in VISION_ONLY),
         *PAIR_LENGTHS,  # an image prompt is never cut (its image tokens)
-        "data.pdf_pages",
+        *PDF_PAGES,
         "data.image_transforms",
         "callbacks.harness_eval",
     ),

@@ -264,7 +264,9 @@ def resolve_sources(
     resolved = []
     for index, source in enumerate(sources):
         # a name labels metrics, not rows; a named data set is resolved now, so that it keys the prepared rows
-        fields = named_fields(source.model_dump(exclude={"name"}), index)
+        # an olmOCR source's own pipeline options when given (absent otherwise, so other sources keep their keys)
+        own = {"pdf_pages"} if getattr(source, "pdf_pages", None) is None else set()
+        fields = named_fields(source.model_dump(exclude={"name", *own}), index)
         if is_prepared_folder(fields["path"]):
             inner = PreparedRows(fields["path"]).sources
             resolved += [{**row.fields, "weight": row.fields["weight"] * fields["weight"]} for row in inner]

@@ -57,17 +57,31 @@ class OlmocrSources:
     formats = OLMOCR_FORMATS
 
     def read(self, source: Mapping[str, Any], index: int, data: DataSection, report: BadRowReport) -> Found:
-        """One olmOCR source's conversations, through ``data.pdf_pages`` (its defaults when not given)."""
-        options = data.pdf_pages or PdfPagesSection()
+        """One olmOCR source's conversations, through its own ``pdf_pages`` where given, else ``data.pdf_pages``
+        (its defaults when neither is)."""
+        own = source.get("pdf_pages")
+        options = PdfPagesSection(**own) if own is not None else data.pdf_pages or PdfPagesSection()
         reader = OlmocrReader(options, pdf_longest_side=data.pdf_longest_side, bad_rows=data.bad_rows)
-        return reader.read(source, index, report)
+        return reader.read({key: value for key, value in source.items() if key != "pdf_pages"}, index, report)
 
     def check(self, data: DataSection) -> None:
-        """``data.pdf_pages`` shapes the rows of olmOCR's sources only: given with none of them, it would change
-        nothing, so it is refused."""
+        """``data.pdf_pages`` shapes the rows of olmOCR's sources only: given with none of them, or a source's own on
+        a source of another format, it would change nothing, so it is refused."""
+        splits = [split for split in (data.train, data.validation) if split is not None]
+        for split, name in ((data.train, "train"), (data.validation, "validation")):
+            for index, source in enumerate(split.sources if split is not None else []):
+                if source.pdf_pages is not None and source.format not in OLMOCR_FORMATS:
+                    raise ConfigError(
+                        f"data.{name}.sources[{index}].pdf_pages: read by sources of format "
+                        f"{' / '.join(OLMOCR_FORMATS)}, not {source.format!r}; set its format or remove pdf_pages"
+                    )
+                if source.pdf_pages is not None and "token_flip_rate" in source.pdf_pages.model_fields_set:
+                    raise ConfigError(
+                        f"data.{name}.sources[{index}].pdf_pages.token_flip_rate: a run-wide setting; give it in "
+                        "data.pdf_pages"
+                    )
         if data.pdf_pages is None:
             return
-        splits = [split for split in (data.train, data.validation) if split is not None]
         if not any(source.format in OLMOCR_FORMATS for split in splits for source in split.sources):
             raise ConfigError(
                 f"data.pdf_pages: read by sources of format {' / '.join(OLMOCR_FORMATS)}, and no source has one; set "

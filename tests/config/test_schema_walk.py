@@ -560,6 +560,10 @@ def olmocr_runs(raw: dict[str, Any], tmp_path: Path) -> Iterator[dict[str, Any]]
             train={"sources": [source]}, packing=False, pdf_pages=options, seq_len=512, overlong="truncate"
         )
         run["data"].pop("validation")
+        if format == "olmocr_pages":  # a source's own options (all but the run-wide flip rate), in both splits
+            own = {key: value for key, value in options.items() if key != "token_flip_rate"} | {"queries": []}
+            run["data"]["train"]["sources"].append({**source, "pdf_pages": own})
+            run["data"]["validation"] = {"sources": [{**source, "max_samples": 2, "pdf_pages": own}]}
         yield run
 
 

@@ -236,3 +236,31 @@ def test_rotated_pages_train_on_their_turned_image(tmp_path, monkeypatch):
             shown += [index for index, (page, _) in enumerate(pages) if patches.equal(page)]
             start += len(patches)
     assert sorted(shown) == list(range(len(pages)))  # every page once, turned ones as turned
+
+
+def test_a_source_with_its_own_pipeline_options_reads_by_them_and_the_others_by_the_runs(tmp_path):
+    # olmOCR gives each data set its own pipeline: an eval set without the training set's filters reads every page
+    folder = pages_folder(tmp_path, pages=3)
+    (folder / "p00.md").write_text(FRONT_MATTER.replace("rotation_correction: 0", "rotation_correction: 90") + "x")
+    sources = [
+        {"path": str(folder), "format": "olmocr_pages"},
+        {"path": str(folder), "format": "olmocr_pages", "pdf_pages": {"prompt": "plain"}},
+    ]
+    section = DataSection.model_validate({"train": {"sources": sources}, "pdf_pages": {"skip_rotated": True}})
+    fields = [source.model_dump(exclude={"name"}, exclude_none=True) for source in section.train.sources]
+    found, _ = read_vision_sources(fields, section)
+    assert [len(rows) for rows in found] == [2, 3]  # the run's filter leaves out the rotated page; the own one does not
+    run_prompt, own_prompt = turns(found[0][0][0])[0][1][1], turns(found[1][0][0])[0][1][1]
+    assert "front matter" in run_prompt and "front matter" not in own_prompt
+
+
+def test_own_pipeline_options_are_for_olmocr_sources_and_the_flip_rate_stays_the_runs():
+    from honing.errors import ConfigError
+    from honing.interop.olmocr_rows import OLMOCR_SOURCES
+
+    other = DataSection.model_validate({"train": {"sources": [{"path": "a.jsonl", "pdf_pages": {"prompt": "plain"}}]}})
+    with pytest.raises(ConfigError, match=r"^data\.train\.sources\[0\]\.pdf_pages: read by sources of format"):
+        OLMOCR_SOURCES.check(other)  # what every VL run's reader checks before reading
+    own = {"path": "pages", "format": "olmocr_pages", "pdf_pages": {"token_flip_rate": 0.1}}
+    with pytest.raises(ConfigError, match="pdf_pages.token_flip_rate: a run-wide setting; give it in data.pdf_pages"):
+        OLMOCR_SOURCES.check(DataSection.model_validate({"train": {"sources": [own]}}))

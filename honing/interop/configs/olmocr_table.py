@@ -49,7 +49,10 @@ DATASET: dict[str, Entry] = {
 }
 ENTRY: dict[str, Entry] = {
     **honoured("data.<split>.sources[].path", "root_dir"),
-    **honoured("data.pdf_pages and data.pdf_longest_side (one pipeline for every source)", "pipeline"),
+    **honoured(
+        "data.pdf_pages and data.pdf_longest_side (the first pipeline); another source's own steps: its pdf_pages",
+        "pipeline",
+    ),
     **honoured("data.<split>.sources[].max_samples", "max_samples"),
 }
 

@@ -128,8 +128,9 @@ def translate_lora(t: Translation, model: Keys) -> None:
 
 
 def translate_dataset(t: Translation, dataset: Keys) -> None:
-    """``dataset.train`` / ``dataset.eval``: each entry a ``format: olmocr_pages`` source; their pipelines, which
-    honing runs as one set of ``data.pdf_pages`` options, must agree."""
+    """``dataset.train`` / ``dataset.eval``: each entry a ``format: olmocr_pages`` source; the first pipeline is
+    ``data.pdf_pages``, another that differs the source's own ``pdf_pages`` (the render size and the token flip rate,
+    run-wide in honing, must agree)."""
     chosen: dict[str, Any] | None = None
     for split, name in (("train", "train"), ("validation", "eval")):
         entries = dataset.take(name, [])
@@ -155,11 +156,21 @@ def translate_dataset(t: Translation, dataset: Keys) -> None:
                 t.refused += scratch.refused
             if chosen is None:
                 chosen = {"options": options[0], "side": options[1], "where": keys.key("pipeline")}
-            elif (options[0], options[1]) != (chosen["options"], chosen["side"]):
+            elif options[1] != chosen["side"]:
                 t.refuse(
                     keys.key("pipeline"),
-                    f"differs from {chosen['where']}: honing reads every olmOCR source with one data.pdf_pages",
+                    f"its PDFRenderer size ({options[1]}) differs from {chosen['where']}'s ({chosen['side']}): honing "
+                    "renders every source's pages at one data.pdf_longest_side",
                 )
+            elif options[0].get("token_flip_rate") != chosen["options"].get("token_flip_rate"):
+                t.refuse(
+                    keys.key("pipeline"),
+                    f"its token flip rate differs from {chosen['where']}'s: honing flips every source's reply tokens "
+                    "at one data.pdf_pages.token_flip_rate",
+                )
+            elif options[0] != chosen["options"]:  # this source's own steps: its own pdf_pages, its notes too
+                source["pdf_pages"] = options[0]
+                t.notes += scratch.notes
             keys.done("not a key of an olmOCR data set")
             sources.append(source)
         if sources:

@@ -95,6 +95,26 @@ def test_anchor_text_and_the_plain_prompt_come_from_their_steps():
     assert (options.anchor_text_len, options.prompt) == (3000, "plain")
 
 
+def test_an_eval_set_with_its_own_steps_gets_its_own_pdf_pages_and_a_different_render_size_is_refused():
+    # an eval pipeline without the training set's augmentation and filters, as olmOCR lets each data set have
+    raw = copy.deepcopy(TRAINER)
+    drop = ("RotationAugmentation", "DatasetTextRuleFilter", "ReformatLatexBoldItalic")
+    raw["dataset"]["eval"][0]["pipeline"] = [step for step in PIPELINE if step["name"] not in drop]
+    translation = translate(raw)
+    assert translation.refused == []
+    config = validate(translation.config)
+    assert config.data.pdf_pages.rotation_probability == 0.05 and config.data.train.sources[0].pdf_pages is None
+    own = config.data.validation.sources[0].pdf_pages
+    assert own.rotation_probability == 0.0 and not own.text_rules and not own.latex_bold_italic and own.skip_rotated
+    raw["dataset"]["eval"][0]["pipeline"] = [
+        {**step, "target_longest_image_dim": 1024} if step["name"] == "PDFRenderer" else step for step in PIPELINE
+    ]
+    assert translate(raw).refused == [
+        "dataset.eval[0].pipeline: its PDFRenderer size (1024) differs from dataset.train[0].pipeline's (1288): honing "
+        "renders every source's pages at one data.pdf_longest_side"
+    ]
+
+
 def test_an_unknown_step_is_refused_in_one_line_naming_it():
     raw = copy.deepcopy(TRAINER)
     raw["dataset"]["train"][0]["pipeline"] = [*PIPELINE, {"name": "SharpenText", "probability": 0.5}]
