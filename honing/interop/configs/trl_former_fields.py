@@ -1,8 +1,8 @@
 """Fields TRL's config classes had in earlier releases and dropped by the installed one: a config written for TRL 0.x
 (Oumi pins trl>=0.24; most published DPO configs set ``max_prompt_length``) is read as that release read it, not
 refused as a misspelling. Each field: honoured (honing's key), a note (it changes no step here), or refused (why).
-The rows come from the classes of TRL 0.24.0 and 0.12.2 compared with the installed one
-(``tests/interop/configs/test_trl_former_fields.py`` checks that each is gone from the installed class)."""
+The rows come from the classes of TRL 0.24.0 and 0.12.2 and transformers 4.57.1's ``TrainingArguments`` compared with
+the installed ones (``tests/interop/configs/test_trl_former_fields.py`` checks that each is gone from them)."""
 
 from __future__ import annotations
 
@@ -178,10 +178,14 @@ def group_by_length(t: Translation, key: str, value: Any, values: Mapping[str, A
 
 
 def renamed(new: str) -> Reader:
-    """A field transformers 5 has under ``new``: refused, naming the new name."""
+    """A field transformers 5 has under ``new``: refused when set, naming the new name; null (as a dump of
+    ``TrainingArguments`` writes it) asks for nothing."""
 
     def read(t: Translation, key: str, value: Any, values: Mapping[str, Any]) -> None:
-        t.refuse(key, f"{TRANSFORMERS_4}: give it as {new}, the name transformers 5 reads")
+        if value is None or (key == "push_to_hub_token" and value == "<PUSH_TO_HUB_TOKEN>"):  # the dump's mask
+            t.note(key, f"{TRANSFORMERS_4}: {value!r}, not set")
+        else:
+            t.refuse(key, f"{TRANSFORMERS_4}: give it as {new}, the name transformers 5 reads")
 
     return read
 

@@ -100,6 +100,8 @@ def test_transformers_4_training_arguments_a_trl_file_still_carries():
     # transformers' rule: warmup steps win over a ratio
     t = translate_trl_args({"warmup_ratio": 0.1, "warmup_steps": 5}, "DPOConfig")
     assert t.get("scheduler.warmup_steps") == 5 and t.get("scheduler.warmup_ratio") is None
+    # a dump of transformers 4's TrainingArguments writes the renamed fields as null: nothing asked
+    assert translate_trl_args({"per_gpu_train_batch_size": None, "torchdynamo": None}, "SFTConfig").refused == []
     assert translate_trl_args({"per_gpu_train_batch_size": 4}, "SFTConfig").refused == [
         "per_gpu_train_batch_size: transformers 4's field (dropped in 5): give it as per_device_train_batch_size, the "
         "name transformers 5 reads"
