@@ -168,6 +168,10 @@ class DataSection(Section):
     chat_template: str | None = None
     """Fine-tuning: a named chat template (``chatml``, ``llama3``, ``zephyr``, ``plain_roles``, ``eos_separated``) or
     inline Jinja; None: the tokenizer's own."""
+    chat_template_fallback: str | None = None
+    """Fine-tuning on text, with ``chat_template`` unset: the named template (or Jinja) used when the tokenizer has no
+    chat template of its own (Oumi's rule, whose fallback is its ``default``: ``plain_roles``); None: such a tokenizer
+    is refused, asking for ``chat_template``."""
     chat_template_kwargs: dict[str, Any] = Field(default_factory=dict)
     """Prompt methods (grpo, rloo, ppo, online_dpo, vl_grpo): variables given to the chat template at every
     rendering of the run (prompts, tool turns), as ``apply_chat_template``'s extra keyword arguments, e.g.
@@ -209,6 +213,15 @@ class DataSection(Section):
     def rows_per_step(self, dp_size: int) -> int:
         """Rows per optimizer step over all ranks: ``batch_size_per_rank`` x ``dp_size`` when it is set."""
         return self.batch_size_per_rank * dp_size if self.batch_size_per_rank else self.global_batch_size
+
+    @model_validator(mode="after")
+    def _fallback_without_template(self) -> DataSection:
+        if self.chat_template is not None and self.chat_template_fallback is not None:
+            raise ValueError(
+                "chat_template_fallback: read only when chat_template is unset (it is the template for a tokenizer "
+                "without one); remove one of the two"
+            )
+        return self
 
     @model_validator(mode="after")
     def _micro_divides_global(self) -> DataSection:

@@ -65,6 +65,7 @@ class Method:
 # documents and cuts rows, so none of them applies.
 FINETUNE_ONLY = (
     "data.chat_template",
+    "data.chat_template_fallback",
     "data.train_on",
     "data.packing",
     "data.group_by_length",
@@ -89,6 +90,9 @@ VISION_ONLY = (
     "model.freeze_language",
     "optim.vision_lr",
 )
+
+# The text tokenizer's template fallback: image methods render with the processor's own template
+TEXT_TEMPLATE_ONLY = ("data.chat_template_fallback",)
 
 # Keys only the prompt methods (grpo and those built on its rollouts) read: the chat template's extra variables,
 # given at each rendering of a prompt or a tool turn (TRL's GRPOConfig / RLOOConfig chat_template_kwargs).
@@ -212,6 +216,7 @@ METHODS: dict[str, Method] = {
             *PRETRAIN_ONLY,
             *TRAIN_SOURCE_NAME,
             *PAIR_LENGTHS,
+            *TEXT_TEMPLATE_ONLY,
             "callbacks.harness_eval",
         ),
         values={
@@ -234,6 +239,7 @@ METHODS["vl_grpo"] = replace(
     unused=(
         *(k for k in METHODS["grpo"].unused if k not in VISION_ONLY),
         *PDF_PAGES,
+        *TEXT_TEMPLATE_ONLY,
         "data.image_transforms",  # VL-SFT's images only
         "callbacks.harness_eval",
         *GRPO_TOOL_KEYS,  # tool turns carry no pixel inputs
@@ -247,6 +253,7 @@ METHODS["vl_dpo"] = replace(
         *(k for k in METHODS["dpo"].unused if k not in VISION_ONLY),
         *PAIR_LENGTHS,  # an image prompt is never cut (its image tokens)
         *PDF_PAGES,
+        *TEXT_TEMPLATE_ONLY,
         "data.image_transforms",
         "callbacks.harness_eval",
     ),

@@ -310,3 +310,20 @@ def test_bad_values_are_config_errors(tok):
         tokenize_conversation(tok, SINGLE, chat_template="chatml", train_on="user")
     with pytest.raises(DataError, match="no messages"):
         tokenize_conversation(tok, [], chat_template="chatml")
+
+
+def test_the_fallback_template_is_used_only_for_a_tokenizer_without_its_own(monkeypatch):
+    from honing.config.schema import DataSection, TokenizerSection
+    from honing.data.chat import chat_tokenizer as module
+
+    sources = {"train": {"sources": [{"path": "rows.jsonl"}]}}
+    data = DataSection.model_validate({**sources, "chat_template_fallback": "plain_roles"})
+    config, model = TokenizerSection(kind="byte"), type("Model", (), {"name_or_path": None})()
+    tokenizer, template = module.chat_tokenizer(config, data, model)  # the byte-level tokenizer carries no template
+    assert template == NAMED_TEMPLATES["plain_roles"] and tokenizer.chat_template == template
+    owned = build_tokenizer("byte")
+    owned.chat_template = NAMED_TEMPLATES["chatml"]
+    monkeypatch.setattr(module, "build_tokenizer", lambda *args, **kwargs: owned)
+    assert module.chat_tokenizer(config, data, model)[1] == NAMED_TEMPLATES["chatml"]  # its own wins, as in Oumi
+    with pytest.raises(ValueError, match="chat_template_fallback: read only when chat_template is unset"):
+        DataSection.model_validate({**sources, "chat_template": "chatml", "chat_template_fallback": "plain_roles"})

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
-from honing.data.chat.conversation import ensure_special_tokens, resolve_chat_template
+from honing.data.chat.conversation import ensure_special_tokens, has_own_template, resolve_chat_template
 from honing.data.special_tokens import apply_token_settings
 from honing.data.tokenizer import build_tokenizer, tokenizer_kind
 from honing.errors import DataError
@@ -14,6 +15,8 @@ if TYPE_CHECKING:
 
     from honing.config.data_schema import DataSection, TokenizerSection
     from honing.config.model_schema import ModelSection
+
+log = logging.getLogger(__name__)
 
 
 def chat_tokenizer(
@@ -29,7 +32,11 @@ def chat_tokenizer(
         )
     tokenizer = build_tokenizer(kind, path=path, trust_remote_code=tokenizer_cfg.trust_remote_code)
     apply_token_settings(tokenizer, tokenizer_cfg)  # before the template's own tokens: it may name them
-    chat_template = resolve_chat_template(tokenizer, data.chat_template)
-    ensure_special_tokens(tokenizer, data.chat_template or chat_template)
+    name, fallback = data.chat_template, data.chat_template_fallback
+    if name is None and fallback is not None and not has_own_template(tokenizer):
+        name = fallback
+        log.info("the tokenizer has no chat template of its own: rendering with %r (data.chat_template_fallback)", name)
+    chat_template = resolve_chat_template(tokenizer, name)
+    ensure_special_tokens(tokenizer, name or chat_template)
     tokenizer.chat_template = chat_template  # saved with the tokenizer in checkpoints and exports
     return tokenizer, chat_template

@@ -33,6 +33,12 @@ class TokenizedExample:
     labels: list[int]
 
 
+def has_own_template(tokenizer: PreTrainedTokenizerBase) -> bool:
+    """Whether the tokenizer carries a chat template (a hub tokenizer may ship several by name: its ``default``)."""
+    own = getattr(tokenizer, "chat_template", None)
+    return bool(own.get("default") if isinstance(own, dict) else own)
+
+
 def resolve_chat_template(tokenizer: PreTrainedTokenizerBase, chat_template: str | None) -> str:
     """The Jinja text for ``chat_template``: the tokenizer's own (None), a named template, or inline Jinja."""
     if chat_template is None:

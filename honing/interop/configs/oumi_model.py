@@ -104,12 +104,20 @@ def translate_chat_template(t: Translation, model: Keys, method: str) -> None:
     a model of that family), or for images the processor's own."""
     key = model.key("chat_template")
     template = model.take("chat_template")
+    name = str(model.peek("model_name", "")).lower()
+    text_chat = method != "pretrain" and not method.startswith("vl_")
+    if template is None and text_chat:  # Oumi's build_tokenizer: its model-type template, else the tokenizer's own
+        if "gpt2" in name:  # Oumi's internal config for model_type gpt2 names its gpt2 template
+            t.set("data.chat_template", "eos_separated")
+            t.note(key, "unset: Oumi renders gpt2 models with its gpt2 template (honing's eos_separated)")
+        else:  # ... and its 'default' for a tokenizer without one
+            t.default("data.chat_template_fallback", "plain_roles", "Oumi's build_tokenizer, whose 'default' it is")
+        return
     if template is None or template == "auto":
         return  # the tokenizer's own: honing's default
     if not isinstance(template, str):
         t.refuse(key, f"{template!r}: expected a template name")
         return
-    name = str(model.peek("model_name", "")).lower()
     if method == "pretrain":
         t.note(key, f"{template!r}: unused, pretraining reads documents, not conversations")
     elif method in ("vl_sft", "vl_grpo", "vl_dpo"):

@@ -38,7 +38,7 @@ MODEL: dict[str, Entry] = {
     **honoured("parallel.compile", "compile"),
     **honoured(
         "data.chat_template (llama3-instruct, chat_ml, zephyr, default, gpt2: honing's named templates; a family's: "
-        "the tokenizer's own)",
+        "the tokenizer's own; unset: data.chat_template_fallback plain_roles, gpt2 models eos_separated)",
         "chat_template",
     ),
     **honoured("model.attn_implementation", "attn_implementation"),

@@ -145,3 +145,13 @@ def test_freeze_layers_follow_oumis_rule_for_a_name_the_model_lacks():
     assert translation.config["model"]["freeze_missing"] == "skip"
     assert "model.freeze_missing" in translation.defaults
     assert "freeze_missing" not in translated().config["model"]
+
+
+def test_an_unset_template_is_oumis_fallback_and_gpt2_gets_oumis_gpt2_template():
+    # Oumi's build_tokenizer: its model type's template (gpt2's), else the tokenizer's own, else its 'default'
+    translation = translated()
+    assert translation.config["data"]["chat_template_fallback"] == "plain_roles"
+    assert "chat_template" not in translation.config["data"]
+    gpt2 = translated(**{"model.model_name": "openai-community/gpt2"})
+    assert gpt2.config["data"]["chat_template"] == "eos_separated"
+    assert "chat_template_fallback" not in translated(**{"model.chat_template": "auto"}).config["data"]
