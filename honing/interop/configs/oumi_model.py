@@ -101,7 +101,8 @@ def translate_model(t: Translation, model: Keys, method: str) -> None:
 
 def translate_chat_template(t: Translation, model: Keys, method: str) -> None:
     """``model.chat_template``: honing's named template, the tokenizer's own (``auto``, or a family's template for
-    a model of that family), or for images the processor's own."""
+    a model of that family), or for images the processor's own; unset, Oumi's rule: a gpt2 model's template, else
+    the tokenizer's own, else ``plain_roles`` (``data.chat_template_fallback``)."""
     key = model.key("chat_template")
     template = model.take("chat_template")
     name = str(model.peek("model_name", "")).lower()
