@@ -1,5 +1,5 @@
 """Fields TRL's config classes had in earlier releases and dropped by the installed one: a config written for TRL 0.x
-(Oumi pins trl>=0.24; most published DPO configs set ``max_prompt_length``) is read as that release read it, not
+(Oumi pins trl>=0.24; a TRL 0.x DPO config sets ``max_prompt_length``, say) is read as that release read it, not
 refused as a misspelling. Each field: honoured (honing's key), a note (it changes no step here), or refused (why).
 The rows come from the classes of TRL 0.24.0 and 0.12.2 and transformers 4.57.1's ``TrainingArguments`` compared with
 the installed ones (``tests/interop/configs/test_trl_former_fields.py`` checks that each is gone from them)."""
