@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from honing.data.chat.conversation import ensure_special_tokens, has_own_template, resolve_chat_template
+from honing.data.chat.conversation import ensure_special_tokens, own_template, resolve_chat_template
 from honing.data.special_tokens import apply_token_settings
 from honing.data.tokenizer import build_tokenizer, tokenizer_kind
 from honing.errors import DataError
@@ -33,7 +33,7 @@ def chat_tokenizer(
     tokenizer = build_tokenizer(kind, path=path, trust_remote_code=tokenizer_cfg.trust_remote_code)
     apply_token_settings(tokenizer, tokenizer_cfg)  # before the template's own tokens: it may name them
     name, fallback = data.chat_template, data.chat_template_fallback
-    if name is None and fallback is not None and not has_own_template(tokenizer):
+    if name is None and fallback is not None and own_template(tokenizer) is None:
         name = fallback
         log.info("the tokenizer has no chat template of its own: rendering with %r (data.chat_template_fallback)", name)
     chat_template = resolve_chat_template(tokenizer, name)

@@ -33,19 +33,19 @@ class TokenizedExample:
     labels: list[int]
 
 
-def has_own_template(tokenizer: PreTrainedTokenizerBase) -> bool:
-    """Whether the tokenizer carries a chat template (a hub tokenizer may ship several by name: its ``default``)."""
+def own_template(tokenizer: PreTrainedTokenizerBase) -> str | None:
+    """The tokenizer's own chat template (a hub tokenizer may ship several by name: its ``default``), or None."""
     own = getattr(tokenizer, "chat_template", None)
-    return bool(own.get("default") if isinstance(own, dict) else own)
+    if isinstance(own, dict):
+        own = own.get("default")
+    return own or None
 
 
 def resolve_chat_template(tokenizer: PreTrainedTokenizerBase, chat_template: str | None) -> str:
     """The Jinja text for ``chat_template``: the tokenizer's own (None), a named template, or inline Jinja."""
     if chat_template is None:
-        own = getattr(tokenizer, "chat_template", None)
-        if isinstance(own, dict):  # a hub tokenizer may ship several templates by name
-            own = own.get("default")
-        if not own:
+        own = own_template(tokenizer)
+        if own is None:
             raise ConfigError(
                 "data.chat_template is not set and the tokenizer has no chat template of its own; "
                 f"set data.chat_template to a named template ({', '.join(NAMED_TEMPLATES)}) "
